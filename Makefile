@@ -1,0 +1,55 @@
+# flink-failover: every target bootstraps its own virtual environment from Python 3.11.
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+CERTS  ?= certs
+POLICY ?= policies/restore-policy.yaml
+BIND   ?= 127.0.0.1:8443
+PYTEST_ARGS ?=
+
+.PHONY: run test bench lint typecheck certs clean venv moto-venv
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade "pip>=24"
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+# moto's S3 server lives in its own environment: boto3 (moto) and aiobotocore (s3fs) pin botocore differently.
+moto-venv: .venv-moto/.installed
+.venv-moto/.installed:
+	$(PYTHON) -m venv .venv-moto
+	.venv-moto/bin/pip install --quiet --upgrade "pip>=24"
+	.venv-moto/bin/pip install --quiet "moto[server]>=5.0"
+	touch .venv-moto/.installed
+
+$(CERTS)/tls.crt: | $(STAMP)
+	$(BIN)/flink-failover certs generate --service flink-failover --namespace flink-failover \
+	  --out $(CERTS) --extra-san localhost --extra-san 127.0.0.1
+
+certs: $(CERTS)/tls.crt
+
+run: $(STAMP) $(CERTS)/tls.crt
+	$(BIN)/flink-failover serve --role member --policy $(POLICY) --cert-dir $(CERTS) --bind $(BIND)
+
+test: $(STAMP) moto-venv
+	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server $(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check webhook tests bench
+	$(BIN)/ruff format --check webhook tests bench
+	$(BIN)/mypy
+	$(BIN)/bandit -q -c pyproject.toml -r webhook
+	$(BIN)/pip-audit --skip-editable --progress-spinner off
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+bench: $(STAMP) moto-venv
+	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server $(BIN)/python -m bench
+
+clean:
+	rm -rf $(VENV) .venv-moto .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis
