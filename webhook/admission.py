@@ -1,0 +1,140 @@
+"""AdmissionReview (admission.k8s.io/v1) in and out, independent of transport.
+
+A ``Handler`` turns an :class:`AdmissionRequest` into an :class:`AdmissionResponse`; the server, the
+offline CLI and the tests all go through :func:`review`, so they give the same answer.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+API_VERSION = "admission.k8s.io/v1"
+KIND = "AdmissionReview"
+MAX_WARNINGS = 4
+MAX_WARNING_LEN = 240  # kube-apiserver truncates longer warnings; keep ours readable
+
+
+class BadReview(ValueError):
+    """The body is not an AdmissionReview we can answer: HTTP 400."""
+
+
+@dataclass(frozen=True)
+class AdmissionRequest:
+    uid: str
+    group: str
+    version: str
+    kind: str
+    resource: str
+    sub_resource: str
+    operation: str
+    namespace: str
+    name: str
+    object: Mapping[str, Any]
+    old_object: Mapping[str, Any] | None
+    dry_run: bool
+    api_version: str = API_VERSION
+
+
+@dataclass(frozen=True)
+class AdmissionResponse:
+    uid: str
+    allowed: bool
+    patch: list[dict[str, Any]] = field(default_factory=list)
+    message: str = ""
+    code: int = 0
+    warnings: tuple[str, ...] = ()
+    # What happened, for logs and metrics (never sent to the API server).
+    decision: str = ""
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_review(self, api_version: str = API_VERSION) -> dict[str, Any]:
+        response: dict[str, Any] = {"uid": self.uid, "allowed": self.allowed}
+        if self.patch:
+            response["patchType"] = "JSONPatch"
+            response["patch"] = base64.b64encode(json.dumps(self.patch, separators=(",", ":")).encode()).decode()
+        if not self.allowed:
+            response["status"] = {
+                "status": "Failure",
+                "code": self.code or 403,
+                "reason": "Forbidden" if (self.code or 403) == 403 else "InternalError",
+                "message": self.message or "denied",
+            }
+        if self.warnings:
+            response["warnings"] = [_short(w) for w in self.warnings[:MAX_WARNINGS]]
+        return {"apiVersion": api_version, "kind": KIND, "response": response}
+
+
+Handler = Callable[[AdmissionRequest], AdmissionResponse]
+
+
+def _short(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= MAX_WARNING_LEN else text[: MAX_WARNING_LEN - 3] + "..."
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def parse_review(body: Any) -> AdmissionRequest:
+    """Validate the envelope; the object inside is left for the handler to judge."""
+    if not isinstance(body, Mapping):
+        raise BadReview("body is not a JSON object")
+    if body.get("kind") != KIND:
+        raise BadReview(f"kind must be {KIND}")
+    api_version = body.get("apiVersion")
+    if api_version not in (API_VERSION, "admission.k8s.io/v1beta1"):
+        raise BadReview(f"apiVersion must be {API_VERSION}")
+    request = body.get("request")
+    if not isinstance(request, Mapping):
+        raise BadReview("request is missing or not an object")
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        raise BadReview("request.uid is missing")
+    if len(uid) > 256:
+        raise BadReview("request.uid is too long")
+    kind = request.get("kind") if isinstance(request.get("kind"), Mapping) else {}
+    resource = request.get("resource") if isinstance(request.get("resource"), Mapping) else {}
+    assert isinstance(kind, Mapping) and isinstance(resource, Mapping)
+    obj = request.get("object")
+    old = request.get("oldObject")
+    return AdmissionRequest(
+        uid=uid,
+        group=_str(kind.get("group")),
+        version=_str(kind.get("version")),
+        kind=_str(kind.get("kind")),
+        resource=_str(resource.get("resource")),
+        sub_resource=_str(request.get("subResource")),
+        operation=_str(request.get("operation")),
+        namespace=_str(request.get("namespace")),
+        name=_str(request.get("name")),
+        object=obj if isinstance(obj, Mapping) else {},
+        old_object=old if isinstance(old, Mapping) else None,
+        dry_run=request.get("dryRun") is True,
+        api_version=str(api_version),
+    )
+
+
+def request_uid(body: Any) -> str:
+    """The uid of a body that may not fully parse, so even a failure can be answered."""
+    if isinstance(body, Mapping) and isinstance(body.get("request"), Mapping):
+        uid = body["request"].get("uid")
+        if isinstance(uid, str) and 0 < len(uid) <= 256:
+            return uid
+    return ""
+
+
+def review(
+    body: Any, handler: Handler, on_error: Callable[[AdmissionRequest, Exception], AdmissionResponse]
+) -> tuple[AdmissionRequest, AdmissionResponse]:
+    """Parse, handle and never raise past a parsed request: every uid gets a complete answer."""
+    request = parse_review(body)
+    try:
+        response = handler(request)
+    except Exception as exc:  # the one place an unexpected failure becomes an admission answer
+        response = on_error(request, exc)
+    return request, response

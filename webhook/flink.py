@@ -1,0 +1,135 @@
+"""What a FlinkDeployment / FlinkSessionJob says about its job and its state storage (DESIGN section 4)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+GROUP = "flink.apache.org"
+KINDS = ("FlinkDeployment", "FlinkSessionJob")
+
+CHECKPOINT_DIR_KEYS = ("execution.checkpointing.dir", "state.checkpoints.dir", "state.backend.fs.checkpointdir")
+SAVEPOINT_DIR_KEYS = (
+    "execution.checkpointing.savepoint-dir",
+    "state.savepoints.dir",
+    "savepoints.state.backend.fs.dir",
+)
+CREATE_SUBDIR_KEYS = ("execution.checkpointing.create-subdir", "state.checkpoints.create-subdir")
+
+JOB_ID_RE = re.compile(r"^[0-9a-f]{32}$")
+
+
+def is_job_id(value: object) -> bool:
+    return isinstance(value, str) and bool(JOB_ID_RE.match(value))
+
+
+def flatten_configuration(conf: Any) -> dict[str, str]:
+    """Flink configuration as flat ``a.b.c -> str``; accepts the flat map (<= 1.12) and nested YAML (1.13+).
+
+    Where both spellings name one key, the flat one wins: it is what older operators read.
+    """
+    flat: dict[str, str] = {}
+    nested: dict[str, str] = {}
+
+    def walk(prefix: str, value: Any, into: dict[str, str]) -> None:
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                walk(f"{prefix}.{k}" if prefix else str(k), v, into)
+        elif value is None:
+            return
+        elif isinstance(value, bool):
+            into[prefix] = "true" if value else "false"
+        elif isinstance(value, list):
+            into[prefix] = ";".join(str(v) for v in value)
+        else:
+            into[prefix] = str(value)
+
+    if not isinstance(conf, Mapping):
+        return {}
+    for key, value in conf.items():
+        if isinstance(value, Mapping):
+            walk(str(key), value, nested)
+        else:
+            walk(str(key), value, flat)
+    return {**nested, **flat}
+
+
+def _first(conf: Mapping[str, str], keys: tuple[str, ...]) -> str:
+    for key in keys:
+        value = conf.get(key, "").strip()
+        if value:
+            return value
+    return ""
+
+
+@dataclass(frozen=True)
+class FlinkResource:
+    """The parts of a Flink custom resource the restore logic needs, read once."""
+
+    kind: str
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    job: Mapping[str, Any] | None
+    configuration: Mapping[str, str]
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> FlinkResource:
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        assert isinstance(meta, Mapping)
+        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
+        assert isinstance(spec, Mapping)
+        job = spec.get("job")
+        return cls(
+            kind=str(obj.get("kind", "")),
+            namespace=str(meta.get("namespace") or ""),
+            name=str(meta.get("name") or meta.get("generateName") or ""),
+            labels=_str_map(meta.get("labels")),
+            annotations=_str_map(meta.get("annotations")),
+            job=job if isinstance(job, Mapping) else None,
+            configuration=flatten_configuration(spec.get("flinkConfiguration")),
+        )
+
+    @property
+    def is_session_cluster(self) -> bool:
+        return self.kind == "FlinkDeployment" and self.job is None
+
+    @property
+    def checkpoint_dir(self) -> str:
+        return _first(self.configuration, CHECKPOINT_DIR_KEYS)
+
+    @property
+    def savepoint_dir(self) -> str:
+        return _first(self.configuration, SAVEPOINT_DIR_KEYS)
+
+    @property
+    def checkpoints_in_job_subdir(self) -> bool:
+        value = _first(self.configuration, CREATE_SUBDIR_KEYS)
+        return value.lower() != "false"
+
+    def job_field(self, name: str) -> Any:
+        return self.job.get(name) if self.job is not None else None
+
+    @property
+    def upgrade_mode(self) -> str:
+        value = self.job_field("upgradeMode")
+        return value if isinstance(value, str) and value else "stateless"
+
+    @property
+    def state(self) -> str:
+        value = self.job_field("state")
+        return value if isinstance(value, str) and value else "running"
+
+    @property
+    def initial_savepoint_path(self) -> str:
+        value = self.job_field("initialSavepointPath")
+        return value if isinstance(value, str) else ""
+
+
+def _str_map(value: Any) -> dict[str, str]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, str)}

@@ -1,0 +1,109 @@
+"""The member role's admission handler: request -> restore decision -> admission answer."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+import threading
+from dataclasses import dataclass
+
+from webhook.admission import AdmissionRequest, AdmissionResponse
+from webhook.flink import GROUP, KINDS, FlinkResource
+from webhook.patch import plan
+from webhook.policy import RestorePolicy
+from webhook.restore import LookupRequest, LookupResult, Outcome, RestoreDecision, decide
+from webhook.storage import CheckpointStorage, Deadline, DeadlineExceeded, StorageError
+
+log = logging.getLogger(__name__)
+
+# Storage calls that outlive their deadline keep running in the background; the pool bounds how many.
+_POOL_SIZE = 32
+
+
+@dataclass
+class MemberHandler:
+    policy: RestorePolicy
+    storage: CheckpointStorage
+
+    def __post_init__(self) -> None:
+        self._pool = concurrent.futures.ThreadPoolExecutor(_POOL_SIZE, thread_name_prefix="storage")
+        self._pool_lock = threading.Lock()
+
+    @classmethod
+    def from_policy(cls, policy: RestorePolicy) -> MemberHandler:
+        return cls(policy, CheckpointStorage(policy.storage_options))
+
+    def __call__(self, request: AdmissionRequest) -> AdmissionResponse:
+        deadline = Deadline(self.policy.deadline_seconds * 0.9)  # leave room to answer
+        if (
+            request.group != GROUP
+            or request.kind not in KINDS
+            or request.sub_resource
+            or request.operation not in ("CREATE", "UPDATE")
+        ):
+            return AdmissionResponse(request.uid, True, decision=Outcome.SKIP.value)
+        resource = FlinkResource.from_object(request.object)
+        old = FlinkResource.from_object(request.old_object) if request.old_object is not None else None
+        decision = decide(request.operation, resource, old, self.policy, lambda q: self._lookup(q, deadline))
+        return respond(request, decision)
+
+    def _lookup(self, query: LookupRequest, deadline: Deadline) -> LookupResult:
+        def work() -> LookupResult:
+            checkpoint = self.storage.latest_checkpoint(query.job_dir, deadline) if query.job_dir else None
+            savepoint = self.storage.savepoint(query.savepoint, deadline) if query.savepoint else None
+            return LookupResult(checkpoint, savepoint)
+
+        future = self._pool.submit(work)
+        try:
+            return future.result(timeout=max(deadline.remaining(), 0.001))
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise DeadlineExceeded(
+                f"storage did not answer within {self.policy.deadline_seconds:g}s deadline"
+            ) from None
+        except StorageError:
+            raise
+        except Exception as exc:  # an fsspec backend failing in an unexpected way is still a storage error
+            raise StorageError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionResponse:
+    """Turn a decision into the admission answer (the only place that does)."""
+    detail = {
+        "jobId": decision.job_id,
+        "path": decision.path,
+        "reason": decision.reason,
+        "carried": decision.carried,
+        "storageError": decision.storage_error,
+    }
+    if decision.outcome is Outcome.DENIED:
+        return AdmissionResponse(
+            request.uid, False, message=decision.reason, code=403, decision=decision.outcome.value, detail=detail
+        )
+    ops = plan(request.object, decision.spec_job, decision.annotations)
+    outcome = decision.outcome.value
+    if decision.carried:
+        outcome = "carried" if ops else "unchanged"
+    return AdmissionResponse(
+        request.uid,
+        True,
+        patch=ops,
+        warnings=decision.warnings,
+        decision=outcome,
+        detail=detail,
+    )
+
+
+def internal_error(request: AdmissionRequest, exc: Exception) -> AdmissionResponse:
+    """Member role: an unexpected failure denies, so a failed-over job never starts empty (Karmada retries)."""
+    log.exception("internal error handling %s", request.uid)
+    return AdmissionResponse(
+        request.uid,
+        False,
+        message=f"flink-failover internal error: {type(exc).__name__}; the request will be retried",
+        code=500,
+        decision="error",
+    )

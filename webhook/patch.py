@@ -1,0 +1,48 @@
+"""JSON Patch (RFC 6902) ops that bring an object to the fields a decision requires.
+
+A broken patch becomes an internal error in kube-apiserver even under ``failurePolicy: Ignore``, so
+every op is computed against the exact object it will be applied to: missing parents are added whole,
+keys are escaped (``~`` -> ``~0``, ``/`` -> ``~1``), unchanged values produce no op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+Op = dict[str, Any]
+
+
+def escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def set_fields(obj: Mapping[str, Any], path: tuple[str, ...], values: Mapping[str, Any]) -> list[Op]:
+    """Ops that make ``obj[path...][k] == v`` for every item; parents that are missing are created."""
+    if not values:
+        return []
+    node: Any = obj
+    pointer = ""
+    for depth, key in enumerate(path):
+        child = node.get(key) if isinstance(node, Mapping) else None
+        if not isinstance(child, Mapping):
+            # Build the missing (or non-object) remainder in one op.
+            value: Any = dict(values)
+            for inner in reversed(path[depth + 1 :]):
+                value = {inner: value}
+            op = "replace" if isinstance(node, Mapping) and key in node else "add"
+            return [{"op": op, "path": f"{pointer}/{escape(key)}", "value": value}]
+        node = child
+        pointer += f"/{escape(key)}"
+    ops: list[Op] = []
+    for key, value in values.items():
+        if key in node:
+            if node[key] != value:
+                ops.append({"op": "replace", "path": f"{pointer}/{escape(key)}", "value": value})
+        else:
+            ops.append({"op": "add", "path": f"{pointer}/{escape(key)}", "value": value})
+    return ops
+
+
+def plan(obj: Mapping[str, Any], spec_job: Mapping[str, str], annotations: Mapping[str, str]) -> list[Op]:
+    return set_fields(obj, ("spec", "job"), spec_job) + set_fields(obj, ("metadata", "annotations"), annotations)

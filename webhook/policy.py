@@ -1,0 +1,212 @@
+"""The restore policy: what the member role does when it resolves (or fails to resolve) state.
+
+Loaded once at start-up; an invalid file stops the process with a message naming the field, because
+a webhook guarding against data loss must never run on a half-understood policy.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+API_VERSION = "flink-failover.io/v1alpha1"
+KIND = "RestorePolicy"
+
+DEFAULT_JOB_ID_LABELS: tuple[str, ...] = (
+    "flink-failover.io/job-id",
+    "application.karmada.io/failover-jobid",
+    "application.karmada.io/cluster-failover-jobid",
+    "resourcebinding.karmada.io/failover-jobid",
+)
+KNOWN_SCHEMES = ("s3", "s3a", "s3p", "gs", "hdfs", "abfs", "abfss", "oss", "wasb", "wasbs", "file")
+DEFAULT_ALLOWED_SCHEMES: tuple[str, ...] = ("s3", "s3a", "s3p", "gs", "hdfs", "abfs", "abfss", "oss", "file")
+
+_PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
+_LABEL_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+
+
+class Prefer(StrEnum):
+    NEWEST = "newest"
+    CHECKPOINT = "checkpoint"
+    SAVEPOINT = "savepoint"
+
+
+class Fallback(StrEnum):
+    """What to do when no state can be restored: hold the job, refuse it, or let it start empty."""
+
+    SUSPEND = "suspend"
+    DENY = "deny"
+    ALLOW = "allow"
+
+
+class UpgradeModePolicy(StrEnum):
+    AUTO = "auto"
+    KEEP = "keep"
+    SAVEPOINT = "savepoint"
+    LAST_STATE = "last-state"
+
+
+class StatePolicy(StrEnum):
+    KEEP = "keep"
+    RUNNING = "running"
+
+
+class PolicyError(ValueError):
+    """A policy that cannot be used; ``field`` names the offending key."""
+
+    def __init__(self, field_name: str, message: str) -> None:
+        super().__init__(f"invalid restore policy: {field_name}: {message}")
+        self.field = field_name
+
+
+@dataclass(frozen=True)
+class RestorePolicy:
+    job_id_labels: tuple[str, ...] = DEFAULT_JOB_ID_LABELS
+    default_checkpoint_dir: str = ""
+    default_savepoint_dir: str = ""
+    allowed_schemes: tuple[str, ...] = DEFAULT_ALLOWED_SCHEMES
+    prefer: Prefer = Prefer.NEWEST
+    on_missing_state: Fallback = Fallback.SUSPEND
+    on_storage_error: Fallback = Fallback.DENY
+    upgrade_mode: UpgradeModePolicy = UpgradeModePolicy.AUTO
+    state: StatePolicy = StatePolicy.KEEP
+    deadline_seconds: float = 5.0
+    storage_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    prefix: str = "flink-failover.io"
+
+    # Contract keys derived from the prefix (DESIGN section 3).
+    def key(self, name: str) -> str:
+        return f"{self.prefix}/{name}"
+
+    @property
+    def failover_label(self) -> str:
+        return self.key("failover")
+
+    @property
+    def trigger_labels(self) -> tuple[str, ...]:
+        return (self.failover_label, *self.job_id_labels)
+
+
+_FIELDS: dict[str, str] = {
+    "jobIdLabels": "job_id_labels",
+    "defaultCheckpointDir": "default_checkpoint_dir",
+    "defaultSavepointDir": "default_savepoint_dir",
+    "allowedSchemes": "allowed_schemes",
+    "prefer": "prefer",
+    "onMissingState": "on_missing_state",
+    "onStorageError": "on_storage_error",
+    "upgradeMode": "upgrade_mode",
+    "state": "state",
+    "deadlineSeconds": "deadline_seconds",
+    "storageOptions": "storage_options",
+    "prefix": "prefix",
+}
+
+
+def _enum(cls: type[StrEnum], name: str, value: Any) -> Any:
+    try:
+        return cls(value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in cls)
+        raise PolicyError(name, f"{value!r} is not one of {allowed}") from None
+
+
+def _str_list(name: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise PolicyError(name, "must be a list of non-empty strings")
+    return tuple(value)
+
+
+def _dir(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise PolicyError(name, "must be a string (a storage URI or an empty string)")
+    return value.strip()
+
+
+def policy_from_dict(doc: Any) -> RestorePolicy:
+    """Validate a parsed policy document; unknown keys are errors (a typo must not silently mean default)."""
+    if not isinstance(doc, dict):
+        raise PolicyError("<document>", "must be a mapping")
+    if doc.get("apiVersion") != API_VERSION:
+        raise PolicyError("apiVersion", f"must be {API_VERSION!r}, got {doc.get('apiVersion')!r}")
+    if doc.get("kind") != KIND:
+        raise PolicyError("kind", f"must be {KIND!r}, got {doc.get('kind')!r}")
+    unknown = sorted(set(doc) - set(_FIELDS) - {"apiVersion", "kind", "metadata"})
+    if unknown:
+        raise PolicyError(unknown[0], "unknown field")
+
+    kw: dict[str, Any] = {}
+    if "jobIdLabels" in doc:
+        labels = _str_list("jobIdLabels", doc["jobIdLabels"])
+        for label in labels:
+            if not _LABEL_KEY_RE.match(label) or len(label) > 316:
+                raise PolicyError("jobIdLabels", f"{label!r} is not a valid label key")
+        kw["job_id_labels"] = labels
+    for key in ("defaultCheckpointDir", "defaultSavepointDir"):
+        if key in doc:
+            kw[_FIELDS[key]] = _dir(key, doc[key])
+    if "allowedSchemes" in doc:
+        schemes = _str_list("allowedSchemes", doc["allowedSchemes"])
+        for scheme in schemes:
+            if scheme not in KNOWN_SCHEMES:
+                raise PolicyError("allowedSchemes", f"{scheme!r} is not one of {', '.join(KNOWN_SCHEMES)}")
+        kw["allowed_schemes"] = schemes
+    enums: dict[str, type[StrEnum]] = {
+        "prefer": Prefer,
+        "onMissingState": Fallback,
+        "onStorageError": Fallback,
+        "upgradeMode": UpgradeModePolicy,
+        "state": StatePolicy,
+    }
+    for key, cls in enums.items():
+        if key in doc:
+            kw[_FIELDS[key]] = _enum(cls, key, doc[key])
+    if "deadlineSeconds" in doc:
+        deadline = doc["deadlineSeconds"]
+        if isinstance(deadline, bool) or not isinstance(deadline, int | float) or not 0 < deadline <= 30:
+            raise PolicyError("deadlineSeconds", "must be a number in (0, 30] (kube-apiserver caps webhooks at 30 s)")
+        kw["deadline_seconds"] = float(deadline)
+    if "storageOptions" in doc:
+        opts = doc["storageOptions"]
+        if opts is None:
+            opts = {}
+        if not isinstance(opts, dict) or not all(isinstance(v, dict) for v in opts.values()):
+            raise PolicyError("storageOptions", "must map a scheme to a mapping of fsspec options")
+        for scheme in opts:
+            if scheme not in KNOWN_SCHEMES:
+                raise PolicyError("storageOptions", f"{scheme!r} is not a known scheme")
+        kw["storage_options"] = {k: dict(v) for k, v in opts.items()}
+    if "prefix" in doc:
+        prefix = doc["prefix"]
+        if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix) or len(prefix) > 253:
+            raise PolicyError("prefix", "must be a DNS subdomain such as flink-failover.io")
+        kw["prefix"] = prefix
+    for key in ("defaultCheckpointDir", "defaultSavepointDir"):
+        value = kw.get(_FIELDS[key], "")
+        if value:
+            from webhook.paths import StoragePath, StoragePathError  # local: paths imports nothing of ours
+
+            try:
+                scheme = StoragePath.parse(value).scheme
+            except StoragePathError as exc:
+                raise PolicyError(key, str(exc)) from None
+            if scheme not in kw.get("allowed_schemes", DEFAULT_ALLOWED_SCHEMES):
+                raise PolicyError(key, f"scheme {scheme!r} is not in allowedSchemes")
+    return RestorePolicy(**kw)
+
+
+def load_policy(path: str | Path) -> RestorePolicy:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError("<file>", f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise PolicyError("<file>", f"{path} is not valid YAML: {exc}") from None
+    return policy_from_dict(doc)

@@ -1,0 +1,338 @@
+"""Decide how a failed-over Flink job restarts: from which snapshot, or held, or refused.
+
+Pure over plain data: storage is reached only through the ``lookup`` callable the caller passes in,
+so tests drive every branch with real directories and the server wraps the same call in a deadline.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from webhook.flink import GROUP, KINDS, FlinkResource, is_job_id
+from webhook.paths import StoragePath, StoragePathError
+from webhook.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
+from webhook.storage import Candidate, StorageError
+
+_SAVEPOINT_NAME_RE = re.compile(r"^savepoint-([0-9a-f]{6})-[0-9a-f]{12}$")
+
+
+class Outcome(StrEnum):
+    SKIP = "skip"  # not ours to touch: allowed, no patch
+    RESTORED = "restored"
+    SUSPENDED = "suspended"
+    STATELESS = "stateless"
+    DENIED = "denied"
+
+
+@dataclass(frozen=True)
+class RestoreDecision:
+    outcome: Outcome
+    reason: str = ""  # why; the denial message when DENIED
+    job_id: str = ""
+    path: str = ""  # restore path, in the job's own scheme spelling
+    source: str = ""  # checkpoint | savepoint
+    carried: bool = False  # replayed from oldObject on UPDATE, storage untouched
+    storage_error: bool = False  # the state is unknown because storage failed, not known to be absent
+    warnings: tuple[str, ...] = ()
+    spec_job: Mapping[str, str] = field(default_factory=dict)  # spec.job fields the object must have
+    annotations: Mapping[str, str] = field(default_factory=dict)  # annotations the object must have
+
+
+@dataclass(frozen=True)
+class LookupRequest:
+    """What to look for in storage; either part may be absent."""
+
+    job_dir: StoragePath | None
+    savepoint: StoragePath | None
+
+
+@dataclass(frozen=True)
+class LookupResult:
+    checkpoint: Candidate | None
+    savepoint: Candidate | None
+
+
+Lookup = Callable[[LookupRequest], LookupResult]  # raises StorageError
+
+
+def choose(checkpoint: Candidate | None, savepoint: Candidate | None, prefer: Prefer) -> Candidate | None:
+    """Pick the snapshot to restore; ``newest`` compares ``_metadata`` modification times."""
+    if checkpoint is None or savepoint is None:
+        return checkpoint or savepoint
+    if prefer is Prefer.CHECKPOINT:
+        return checkpoint
+    if prefer is Prefer.SAVEPOINT:
+        return savepoint
+    if checkpoint.modified and savepoint.modified and savepoint.modified > checkpoint.modified:
+        return savepoint
+    return checkpoint
+
+
+def is_flink(obj: Mapping[str, Any], group: str, kind: str) -> bool:
+    return group == GROUP and kind in KINDS and isinstance(obj, Mapping)
+
+
+def triggered(resource: FlinkResource, policy: RestorePolicy) -> bool:
+    if resource.labels.get(policy.failover_label, "").lower() == "true":
+        return True
+    return any(resource.labels.get(label) for label in policy.job_id_labels)
+
+
+def job_id_label(resource: FlinkResource, policy: RestorePolicy) -> tuple[str, str] | None:
+    """(label, value) of the first configured jobId label present."""
+    for label in policy.job_id_labels:
+        value = resource.labels.get(label)
+        if value:
+            return label, value
+    return None
+
+
+def decide(
+    operation: str,
+    resource: FlinkResource,
+    old: FlinkResource | None,
+    policy: RestorePolicy,
+    lookup: Lookup,
+) -> RestoreDecision:
+    """The member role's whole decision for one admission (DESIGN sections 3-5)."""
+    if operation not in ("CREATE", "UPDATE") or not triggered(resource, policy):
+        return RestoreDecision(Outcome.SKIP, "no failover label")
+    if resource.job is None:
+        return RestoreDecision(Outcome.SKIP, "session cluster without spec.job")
+
+    found = job_id_label(resource, policy)
+    job_id = ""
+    if found is not None:
+        label, value = found
+        if not is_job_id(value):
+            return RestoreDecision(
+                Outcome.DENIED,
+                f"label {label}={value[:64]!r} is not a Flink jobId (32 lowercase hex characters)",
+            )
+        job_id = value
+
+    if operation == "UPDATE":
+        return _carry_over(resource, old, policy)
+
+    return _resolve(resource, job_id, policy, lookup)
+
+
+def _resolve(resource: FlinkResource, job_id: str, policy: RestorePolicy, lookup: Lookup) -> RestoreDecision:
+    warnings: list[str] = []
+    try:
+        checkpoint_dir = _storage_dir(resource.checkpoint_dir or policy.default_checkpoint_dir, policy)
+        savepoint_dir = _storage_dir(resource.savepoint_dir or policy.default_savepoint_dir, policy)
+    except _Refused as exc:
+        return RestoreDecision(Outcome.DENIED, str(exc), job_id=job_id)
+
+    job_dir: StoragePath | None = None
+    if checkpoint_dir is not None and job_id:
+        job_dir = checkpoint_dir.child(job_id) if resource.checkpoints_in_job_subdir else checkpoint_dir
+    savepoint = _reported_savepoint(resource, job_id, checkpoint_dir, savepoint_dir, policy, warnings)
+
+    if job_dir is None and savepoint is None:
+        if checkpoint_dir is None:
+            why = "no checkpoint directory configured (flinkConfiguration or policy defaultCheckpointDir)"
+        else:
+            why = "no jobId label and no last-savepoint annotation"
+        return _fallback(policy.on_missing_state, f"nothing to restore: {why}", job_id, warnings, policy)
+
+    try:
+        result = lookup(LookupRequest(job_dir, savepoint))
+    except StorageError as exc:
+        return _fallback(policy.on_storage_error, f"storage error: {exc}", job_id, warnings, policy, True)
+
+    chosen = choose(result.checkpoint, result.savepoint, policy.prefer)
+    if chosen is None:
+        where = str(job_dir) if job_dir is not None else str(savepoint)
+        return _fallback(
+            policy.on_missing_state, f"no restorable checkpoint or savepoint in {where}", job_id, warnings, policy
+        )
+    if job_dir is not None and chosen.kind == "checkpoint" and not chosen.path.is_within(job_dir):
+        why = "checkpoint outside the job directory"
+        return _fallback(policy.on_storage_error, why, job_id, warnings, policy, True)
+
+    path = str(chosen.path)
+    warnings.append(f"restoring from {chosen.kind} {path}")
+    return _restored(resource, job_id, path, chosen.kind, policy, savepoint_dir is not None, tuple(warnings))
+
+
+def _restored(
+    resource: FlinkResource,
+    job_id: str,
+    path: str,
+    source: str,
+    policy: RestorePolicy,
+    has_savepoint_dir: bool,
+    warnings: tuple[str, ...],
+    carried: bool = False,
+) -> RestoreDecision:
+    spec_job: dict[str, str] = {"initialSavepointPath": path}
+    mode = _upgrade_mode(resource, policy, has_savepoint_dir)
+    if mode:
+        spec_job["upgradeMode"] = mode
+    if policy.state is StatePolicy.RUNNING:
+        spec_job["state"] = "running"
+    annotations = {
+        policy.key("restore-decision"): Outcome.RESTORED.value,
+        policy.key("restored-from"): path,
+    }
+    if job_id:
+        annotations[policy.key("restored-job-id")] = job_id
+    return RestoreDecision(
+        Outcome.RESTORED,
+        f"restoring from {source} {path}",
+        job_id=job_id,
+        path=path,
+        source=source,
+        carried=carried,
+        warnings=warnings,
+        spec_job=spec_job,
+        annotations=annotations,
+    )
+
+
+def _upgrade_mode(resource: FlinkResource, policy: RestorePolicy, has_savepoint_dir: bool) -> str:
+    """The upgradeMode to write, or "" to leave it; never one the operator's validator would reject."""
+    has_checkpoint_dir = bool(resource.checkpoint_dir or policy.default_checkpoint_dir)
+    session_job = resource.kind == "FlinkSessionJob"  # the operator rejects last-state for session jobs
+    match policy.upgrade_mode:
+        case UpgradeModePolicy.KEEP:
+            return ""
+        case UpgradeModePolicy.SAVEPOINT:
+            return "savepoint"
+        case UpgradeModePolicy.LAST_STATE:
+            return "" if session_job else "last-state"
+        case UpgradeModePolicy.AUTO:
+            if resource.upgrade_mode != "stateless":
+                return ""
+            if has_savepoint_dir and has_checkpoint_dir:
+                return "savepoint"
+            if has_checkpoint_dir and not session_job:
+                return "last-state"
+            return ""
+    return ""
+
+
+def _fallback(
+    choice: Fallback,
+    why: str,
+    job_id: str,
+    warnings: list[str],
+    policy: RestorePolicy,
+    storage_error: bool = False,
+) -> RestoreDecision:
+    if choice is Fallback.DENY:
+        return RestoreDecision(
+            Outcome.DENIED, f"failover restore refused: {why}", job_id=job_id, storage_error=storage_error
+        )
+    if choice is Fallback.SUSPEND:
+        warnings.append(f"job held suspended: {why}")
+        return RestoreDecision(
+            Outcome.SUSPENDED,
+            why,
+            job_id=job_id,
+            storage_error=storage_error,
+            warnings=tuple(warnings),
+            spec_job={"state": "suspended"},
+            annotations=_annotations(policy, Outcome.SUSPENDED, job_id),
+        )
+    warnings.append(f"job starts without state: {why}")
+    return RestoreDecision(
+        Outcome.STATELESS,
+        why,
+        job_id=job_id,
+        storage_error=storage_error,
+        warnings=tuple(warnings),
+        annotations=_annotations(policy, Outcome.STATELESS, job_id),
+    )
+
+
+def _annotations(policy: RestorePolicy, outcome: Outcome, job_id: str) -> dict[str, str]:
+    out = {policy.key("restore-decision"): outcome.value}
+    if job_id:
+        out[policy.key("restored-job-id")] = job_id
+    return out
+
+
+def _carry_over(resource: FlinkResource, old: FlinkResource | None, policy: RestorePolicy) -> RestoreDecision:
+    """Karmada re-applied its template and dropped what we set at CREATE: put it back, storage untouched."""
+    recorded = old.annotations.get(policy.key("restore-decision"), "") if old is not None else ""
+    if old is None or recorded not in (Outcome.RESTORED, Outcome.SUSPENDED, Outcome.STATELESS):
+        return RestoreDecision(Outcome.SKIP, "update of an object this webhook did not restore")
+    job_id = old.annotations.get(policy.key("restored-job-id"), "")
+    if recorded == Outcome.RESTORED:
+        path = old.annotations.get(policy.key("restored-from"), "") or old.initial_savepoint_path
+        if not path:
+            return RestoreDecision(Outcome.SKIP, "restored object without a recorded path")
+        if resource.initial_savepoint_path and resource.initial_savepoint_path != path:
+            return RestoreDecision(Outcome.SKIP, "initialSavepointPath set explicitly")
+        has_sp = bool(resource.savepoint_dir or policy.default_savepoint_dir)
+        decision = _restored(resource, job_id, path, "carried", policy, has_sp, (), carried=True)
+        # Keep upgradeMode as it was after CREATE rather than recomputing it from a changed spec.
+        spec_job = dict(decision.spec_job)
+        if old.job_field("upgradeMode") and resource.upgrade_mode == "stateless":
+            spec_job["upgradeMode"] = str(old.job_field("upgradeMode"))
+        return replace(decision, spec_job=spec_job)
+    spec_job = {}
+    if recorded == Outcome.SUSPENDED and not resource.initial_savepoint_path:
+        spec_job["state"] = "suspended"  # a re-applied template must not start the held job empty
+    return RestoreDecision(
+        Outcome(recorded),
+        "carried over from the previous object",
+        job_id=job_id,
+        carried=True,
+        spec_job=spec_job,
+        annotations=_annotations(policy, Outcome(recorded), job_id),
+    )
+
+
+class _Refused(Exception):
+    pass
+
+
+def _storage_dir(value: str, policy: RestorePolicy) -> StoragePath | None:
+    if not value:
+        return None
+    try:
+        path = StoragePath.parse(value)
+    except StoragePathError as exc:
+        raise _Refused(f"storage path {value[:200]!r}: {exc}") from None
+    if path.scheme not in policy.allowed_schemes:
+        raise _Refused(f"storage scheme {path.scheme!r} of {value[:200]!r} is not allowed by the restore policy")
+    return path
+
+
+def _reported_savepoint(
+    resource: FlinkResource,
+    job_id: str,
+    checkpoint_dir: StoragePath | None,
+    savepoint_dir: StoragePath | None,
+    policy: RestorePolicy,
+    warnings: list[str],
+) -> StoragePath | None:
+    """The last-savepoint annotation, when it can belong to this job and lives where the job keeps state."""
+    raw = resource.annotations.get(policy.key("last-savepoint"), "").strip()
+    if not raw:
+        return None
+    try:
+        path = StoragePath.parse(raw)
+    except StoragePathError as exc:
+        warnings.append(f"ignored last-savepoint: {exc}")
+        return None
+    if path.scheme not in policy.allowed_schemes:
+        warnings.append(f"ignored last-savepoint: scheme {path.scheme!r} not allowed")
+        return None
+    roots = [d for d in (savepoint_dir, checkpoint_dir) if d is not None]
+    if roots and not any(path.is_within(root) and path != root for root in roots):
+        warnings.append("ignored last-savepoint: outside the job's savepoint and checkpoint directories")
+        return None
+    m = _SAVEPOINT_NAME_RE.match(path.name)
+    if m and job_id and m.group(1) != job_id[:6]:
+        warnings.append("ignored last-savepoint: it belongs to another job")
+        return None
+    return path

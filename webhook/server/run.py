@@ -1,0 +1,152 @@
+"""Serve the admission webhook over HTTPS with gunicorn (threaded workers, keep-alive, hot-reloaded TLS)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from flask import Flask
+
+from webhook.policy import PolicyError, RestorePolicy, load_policy
+from webhook.server import logs
+from webhook.server.tls import CertificateReloader
+
+log = logging.getLogger(__name__)
+
+DEFAULT_POLICY = "policies/restore-policy.yaml"
+# Two workers x eight threads: one process per core for CPU-bound admission work, threads to
+# overlap storage round-trips. bench/ measures this setting (see README "Performance").
+DEFAULT_WORKERS = 2
+DEFAULT_THREADS = 8
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--role", choices=["member", "control-plane"], default="member")
+    parser.add_argument("--policy", default=os.environ.get("FLINK_FAILOVER_POLICY", DEFAULT_POLICY))
+    parser.add_argument("--cert-dir", default=os.environ.get("FLINK_FAILOVER_CERT_DIR", "certs"))
+    parser.add_argument("--bind", default=os.environ.get("FLINK_FAILOVER_BIND", "0.0.0.0:8443"))  # noqa: S104
+    parser.add_argument("--workers", type=int, default=None, help=f"default {DEFAULT_WORKERS} (control-plane: 1)")
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
+    parser.add_argument("--log-level", default=os.environ.get("FLINK_FAILOVER_LOG_LEVEL", "info"))
+    parser.add_argument(
+        "--insecure-plain-http",
+        action="store_true",
+        help="development only: serve plain HTTP without TLS (kube-apiserver never accepts this)",
+    )
+    parser.add_argument("--kubeconfig", default=None, help="control-plane: kubeconfig of the Karmada API server")
+    parser.add_argument("--context", default=None, help="control-plane: kubeconfig context")
+    parser.add_argument("--no-capture", action="store_true", help="control-plane: serve the webhook only")
+
+
+def run(args: argparse.Namespace) -> int:
+    logs.configure(args.log_level)
+    try:
+        policy = load_policy(args.policy)
+    except PolicyError as exc:
+        print(f"flink-failover: {exc}", file=sys.stderr)
+        return 2
+    reloader = None
+    if not args.insecure_plain_http:
+        reloader = CertificateReloader(args.cert_dir)
+        reason = reloader.ready()
+        if reason is not None:
+            print(f"flink-failover: {reason}", file=sys.stderr)
+            return 2
+    workers = args.workers or (1 if args.role == "control-plane" else DEFAULT_WORKERS)
+    factory = app_factory(args, policy, reloader)
+    options = gunicorn_options(args.bind, workers, args.threads, args.log_level, reloader)
+    _prepare_metrics_dir()
+    log.info("starting", extra={"fields": {"role": args.role, "bind": args.bind, "workers": workers}})
+    WebhookServer(factory, options).run()
+    return 0
+
+
+def app_factory(
+    args: argparse.Namespace, policy: RestorePolicy, reloader: CertificateReloader | None
+) -> Callable[[], Flask]:
+    """Built in each worker after fork, so thread pools and storage clients are per process."""
+
+    def ready() -> str | None:
+        return reloader.ready() if reloader is not None else None
+
+    def build() -> Flask:
+        from webhook.server.app import ServerConfig, create_app
+
+        if args.role == "member":
+            from webhook.member import MemberHandler, internal_error
+            from webhook.server.app import Endpoint
+
+            handler = MemberHandler.from_policy(policy)
+            config = ServerConfig([Endpoint("/mutate", "member", handler, internal_error)], ready)
+        else:
+            from webhook.controlplane.serve import control_plane_config
+
+            config = control_plane_config(args, policy, ready)
+        return create_app(config)
+
+    return build
+
+
+def gunicorn_options(
+    bind: str, workers: int, threads: int, log_level: str, reloader: CertificateReloader | None
+) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "bind": [bind],
+        "workers": workers,
+        "threads": threads,
+        "worker_class": "gthread",
+        "keepalive": 75,  # kube-apiserver reuses connections; keep them longer than its idle timeout
+        "timeout": 60,
+        "graceful_timeout": 20,
+        "accesslog": None,
+        "errorlog": "-",
+        "loglevel": log_level,
+        "proc_name": "flink-failover",
+        "worker_tmp_dir": tempfile.gettempdir(),
+        "child_exit": _child_exit,
+    }
+    if reloader is not None:
+        options["certfile"] = str(reloader.cert_file)
+        options["keyfile"] = str(reloader.key_file)
+        options["ssl_context"] = lambda _conf, _default: reloader.context()
+    return options
+
+
+def _child_exit(_server: Any, worker: Any) -> None:
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
+
+
+def _prepare_metrics_dir() -> None:
+    """Metrics from all workers are summed through files in one directory, emptied at start."""
+    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not path:
+        path = os.path.join(tempfile.gettempdir(), f"flink-failover-metrics-{os.getpid()}")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path, exist_ok=True)
+
+
+class WebhookServer:
+    """A gunicorn application configured from a dict rather than a config file."""
+
+    def __new__(cls, factory: Callable[[], Flask], options: dict[str, Any]) -> Any:
+        from gunicorn.app.base import BaseApplication
+
+        class _App(BaseApplication):  # type: ignore[misc]
+            def load_config(self) -> None:
+                for key, value in options.items():
+                    self.cfg.set(key, value)
+
+            def load(self) -> Flask:
+                return factory()
+
+        return _App()

@@ -1,0 +1,183 @@
+"""Find restorable checkpoints and savepoints in the job's storage, through fsspec.
+
+This is the only module that touches storage. Listing cost stays flat: one listing of the job's
+checkpoint directory, then one metadata lookup per ``chk-<N>`` from the highest N down until one
+has ``_metadata`` (normally the first).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import fsspec
+
+from webhook.paths import StoragePath, StoragePathError
+
+_CHK_RE = re.compile(r"^chk-([0-9]{1,18})$")
+METADATA = "_metadata"
+
+# Conservative network defaults so one slow endpoint cannot eat the admission deadline by itself.
+_S3_DEFAULTS: dict[str, Any] = {
+    "use_listings_cache": False,
+    "config_kwargs": {
+        "connect_timeout": 2,
+        "read_timeout": 3,
+        "retries": {"max_attempts": 2, "mode": "standard"},
+    },
+}
+
+
+class StorageError(Exception):
+    """Storage did not answer usefully (unreachable, denied, broken listing): the state is unknown."""
+
+
+class DeadlineExceeded(StorageError):
+    pass
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A restorable snapshot: a completed checkpoint or a savepoint, both marked by ``_metadata``."""
+
+    path: StoragePath
+    kind: str  # "checkpoint" | "savepoint"
+    modified: datetime | None
+    checkpoint_id: int | None = None
+
+
+def checkpoint_ids(names: list[str]) -> list[int]:
+    """Checkpoint numbers among directory entry names, highest first; anything not ``chk-<digits>`` is ignored."""
+    ids = {int(m.group(1)) for n in names if (m := _CHK_RE.match(n))}
+    return sorted(ids, reverse=True)
+
+
+class Deadline:
+    def __init__(self, seconds: float) -> None:
+        self.expires = time.monotonic() + seconds
+
+    def remaining(self) -> float:
+        return self.expires - time.monotonic()
+
+    def check(self) -> None:
+        if self.remaining() <= 0:
+            raise DeadlineExceeded("storage lookup passed the admission deadline")
+
+
+class CheckpointStorage:
+    """Lists checkpoint storage; one instance per process, filesystems are cached by fsspec."""
+
+    def __init__(self, storage_options: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+        self._options = {k: dict(v) for k, v in (storage_options or {}).items()}
+        self._lock = threading.Lock()
+
+    def filesystem(self, path: StoragePath) -> fsspec.AbstractFileSystem:
+        options: dict[str, Any] = {}
+        if path.protocol == "s3":
+            options.update(_S3_DEFAULTS)
+        options.update(self._options.get(path.protocol, {}))
+        options.update(self._options.get(path.scheme, {}))
+        try:
+            with self._lock:
+                return fsspec.filesystem(path.protocol, **options)
+        except ImportError as exc:
+            raise StorageError(
+                f"no fsspec implementation installed for {path.scheme}:// ({exc}); "
+                "install the matching extra of flink-failover"
+            ) from None
+        except (ValueError, TypeError) as exc:
+            raise StorageError(f"invalid storageOptions for {path.scheme}: {exc}") from None
+
+    def latest_checkpoint(self, job_dir: StoragePath, deadline: Deadline) -> Candidate | None:
+        """The highest ``chk-<N>`` under ``job_dir`` that holds ``_metadata``; None when there is none."""
+        fs = self.filesystem(job_dir)
+        deadline.check()
+        try:
+            entries = fs.ls(job_dir.fs_path, detail=False)
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise _storage_error("listing", job_dir, exc) from None
+        names = [str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries]
+        local_root = _real(job_dir) if job_dir.protocol == "file" else None
+        for n in checkpoint_ids(names):
+            deadline.check()
+            chk = job_dir.child(f"chk-{n}")
+            if local_root is not None and not _inside(chk, local_root):
+                continue  # a symlink leading out of the checkpoint dir is never a restore path
+            found = self._metadata(fs, chk)
+            if found is not None:
+                return Candidate(chk, "checkpoint", found, n)
+        return None
+
+    def savepoint(self, path: StoragePath, deadline: Deadline) -> Candidate | None:
+        """The savepoint at ``path`` when its ``_metadata`` exists; None otherwise."""
+        fs = self.filesystem(path)
+        deadline.check()
+        if path.protocol == "file" and not _inside(path, _real(path)):
+            return None
+        found = self._metadata(fs, path)
+        return Candidate(path, "savepoint", found) if found is not None else None
+
+    def _metadata(self, fs: fsspec.AbstractFileSystem, snapshot: StoragePath) -> datetime | None:
+        meta = snapshot.child(METADATA)
+        try:
+            info = fs.info(meta.fs_path)
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise _storage_error("reading", meta, exc) from None
+        if info.get("type") not in (None, "file"):
+            return None
+        if meta.protocol == "file":
+            real = os.path.realpath(meta.path)
+            if not real.startswith(os.path.realpath(snapshot.path) + os.sep):
+                return None
+        return _modified(info) or datetime.fromtimestamp(0, UTC)
+
+
+def _modified(info: Mapping[str, Any]) -> datetime | None:
+    for key in ("mtime", "LastModified", "updated", "last_modified", "modification_time"):
+        value = info.get(key)
+        if isinstance(value, datetime):
+            return value if value.tzinfo else value.replace(tzinfo=UTC)
+        if isinstance(value, int | float):
+            # hdfs reports milliseconds
+            return datetime.fromtimestamp(value / 1000 if value > 1e11 else value, UTC)
+        if isinstance(value, str):
+            try:
+                parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    return None
+
+
+def _real(path: StoragePath) -> str:
+    return os.path.realpath(path.path)
+
+
+def _inside(path: StoragePath, real_root: str) -> bool:
+    real = os.path.realpath(path.path)
+    parent = os.path.realpath(os.path.dirname(path.path))
+    # The entry itself may be a symlink: its target must stay below the directory that lists it.
+    return (real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)) and (
+        real.startswith(parent.rstrip(os.sep) + os.sep)
+    )
+
+
+def _storage_error(action: str, path: StoragePath, exc: BaseException) -> StorageError:
+    if isinstance(exc, StorageError):
+        return exc
+    if isinstance(exc, PermissionError):
+        return StorageError(f"permission denied {action} {path}")
+    if isinstance(exc, StoragePathError):
+        return StorageError(str(exc))
+    text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    return StorageError(f"storage error {action} {path}: {text}")
