@@ -1,0 +1,134 @@
+{{/* Names */}}
+{{- define "ff.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "ff.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "ff.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "ff.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: {{ .Values.role }}
+{{- end -}}
+
+{{- define "ff.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "ff.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "ff.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{- define "ff.tlsSecret" -}}{{ include "ff.fullname" . }}-tls{{- end -}}
+{{- define "ff.caSecret" -}}{{ include "ff.fullname" . }}-ca{{- end -}}
+{{- define "ff.certgenName" -}}{{ include "ff.fullname" . }}-certgen{{- end -}}
+{{- define "ff.policyConfigMap" -}}{{ include "ff.fullname" . }}-policy{{- end -}}
+{{- define "ff.webhookConfig" -}}{{ include "ff.fullname" . }}-{{ .Release.Namespace }}{{- end -}}
+
+{{/* What this release renders. */}}
+{{- define "ff.renderWorkload" -}}
+{{- if or (eq .Values.role "member") (ne .Values.controlPlane.part "registration") -}}true{{- end -}}
+{{- end -}}
+{{- define "ff.renderRegistration" -}}
+{{- if or (eq .Values.role "member") (ne .Values.controlPlane.part "workload") -}}true{{- end -}}
+{{- end -}}
+
+{{/* webhook timeoutSeconds: above the policy deadline, at most 30 (kube-apiserver's cap). */}}
+{{- define "ff.timeoutSeconds" -}}
+{{- $deadline := float64 .Values.policy.deadlineSeconds -}}
+{{- $timeout := 0 -}}
+{{- if kindIs "invalid" .Values.webhook.timeoutSeconds -}}
+{{- $timeout = min 30 (add (ceil $deadline | int) (int .Values.webhook.timeoutMarginSeconds)) -}}
+{{- else -}}
+{{- $timeout = int .Values.webhook.timeoutSeconds -}}
+{{- end -}}
+{{- if le (float64 $timeout) $deadline -}}
+{{- fail (printf "webhook timeoutSeconds %d must be above policy.deadlineSeconds %v" (int $timeout) .Values.policy.deadlineSeconds) -}}
+{{- end -}}
+{{- $timeout -}}
+{{- end -}}
+
+{{/* Namespaces never sent to the webhooks. */}}
+{{- define "ff.excludedNamespaces" -}}
+{{- $ns := list "kube-system" .Release.Namespace -}}
+{{- range .Values.webhook.excludeNamespaces }}{{- $ns = append $ns . -}}{{- end -}}
+{{- toJson (uniq $ns) -}}
+{{- end -}}
+
+{{/* Trigger labels: the failover label first, then the jobId labels (DESIGN section 3). */}}
+{{- define "ff.failoverLabel" -}}{{ .Values.policy.prefix }}/failover{{- end -}}
+
+{{/* A webhook name from a label key: DNS labels only, fully qualified. */}}
+{{- define "ff.webhookName" -}}
+{{- regexReplaceAll "[^a-z0-9-]+" (lower .) "-" | trunc 52 | trimAll "-" -}}.flink-failover.io
+{{- end -}}
+
+{{- define "ff.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 10001
+runAsGroup: 10001
+fsGroup: 10001
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "ff.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+privileged: false
+capabilities:
+  drop: [ALL]
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* Pod spec fields shared by the certificate Jobs. Args: dict ctx, sa. */}}
+{{- define "ff.jobPodSpec" -}}
+serviceAccountName: {{ .sa }}
+automountServiceAccountToken: true
+restartPolicy: OnFailure
+securityContext:
+  {{- include "ff.podSecurityContext" .ctx | nindent 2 }}
+{{- with .ctx.Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .ctx.Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .ctx.Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Container fields shared by the certificate Jobs. */}}
+{{- define "ff.jobContainer" -}}
+image: {{ include "ff.image" . }}
+imagePullPolicy: {{ .Values.image.pullPolicy }}
+securityContext:
+  {{- include "ff.containerSecurityContext" . | nindent 2 }}
+resources:
+  requests:
+    cpu: 10m
+    memory: 64Mi
+  limits:
+    cpu: 200m
+    memory: 128Mi
+{{- end -}}

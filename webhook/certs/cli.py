@@ -1,0 +1,188 @@
+"""Generate, renew and publish the webhook's TLS certificates.
+
+  certs generate --service NAME --namespace NS --out DIR [--extra-san NAME|IP ...]
+  certs renew --out DIR [--before-days 30]
+  certs ca-bundle --out DIR
+  certs inject --webhook-config NAME [--validating] [--out DIR]
+
+With ``--secret`` (and ``--ca-secret``), generate and renew start from the Secrets' content and write
+the result back, so a Job or CronJob in the cluster keeps the CA stable across runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from webhook.certs import kube, pki, store
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+SECRET_LABELS = {"app.kubernetes.io/managed-by": "flink-failover-certs"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="certs_command", metavar="ACTION")
+    sub.required = True
+
+    gen = sub.add_parser("generate", help="create (or reuse) the CA and issue the serving certificate")
+    gen.add_argument("--service", required=True, help="the webhook Service name")
+    gen.add_argument("--namespace", required=True, help="the webhook Service namespace")
+    gen.add_argument("--out", default="certs", type=Path, help="certificate directory (default: certs)")
+    gen.add_argument(
+        "--extra-san", action="append", default=[], metavar="NAME|IP", help="additional SAN (repeatable)"
+    )
+    gen.add_argument("--days", type=int, default=pki.DEFAULT_DAYS, help="serving certificate validity")
+    gen.add_argument("--ca-days", type=int, default=pki.DEFAULT_CA_DAYS, help="CA validity (new CA only)")
+    gen.add_argument(
+        "--before-days",
+        type=int,
+        default=pki.DEFAULT_RENEW_BEFORE_DAYS,
+        help="re-issue an existing serving certificate that expires within this many days",
+    )
+    gen.add_argument("--force", action="store_true", help="re-issue the serving certificate even if still good")
+    _secret_arguments(gen)
+
+    ren = sub.add_parser("renew", help="re-issue the serving certificate when it expires soon")
+    ren.add_argument("--out", default="certs", type=Path)
+    ren.add_argument("--before-days", type=int, default=pki.DEFAULT_RENEW_BEFORE_DAYS)
+    ren.add_argument("--days", type=int, default=pki.DEFAULT_DAYS, help="validity of the re-issued certificate")
+    ren.add_argument("--force", action="store_true", help="re-issue now, whatever the expiry")
+    ren.add_argument("--namespace", default=None, help="namespace of --secret (default: the pod's namespace)")
+    _secret_arguments(ren)
+
+    bundle = sub.add_parser("ca-bundle", help="print the base64 CA bundle (clientConfig.caBundle)")
+    bundle.add_argument("--out", default="certs", type=Path)
+
+    inject = sub.add_parser("inject", help="write the CA bundle into every webhook of a configuration")
+    inject.add_argument("--webhook-config", required=True, metavar="NAME")
+    inject.add_argument(
+        "--validating", action="store_true", help="a ValidatingWebhookConfiguration (default: mutating)"
+    )
+    inject.add_argument("--out", default="certs", type=Path, help="directory holding ca.crt")
+    _kube_arguments(inject)
+
+
+def _kube_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", default=None, help="default: in-cluster, else KUBECONFIG / ~/.kube/config")
+    parser.add_argument("--context", default=None)
+
+
+def _secret_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--secret", default=None, metavar="NAME", help="read from and write tls.crt/tls.key/ca.crt to this Secret"
+    )
+    parser.add_argument(
+        "--ca-secret",
+        default=None,
+        metavar="NAME",
+        help="keep ca.crt/ca.key in this Secret (default: ca.key goes into --secret)",
+    )
+    _kube_arguments(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        if args.certs_command == "generate":
+            return _generate(args)
+        if args.certs_command == "renew":
+            return _renew(args)
+        if args.certs_command == "ca-bundle":
+            print(store.ca_bundle(store.read_dir(args.out)))
+            return EXIT_OK
+        return _inject(args)
+    except (pki.CertError, kube.KubeError, OSError) as exc:
+        print(f"flink-failover certs: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+def _load(args: argparse.Namespace, namespace: str) -> tuple[dict[str, bytes], Any]:
+    """Start from the Secrets when ``--secret`` is given (they are the source of truth), else the directory."""
+    if args.secret is None:
+        return store.read_dir(args.out), None
+    api = kube.api_client(args.kubeconfig, args.context)
+    serving = kube.read_secret(api, namespace, args.secret) or {}
+    files = {k: v for k, v in serving.items() if k in store.SECRET_FILES}
+    if args.ca_secret and args.ca_secret != args.secret:
+        # the CA Secret owns the CA: a ca.crt copy in the serving Secret never decides anything
+        files.pop(store.CA_CERT, None)
+        files.pop(store.CA_KEY, None)
+        ca = kube.read_secret(api, namespace, args.ca_secret) or {}
+        files.update({k: ca[k] for k in (store.CA_CERT, store.CA_KEY) if k in ca})
+    return files, api
+
+
+def _save(args: argparse.Namespace, namespace: str, api: Any, files: Mapping[str, bytes]) -> None:
+    changed = store.write_files(args.out, files)
+    if changed:
+        print(f"wrote {', '.join(changed)} to {args.out}", file=sys.stderr)
+    if api is None:
+        return
+    serving = {k: files[k] for k in (store.TLS_CERT, store.TLS_KEY, store.CA_CERT)}
+    if args.ca_secret and args.ca_secret != args.secret:
+        ca = {k: files[k] for k in (store.CA_CERT, store.CA_KEY)}
+        what = kube.write_secret(api, namespace, args.ca_secret, ca, "Opaque", SECRET_LABELS)
+        print(f"Secret {namespace}/{args.ca_secret} {what}", file=sys.stderr)
+    else:
+        serving[store.CA_KEY] = files[store.CA_KEY]
+    what = kube.write_secret(api, namespace, args.secret, serving, "kubernetes.io/tls", SECRET_LABELS)
+    print(f"Secret {namespace}/{args.secret} {what}", file=sys.stderr)
+
+
+def _describe(outcome: store.Outcome) -> str:
+    cert = outcome.serving
+    names = ", ".join(pki.dns_names(cert))
+    return f"serial {cert.serial_number:x}, expires {cert.not_valid_after_utc.isoformat()}, SANs {names}"
+
+
+def _generate(args: argparse.Namespace) -> int:
+    files, api = _load(args, args.namespace)
+    before = dict(files)
+    outcome = store.generate(
+        files,
+        args.service,
+        args.namespace,
+        args.extra_san,
+        days=args.days,
+        ca_days=args.ca_days,
+        before_days=args.before_days,
+        force=args.force,
+    )
+    print(f"CA: {'created' if outcome.ca_created else 'reused'}", file=sys.stderr)
+    if outcome.serving_issued:
+        print(f"serving certificate issued ({outcome.reason}): {_describe(outcome)}", file=sys.stderr)
+    else:
+        print(f"serving certificate kept: {_describe(outcome)}", file=sys.stderr)
+    if outcome.files == before and api is not None:
+        store.write_files(args.out, outcome.files)  # the Secrets already hold exactly this
+        print("Secrets unchanged", file=sys.stderr)
+        return EXIT_OK
+    _save(args, args.namespace, api, outcome.files)
+    return EXIT_OK
+
+
+def _renew(args: argparse.Namespace) -> int:
+    namespace = args.namespace
+    if namespace is None:
+        namespace = kube.current_namespace()
+    files, api = _load(args, namespace)
+    outcome = store.renew(files, before_days=args.before_days, days=args.days, force=args.force)
+    if not outcome.serving_issued:
+        print(f"nothing to do: {outcome.reason}", file=sys.stderr)
+        store.write_files(args.out, outcome.files)  # with --secret: leave a usable copy in --out
+        return EXIT_OK
+    print(f"serving certificate renewed ({outcome.reason}): {_describe(outcome)}", file=sys.stderr)
+    _save(args, namespace, api, outcome.files)
+    return EXIT_OK
+
+
+def _inject(args: argparse.Namespace) -> int:
+    bundle = store.ca_bundle(store.read_dir(args.out))
+    api = kube.api_client(args.kubeconfig, args.context)
+    names = kube.inject_ca_bundle(api, args.webhook_config, bundle, validating=args.validating)
+    kind = "ValidatingWebhookConfiguration" if args.validating else "MutatingWebhookConfiguration"
+    print(f"caBundle set on {len(names)} webhook(s) of {kind} {args.webhook_config}: {', '.join(names)}")
+    return EXIT_OK
