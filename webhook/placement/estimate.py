@@ -1,0 +1,426 @@
+"""How many complete component sets fit one cluster: a witness assignment, and a bound nothing can beat.
+
+Method, in order of cost:
+
+1. Components that share no node with any other are independent: for them the count is exact,
+   floor(sum of per-node fits / replicas), and a greedy fill is its witness.
+2. Components that share nodes form a group. Nodes of a group are merged into classes with the same
+   set of feasible (n_1, ..., n_m) pod mixes (the Pareto frontier of what fits), so thousands of nodes
+   become a few hundred classes without losing anything: equal frontiers accept exactly the same
+   placements. A binary search over the number of sets runs a greedy packing (several component
+   orders and node orders) on the classes.
+3. Karmada's own first fit runs too, and the larger of the two answers is returned with its witness,
+   so the answer is never below Karmada's.
+
+The upper bound is the minimum over groups of weighted capacity bounds: for weights w over the
+group's components, k * (w . replicas) <= sum over nodes of max(w . p) over the node's feasible mixes p
+(per component, per resource, per pod slot), which no packing can beat.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from webhook.placement.firstfit import first_fit
+from webhook.placement.model import Cluster, Component
+from webhook.placement.prepare import UNLIMITED, Prepared, fit_count, prepare
+from webhook.placement.quantity import format_quantity
+
+FRONTIER_LIMIT = 256  # mixes enumerated per node before falling back to raw vectors as class keys
+FIRST_FIT_LIMIT = 1_000_000  # beyond this many sets the bound is degenerate (no requests, no pod limit)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """One cluster's answer; ``assignment`` (component -> node -> replicas) places exactly ``sets`` sets."""
+
+    cluster: str
+    sets: int
+    upper_bound: int
+    assignment: Mapping[str, Mapping[str, int]]
+    elapsed_ms: float
+    first_fit_sets: int
+    capacity_left: float  # sets' worth of the scarcest requested resource left after one set
+    limit: str  # what stops one more set (or why none fits)
+    not_ready: str = ""
+    method: str = field(default="", compare=False)
+
+
+@dataclass
+class _Bucket:
+    """Nodes that currently accept exactly the same placements; ``vec`` is one of them, as representative."""
+
+    vec: list[int]
+    elig: tuple[bool, ...]
+    nodes: list[int]
+
+
+@dataclass
+class _Group:
+    comps: list[int]
+    classes: list[tuple[tuple[int, ...], tuple[bool, ...], list[int]]]  # (vec, eligible, nodes)
+    frontiers: list[list[tuple[int, ...]] | None]
+
+
+def _groups(prep: Prepared, active: list[int]) -> list[list[int]]:
+    """Components linked by a node that can hold both (union-find over shared nodes)."""
+    parent = {c: c for c in active}
+
+    def root(c: int) -> int:
+        while parent[c] != c:
+            parent[c] = parent[parent[c]]
+            c = parent[c]
+        return c
+
+    n = len(prep.names)
+    seen_pairs: set[tuple[int, int]] = set()
+    for i in range(n):
+        holders = [c for c in active if prep.fits[c][i] > 0]
+        for a, b in itertools.combinations(holders, 2):
+            if (a, b) not in seen_pairs:
+                seen_pairs.add((a, b))
+                parent[root(a)] = root(b)
+    groups: dict[int, list[int]] = {}
+    for c in active:
+        groups.setdefault(root(c), []).append(c)
+    return list(groups.values())
+
+
+def _frontier(vec: Sequence[int], reqs: list[tuple[int, ...]], fits: list[int]) -> list[tuple[int, ...]] | None:
+    """Pareto-maximal pod mixes that fit ``vec``; None when there are too many to enumerate."""
+    m = len(reqs)
+    order = sorted(range(m), key=lambda j: fits[j])  # enumerate the small fits, solve the largest
+    last = order[-1]
+    ranges = [range(fits[j] + 1) for j in order[:-1]]
+    size = 1
+    for r in ranges:
+        size *= len(r)
+        if size > FRONTIER_LIMIT:
+            return None
+    points: list[tuple[int, ...]] = []
+    dims = len(vec)
+    for combo in itertools.product(*ranges):
+        rem = list(vec)
+        ok = True
+        for j, count in zip(order[:-1], combo, strict=True):
+            if count:
+                req = reqs[j]
+                for d in range(dims):
+                    rem[d] -= count * req[d]
+                    if rem[d] < 0:
+                        ok = False
+        if not ok:
+            continue
+        point = [0] * m
+        for j, count in zip(order[:-1], combo, strict=True):
+            point[j] = count
+        point[last] = min(fits[last], fit_count(rem, reqs[last]))
+        points.append(tuple(point))
+    # keep the maximal ones
+    points.sort(reverse=True)
+    maximal: list[tuple[int, ...]] = []
+    for p in points:
+        if not any(all(a >= b for a, b in zip(q, p, strict=True)) for q in maximal):
+            maximal.append(p)
+    return sorted(maximal)
+
+
+def _build_group(prep: Prepared, comps: list[int]) -> _Group:
+    reqs = [prep.requests[c] for c in comps]
+    relevant = [d for d in range(len(prep.dims)) if any(r[d] for r in reqs)]
+    keyed: dict[object, int] = {}
+    classes: list[tuple[tuple[int, ...], tuple[bool, ...], list[int]]] = []
+    frontiers: list[list[tuple[int, ...]] | None] = []
+    sub_reqs = [tuple(r[d] for d in relevant) for r in reqs]
+    for i, vec in enumerate(prep.vecs):
+        fits = [prep.fits[c][i] for c in comps]
+        holders = sum(1 for x in fits if x)
+        if not holders:
+            continue
+        sub = tuple(vec[d] for d in relevant)
+        front: list[tuple[int, ...]] | None
+        if holders == 1:
+            front = [tuple(fits)]
+        else:
+            front = _frontier(sub, sub_reqs, fits)
+        key: object = ("f", tuple(front)) if front is not None else ("v", tuple(x > 0 for x in fits), sub)
+        at = keyed.get(key)
+        if at is None:
+            keyed[key] = len(classes)
+            classes.append((vec, tuple(x > 0 for x in fits), [i]))
+            frontiers.append(front)
+        else:
+            classes[at][2].append(i)
+    return _Group(comps, classes, frontiers)
+
+
+def _group_bound(prep: Prepared, group: _Group) -> int:
+    """min over weight vectors w of floor(sum_nodes max_mix(w . p) / (w . replicas))."""
+    comps = group.comps
+    m = len(comps)
+    reps = [prep.replicas[c] for c in comps]
+    weights: list[tuple[tuple[int, ...], int | None]] = []
+    for j in range(m):
+        weights.append((tuple(1 if x == j else 0 for x in range(m)), None))
+    for size in range(2, m + 1):
+        for subset in itertools.combinations(range(m), size):
+            for d in range(len(prep.dims)):
+                w = tuple(prep.requests[comps[j]][d] if j in subset else 0 for j in range(m))
+                if any(w):
+                    weights.append((w, d))
+    best = UNLIMITED
+    for w, d in weights:
+        need = sum(a * b for a, b in zip(w, reps, strict=True))
+        if not need:
+            continue
+        total = 0
+        for (vec, _elig, nodes), front in zip(group.classes, group.frontiers, strict=True):
+            if front is not None:
+                per = max(sum(a * b for a, b in zip(w, p, strict=True)) for p in front)
+            else:
+                i = nodes[0]
+                per = sum(w[j] * prep.fits[comps[j]][i] for j in range(m))
+                if d is not None:
+                    per = min(per, vec[d])
+            total += per * len(nodes)
+        best = min(best, total // need)
+    return best
+
+
+def _orders(prep: Prepared, group: _Group) -> list[list[int]]:
+    """Component orders to try: all of them for small groups, else a few meaningful ones."""
+    idx = list(range(len(group.comps)))
+    if len(idx) <= 3:
+        return [list(p) for p in itertools.permutations(idx)]
+    caps = [sum(prep.fits[c]) / max(1, prep.replicas[c]) for c in group.comps]
+    size = [sum(prep.requests[c][:-1]) for c in group.comps]
+    orders = [sorted(idx, key=lambda j: caps[j]), sorted(idx, key=lambda j: -size[j]), idx]
+    unique: list[list[int]] = []
+    for o in orders:
+        if o not in unique:
+            unique.append(o)
+    return unique
+
+
+def _pack(
+    prep: Prepared, group: _Group, k: int, order: list[int], rule: str
+) -> list[tuple[int, list[int], int]] | None:
+    """Greedy packing of k sets on the group's classes; placements (component, nodes, each) or None."""
+    comps = group.comps
+    reqs = [prep.requests[c] for c in comps]
+    buckets = [_Bucket(list(vec), elig, list(nodes)) for vec, elig, nodes in group.classes]
+    need = [k * prep.replicas[c] for c in comps]
+    placements: list[tuple[int, list[int], int]] = []
+    for pos, j in enumerate(order):
+        if not need[j]:
+            continue
+        later = order[pos + 1 :]
+        req = reqs[j]
+        scored = []
+        for b in buckets:
+            if not b.elig[j] or not b.nodes:
+                continue
+            fit = fit_count(b.vec, req)
+            if not fit:
+                continue
+            others = [x for x in later if b.elig[x] and need[x]]
+            if rule == "input":
+                score: float = b.nodes[0]
+            else:
+                after = [h - fit * q for h, q in zip(b.vec, req, strict=True)]
+                harm = 0.0
+                for x in others:
+                    harm += (fit_count(b.vec, reqs[x]) - fit_count(after, reqs[x])) / need[x]
+                score = harm / fit if rule == "harm" else -fit
+            scored.append((len(others), score, b.nodes[0], b, fit))
+        scored.sort(key=lambda t: (t[0], t[1], t[2]))
+        left = need[j]
+        for _n, _s, _first, b, fit in scored:
+            if not left:
+                break
+            count = len(b.nodes)
+            if fit * count <= left:
+                placements.append((comps[j], b.nodes, fit))
+                b.vec = [h - fit * q for h, q in zip(b.vec, req, strict=True)]
+                left -= fit * count
+                continue
+            full, rest = divmod(left, fit)
+            if full:
+                taken = b.nodes[:full]
+                placements.append((comps[j], taken, fit))
+                buckets.append(_Bucket([h - fit * q for h, q in zip(b.vec, req, strict=True)], b.elig, taken))
+            if rest:
+                one = b.nodes[full : full + 1]
+                placements.append((comps[j], one, rest))
+                buckets.append(_Bucket([h - rest * q for h, q in zip(b.vec, req, strict=True)], b.elig, one))
+            b.nodes = b.nodes[full + (1 if rest else 0) :]
+            left = 0
+        if left:
+            return None
+        need[j] = 0
+    return placements
+
+
+class _Search:
+    """Binary search on k with the packing variants; remembers which variant worked last."""
+
+    def __init__(self, prep: Prepared, group: _Group) -> None:
+        self.prep = prep
+        self.group = group
+        self.variants = [(o, rule) for o in _orders(prep, group) for rule in ("harm", "input", "big")]
+
+    def feasible(self, k: int) -> list[tuple[int, list[int], int]] | None:
+        for at, (order, rule) in enumerate(self.variants):
+            packing = _pack(self.prep, self.group, k, order, rule)
+            if packing is not None:
+                if at:
+                    self.variants.insert(0, self.variants.pop(at))
+                return packing
+        return None
+
+    def best(self, lo: int, hi: int) -> tuple[int, list[tuple[int, list[int], int]] | None]:
+        """Largest k in (lo, hi] with a packing, or (lo, None) if none beats lo."""
+        found: tuple[int, list[tuple[int, list[int], int]] | None] = (lo, None)
+        if hi <= lo:
+            return found
+        packing = self.feasible(hi)
+        if packing is not None:
+            return hi, packing
+        hi -= 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            packing = self.feasible(mid)
+            if packing is not None:
+                found = (mid, packing)
+                lo = mid
+            else:
+                hi = mid - 1
+        return found
+
+
+def _fill(prep: Prepared, c: int, count: int) -> dict[int, int]:
+    """Greedy fill of ``count`` replicas of a component that shares no node: exact by construction."""
+    out: dict[int, int] = {}
+    for i, fit in enumerate(prep.fits[c]):
+        if count <= 0:
+            break
+        if fit:
+            take = min(fit, count)
+            out[i] = take
+            count -= take
+    return out
+
+
+def _trim(placed: dict[int, int], drop: int) -> None:
+    """Remove ``drop`` replicas (last nodes first): fewer pods on a node never breaks a valid assignment."""
+    for i in sorted(placed, reverse=True):
+        if drop <= 0:
+            return
+        take = min(drop, placed[i])
+        placed[i] -= take
+        drop -= take
+        if not placed[i]:
+            del placed[i]
+
+
+def _capacity_left(prep: Prepared, active: list[int]) -> float:
+    """Sets' worth of the scarcest requested resource left, over nodes any component may use, after one set."""
+    usable = [i for i, flags in enumerate(zip(*(prep.eligible[c] for c in active), strict=True)) if any(flags)]
+    best = float("inf")
+    for d in range(len(prep.dims)):
+        need = sum(prep.requests[c][d] * prep.replicas[c] for c in active)
+        if not need:
+            continue
+        have = sum(prep.vecs[i][d] for i in usable)
+        if have >= UNLIMITED:
+            continue
+        best = min(best, (have - need) / need)
+    return 0.0 if best == float("inf") else round(best, 3)
+
+
+def _limit_text(prep: Prepared, components: Sequence[Component], active: list[int], sets: int) -> str:
+    """Which component runs out first (single-component capacity), or which one has nowhere to go."""
+    if not prep.names:
+        return "the cluster has no nodes (or its resource models count none)"
+    notes = []
+    for c in active:
+        comp = components[c]
+        if not any(prep.eligible[c]):
+            notes.append(f"component {comp.name}: no node passes its filters (selector, affinity, taints, cordon)")
+        elif not any(prep.fits[c]):
+            req = ", ".join(f"{k}={format_quantity(k, v)}" for k, v in sorted(comp.requests.items())) or "a pod slot"
+            notes.append(f"component {comp.name}: no eligible node has room for one replica ({req})")
+    if notes:
+        return "; ".join(notes)
+    ratios = sorted((sum(prep.fits[c]) // prep.replicas[c], components[c].name, c) for c in active)
+    per, name, c = ratios[0]
+    if per <= sets:
+        return (
+            f"component {name}: eligible nodes hold {sum(prep.fits[c])} replicas alone, "
+            f"{prep.replicas[c]} per set"
+        )
+    return "components share nodes: the best packing found leaves no room for another full set"
+
+
+def estimate(cluster: Cluster, components: Sequence[Component], max_sets: int | None = None) -> Estimate:
+    """The number of complete sets of ``components`` that fit ``cluster``, with witness and upper bound."""
+    started = time.perf_counter()
+    prep = prepare(cluster, components)
+    active = [c for c, r in enumerate(prep.replicas) if r > 0]
+    groups = _groups(prep, active)
+    built = {id(g): _build_group(prep, g) for g in groups if len(g) > 1}
+    bounds = {}
+    for g in groups:
+        if len(g) == 1:
+            bounds[id(g)] = sum(prep.fits[g[0]]) // prep.replicas[g[0]]
+        else:
+            bounds[id(g)] = _group_bound(prep, built[id(g)])
+    upper = min(bounds.values(), default=0)
+    cap = upper if max_sets is None else min(upper, max_sets)
+
+    ff_sets, ff_placed = first_fit(prep, cap) if cap <= FIRST_FIT_LIMIT else (0, [{} for _ in prep.requests])
+    sets = cap
+    group_result: dict[int, tuple[int, list[tuple[int, list[int], int]] | None]] = {}
+    for g in groups:
+        if len(g) > 1:
+            found = _Search(prep, built[id(g)]).best(ff_sets, min(bounds[id(g)], cap))
+            group_result[id(g)] = found
+            sets = min(sets, found[0])
+    placed: list[dict[int, int]]
+    if sets <= ff_sets:
+        sets, placed, method = ff_sets, ff_placed, "first-fit"
+    else:
+        method = "exact" if not built else "packing"
+        placed = [{} for _ in prep.requests]
+        for g in groups:
+            if len(g) == 1:
+                placed[g[0]] = _fill(prep, g[0], sets * prep.replicas[g[0]])
+                continue
+            k_g, packing = group_result[id(g)]
+            assert packing is not None  # k_g >= sets > ff_sets, so a packing was found
+            for c, nodes, each in packing:
+                for i in nodes:
+                    placed[c][i] = placed[c].get(i, 0) + each
+            for c in g:
+                _trim(placed[c], (k_g - sets) * prep.replicas[c])
+    assignment = {
+        components[c].name: MappingProxyType({prep.names[i]: n for i, n in sorted(placed[c].items()) if n})
+        for c in range(len(components))
+    }
+    elapsed = (time.perf_counter() - started) * 1000.0
+    return Estimate(
+        cluster=cluster.name,
+        sets=sets,
+        upper_bound=upper,
+        assignment=MappingProxyType(assignment),
+        elapsed_ms=round(elapsed, 3),
+        first_fit_sets=ff_sets,
+        capacity_left=_capacity_left(prep, active),
+        limit=_limit_text(prep, components, active, sets),
+        not_ready=cluster.not_ready,
+        method=method,
+    )
