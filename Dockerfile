@@ -1,0 +1,41 @@
+# syntax=docker/dockerfile:1
+# flink-failover: one image for both roles (member, control-plane).
+#   docker build -t flink-failover .
+#   docker run --rm flink-failover serve --role member --cert-dir /etc/flink-failover/certs ...
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+# --- builder: compilers live here only (for any dependency without a binary wheel) ---
+FROM ${PYTHON_IMAGE} AS builder
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends build-essential \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY webhook ./webhook
+# Build our wheel and the wheels of every dependency, then install them (offline, from those wheels
+# only) into a venv that has no pip of its own.
+RUN python -m pip wheel --wheel-dir /wheels . \
+ && python -m venv --without-pip /opt/flink-failover \
+ && python -m pip --python /opt/flink-failover/bin/python install --no-index --find-links /wheels flink-failover
+
+# --- runtime: the same base (same interpreter path), no compilers, no pip ---
+FROM ${PYTHON_IMAGE}
+ENV PATH=/opt/flink-failover/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    TMPDIR=/tmp \
+    FLINK_FAILOVER_POLICY=/etc/flink-failover/policy/restore-policy.yaml \
+    FLINK_FAILOVER_CERT_DIR=/etc/flink-failover/certs
+RUN groupadd --system --gid 10001 flink-failover \
+ && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
+      --shell /usr/sbin/nologin flink-failover
+COPY --from=builder /opt/flink-failover /opt/flink-failover
+COPY policies/restore-policy.yaml /etc/flink-failover/policy/restore-policy.yaml
+# Numeric user so that runAsNonRoot can verify it without reading /etc/passwd.
+USER 10001:10001
+EXPOSE 8443
+ENTRYPOINT ["flink-failover"]
+CMD ["serve", "--role", "member"]

@@ -1,0 +1,169 @@
+"""A minimal Kubernetes API server (HTTP, in memory) for the certificate commands' API calls.
+
+It serves exactly what ``certs inject`` and ``certs generate/renew --secret`` use: GET/PATCH of
+MutatingWebhookConfigurations and ValidatingWebhookConfigurations, and GET/POST/PATCH of Secrets,
+with JSON patch and merge patch applied like the real API server would.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+
+_WEBHOOKS = re.compile(r"^/apis/admissionregistration\.k8s\.io/v1/(mutating|validating)webhookconfigurations/([^/]+)$")
+_SECRET = re.compile(r"^/api/v1/namespaces/([^/]+)/secrets(?:/([^/]+))?$")
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge(out.get(key), value)
+    return out
+
+
+class FakeKube:
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.requests: list[tuple[str, str, str]] = []  # (method, path, content-type)
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> FakeKube:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def kubeconfig(self, directory: Path) -> Path:
+        path = directory / "kubeconfig"
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "fake", "user": {"token": "t0ken"}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+            "current-context": "fake",
+        }
+        path.write_text(json.dumps(config), encoding="utf-8")
+        return path
+
+    def add_webhook_config(self, name: str, webhooks: list[str], validating: bool = False) -> None:
+        kind = "validating" if validating else "mutating"
+        entries = [
+            {
+                "name": w,
+                "clientConfig": {"service": {"name": "svc", "namespace": "ns", "path": "/mutate", "port": 443}},
+                "sideEffects": "None",
+                "admissionReviewVersions": ["v1"],
+                "rules": [{"apiGroups": ["flink.apache.org"], "apiVersions": ["*"], "operations": ["CREATE"],
+                           "resources": ["flinkdeployments"]}],
+            }
+            for w in webhooks
+        ]
+        self.objects[f"/apis/admissionregistration.k8s.io/v1/{kind}webhookconfigurations/{name}"] = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": f"{kind.capitalize()}WebhookConfiguration",
+            "metadata": {"name": name, "resourceVersion": "1"},
+            "webhooks": entries,
+        }
+
+    def secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.objects.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _send(self, code: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _status(self, code: int, reason: str) -> None:
+                self._send(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason,
+                                  "code": code, "message": reason})
+
+            def _body(self) -> Any:
+                length = int(self.headers.get("Content-Length") or 0)
+                return json.loads(self.rfile.read(length) or b"null")
+
+            def _record(self) -> str:
+                path = self.path.split("?")[0]
+                fake.requests.append((self.command, path, self.headers.get("Content-Type", "")))
+                return path
+
+            def do_GET(self) -> None:
+                path = self._record()
+                with fake._lock:
+                    obj = fake.objects.get(path)
+                if obj is None:
+                    self._status(404, "NotFound")
+                else:
+                    self._send(200, obj)
+
+            def do_POST(self) -> None:
+                path = self._record()
+                match = _SECRET.match(path)
+                if not match:
+                    self._status(404, "NotFound")
+                    return
+                body = self._body()
+                key = f"{path}/{body['metadata']['name']}"
+                with fake._lock:
+                    if key in fake.objects:
+                        self._status(409, "AlreadyExists")
+                        return
+                    body["metadata"]["resourceVersion"] = "1"
+                    fake.objects[key] = body
+                self._send(201, body)
+
+            def do_PATCH(self) -> None:
+                path = self._record()
+                content_type = self.headers.get("Content-Type", "")
+                body = self._body()
+                with fake._lock:
+                    obj = fake.objects.get(path)
+                    if obj is None:
+                        self._status(404, "NotFound")
+                        return
+                    if content_type.startswith("application/json-patch+json"):
+                        try:
+                            new = jsonpatch.apply_patch(obj, body)
+                        except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
+                            self._status(422, f"Invalid: {exc}")
+                            return
+                    elif _WEBHOOKS.match(path):
+                        # a merge patch would replace the whole webhooks list: refuse, as a guard
+                        self._status(415, f"test server: unexpected {content_type} on a webhook configuration")
+                        return
+                    else:
+                        new = _merge(obj, body)
+                    new["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
+                    fake.objects[path] = new
+                self._send(200, new)
+
+        return Handler

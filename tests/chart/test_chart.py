@@ -1,0 +1,501 @@
+"""The Helm chart, rendered and linted by a real helm, every manifest validated against Kubernetes schemas."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from webhook.policy import load_policy, policy_from_dict
+
+CHART = REPO / "charts" / "flink-failover"
+NS = "flink-failover"
+RELEASE = "ff"
+FULLNAME = "ff-flink-failover"
+FAILOVER = "flink-failover.io/failover"
+JOB_ID_LABELS = [
+    "flink-failover.io/job-id",
+    "application.karmada.io/failover-jobid",
+    "application.karmada.io/cluster-failover-jobid",
+    "resourcebinding.karmada.io/failover-jobid",
+]
+TRIGGERS = [FAILOVER, *JOB_ID_LABELS]
+
+CP = {"role": "control-plane"}
+COMBOS: dict[str, dict[str, Any]] = {
+    "member-default": {},
+    "member-cert-manager": {"certificates": {"mode": "cert-manager"}},
+    "member-vap-off": {"validatingAdmissionPolicy": {"enabled": False}},
+    "member-servicemonitor": {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}},
+    "member-no-pdb-no-netpol": {"podDisruptionBudget": {"enabled": False}, "networkPolicy": {"enabled": False}},
+    "control-plane": CP,
+    "control-plane-cert-manager": {**CP, "certificates": {"mode": "cert-manager"}},
+    "control-plane-workload": {**CP, "controlPlane": {"part": "workload", "kubeconfigSecret": "karmada-kubeconfig"}},
+    "control-plane-registration": {**CP, "controlPlane": {"part": "registration"}},
+}
+
+
+def run_helm(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([helm, *args], capture_output=True, text=True, timeout=120, check=False)
+
+
+def write_values(tmp_path: Path, values: dict[str, Any]) -> Path:
+    path = tmp_path / f"values-{abs(hash(json.dumps(values, sort_keys=True)))}.yaml"
+    path.write_text(yaml.safe_dump(values), encoding="utf-8")
+    return path
+
+
+def template(helm: str, tmp_path: Path, values: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
+    return run_helm(helm, "template", RELEASE, str(CHART), "--namespace", NS,
+                    "-f", str(write_values(tmp_path, values)), *extra)
+
+
+def render(helm: str, tmp_path: Path, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    result = template(helm, tmp_path, values or {})
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def find(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> list[dict[str, Any]]:
+    return [d for d in docs if d["kind"] == kind and (name is None or d["metadata"]["name"] == name)]
+
+
+def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:
+    found = find(docs, kind, name)
+    assert len(found) == 1, f"{len(found)} x {kind} {name or ''}"
+    return found[0]
+
+
+def selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """Kubernetes label selector semantics (matchLabels AND every matchExpression)."""
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": key not in labels or labels[key] not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def rendered(helm: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    tmp = tmp_path_factory.mktemp("render")
+    return {name: render(helm, tmp, values) for name, values in COMBOS.items()}
+
+
+# --- lint and schemas -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("combo", list(COMBOS))
+def test_helm_lint(helm: str, tmp_path: Path, combo: str) -> None:
+    result = run_helm(helm, "lint", "--strict", str(CHART), "--namespace", NS,
+                      "-f", str(write_values(tmp_path, COMBOS[combo])))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize("combo", list(COMBOS))
+def test_every_manifest_validates(rendered: dict[str, list[dict[str, Any]]], combo: str) -> None:
+    from tests.chart.validate import validate
+
+    docs = rendered[combo]
+    assert docs
+    for doc in docs:
+        validate(doc)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"replicas": 2}, "additional properties 'replicas' not allowed"),
+        ({"webhook": {"failurPolicy": "Fail"}}, "additional properties 'failurPolicy' not allowed"),
+        ({"policy": {"onMissingStat": "suspend"}}, "additional properties 'onMissingStat' not allowed"),
+        ({"replicaCount": "two"}, "/replicaCount"),
+        ({"policy": {"deadlineSeconds": "5"}}, "/policy/deadlineSeconds"),
+        ({"policy": {"onMissingState": "ignore"}}, "/policy/onMissingState"),
+        ({"policy": {"deadlineSeconds": 30}}, "/policy/deadlineSeconds"),
+        ({"role": "both"}, "/role"),
+        ({"certificates": {"mode": "vault"}}, "/certificates/mode"),
+        ({"webhook": {"timeoutSeconds": 31}}, "/webhook/timeoutSeconds"),
+        ({"validatingAdmissionPolicy": {"enabled": "yes"}}, "/validatingAdmissionPolicy/enabled"),
+        ({"policy": {"jobIdLabels": ["not a label"]}}, "/policy/jobIdLabels/0"),
+    ],
+)
+def test_schema_rejects_unknown_and_mistyped_values(
+    helm: str, tmp_path: Path, values: dict[str, Any], message: str
+) -> None:
+    result = template(helm, tmp_path, values)
+    assert result.returncode != 0
+    assert message in result.stderr, result.stderr
+    lint = run_helm(helm, "lint", str(CHART), "-f", str(write_values(tmp_path, values)))
+    assert lint.returncode != 0
+
+
+# --- member (defaults) --------------------------------------------------------------------------------
+
+
+def test_member_default_objects(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in rendered["member-default"])
+    assert kinds == sorted([
+        ("NetworkPolicy", FULLNAME),
+        ("PodDisruptionBudget", FULLNAME),
+        ("ServiceAccount", FULLNAME),
+        ("ConfigMap", f"{FULLNAME}-policy"),
+        ("Service", FULLNAME),
+        ("Deployment", FULLNAME),
+        ("MutatingWebhookConfiguration", f"{FULLNAME}-{NS}"),
+        ("ValidatingAdmissionPolicy", f"{FULLNAME}-{NS}-backstop"),
+        ("ValidatingAdmissionPolicyBinding", f"{FULLNAME}-{NS}-backstop"),
+        # self-managed certificates
+        ("ServiceAccount", f"{FULLNAME}-certgen"),
+        ("Role", f"{FULLNAME}-certgen"),
+        ("RoleBinding", f"{FULLNAME}-certgen"),
+        ("ClusterRole", f"{FULLNAME}-certgen-{NS}"),
+        ("ClusterRoleBinding", f"{FULLNAME}-certgen-{NS}"),
+        ("Job", f"{FULLNAME}-certgen"),
+        ("Job", f"{FULLNAME}-cainject"),
+        ("ServiceAccount", f"{FULLNAME}-certrenew"),
+        ("Role", f"{FULLNAME}-certrenew"),
+        ("RoleBinding", f"{FULLNAME}-certrenew"),
+        ("CronJob", f"{FULLNAME}-certrenew"),
+    ])
+
+
+def test_deployment_is_hardened_and_probed(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    dep = one(rendered["member-default"], "Deployment")
+    spec = dep["spec"]
+    assert spec["replicas"] == 2
+    pod = spec["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["serviceAccountName"] == FULLNAME
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    spread = pod["topologySpreadConstraints"]
+    assert len(spread) == 1 and spread[0]["topologyKey"] == "kubernetes.io/hostname"
+    assert spread[0]["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    (container,) = pod["containers"]
+    sc = container["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert sc["runAsNonRoot"] is True and sc["capabilities"] == {"drop": ["ALL"]}
+    assert sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    res = container["resources"]
+    assert set(res["requests"]) == {"cpu", "memory"} and set(res["limits"]) == {"cpu", "memory"}
+    for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
+        get = container[probe]["httpGet"]
+        assert get == {"path": path, "port": "https", "scheme": "HTTPS"}
+    assert container["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
+    assert container["args"][:2] == ["serve", "--role=member"]
+    assert "--workers=2" in container["args"]
+    assert "--cert-dir=/etc/flink-failover/certs" in container["args"]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert mounts["tmp"]["mountPath"] == "/tmp" and "emptyDir" in volumes["tmp"]
+    assert {"name": "TMPDIR", "value": "/tmp"} in container["env"]
+    assert mounts["certs"]["readOnly"] is True
+    assert volumes["certs"]["secret"]["secretName"] == f"{FULLNAME}-tls"
+    assert {i["key"] for i in volumes["certs"]["secret"]["items"]} == {"tls.crt", "tls.key", "ca.crt"}
+    policy_arg = next(a for a in container["args"] if a.startswith("--policy="))
+    assert policy_arg.startswith("--policy=" + mounts["policy"]["mountPath"] + "/")
+    assert volumes["policy"]["configMap"]["name"] == f"{FULLNAME}-policy"
+
+
+def test_service_pdb_and_network_policy(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["member-default"]
+    dep = one(docs, "Deployment")
+    labels = dep["spec"]["template"]["metadata"]["labels"]
+    svc = one(docs, "Service")
+    assert svc["spec"]["ports"] == [{"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"}]
+    assert selector_matches({"matchLabels": svc["spec"]["selector"]}, labels)
+    pdb = one(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 1 and selector_matches(pdb["spec"]["selector"], labels)
+    netpol = one(docs, "NetworkPolicy")
+    assert selector_matches(netpol["spec"]["podSelector"], labels)
+    assert netpol["spec"]["policyTypes"] == ["Ingress"]
+    assert netpol["spec"]["ingress"] == [{"ports": [{"port": 8443, "protocol": "TCP"}]}]
+    assert not find(docs, "ServiceMonitor")
+    assert not find(rendered["member-no-pdb-no-netpol"], "PodDisruptionBudget")
+    assert not find(rendered["member-no-pdb-no-netpol"], "NetworkPolicy")
+
+
+def test_policy_configmap_is_the_default_policy(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    cm = one(rendered["member-default"], "ConfigMap")
+    doc = yaml.safe_load(cm["data"]["restore-policy.yaml"])
+    assert policy_from_dict(doc) == load_policy(REPO / "policies" / "restore-policy.yaml")
+
+
+def test_policy_values_reach_the_configmap_and_the_pods(helm: str, tmp_path: Path) -> None:
+    values = {"policy": {"onMissingState": "deny", "deadlineSeconds": 8, "defaultCheckpointDir": "s3://b/chk",
+                         "storageOptions": {"s3": {"endpoint_url": "http://minio:9000"}}}}
+    docs = render(helm, tmp_path, values)
+    policy = policy_from_dict(yaml.safe_load(one(docs, "ConfigMap")["data"]["restore-policy.yaml"]))
+    assert policy.on_missing_state == "deny" and policy.deadline_seconds == 8
+    assert policy.storage_options == {"s3": {"endpoint_url": "http://minio:9000"}}
+    default = render(helm, tmp_path)
+    checksum = "checksum/policy"
+    a = one(docs, "Deployment")["spec"]["template"]["metadata"]["annotations"][checksum]
+    b = one(default, "Deployment")["spec"]["template"]["metadata"]["annotations"][checksum]
+    assert a != b  # a policy change rolls the pods
+
+
+# --- member webhook registration ------------------------------------------------------------------------
+
+
+def test_member_webhook_registration(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    mwc = one(rendered["member-default"], "MutatingWebhookConfiguration")
+    hooks = mwc["webhooks"]
+    assert len(hooks) == len(TRIGGERS)
+    assert len({h["name"] for h in hooks}) == len(hooks)
+    for hook in hooks:
+        assert hook["failurePolicy"] == "Fail"
+        assert hook["sideEffects"] == "None"
+        assert hook["admissionReviewVersions"] == ["v1"]
+        assert hook["timeoutSeconds"] == 10  # deadline 5 + margin 5
+        assert hook["clientConfig"]["service"] == {"name": FULLNAME, "namespace": NS, "path": "/mutate", "port": 443}
+        assert hook["rules"] == [{
+            "apiGroups": ["flink.apache.org"],
+            "apiVersions": ["*"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["flinkdeployments", "flinksessionjobs"],
+            "scope": "Namespaced",
+        }]
+        assert hook["namespaceSelector"] == {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NS]}
+        ]}
+    first = hooks[0]["objectSelector"]["matchExpressions"]
+    assert first == [{"key": FAILOVER, "operator": "In", "values": ["true"]}]
+    for hook, label in zip(hooks[1:], JOB_ID_LABELS, strict=True):
+        assert {"key": label, "operator": "Exists"} in hook["objectSelector"]["matchExpressions"]
+
+
+def test_each_labelled_object_is_sent_exactly_once(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    hooks = one(rendered["member-default"], "MutatingWebhookConfiguration")["webhooks"]
+    for failover in (None, "true", "false"):
+        for n in range(len(JOB_ID_LABELS) + 1):
+            for subset in itertools.combinations(JOB_ID_LABELS, n):
+                labels = {key: "0123456789abcdef0123456789abcdef" for key in subset}
+                labels["app"] = "pipeline"
+                if failover is not None:
+                    labels[FAILOVER] = failover
+                triggered = failover == "true" or bool(subset)
+                hits = [h["name"] for h in hooks if selector_matches(h["objectSelector"], labels)]
+                assert len(hits) == (1 if triggered else 0), (labels, hits)
+
+
+def test_namespaces_and_timeout_are_configurable(helm: str, tmp_path: Path) -> None:
+    docs = render(helm, tmp_path, {"webhook": {"excludeNamespaces": ["flink-system"]},
+                                   "policy": {"deadlineSeconds": 27.5}})
+    for hook in one(docs, "MutatingWebhookConfiguration")["webhooks"]:
+        assert hook["timeoutSeconds"] == 30  # ceil(27.5) + 5, capped
+        assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system", NS, "flink-system"]
+    vap = one(docs, "ValidatingAdmissionPolicy")
+    assert vap["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["values"] == [
+        "kube-system", NS, "flink-system"]
+    # an explicit timeout that does not leave room for the deadline is refused
+    result = template(helm, tmp_path, {"webhook": {"timeoutSeconds": 5}, "policy": {"deadlineSeconds": 5}})
+    assert result.returncode != 0 and "must be above policy.deadlineSeconds" in result.stderr
+    ok = render(helm, tmp_path, {"webhook": {"timeoutSeconds": 12}})
+    assert {h["timeoutSeconds"] for h in one(ok, "MutatingWebhookConfiguration")["webhooks"]} == {12}
+
+
+def test_custom_job_id_labels_and_prefix(helm: str, tmp_path: Path) -> None:
+    docs = render(helm, tmp_path, {"policy": {"prefix": "failover.example.com",
+                                              "jobIdLabels": ["example.com/old-job"]}})
+    hooks = one(docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert [h["objectSelector"]["matchExpressions"][0]["key"] for h in hooks] == [
+        "failover.example.com/failover", "example.com/old-job"]
+    cond = one(docs, "ValidatingAdmissionPolicy")["spec"]["matchConditions"][0]["expression"]
+    assert "'failover.example.com/failover'" in cond and "'example.com/old-job'" in cond
+
+
+# --- ValidatingAdmissionPolicy backstop ---------------------------------------------------------------
+
+
+def test_backstop_policy(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["member-default"]
+    vap = one(docs, "ValidatingAdmissionPolicy")
+    binding = one(docs, "ValidatingAdmissionPolicyBinding")
+    assert vap["apiVersion"] == binding["apiVersion"] == "admissionregistration.k8s.io/v1"
+    assert binding["spec"] == {"policyName": vap["metadata"]["name"], "validationActions": ["Deny"]}
+    spec = vap["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    assert rule["resources"] == ["flinkdeployments", "flinksessionjobs"] and rule["apiGroups"] == ["flink.apache.org"]
+    conditions = {c["name"]: c["expression"] for c in spec["matchConditions"]}
+    for label in TRIGGERS:
+        assert f"'{label}'" in conditions["has-trigger-label"]
+    assert conditions["runs-a-job"] == "has(object.spec) && has(object.spec.job)"
+    (validation,) = spec["validations"]
+    assert "initialSavepointPath" in validation["expression"] and "'suspended'" in validation["expression"]
+    assert "stateless" not in validation["expression"]  # the default policy never lets a job start empty
+    assert not find(rendered["member-vap-off"], "ValidatingAdmissionPolicy")
+    assert not find(rendered["member-vap-off"], "ValidatingAdmissionPolicyBinding")
+    assert not find(rendered["control-plane"], "ValidatingAdmissionPolicy")
+
+
+def test_backstop_honours_a_policy_that_allows_empty_starts(helm: str, tmp_path: Path) -> None:
+    docs = render(helm, tmp_path, {"policy": {"onMissingState": "allow"}})
+    (validation,) = one(docs, "ValidatingAdmissionPolicy")["spec"]["validations"]
+    assert "'flink-failover.io/restore-decision' in object.metadata.annotations" in validation["expression"]
+
+
+# --- certificates ---------------------------------------------------------------------------------------
+
+
+def hook(doc: dict[str, Any]) -> set[str]:
+    return set(doc["metadata"].get("annotations", {}).get("helm.sh/hook", "").split(",")) - {""}
+
+
+def test_self_managed_certificates(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["member-default"]
+    svc = one(docs, "Service")
+    gen = one(docs, "Job", f"{FULLNAME}-certgen")
+    assert hook(gen) == {"pre-install", "pre-upgrade"}
+    (container,) = gen["spec"]["template"]["spec"]["containers"]
+    assert container["args"] == [
+        "certs", "generate", f"--service={svc['metadata']['name']}", f"--namespace={svc['metadata']['namespace']}",
+        "--out=/tmp/certs", "--days=365", "--ca-days=3650", "--before-days=30",
+        f"--secret={FULLNAME}-tls", f"--ca-secret={FULLNAME}-ca",
+    ]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    inject = one(docs, "Job", f"{FULLNAME}-cainject")
+    assert hook(inject) == {"post-install", "post-upgrade"}
+    (container,) = inject["spec"]["template"]["spec"]["containers"]
+    mwc = one(docs, "MutatingWebhookConfiguration")
+    assert container["args"] == ["certs", "inject", f"--webhook-config={mwc['metadata']['name']}",
+                                 "--out=/etc/flink-failover/ca"]
+    (ca_volume,) = inject["spec"]["template"]["spec"]["volumes"]
+    assert ca_volume["secret"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}]  # no private key in this Job
+    cron = one(docs, "CronJob")
+    (container,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    assert container["args"][:2] == ["certs", "renew"] and f"--secret={FULLNAME}-tls" in container["args"]
+    assert cron["spec"]["concurrencyPolicy"] == "Forbid"
+    # least privilege: Secrets by name (create cannot be), the webhook configuration by name
+    role = one(docs, "Role", f"{FULLNAME}-certgen")
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [f"{FULLNAME}-tls", f"{FULLNAME}-ca"],
+         "verbs": ["get", "patch"]},
+    ]
+    crole = one(docs, "ClusterRole", f"{FULLNAME}-certgen-{NS}")
+    assert crole["rules"] == [{"apiGroups": ["admissionregistration.k8s.io"],
+                               "resources": ["mutatingwebhookconfigurations"],
+                               "resourceNames": [mwc["metadata"]["name"]], "verbs": ["get", "patch"]}]
+    renew_role = one(docs, "Role", f"{FULLNAME}-certrenew")
+    assert renew_role["rules"] == [{"apiGroups": [""], "resources": ["secrets"],
+                                    "resourceNames": [f"{FULLNAME}-tls", f"{FULLNAME}-ca"], "verbs": ["get", "patch"]}]
+    for name in (f"{FULLNAME}-certgen",):
+        for kind in ("ServiceAccount", "Role", "RoleBinding"):
+            doc = one(docs, kind, name)
+            assert hook(doc) == {"pre-install", "pre-upgrade", "post-install", "post-upgrade"}
+            assert int(doc["metadata"]["annotations"]["helm.sh/hook-weight"]) < 0
+    # the serving pods themselves get no API access and no RBAC
+    assert not [d for d in docs if d["kind"] in ("Role", "ClusterRole") and d["metadata"]["name"] == FULLNAME]
+
+
+def test_cert_manager_certificates(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["member-cert-manager"]
+    assert not find(docs, "Job") and not find(docs, "CronJob")
+    tls = one(docs, "Certificate", f"{FULLNAME}-tls")
+    ca = one(docs, "Certificate", f"{FULLNAME}-ca")
+    assert ca["spec"]["isCA"] is True and ca["spec"]["issuerRef"]["name"] == f"{FULLNAME}-selfsigned"
+    assert one(docs, "Issuer", f"{FULLNAME}-selfsigned")["spec"] == {"selfSigned": {}}
+    assert one(docs, "Issuer", f"{FULLNAME}-ca")["spec"] == {"ca": {"secretName": ca["spec"]["secretName"]}}
+    assert tls["spec"]["issuerRef"]["name"] == f"{FULLNAME}-ca"
+    assert tls["spec"]["dnsNames"] == [FULLNAME, f"{FULLNAME}.{NS}", f"{FULLNAME}.{NS}.svc",
+                                       f"{FULLNAME}.{NS}.svc.cluster.local"]
+    assert set(tls["spec"]["usages"]) == {"server auth", "digital signature", "key encipherment"}
+    dep = one(docs, "Deployment")
+    certs = next(v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "certs")
+    assert certs["secret"]["secretName"] == tls["spec"]["secretName"]
+    mwc = one(docs, "MutatingWebhookConfiguration")
+    assert mwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NS}/{tls['metadata']['name']}"
+    assert tls["metadata"]["namespace"] == NS
+
+
+def test_service_monitor(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["member-servicemonitor"]
+    sm = one(docs, "ServiceMonitor")
+    svc = one(docs, "Service")
+    assert sm["metadata"]["labels"]["release"] == "prom"
+    assert sm["spec"]["selector"]["matchLabels"].items() <= svc["metadata"]["labels"].items()
+    (endpoint,) = sm["spec"]["endpoints"]
+    assert endpoint["port"] == "https" and endpoint["scheme"] == "https" and endpoint["path"] == "/metrics"
+    assert endpoint["tlsConfig"]["serverName"] == f"{FULLNAME}.{NS}.svc"
+    assert endpoint["tlsConfig"]["ca"]["secret"] == {"name": f"{FULLNAME}-tls", "key": "ca.crt"}
+
+
+# --- control plane --------------------------------------------------------------------------------------
+
+
+def test_control_plane_all_in_one(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["control-plane"]
+    dep = one(docs, "Deployment")
+    pod = dep["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"][:2] == ["serve", "--role=control-plane"] and "--workers=1" in container["args"]
+    assert pod["automountServiceAccountToken"] is True  # in-cluster access to the Karmada API
+    mwc = one(docs, "MutatingWebhookConfiguration")
+    (hook_,) = mwc["webhooks"]
+    assert hook_["failurePolicy"] == "Fail" and hook_["sideEffects"] == "None"
+    assert hook_["clientConfig"] == {"url": f"https://{FULLNAME}.{NS}.svc:443/mutate-work"}
+    assert hook_["rules"] == [{"apiGroups": ["work.karmada.io"], "apiVersions": ["*"],
+                               "operations": ["CREATE", "UPDATE"], "resources": ["works"], "scope": "Namespaced"}]
+    conditions = {c["name"]: c["expression"] for c in hook_["matchConditions"]}
+    assert conditions["execution-namespace"] == "request.namespace.startsWith('karmada-es-')"
+    assert "spec.workload.manifests" in conditions["flink-workload"]
+    assert "startsWith('flink.apache.org/')" in conditions["flink-workload"]
+    role = one(docs, "ClusterRole", f"{FULLNAME}-{NS}")
+    assert role["rules"] == [
+        {"apiGroups": ["work.karmada.io"], "resources": ["resourcebindings"], "verbs": ["get", "list", "watch", "patch"]},
+        {"apiGroups": ["work.karmada.io"], "resources": ["works"], "verbs": ["get"]},
+    ]
+    binding = one(docs, "ClusterRoleBinding", f"{FULLNAME}-{NS}")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NS}]
+    assert one(docs, "Job", f"{FULLNAME}-cainject")
+
+
+def test_control_plane_split_between_host_and_karmada(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    host = rendered["control-plane-workload"]
+    assert not find(host, "MutatingWebhookConfiguration") and not find(host, "ClusterRoleBinding")
+    pod = one(host, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert "--kubeconfig=/etc/flink-failover/kubeconfig/kubeconfig" in container["args"]
+    assert pod["automountServiceAccountToken"] is False
+    assert {"name": "kubeconfig", "secret": {"secretName": "karmada-kubeconfig", "defaultMode": 0o440}} in pod["volumes"]
+    inject = one(host, "Job", f"{FULLNAME}-cainject")
+    (container,) = inject["spec"]["template"]["spec"]["containers"]
+    assert "--kubeconfig=/etc/flink-failover/kubeconfig/kubeconfig" in container["args"]
+
+    karmada = rendered["control-plane-registration"]
+    assert sorted(d["kind"] for d in karmada) == [
+        "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration", "ServiceAccount"]
+    role = one(karmada, "ClusterRole")
+    assert role["rules"][-1] == {"apiGroups": ["admissionregistration.k8s.io"],
+                                 "resources": ["mutatingwebhookconfigurations"],
+                                 "resourceNames": [f"{FULLNAME}-{NS}"], "verbs": ["get", "patch"]}
+
+
+def test_control_plane_with_cert_manager(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["control-plane-cert-manager"]
+    mwc = one(docs, "MutatingWebhookConfiguration")
+    assert mwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NS}/{FULLNAME}-tls"
+    assert one(docs, "Certificate", f"{FULLNAME}-tls")
+
+
+def test_explicit_ca_bundle_replaces_injection(helm: str, tmp_path: Path) -> None:
+    docs = render(helm, tmp_path, {**CP, "controlPlane": {"part": "registration"}, "webhook": {"caBundle": "Zm9v"}})
+    (hook_,) = one(docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert hook_["clientConfig"]["caBundle"] == "Zm9v"
