@@ -43,7 +43,7 @@ class Estimate:
     upper_bound: int
     assignment: Mapping[str, Mapping[str, int]]
     elapsed_ms: float
-    first_fit_sets: int
+    first_fit_sets: int  # -1 when first fit was not needed (the answer met the bound or the cap)
     capacity_left: float  # sets' worth of the scarcest requested resource left after one set
     limit: str  # what stops one more set (or why none fits)
     not_ready: str = ""
@@ -76,14 +76,9 @@ def _groups(prep: Prepared, active: list[int]) -> list[list[int]]:
             c = parent[c]
         return c
 
-    n = len(prep.names)
-    seen_pairs: set[tuple[int, int]] = set()
-    for i in range(n):
-        holders = [c for c in active if prep.fits[c][i] > 0]
-        for a, b in itertools.combinations(holders, 2):
-            if (a, b) not in seen_pairs:
-                seen_pairs.add((a, b))
-                parent[root(a)] = root(b)
+    for a, b in itertools.combinations(active, 2):
+        if any(x and y for x, y in zip(prep.fits[a], prep.fits[b], strict=True)):
+            parent[root(a)] = root(b)
     groups: dict[int, list[int]] = {}
     for c in active:
         groups.setdefault(root(c), []).append(c)
@@ -93,6 +88,8 @@ def _groups(prep: Prepared, active: list[int]) -> list[list[int]]:
 def _frontier(vec: Sequence[int], reqs: list[tuple[int, ...]], fits: list[int]) -> list[tuple[int, ...]] | None:
     """Pareto-maximal pod mixes that fit ``vec``; None when there are too many to enumerate."""
     m = len(reqs)
+    if m == 2:
+        return _frontier2(vec, reqs, fits)
     order = sorted(range(m), key=lambda j: fits[j])  # enumerate the small fits, solve the largest
     last = order[-1]
     ranges = [range(fits[j] + 1) for j in order[:-1]]
@@ -129,6 +126,21 @@ def _frontier(vec: Sequence[int], reqs: list[tuple[int, ...]], fits: list[int]) 
     return sorted(maximal)
 
 
+def _frontier2(vec: Sequence[int], reqs: list[tuple[int, ...]], fits: list[int]) -> list[tuple[int, ...]]:
+    """Two components: walk the smaller fit down; the other's fit only grows, each rise is a maximal mix."""
+    a, b = (0, 1) if fits[0] <= fits[1] else (1, 0)
+    qa, qb = reqs[a], reqs[b]
+    dims = [(vec[d], qa[d], qb[d]) for d in range(len(vec)) if qb[d]]
+    points = []
+    previous = -1
+    for n in range(fits[a], -1, -1):
+        other = min([(have - n * need_a) // need_b for have, need_a, need_b in dims])
+        if other > previous:
+            points.append((n, other) if a == 0 else (other, n))
+            previous = other
+    return sorted(points)
+
+
 def _build_group(prep: Prepared, comps: list[int]) -> _Group:
     reqs = [prep.requests[c] for c in comps]
     relevant = [d for d in range(len(prep.dims)) if any(r[d] for r in reqs)]
@@ -136,17 +148,24 @@ def _build_group(prep: Prepared, comps: list[int]) -> _Group:
     classes: list[tuple[tuple[int, ...], tuple[bool, ...], list[int]]] = []
     frontiers: list[list[tuple[int, ...]] | None] = []
     sub_reqs = [tuple(r[d] for d in relevant) for r in reqs]
-    for i, vec in enumerate(prep.vecs):
-        fits = [prep.fits[c][i] for c in comps]
-        holders = sum(1 for x in fits if x)
-        if not holders:
+    memo: dict[tuple[tuple[int, ...], tuple[int, ...]], list[tuple[int, ...]] | None] = {}
+    columns = [prep.fits[c] for c in comps]
+    for i, fit_row in enumerate(zip(*columns, strict=True)):
+        if not any(fit_row):
             continue
+        vec = prep.vecs[i]
+        fits = list(fit_row)
+        holders = sum(1 for x in fits if x)
         sub = tuple(vec[d] for d in relevant)
         front: list[tuple[int, ...]] | None
         if holders == 1:
-            front = [tuple(fits)]
+            front = [fit_row]
         else:
-            front = _frontier(sub, sub_reqs, fits)
+            memo_key = (sub, fit_row)
+            if memo_key in memo:
+                front = memo[memo_key]
+            else:
+                front = memo[memo_key] = _frontier(sub, sub_reqs, fits)
         key: object = ("f", tuple(front)) if front is not None else ("v", tuple(x > 0 for x in fits), sub)
         at = keyed.get(key)
         if at is None:
@@ -329,13 +348,13 @@ def _trim(placed: dict[int, int], drop: int) -> None:
 
 def _capacity_left(prep: Prepared, active: list[int]) -> float:
     """Sets' worth of the scarcest requested resource left, over nodes any component may use, after one set."""
-    usable = [i for i, flags in enumerate(zip(*(prep.eligible[c] for c in active), strict=True)) if any(flags)]
+    usable = [any(flags) for flags in zip(*(prep.eligible[c] for c in active), strict=True)] if active else []
     best = float("inf")
     for d in range(len(prep.dims)):
         need = sum(prep.requests[c][d] * prep.replicas[c] for c in active)
         if not need:
             continue
-        have = sum(prep.vecs[i][d] for i in usable)
+        have = sum(itertools.compress(prep.columns[d], usable))
         if have >= UNLIMITED:
             continue
         best = min(best, (have - need) / need)
@@ -382,26 +401,30 @@ def estimate(cluster: Cluster, components: Sequence[Component], max_sets: int | 
     upper = min(bounds.values(), default=0)
     cap = upper if max_sets is None else min(upper, max_sets)
 
-    ff_sets, ff_placed = first_fit(prep, cap) if cap <= FIRST_FIT_LIMIT else (0, [{} for _ in prep.requests])
     sets = cap
     group_result: dict[int, tuple[int, list[tuple[int, list[int], int]] | None]] = {}
     for g in groups:
         if len(g) > 1:
-            found = _Search(prep, built[id(g)]).best(ff_sets, min(bounds[id(g)], cap))
+            found = _Search(prep, built[id(g)]).best(0, min(bounds[id(g)], cap))
             group_result[id(g)] = found
             sets = min(sets, found[0])
-    placed: list[dict[int, int]]
-    if sets <= ff_sets:
-        sets, placed, method = ff_sets, ff_placed, "first-fit"
-    else:
-        method = "exact" if not built else "packing"
+    # Karmada's first fit is the floor. It cannot beat an answer that already meets the cap or the bound.
+    ff_sets = -1
+    placed: list[dict[int, int]] = []
+    method = "exact" if not built or sets == upper else "packing"
+    if sets < cap and cap <= FIRST_FIT_LIMIT:
+        ff_sets, ff_placed = first_fit(prep, cap)
+        if ff_sets >= sets:
+            sets, placed, method = ff_sets, ff_placed, "first-fit"
+    if not placed:
         placed = [{} for _ in prep.requests]
         for g in groups:
             if len(g) == 1:
                 placed[g[0]] = _fill(prep, g[0], sets * prep.replicas[g[0]])
                 continue
             k_g, packing = group_result[id(g)]
-            assert packing is not None  # k_g >= sets > ff_sets, so a packing was found
+            if packing is None:  # only when sets == 0: nothing to place
+                continue
             for c, nodes, each in packing:
                 for i in nodes:
                     placed[c][i] = placed[c].get(i, 0) + each

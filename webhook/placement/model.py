@@ -14,6 +14,7 @@ from webhook.placement.quantity import PODS
 
 EMPTY: Mapping[str, str] = MappingProxyType({})
 NO_UNITS: Mapping[str, int] = MappingProxyType({})
+UNLIMITED_PODS = 10**9  # a node that reports no pod limit (Karmada resource-model nodes)
 HARD_EFFECTS = frozenset({"NoSchedule", "NoExecute"})  # PreferNoSchedule never blocks a pod
 
 
@@ -139,11 +140,49 @@ class Node:
 
 
 @dataclass(frozen=True)
+class NodeTable:
+    """A cluster's nodes column by column, built once when the cluster is read (node preparation).
+
+    ``kinds`` holds one node per distinct (labels, taints, unschedulable) signature and ``kind_of`` maps
+    each node to it, so filters run once per kind instead of once per node.
+    """
+
+    names: tuple[str, ...]
+    columns: Mapping[str, tuple[int, ...]]  # resource -> free per node (0 if absent; pods: UNLIMITED_PODS)
+    kinds: tuple[Node, ...]
+    kind_of: tuple[int, ...]
+
+    @staticmethod
+    def build(nodes: tuple[Node, ...]) -> NodeTable:
+        index: dict[tuple[object, ...], int] = {}
+        kinds: list[Node] = []
+        kind_of = []
+        resources: set[str] = set()
+        for node in nodes:
+            # Label order from one source is stable, so no sorting: another order only adds a kind.
+            sig = (tuple(node.labels.items()), node.taints, node.unschedulable)
+            at = index.get(sig)
+            if at is None:
+                at = index[sig] = len(kinds)
+                kinds.append(node)
+            kind_of.append(at)
+            resources.update(node.free)
+        columns = {
+            r: tuple(n.free.get(r, UNLIMITED_PODS if r == PODS else 0) for n in nodes) for r in sorted(resources)
+        }
+        return NodeTable(tuple(n.name for n in nodes), MappingProxyType(columns), tuple(kinds), tuple(kind_of))
+
+
+@dataclass(frozen=True)
 class Cluster:
     name: str
     nodes: tuple[Node, ...]
     not_ready: str = ""  # why the control plane would not place anything here (Karmada Ready=False)
     source: str = field(default="", compare=False)
+    table: NodeTable = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "table", NodeTable.build(self.nodes))
 
 
 def frozen_map(values: Mapping[str, str] | None) -> Mapping[str, str]:

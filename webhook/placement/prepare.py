@@ -1,19 +1,20 @@
 """Turn a cluster and a workload into integer vectors: the only form the estimators compute on.
 
-Node filters are evaluated once per distinct (labels, taints, unschedulable) signature, because large
-clusters repeat a handful of node kinds; free capacity becomes a tuple over the resources the workload
-asks for, plus the pod slot.
+Node filters are evaluated once per node kind (distinct labels, taints, cordon) because large clusters
+repeat a handful of kinds; free capacity becomes a tuple over the resources the workload asks for, plus
+the pod slot.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from webhook.placement.model import Cluster, Component, Node
+from webhook.placement.model import UNLIMITED_PODS, Cluster, Component
 from webhook.placement.quantity import PODS
 
-UNLIMITED = 10**9  # stands in for "no pod limit" (Karmada resource-model nodes), and caps any fit
+UNLIMITED = UNLIMITED_PODS  # no pod limit; as the pod slot is always requested, it also caps every fit
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class Prepared:
     replicas: tuple[int, ...]
     eligible: tuple[tuple[bool, ...], ...]  # [c][i]: node passes c's filters
     fits: tuple[tuple[int, ...], ...]  # [c][i]
+    columns: tuple[tuple[int, ...], ...]  # [d][i]: vecs column by column
 
 
 def fit_count(vec: Sequence[int], req: Sequence[int]) -> int:
@@ -40,11 +42,6 @@ def fit_count(vec: Sequence[int], req: Sequence[int]) -> int:
     return best
 
 
-def _signature(node: Node, by_name: bool) -> tuple[object, ...]:
-    # Label order from one source is stable, so no sorting: a different order only misses the cache.
-    return (tuple(node.labels.items()), node.taints, node.unschedulable, node.name if by_name else "")
-
-
 def prepare(cluster: Cluster, components: Sequence[Component]) -> Prepared:
     dims_set = {r for c in components for r, v in c.requests.items() if v > 0 and r != PODS}
     dims = (*sorted(dims_set), PODS)
@@ -52,29 +49,29 @@ def prepare(cluster: Cluster, components: Sequence[Component]) -> Prepared:
     by_name = any(
         req.field for c in components for term in (c.affinity_terms or ()) for req in term.requirements
     )
-    resources = dims[:-1]
-    cache: dict[tuple[object, ...], tuple[bool, ...]] = {}
-    vecs = []
-    eligible: list[list[bool]] = [[] for _ in components]
-    fits: list[list[int]] = [[] for _ in components]
-    for node in cluster.nodes:
-        sig = _signature(node, by_name)
-        elig = cache.get(sig)
-        if elig is None:
-            elig = tuple(c.admits(node) for c in components)
-            cache[sig] = elig
-        free = node.free
-        vt = (*[free.get(d, 0) for d in resources], free.get(PODS, UNLIMITED))
-        vecs.append(vt)
-        for ci, req in enumerate(requests):
-            eligible[ci].append(elig[ci])
-            fits[ci].append(fit_count(vt, req) if elig[ci] else 0)
+    table = cluster.table
+    n = len(table.names)
+    if by_name:  # matchFields on metadata.name: filters depend on the node itself
+        flags = [tuple(c.admits(node) for c in components) for node in cluster.nodes]
+    else:
+        per_kind = [tuple(c.admits(node) for c in components) for node in table.kinds]
+        flags = [per_kind[k] for k in table.kind_of]
+    columns = [table.columns.get(d) or (UNLIMITED if d == PODS else 0,) * n for d in dims]
+    vecs = list(zip(*columns, strict=True))
+    # Column-wise: map(min, ...) over per-resource quotients runs in C, which matters at 10,000 nodes.
+    eligible = [tuple(e[ci] for e in flags) for ci in range(len(components))]
+    fits = []
+    for ci, req in enumerate(requests):
+        quotients = [[have // need for have in columns[d]] for d, need in enumerate(req) if need]
+        raw = list(map(min, *quotients)) if len(quotients) > 1 else quotients[0]
+        fits.append(tuple(map(operator.mul, raw, eligible[ci])))  # ineligible: 0
     return Prepared(
         dims=dims,
-        names=tuple(n.name for n in cluster.nodes),
+        names=table.names,
         vecs=tuple(vecs),
         requests=requests,
         replicas=tuple(c.replicas for c in components),
-        eligible=tuple(tuple(e) for e in eligible),
-        fits=tuple(tuple(x) for x in fits),
+        eligible=tuple(eligible),
+        fits=tuple(fits),
+        columns=tuple(columns),
     )
