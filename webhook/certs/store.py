@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cryptography import x509
+
 from webhook.certs import pki
 
 CA_CERT = "ca.crt"
@@ -92,7 +94,7 @@ class Outcome:
     reason: str = ""
 
     @property
-    def serving(self) -> pki.x509.Certificate:
+    def serving(self) -> x509.Certificate:
         return pki.load_cert(self.files[TLS_CERT])
 
 
