@@ -12,10 +12,10 @@ PYTEST_ARGS ?=
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade "pip>=24"
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet -c constraints.txt -e ".[dev]"
 	touch $(STAMP)
 
 # moto's S3 server lives in its own environment: boto3 (moto) and aiobotocore (s3fs) pin botocore differently.

@@ -1,0 +1,135 @@
+"""Builders for Flink objects, AdmissionReviews and checkpoint trees used across the tests."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import jsonpatch
+
+JOB_ID = "3c653dbe4c19bb72f8eb28445541bed6"
+OTHER_JOB_ID = "0123456789abcdef0123456789abcdef"
+
+
+def flink_deployment(
+    *,
+    name: str = "orders",
+    namespace: str = "analytics",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    checkpoint_dir: str | None = None,
+    savepoint_dir: str | None = None,
+    nested_config: bool = False,
+    job: dict[str, Any] | None | bool = True,
+    kind: str = "FlinkDeployment",
+) -> dict[str, Any]:
+    conf: dict[str, Any] = {"taskmanager.numberOfTaskSlots": "2"}
+    if checkpoint_dir is not None:
+        conf["execution.checkpointing.dir"] = checkpoint_dir
+    if savepoint_dir is not None:
+        conf["execution.checkpointing.savepoint-dir"] = savepoint_dir
+    if nested_config:
+        nested: dict[str, Any] = {}
+        for key, value in conf.items():
+            node = nested
+            parts = key.split(".")
+            for part in parts[:-1]:
+                node = node.setdefault(part, {})
+            node[parts[-1]] = value
+        conf = nested
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    if labels is not None:
+        meta["labels"] = labels
+    if annotations is not None:
+        meta["annotations"] = annotations
+    spec: dict[str, Any] = {"flinkConfiguration": conf}
+    if kind == "FlinkDeployment":
+        spec.update(
+            {
+                "image": "flink:1.20",
+                "flinkVersion": "v1_20",
+                "serviceAccount": "flink",
+                "jobManager": {"resource": {"cpu": 1, "memory": "2048m"}},
+                "taskManager": {"resource": {"cpu": 1, "memory": "2048m"}},
+            }
+        )
+    else:
+        spec["deploymentName"] = "session"
+    if job is True:
+        spec["job"] = {"jarURI": "local:///opt/flink/examples/streaming/StateMachineExample.jar", "parallelism": 2}
+        if kind == "FlinkSessionJob":
+            spec["job"]["jarURI"] = "https://jars.example/job.jar"
+    elif isinstance(job, dict):
+        spec["job"] = job
+    return {"apiVersion": "flink.apache.org/v1beta1", "kind": kind, "metadata": meta, "spec": spec}
+
+
+def review(
+    obj: dict[str, Any],
+    *,
+    operation: str = "CREATE",
+    old: dict[str, Any] | None = None,
+    dry_run: bool = False,
+    uid: str | None = None,
+) -> dict[str, Any]:
+    kind = obj.get("kind", "FlinkDeployment")
+    plural = {"FlinkDeployment": "flinkdeployments", "FlinkSessionJob": "flinksessionjobs"}.get(kind, "things")
+    group = obj.get("apiVersion", "flink.apache.org/v1beta1").rpartition("/")[0]
+    meta = obj.get("metadata", {})
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid or str(uuid.uuid4()),
+            "kind": {"group": group, "version": "v1beta1", "kind": kind},
+            "resource": {"group": group, "version": "v1beta1", "resource": plural},
+            "requestKind": {"group": group, "version": "v1beta1", "kind": kind},
+            "name": meta.get("name", ""),
+            "namespace": meta.get("namespace", ""),
+            "operation": operation,
+            "userInfo": {"username": "system:serviceaccount:karmada-system:karmada-agent"},
+            "object": obj,
+            "oldObject": old,
+            "dryRun": dry_run,
+        },
+    }
+
+
+def make_checkpoints(
+    job_dir: Path, ids: list[int], *, without_metadata: tuple[int, ...] = (), mtime: float | None = None
+) -> None:
+    for n in ids:
+        chk = job_dir / f"chk-{n}"
+        chk.mkdir(parents=True, exist_ok=True)
+        (chk / "state-file").write_bytes(b"x")
+        if n not in without_metadata:
+            meta = chk / "_metadata"
+            meta.write_bytes(b"flink-metadata")
+            if mtime is not None:
+                os.utime(meta, (mtime, mtime))
+
+
+def make_savepoint(root: Path, job_id: str, suffix: str = "a1b2c3d4e5f6", mtime: float | None = None) -> Path:
+    sp = root / f"savepoint-{job_id[:6]}-{suffix}"
+    sp.mkdir(parents=True, exist_ok=True)
+    meta = sp / "_metadata"
+    meta.write_bytes(b"flink-savepoint")
+    if mtime is not None:
+        os.utime(meta, (mtime, mtime))
+    return sp
+
+
+def decode_patch(response: dict[str, Any]) -> list[dict[str, Any]]:
+    if "patch" not in response:
+        return []
+    assert response["patchType"] == "JSONPatch"
+    return json.loads(base64.b64decode(response["patch"]))
+
+
+def apply(obj: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, Any]:
+    return jsonpatch.apply_patch(copy.deepcopy(obj), patch)

@@ -1,0 +1,151 @@
+"""Run the real `flink-failover serve` (gunicorn, TLS) as a subprocess and talk to it like kube-apiserver.
+
+kube-apiserver dials the Service, verifies the serving certificate against the webhook's caBundle and
+checks the name <service>.<namespace>.svc; :class:`ApiServerClient` does the same over loopback.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import REPO
+
+SERVICE_NAME = "flink-failover.flink-failover.svc"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def executable() -> str:
+    return str(Path(sys.executable).parent / "flink-failover")
+
+
+class ApiServerClient:
+    """Keep-alive HTTPS client that verifies the server like kube-apiserver does (CA bundle + service name)."""
+
+    def __init__(self, port: int, ca_file: Path, server_name: str = SERVICE_NAME, timeout: float = 15) -> None:
+        self.port = port
+        self.server_name = server_name
+        self.context = ssl.create_default_context(cafile=str(ca_file))
+        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
+        self.timeout = timeout
+        self._conn: http.client.HTTPSConnection | None = None
+
+    def _connection(self) -> http.client.HTTPSConnection:
+        if self._conn is None:
+            conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=self.timeout, context=self.context)
+            sock = socket.create_connection(("127.0.0.1", self.port), self.timeout)
+            conn.sock = self.context.wrap_socket(sock, server_hostname=self.server_name)
+            self._conn = conn
+        return self._conn
+
+    def request(self, method: str, path: str, body: bytes | None = None) -> tuple[int, bytes, dict[str, str]]:
+        for attempt in (0, 1):
+            conn = self._connection()
+            try:
+                conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
+                resp = conn.getresponse()
+                data = resp.read()
+                headers = {k.lower(): v for k, v in resp.getheaders()}
+                if headers.get("connection", "").lower() == "close":
+                    self.close()
+                return resp.status, data, headers
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+                self.close()  # server closed an idle keep-alive connection: retry once, like Go's client
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def admit(self, review: dict[str, Any], path: str = "/mutate") -> dict[str, Any]:
+        status, data, _ = self.request("POST", path, json.dumps(review).encode())
+        assert status == 200, (status, data[:300])
+        return json.loads(data)
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+
+@dataclass
+class RunningServer:
+    process: subprocess.Popen[bytes]
+    port: int
+    cert_dir: Path
+    log_file: Path
+
+    def client(self, **kw: Any) -> ApiServerClient:
+        return ApiServerClient(self.port, self.cert_dir / "ca.crt", **kw)
+
+    def logs(self) -> str:
+        return self.log_file.read_text(errors="replace")
+
+
+def wait_ready(port: int, ca_file: Path | None, process: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode}")
+        try:
+            if ca_file is None:
+                conn: http.client.HTTPConnection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            else:
+                client = ApiServerClient(port, ca_file, timeout=2)
+                status, _, _ = client.request("GET", "/readyz")
+                client.close()
+                if status == 200:
+                    return
+                time.sleep(0.1)
+                continue
+            conn.request("GET", "/readyz")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise TimeoutError("server did not become ready")
+
+
+@contextmanager
+def serve(
+    cert_dir: Path, policy_file: Path, log_file: Path, *, role: str = "member", extra: list[str] | None = None,
+    env: dict[str, str] | None = None,
+) -> Iterator[RunningServer]:
+    port = free_port()
+    cmd = [
+        executable(), "serve", "--role", role, "--policy", str(policy_file), "--cert-dir", str(cert_dir),
+        "--bind", f"127.0.0.1:{port}", *(extra or []),
+    ]
+    with open(log_file, "wb") as log:
+        process = subprocess.Popen(
+            cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+            start_new_session=True,
+        )
+    try:
+        plain = "--insecure-plain-http" in (extra or [])
+        wait_ready(port, None if plain else cert_dir / "ca.crt", process)
+        yield RunningServer(process, port, cert_dir, log_file)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(5)
