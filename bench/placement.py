@@ -97,7 +97,9 @@ class Row:
     note: str
 
 
-def run_row(instance: str, clusters: list[Cluster], workload: str, comps: tuple[Component, ...], k: KarmadaRow) -> Row:
+def run_row(
+    instance: str, clusters: list[Cluster], workload: str, comps: tuple[Component, ...], k: KarmadaRow
+) -> Row:
     total_sets = total_upper = total_ff = 0
     total_ms = 0.0
     problems: list[str] = []
@@ -121,8 +123,19 @@ def run_row(instance: str, clusters: list[Cluster], workload: str, comps: tuple[
         if result.sets < want:
             problems.append(f"{cluster.name}: {result.sets} sets < Karmada's {want}")
     nodes = sum(len(c.nodes) for c in clusters)
-    return Row(instance, workload, nodes, total_sets, total_upper, total_ms, k.sets, k.ms, total_ff, not problems,
-               "; ".join(problems))
+    return Row(
+        instance,
+        workload,
+        nodes,
+        total_sets,
+        total_upper,
+        total_ms,
+        k.sets,
+        k.ms,
+        total_ff,
+        not problems,
+        "; ".join(problems),
+    )
 
 
 def _random_instance(rng: random.Random) -> tuple[Cluster, tuple[Component, ...]]:
@@ -146,7 +159,7 @@ def _random_instance(rng: random.Random) -> tuple[Cluster, tuple[Component, ...]
 
 
 def random_comparison(count: int = 300, seed: int = 5) -> tuple[int, int, int, int, int, float]:
-    """(instances, ours == exact, first fit == exact, ours > first fit, invalid witnesses, ms per instance)."""
+    """(instances, ours == exact, first fit == exact, ours > first fit, invalid witnesses, ms each)."""
     rng = random.Random(seed)
     same = ff_same = better = invalid = 0
     spent = 0.0
@@ -160,7 +173,9 @@ def random_comparison(count: int = 300, seed: int = 5) -> tuple[int, int, int, i
         same += ours.sets == best
         ff_same += ff == best
         better += ours.sets > ff
-        invalid += bool(witness_problems(cluster, comps, ours.sets, ours.assignment)) or ours.sets > ours.upper_bound
+        invalid += (
+            bool(witness_problems(cluster, comps, ours.sets, ours.assignment)) or ours.sets > ours.upper_bound
+        )
     return count, same, ff_same, better, invalid, spent * 1000.0 / count
 
 
@@ -175,7 +190,12 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="placement-bench-") as tmp:
         folder = Path(tmp)
         generate(folder)
-        for instance in ("clusters-100.yaml", "clusters-1000.yaml", "clusters-10000.yaml", "clusters-20x500.yaml"):
+        for instance in (
+            "clusters-100.yaml",
+            "clusters-1000.yaml",
+            "clusters-10000.yaml",
+            "clusters-20x500.yaml",
+        ):
             clusters = load_cluster_file(folder / instance)  # parsing is not timed, as for Karmada
             for workload in WORKLOADS:
                 comps = load_workload(load_documents(folder / f"workload-{workload}.yaml")[0])
@@ -185,17 +205,33 @@ def main() -> int:
         f"Component-fit placement vs Karmada v1.18.2 accurate estimator (Go); ours: median of {RUNS} runs, "
         "Python, one core; 20x500 rows sum over the 20 clusters"
     )
-    header = ("instance", "workload", "nodes", "sets", "upper", "ours ms", "Karmada sets", "Karmada ms", "speed-up", "check")
+    header = (
+        "instance",
+        "workload",
+        "nodes",
+        "sets",
+        "upper",
+        "ours ms",
+        "Karmada sets",
+        "Karmada ms",
+        "speed-up",
+        "check",
+    )
     table = [header] + [_cells(r) for r in rows]
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     for row in table:
-        print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))))
+        print(
+            "  ".join(
+                c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
     for r in rows:
         if not r.ok:
             print(f"FAIL {r.instance} {r.workload}: {r.note}")
     count, same, ff_same, better, invalid, ms = random_comparison()
     print()
-    print("Small random instances (1-5 nodes, 2-3 components sharing nodes, taints, selectors, GPUs, pod limits):")
+    print("Small random instances (1-5 nodes, 2-3 components on shared nodes;")
+    print("taints, selectors, GPUs and pod limits) against the exact optimum:")
     print(f"  instances                     {count}")
     print(f"  ours == exact optimum         {same}")
     print(f"  Karmada first fit == optimum  {ff_same}")

@@ -41,10 +41,21 @@ def nodes(draw: st.DrawFn, index: int) -> Node:
 
 
 REQUIREMENTS = st.one_of(
-    st.builds(Requirement, st.just("zone"), st.sampled_from(["In", "NotIn"]), st.sampled_from([("a",), ("b",), ("a", "b")])),
+    st.builds(
+        Requirement,
+        st.just("zone"),
+        st.sampled_from(["In", "NotIn"]),
+        st.sampled_from([("a",), ("b",), ("a", "b")]),
+    ),
     st.builds(Requirement, st.sampled_from(["ssd", "rank"]), st.sampled_from(["Exists", "DoesNotExist"])),
     st.builds(Requirement, st.just("rank"), st.sampled_from(["Gt", "Lt"]), st.sampled_from([("1",), ("3",)])),
-    st.builds(Requirement, st.just("metadata.name"), st.just("In"), st.sampled_from([("n0",), ("n1", "n2")]), st.just(True)),
+    st.builds(
+        Requirement,
+        st.just("metadata.name"),
+        st.just("In"),
+        st.sampled_from([("n0",), ("n1", "n2")]),
+        st.just(True),
+    ),
 )
 
 
@@ -65,14 +76,18 @@ def components(draw: st.DrawFn, index: int) -> Component:
 
 
 @st.composite
-def instances(draw: st.DrawFn, max_nodes: int = 4, max_components: int = 3) -> tuple[Cluster, tuple[Component, ...]]:
+def instances(
+    draw: st.DrawFn, max_nodes: int = 4, max_components: int = 3
+) -> tuple[Cluster, tuple[Component, ...]]:
     n = draw(st.integers(0, max_nodes))
     m = draw(st.integers(1, max_components))
     cluster = Cluster("random", tuple(draw(nodes(i)) for i in range(n)))
     comps = [draw(components(j)) for j in range(m)]
     if not any(c.replicas for c in comps):
         first = comps[0]
-        comps[0] = Component(first.name, 1, first.requests, first.node_selector, first.tolerations, first.affinity_terms)
+        comps[0] = Component(
+            first.name, 1, first.requests, first.node_selector, first.tolerations, first.affinity_terms
+        )
     return cluster, tuple(comps)
 
 
@@ -81,11 +96,22 @@ def shared_instances(draw: st.DrawFn) -> tuple[Cluster, tuple[Component, ...]]:
     """No filters: components compete for the same nodes, where packing order matters most."""
     n = draw(st.integers(1, 5))
     nodes_ = tuple(
-        Node(f"n{i}", {"cpu": draw(st.integers(0, 16)) * 250, "memory": draw(st.integers(0, 16)), "pods": draw(st.integers(1, 8))})
+        Node(
+            f"n{i}",
+            {
+                "cpu": draw(st.integers(0, 16)) * 250,
+                "memory": draw(st.integers(0, 16)),
+                "pods": draw(st.integers(1, 8)),
+            },
+        )
         for i in range(n)
     )
     comps = tuple(
-        Component(f"c{j}", draw(st.integers(1, 3)), {"cpu": draw(st.integers(1, 8)) * 250, "memory": draw(st.integers(1, 8))})
+        Component(
+            f"c{j}",
+            draw(st.integers(1, 3)),
+            {"cpu": draw(st.integers(1, 8)) * 250, "memory": draw(st.integers(1, 8))},
+        )
         for j in range(draw(st.integers(2, 3)))
     )
     return Cluster("shared", nodes_), comps

@@ -55,7 +55,10 @@ def test_overcommitted_node_has_zero_free() -> None:
 @pytest.mark.parametrize(
     ("node", "message"),
     [
-        ({"name": "n", "allocatable": {"memory": "64Gx"}}, "clusters\\[0\\].nodes\\[0\\].allocatable.memory: malformed quantity '64Gx'"),
+        (
+            {"name": "n", "allocatable": {"memory": "64Gx"}},
+            "clusters\\[0\\].nodes\\[0\\].allocatable.memory: malformed quantity '64Gx'",
+        ),
         ({"name": "n", "alocatable": {}}, "unknown field 'alocatable'"),
         ({"name": "n", "taints": [{"key": "a", "effect": "Sometimes"}]}, "unknown taint effect"),
         ({"name": "n", "unschedulable": "yes"}, "unschedulable"),
@@ -99,7 +102,14 @@ def test_pod_requests_with_sidecar() -> None:
 
 
 def test_limits_stand_in_for_missing_requests() -> None:
-    spec = {"containers": [{"name": "a", "resources": {"limits": {"nvidia.com/gpu": "1", "cpu": "2"}, "requests": {"cpu": "1"}}}]}
+    spec = {
+        "containers": [
+            {
+                "name": "a",
+                "resources": {"limits": {"nvidia.com/gpu": "1", "cpu": "2"}, "requests": {"cpu": "1"}},
+            }
+        ]
+    }
     assert pod_requests(spec, "p") == {"nvidia.com/gpu": 1, "cpu": 1000}
 
 
@@ -117,10 +127,20 @@ def kubectl_list() -> dict[str, Any]:
             {
                 "kind": "Node",
                 "metadata": {"name": "n1", "labels": {"pool": "flink"}},
-                "spec": {"taints": [{"key": "dedicated", "value": "flink", "effect": "NoSchedule", "timeAdded": None}], "unschedulable": True},
+                "spec": {
+                    "taints": [
+                        {"key": "dedicated", "value": "flink", "effect": "NoSchedule", "timeAdded": None}
+                    ],
+                    "unschedulable": True,
+                },
                 "status": {"allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
             },
-            {"kind": "Node", "metadata": {"name": "n2"}, "spec": {}, "status": {"allocatable": {"cpu": "2", "pods": "10"}}},
+            {
+                "kind": "Node",
+                "metadata": {"name": "n2"},
+                "spec": {},
+                "status": {"allocatable": {"cpu": "2", "pods": "10"}},
+            },
             pod("n1", "Running", "1"),
             pod("n1", "Pending", "500m"),  # bound but not started yet: holds its request
             pod("n1", "Succeeded", "2"),  # finished: holds nothing
@@ -152,13 +172,29 @@ def karmada_cluster(name: str, ready: bool, counts: list[int]) -> dict[str, Any]
         "metadata": {"name": name},
         "spec": {
             "resourceModels": [
-                {"grade": 0, "ranges": [{"name": "cpu", "min": "0", "max": "2"}, {"name": "memory", "min": "0", "max": "8Gi"}]},
-                {"grade": 1, "ranges": [{"name": "cpu", "min": "2", "max": "8"}, {"name": "memory", "min": "8Gi", "max": "32Gi"}]},
+                {
+                    "grade": 0,
+                    "ranges": [
+                        {"name": "cpu", "min": "0", "max": "2"},
+                        {"name": "memory", "min": "0", "max": "8Gi"},
+                    ],
+                },
+                {
+                    "grade": 1,
+                    "ranges": [
+                        {"name": "cpu", "min": "2", "max": "8"},
+                        {"name": "memory", "min": "8Gi", "max": "32Gi"},
+                    ],
+                },
             ]
         },
         "status": {
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False", "reason": "ClusterNotReachable"}],
-            "resourceSummary": {"allocatableModelings": [{"grade": g, "count": c} for g, c in enumerate(counts)]},
+            "conditions": [
+                {"type": "Ready", "status": "True" if ready else "False", "reason": "ClusterNotReachable"}
+            ],
+            "resourceSummary": {
+                "allocatableModelings": [{"grade": g, "count": c} for g, c in enumerate(counts)]
+            },
         },
     }
 
@@ -176,7 +212,11 @@ def test_karmada_cluster_virtual_nodes() -> None:
 
 
 def test_karmada_cluster_list_and_unknown_grade() -> None:
-    doc = {"apiVersion": "v1", "kind": "List", "items": [karmada_cluster("a", True, [1]), karmada_cluster("b", True, [0, 1])]}
+    doc = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [karmada_cluster("a", True, [1]), karmada_cluster("b", True, [0, 1])],
+    }
     assert [c.name for c in load_clusters(doc, "c")] == ["a", "b"]
     with pytest.raises(PlacementInputError, match="grade 5 has no resource model"):
         load_clusters(karmada_cluster("a", True, [0, 0, 0, 0, 0, 1]), "c")

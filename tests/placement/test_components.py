@@ -20,7 +20,12 @@ GI = 1024 * MI
 
 
 def fd(spec: dict[str, Any]) -> dict[str, Any]:
-    return {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment", "metadata": {"name": "x"}, "spec": spec}
+    return {
+        "apiVersion": "flink.apache.org/v1beta1",
+        "kind": "FlinkDeployment",
+        "metadata": {"name": "x"},
+        "spec": spec,
+    }
 
 
 def test_flink_basic_components_and_memory() -> None:
@@ -28,7 +33,10 @@ def test_flink_basic_components_and_memory() -> None:
         fd(
             {
                 "jobManager": {"resource": {"cpu": 0.5, "memory": "2048m"}},
-                "taskManager": {"replicas": 3, "resource": {"cpu": 2, "memory": "4g", "ephemeralStorage": "10Gi"}},
+                "taskManager": {
+                    "replicas": 3,
+                    "resource": {"cpu": 2, "memory": "4g", "ephemeralStorage": "10Gi"},
+                },
             }
         )
     )
@@ -60,12 +68,25 @@ def test_jobmanager_replicas_and_pod_template_override() -> None:
                 "podTemplate": {
                     "spec": {
                         "nodeSelector": {"disk": "ssd", "zone": "a"},
-                        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "flink", "effect": "NoSchedule"}],
+                        "tolerations": [
+                            {
+                                "key": "dedicated",
+                                "operator": "Equal",
+                                "value": "flink",
+                                "effect": "NoSchedule",
+                            }
+                        ],
                         "priorityClassName": "low",
                         "affinity": {
                             "nodeAffinity": {
                                 "requiredDuringSchedulingIgnoredDuringExecution": {
-                                    "nodeSelectorTerms": [{"matchExpressions": [{"key": "arch", "operator": "In", "values": ["amd64"]}]}]
+                                    "nodeSelectorTerms": [
+                                        {
+                                            "matchExpressions": [
+                                                {"key": "arch", "operator": "In", "values": ["amd64"]}
+                                            ]
+                                        }
+                                    ]
                                 }
                             }
                         },
@@ -81,7 +102,10 @@ def test_jobmanager_replicas_and_pod_template_override() -> None:
                             "tolerations": [{"operator": "Exists"}],
                             "priorityClassName": "high",
                             "containers": [
-                                {"name": "flink-main-container", "resources": {"limits": {"nvidia.com/gpu": "1"}}},
+                                {
+                                    "name": "flink-main-container",
+                                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                                },
                                 {"name": "sidecar", "resources": {"requests": {"example.com/foo": "5"}}},
                             ],
                         }
@@ -140,7 +164,11 @@ def test_flink_errors_name_the_field(spec: dict[str, Any], message: str) -> None
 def test_karmada_components() -> None:
     comps = components_from_karmada(
         [
-            {"name": "jm", "replicas": 1, "replicaRequirements": {"resourceRequest": {"cpu": "1", "memory": "4Gi"}}},
+            {
+                "name": "jm",
+                "replicas": 1,
+                "replicaRequirements": {"resourceRequest": {"cpu": "1", "memory": "4Gi"}},
+            },
             {
                 "name": "tm",
                 "replicas": 5,
@@ -152,7 +180,11 @@ def test_karmada_components() -> None:
                         "hardNodeAffinity": {
                             "nodeSelectorTerms": [
                                 {"matchExpressions": [{"key": "rank", "operator": "Gt", "values": ["3"]}]},
-                                {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]},
+                                {
+                                    "matchFields": [
+                                        {"key": "metadata.name", "operator": "In", "values": ["n1"]}
+                                    ]
+                                },
                             ]
                         },
                     },
@@ -176,7 +208,13 @@ def test_resource_binding_of_a_flinkdeployment_reads_flink_memory() -> None:
         "kind": "ResourceBinding",
         "spec": {
             "resource": {"kind": "FlinkDeployment", "name": "x"},
-            "components": [{"name": "taskmanager", "replicas": 2, "replicaRequirements": {"resourceRequest": {"memory": "2048m"}}}],
+            "components": [
+                {
+                    "name": "taskmanager",
+                    "replicas": 2,
+                    "replicaRequirements": {"resourceRequest": {"memory": "2048m"}},
+                }
+            ],
         },
     }
     (tm,) = load_workload(rb)
@@ -187,14 +225,33 @@ def test_resource_binding_of_a_flinkdeployment_reads_flink_memory() -> None:
     ("raw", "message"),
     [
         ([{"name": "a", "replicas": 1, "replicaRequirement": {}}], "unknown field 'replicaRequirement'"),
-        ([{"name": "a", "replicas": 1, "replicaRequirements": {"resourceRequest": {"cpu": "1x"}}}], "resourceRequest.cpu"),
+        (
+            [{"name": "a", "replicas": 1, "replicaRequirements": {"resourceRequest": {"cpu": "1x"}}}],
+            "resourceRequest.cpu",
+        ),
         ([{"name": "a"}, {"name": "a"}], "duplicate component"),
         ([], "no components"),
         (
-            [{"name": "a", "replicaRequirements": {"nodeClaim": {"hardNodeAffinity": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "k", "operator": "Gt", "values": ["x"]}]}]}}}}],
+            [
+                {
+                    "name": "a",
+                    "replicaRequirements": {
+                        "nodeClaim": {
+                            "hardNodeAffinity": {
+                                "nodeSelectorTerms": [
+                                    {"matchExpressions": [{"key": "k", "operator": "Gt", "values": ["x"]}]}
+                                ]
+                            }
+                        }
+                    },
+                }
+            ],
             "needs exactly one integer",
         ),
-        ([{"name": "a", "replicaRequirements": {"resourceRequest": {"pods": "1"}}}], "pods cannot be requested"),
+        (
+            [{"name": "a", "replicaRequirements": {"resourceRequest": {"pods": "1"}}}],
+            "pods cannot be requested",
+        ),
     ],
 )
 def test_karmada_errors(raw: Any, message: str) -> None:

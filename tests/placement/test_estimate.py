@@ -11,7 +11,11 @@ from webhook.placement.model import Cluster, Component, Node, NodeSelectorTerm, 
 from webhook.placement.prepare import prepare
 from webhook.placement.witness import witness_problems
 
-SETTINGS = settings(max_examples=int(__import__("os").environ.get("PLACEMENT_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=int(__import__("os").environ.get("PLACEMENT_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 def cluster(*nodes: Node) -> Cluster:
@@ -50,7 +54,13 @@ def test_disjoint_components_exact() -> None:
         node("f2", 5000, labels={"pool": "flink"}, taints=(Taint("dedicated", "flink"),)),
     )
     jm = comp("jm", 1, 1000)
-    tm = comp("tm", 4, 1000, node_selector={"pool": "flink"}, tolerations=(Toleration("dedicated", "Equal", "flink", "NoSchedule"),))
+    tm = comp(
+        "tm",
+        4,
+        1000,
+        node_selector={"pool": "flink"},
+        tolerations=(Toleration("dedicated", "Equal", "flink", "NoSchedule"),),
+    )
     assert sets(c, jm, tm) == 3  # 13 TM slots -> 3 sets; JM room for 4
     assert sets(c, jm, tm, max_sets=2) == 2
 
@@ -71,8 +81,14 @@ def test_taints_and_tolerations() -> None:
     prefer = node("pf", 1000, taints=(Taint("spot", "true", "PreferNoSchedule"),))
     c = cluster(no_sched, no_exec, prefer)
     assert sets(c, comp("plain", 1, 1000)) == 1  # only PreferNoSchedule admits an intolerant pod
-    assert sets(c, comp("t", 1, 1000, tolerations=(Toleration("dedicated", "Equal", "flink", "NoSchedule"),))) == 2
-    assert sets(c, comp("t", 1, 1000, tolerations=(Toleration("dedicated", "Equal", "batch", "NoSchedule"),))) == 1
+    assert (
+        sets(c, comp("t", 1, 1000, tolerations=(Toleration("dedicated", "Equal", "flink", "NoSchedule"),)))
+        == 2
+    )
+    assert (
+        sets(c, comp("t", 1, 1000, tolerations=(Toleration("dedicated", "Equal", "batch", "NoSchedule"),)))
+        == 1
+    )
     assert sets(c, comp("t", 1, 1000, tolerations=(Toleration("dedicated", "Exists", "", "NoExecute"),))) == 1
     assert sets(c, comp("t", 1, 1000, tolerations=(Toleration("", "Exists", "", ""),))) == 3
     assert sets(c, comp("t", 1, 1000, tolerations=(Toleration("evict", "Exists", "", ""),))) == 2
@@ -97,7 +113,9 @@ def test_unschedulable_selector_and_affinity() -> None:
     assert with_affinity((Requirement("ssd", "DoesNotExist"),)) == 2
     assert with_affinity((Requirement("rank", "Gt", ("3",)),)) == 1
     assert with_affinity((Requirement("rank", "Lt", ("3",)),)) == 1
-    assert with_affinity((Requirement("rank", "Gt", ("3",)),), (Requirement("ssd", "Exists"),)) == 2  # terms OR
+    assert (
+        with_affinity((Requirement("rank", "Gt", ("3",)),), (Requirement("ssd", "Exists"),)) == 2
+    )  # terms OR
     assert with_affinity((Requirement("zone", "In", ("a",)), Requirement("rank", "Lt", ("3",)))) == 0  # AND
     assert with_affinity((Requirement("metadata.name", "In", ("x1",), field=True),)) == 1
     assert with_affinity(()) == 0  # an empty term matches nothing

@@ -30,11 +30,18 @@ CLUSTERS = {
         {
             "name": "member1",
             "nodes": [
-                {"name": "n1", "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"}, "requested": {"cpu": "1"}},
+                {
+                    "name": "n1",
+                    "allocatable": {"cpu": "8", "memory": "32Gi", "pods": "110"},
+                    "requested": {"cpu": "1"},
+                },
                 {"name": "n2", "allocatable": {"cpu": "4", "memory": "16Gi", "pods": "110"}},
             ],
         },
-        {"name": "member2", "nodes": [{"name": "m1", "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"}}]},
+        {
+            "name": "member2",
+            "nodes": [{"name": "m1", "allocatable": {"cpu": "2", "memory": "8Gi", "pods": "110"}}],
+        },
     ]
 }
 
@@ -71,7 +78,10 @@ def check_shape(result: dict[str, Any], witness: bool) -> None:
 def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     workload = write(tmp_path, "fd.yaml", WORKLOAD)
     clusters = write(tmp_path, "clusters.json", CLUSTERS)
-    assert main(["placement", "--workload", workload, "--clusters", clusters, "--format", "json", "--witness"]) == 0
+    assert (
+        main(["placement", "--workload", workload, "--clusters", clusters, "--format", "json", "--witness"])
+        == 0
+    )
     check_shape(json.loads(capsys.readouterr().out), witness=True)
     assert main(["placement", "--workload", workload, "--clusters", clusters, "--format", "json"]) == 0
     check_shape(json.loads(capsys.readouterr().out), witness=False)
@@ -80,7 +90,22 @@ def test_cli_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 def test_cli_max_sets_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     workload = write(tmp_path, "fd.yaml", WORKLOAD)
     clusters = write(tmp_path, "clusters.yaml", CLUSTERS)
-    assert main(["placement", "--workload", workload, "--clusters", clusters, "--max-sets", "1", "--format", "json"]) == 0
+    assert (
+        main(
+            [
+                "placement",
+                "--workload",
+                workload,
+                "--clusters",
+                clusters,
+                "--max-sets",
+                "1",
+                "--format",
+                "json",
+            ]
+        )
+        == 0
+    )
     result = json.loads(capsys.readouterr().out)
     assert result["clusters"][0]["sets"] == 1
     assert main(["placement", "--workload", workload, "--clusters", clusters]) == 0
@@ -91,9 +116,17 @@ def test_cli_max_sets_and_table(tmp_path: Path, capsys: pytest.CaptureFixture[st
 @pytest.mark.parametrize(
     ("workload", "clusters", "message"),
     [
-        (WORKLOAD, {"clusters": [{"name": "x", "nodes": [{"name": "n", "allocatable": {"cpu": "8 cores"}}]}]}, "malformed quantity '8 cores'"),
+        (
+            WORKLOAD,
+            {"clusters": [{"name": "x", "nodes": [{"name": "n", "allocatable": {"cpu": "8 cores"}}]}]},
+            "malformed quantity '8 cores'",
+        ),
         (WORKLOAD, {"clusters": [{"name": "x", "nodez": []}]}, "unknown field 'nodez'"),
-        ({**WORKLOAD, "spec": {"taskManager": {"resource": {"memory": "4 GiB"}}}}, CLUSTERS, "spec.taskManager.resource.memory"),
+        (
+            {**WORKLOAD, "spec": {"taskManager": {"resource": {"memory": "4 GiB"}}}},
+            CLUSTERS,
+            "spec.taskManager.resource.memory",
+        ),
     ],
 )
 def test_cli_bad_input_exit_2(
@@ -123,7 +156,9 @@ def test_http_placement(client: Any) -> None:
     response = client.post("/placement", json={"workload": WORKLOAD, "clusters": CLUSTERS, "witness": True})
     assert response.status_code == 200
     check_shape(response.get_json(), witness=True)
-    response = client.post("/placement", json={"workload": WORKLOAD, "clusters": CLUSTERS["clusters"], "maxSets": 1})
+    response = client.post(
+        "/placement", json={"workload": WORKLOAD, "clusters": CLUSTERS["clusters"], "maxSets": 1}
+    )
     assert response.status_code == 200
     assert response.get_json()["clusters"][0]["sets"] == 1
 
@@ -133,7 +168,10 @@ def test_http_placement(client: Any) -> None:
     [
         (b"not json", "not JSON"),
         (json.dumps({"workload": WORKLOAD}).encode(), "request.clusters: required"),
-        (json.dumps({"workload": WORKLOAD, "clusters": CLUSTERS, "extra": 1}).encode(), "unknown field 'extra'"),
+        (
+            json.dumps({"workload": WORKLOAD, "clusters": CLUSTERS, "extra": 1}).encode(),
+            "unknown field 'extra'",
+        ),
         (json.dumps({"workload": {"kind": "Deployment"}, "clusters": CLUSTERS}).encode(), "not a workload"),
         (json.dumps({"workload": WORKLOAD, "clusters": CLUSTERS, "maxSets": -1}).encode(), "maxSets"),
     ],

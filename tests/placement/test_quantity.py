@@ -77,7 +77,7 @@ def test_capacity_rounds_down_and_request_rounds_up() -> None:
 
 @pytest.mark.parametrize("bad", ["1Gb", "1 Gi", "Gi", "1..2", "--1", "0x10", "1Ki1", "-1"])
 def test_malformed_quantity_named(bad: str) -> None:
-    with pytest.raises(PlacementInputError, match="nodes\\[3\\].allocatable.memory"):
+    with pytest.raises(PlacementInputError, match=r"nodes\[3\]\.allocatable\.memory"):
         parse_decimal(bad, "nodes[3].allocatable.memory")
 
 

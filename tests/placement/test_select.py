@@ -9,7 +9,9 @@ TM = Component("tm", 2, {"cpu": 1000})
 
 
 def c(name: str, *cpus: int, not_ready: str = "") -> Cluster:
-    return Cluster(name, tuple(Node(f"{name}-{i}", {"cpu": cpu, "pods": 10}) for i, cpu in enumerate(cpus)), not_ready)
+    return Cluster(
+        name, tuple(Node(f"{name}-{i}", {"cpu": cpu, "pods": 10}) for i, cpu in enumerate(cpus)), not_ready
+    )
 
 
 def test_most_sets_wins_and_losers_explained() -> None:
@@ -34,7 +36,10 @@ def test_tie_on_sets_goes_to_capacity_left_then_name() -> None:
 
 
 def test_not_ready_cluster_never_selected() -> None:
-    estimates = [estimate(c("a", 9000, not_ready="cluster not Ready (down)"), (JM, TM)), estimate(c("b", 3000), (JM, TM))]
+    estimates = [
+        estimate(c("a", 9000, not_ready="cluster not Ready (down)"), (JM, TM)),
+        estimate(c("b", 3000), (JM, TM)),
+    ]
     chosen = select(estimates)
     assert chosen.selected == "b"
     assert chosen.reasons["a"] == "cluster not Ready (down)"

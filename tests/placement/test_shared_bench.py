@@ -21,7 +21,11 @@ def test_at_least_karmada_on_small_and_medium_rows(shared_data: Path, tmp_path: 
     bench = shared_data.parent / "bench"
     if not (bench / "make_placement_instances.py").is_file():
         pytest.fail(f"shared bench generator missing in {bench}")
-    subprocess.run([sys.executable, str(bench / "make_placement_instances.py"), str(tmp_path)], check=True, capture_output=True)
+    subprocess.run(
+        [sys.executable, str(bench / "make_placement_instances.py"), str(tmp_path)],
+        check=True,
+        capture_output=True,
+    )
     karmada = read_karmada_figures(bench / "README.md")
     checked = 0
     for instance in ("clusters-100.yaml", "clusters-1000.yaml"):

@@ -66,7 +66,9 @@ def node_accepts(comp: Component, node: Node) -> bool:
     return True
 
 
-def check(cluster: Cluster, comps: Sequence[Component], sets: int, assignment: Mapping[str, Mapping[str, int]]) -> None:
+def check(
+    cluster: Cluster, comps: Sequence[Component], sets: int, assignment: Mapping[str, Mapping[str, int]]
+) -> None:
     """Raise AssertionError unless ``assignment`` places exactly ``sets`` complete sets within capacity."""
     nodes = {n.name: n for n in cluster.nodes}
     load: dict[str, dict[str, int]] = {name: {} for name in nodes}

@@ -89,7 +89,9 @@ def place_request(body: Any) -> dict[str, Any]:
         raise PlacementInputError("request.clusters: required")
     components = load_workload(request["workload"], "workload")
     clusters = clusters_from_json(request["clusters"])
-    max_sets = f.integer(request["maxSets"], "request.maxSets") if request.get("maxSets") is not None else None
+    max_sets = (
+        f.integer(request["maxSets"], "request.maxSets") if request.get("maxSets") is not None else None
+    )
     return place(components, clusters, max_sets, f.boolean(request.get("witness"), "request.witness"))
 
 

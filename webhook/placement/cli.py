@@ -30,7 +30,12 @@ def _positive(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workload", required=True, metavar="FILE", help="FlinkDeployment, ResourceBinding or components file")
+    parser.add_argument(
+        "--workload",
+        required=True,
+        metavar="FILE",
+        help="FlinkDeployment, ResourceBinding or components file",
+    )
     parser.add_argument(
         "--clusters",
         action="append",
@@ -38,10 +43,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="snapshot / kubectl List / Karmada Cluster file (repeatable; NAME=FILE names a kubectl List)",
     )
-    parser.add_argument("--context", action="append", default=[], metavar="NAME", help="live cluster: kubeconfig context (repeatable)")
-    parser.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig for --context (default: the usual lookup)")
+    parser.add_argument(
+        "--context",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="live cluster: kubeconfig context (repeatable)",
+    )
+    parser.add_argument(
+        "--kubeconfig", metavar="FILE", help="kubeconfig for --context (default: the usual lookup)"
+    )
     parser.add_argument("--max-sets", type=_positive, metavar="N", help="stop searching at N sets")
-    parser.add_argument("--witness", action="store_true", help="include the assignment of every replica to a node")
+    parser.add_argument(
+        "--witness", action="store_true", help="include the assignment of every replica to a node"
+    )
     parser.add_argument("--format", choices=("table", "json"), default="table")
 
 

@@ -85,7 +85,9 @@ def clusters_from_snapshot(doc: Mapping[str, Any], where: str) -> list[Cluster]:
         name = f.string(raw.get("name"), f"{at}.name")
         if not name:
             raise PlacementInputError(f"{at}.name: a cluster needs a name")
-        nodes = [_snapshot_node(n, f"{at}.nodes[{j}]") for j, n in enumerate(f.sequence(raw.get("nodes"), at))]
+        nodes = [
+            _snapshot_node(n, f"{at}.nodes[{j}]") for j, n in enumerate(f.sequence(raw.get("nodes"), at))
+        ]
         result.append(Cluster(name, _unique(nodes, at), source=where))
     return result
 
@@ -166,10 +168,15 @@ def cluster_from_kubectl(doc: Mapping[str, Any], name: str, where: str) -> Clust
         nodes.append(
             Node(
                 name=node_name,
-                free=frozen_units(free_capacity(allocatable, used.get(node_name, {}), f"{at}.status.allocatable")),
+                free=frozen_units(
+                    free_capacity(allocatable, used.get(node_name, {}), f"{at}.status.allocatable")
+                ),
                 labels=frozen_map(f.string_map(meta.get("labels"), f"{at}.metadata.labels")),
                 taints=parse_taints(
-                    [{k: v for k, v in t.items() if k in ("key", "value", "effect")} for t in f.sequence(spec.get("taints"), f"{at}.spec.taints")],
+                    [
+                        {k: v for k, v in t.items() if k in ("key", "value", "effect")}
+                        for t in f.sequence(spec.get("taints"), f"{at}.spec.taints")
+                    ],
                     f"{at}.spec.taints",
                 ),
                 unschedulable=bool(spec.get("unschedulable", False)),
@@ -207,14 +214,20 @@ def cluster_from_karmada(doc: Mapping[str, Any], where: str) -> Cluster:
             minimums[resource] = capacity_units(resource, r.get("min", 0), f"{at}.ranges[{j}].min")
         grades[f.integer(m.get("grade"), f"{at}.grade")] = minimums
     summary = f.mapping(status.get("resourceSummary"), f"{where}.status.resourceSummary")
-    nodes = []
-    for i, item in enumerate(f.sequence(summary.get("allocatableModelings"), f"{where}.status.resourceSummary.allocatableModelings")):
+    nodes: list[Node] = []
+    for i, item in enumerate(
+        f.sequence(
+            summary.get("allocatableModelings"), f"{where}.status.resourceSummary.allocatableModelings"
+        )
+    ):
         at = f"{where}.status.resourceSummary.allocatableModelings[{i}]"
         modeling = f.mapping(item, at, ("grade", "count"))
         grade = f.integer(modeling.get("grade"), f"{at}.grade")
         count = f.integer(modeling.get("count", 0), f"{at}.count")
         if count and grade not in grades:
-            raise PlacementInputError(f"{at}.grade: grade {grade} has no resource model in spec.resourceModels")
+            raise PlacementInputError(
+                f"{at}.grade: grade {grade} has no resource model in spec.resourceModels"
+            )
         free = frozen_units(grades.get(grade, {}))
         nodes.extend(Node(f"{name}/grade-{grade}/{k}", free) for k in range(count))
     return Cluster(name, tuple(nodes), not_ready=_ready_problem(status), source=where)

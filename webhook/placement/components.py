@@ -68,7 +68,9 @@ def _requirements(raw: Any, where: str, on_fields: bool) -> list[Requirement]:
         operator = f.string(req.get("operator"), f"{at}.operator")
         if operator not in _OPERATORS:
             raise PlacementInputError(f"{at}.operator: unknown operator {operator!r}")
-        values = tuple(f.string(v, f"{at}.values[{j}]") for j, v in enumerate(f.sequence(req.get("values"), at)))
+        values = tuple(
+            f.string(v, f"{at}.values[{j}]") for j, v in enumerate(f.sequence(req.get("values"), at))
+        )
         if operator in ("In", "NotIn") and not values:
             raise PlacementInputError(f"{at}.values: operator {operator} needs at least one value")
         if operator in ("Exists", "DoesNotExist") and values:
@@ -127,10 +129,11 @@ def _main_container_requests(pod_spec: Mapping[str, Any], where: str) -> dict[st
             at = f"{where}.containers[{i}].resources"
             resources = f.mapping(container.get("resources"), at)
             # Kubernetes defaults an unset request to the limit.
-            spec = {**f.mapping(resources.get("limits"), f"{at}.limits"), **f.mapping(resources.get("requests"), f"{at}.requests")}
-            return {
-                k: v for k, v in parse_requests(spec, at).items() if k not in (CPU, MEMORY, EPHEMERAL)
+            spec = {
+                **f.mapping(resources.get("limits"), f"{at}.limits"),
+                **f.mapping(resources.get("requests"), f"{at}.requests"),
             }
+            return {k: v for k, v in parse_requests(spec, at).items() if k not in (CPU, MEMORY, EPHEMERAL)}
     return {}
 
 
@@ -160,13 +163,17 @@ def _flink_component(
         name=name,
         replicas=replicas,
         requests=frozen_units(requests),
-        node_selector=frozen_map(f.string_map(pod_spec.get("nodeSelector"), f"{where}.podTemplate.spec.nodeSelector")),
+        node_selector=frozen_map(
+            f.string_map(pod_spec.get("nodeSelector"), f"{where}.podTemplate.spec.nodeSelector")
+        ),
         tolerations=parse_tolerations(pod_spec.get("tolerations"), f"{where}.podTemplate.spec.tolerations"),
         affinity_terms=parse_node_selector_terms(
             node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution"),
             f"{where}.podTemplate.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
         ),
-        priority_class=f.string(pod_spec.get("priorityClassName"), f"{where}.podTemplate.spec.priorityClassName"),
+        priority_class=f.string(
+            pod_spec.get("priorityClassName"), f"{where}.podTemplate.spec.priorityClassName"
+        ),
     )
 
 
@@ -202,7 +209,9 @@ def components_from_flink(obj: Mapping[str, Any]) -> tuple[Component, ...]:
     shared = f.mapping(spec.get("podTemplate"), "spec.podTemplate")
     jm = f.mapping(spec.get("jobManager"), "spec.jobManager", _FLINK_COMPONENT_FIELDS)
     tm = f.mapping(spec.get("taskManager"), "spec.taskManager", _FLINK_COMPONENT_FIELDS)
-    jm_replicas = f.integer(jm["replicas"], "spec.jobManager.replicas") if jm.get("replicas") is not None else 1
+    jm_replicas = (
+        f.integer(jm["replicas"], "spec.jobManager.replicas") if jm.get("replicas") is not None else 1
+    )
     return (
         _flink_component("jobmanager", jm, jm_replicas, shared, "spec.jobManager"),
         _flink_component("taskmanager", tm, taskmanager_replicas(spec), shared, "spec.taskManager"),
@@ -226,7 +235,9 @@ def components_from_karmada(raw: Any, where: str, flink_memory: bool = False) ->
         if name in seen:
             raise PlacementInputError(f"{at}.name: duplicate component {name!r}")
         seen.add(name)
-        req = f.mapping(comp.get("replicaRequirements"), f"{at}.replicaRequirements", _KARMADA_REQUIREMENT_FIELDS)
+        req = f.mapping(
+            comp.get("replicaRequirements"), f"{at}.replicaRequirements", _KARMADA_REQUIREMENT_FIELDS
+        )
         claim = f.mapping(req.get("nodeClaim"), f"{at}.replicaRequirements.nodeClaim", _NODE_CLAIM_FIELDS)
         cw = f"{at}.replicaRequirements.nodeClaim"
         result.append(
@@ -234,12 +245,18 @@ def components_from_karmada(raw: Any, where: str, flink_memory: bool = False) ->
                 name=name,
                 replicas=f.integer(comp.get("replicas", 1), f"{at}.replicas"),
                 requests=frozen_units(
-                    parse_requests(req.get("resourceRequest"), f"{at}.replicaRequirements.resourceRequest", flink_memory)
+                    parse_requests(
+                        req.get("resourceRequest"), f"{at}.replicaRequirements.resourceRequest", flink_memory
+                    )
                 ),
                 node_selector=frozen_map(f.string_map(claim.get("nodeSelector"), f"{cw}.nodeSelector")),
                 tolerations=parse_tolerations(claim.get("tolerations"), f"{cw}.tolerations"),
-                affinity_terms=parse_node_selector_terms(claim.get("hardNodeAffinity"), f"{cw}.hardNodeAffinity"),
-                priority_class=f.string(req.get("priorityClassName"), f"{at}.replicaRequirements.priorityClassName"),
+                affinity_terms=parse_node_selector_terms(
+                    claim.get("hardNodeAffinity"), f"{cw}.hardNodeAffinity"
+                ),
+                priority_class=f.string(
+                    req.get("priorityClassName"), f"{at}.replicaRequirements.priorityClassName"
+                ),
             )
         )
     if not result:
@@ -270,8 +287,8 @@ def load_workload(obj: Any, where: str = "workload") -> tuple[Component, ...]:
             comps = components_from_karmada(doc["components"], f"{where}.components")
         else:
             raise PlacementInputError(
-                f"{where}: not a workload (expected a FlinkDeployment, a ResourceBinding with spec.components, "
-                f"or a components list), got kind {kind!r}"
+                f"{where}: not a workload (expected a FlinkDeployment, a ResourceBinding with "
+                f"spec.components, or a components list), got kind {kind!r}"
             )
     if sum(c.replicas for c in comps) == 0:
         raise PlacementInputError(f"{where}: every component has 0 replicas; nothing to place")

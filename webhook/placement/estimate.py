@@ -85,7 +85,9 @@ def _groups(prep: Prepared, active: list[int]) -> list[list[int]]:
     return list(groups.values())
 
 
-def _frontier(vec: Sequence[int], reqs: list[tuple[int, ...]], fits: list[int]) -> list[tuple[int, ...]] | None:
+def _frontier(
+    vec: Sequence[int], reqs: list[tuple[int, ...]], fits: list[int]
+) -> list[tuple[int, ...]] | None:
     """Pareto-maximal pod mixes that fit ``vec``; None when there are too many to enumerate."""
     m = len(reqs)
     if m == 2:
@@ -192,7 +194,7 @@ def _group_bound(prep: Prepared, group: _Group) -> int:
                 if any(w):
                     weights.append((w, d))
     best = UNLIMITED
-    for w, d in weights:
+    for w, dim in weights:
         need = sum(a * b for a, b in zip(w, reps, strict=True))
         if not need:
             continue
@@ -203,8 +205,8 @@ def _group_bound(prep: Prepared, group: _Group) -> int:
             else:
                 i = nodes[0]
                 per = sum(w[j] * prep.fits[comps[j]][i] for j in range(m))
-                if d is not None:
-                    per = min(per, vec[d])
+                if dim is not None:
+                    per = min(per, vec[dim])
             total += per * len(nodes)
         best = min(best, total // need)
     return best
@@ -347,7 +349,7 @@ def _trim(placed: dict[int, int], drop: int) -> None:
 
 
 def _capacity_left(prep: Prepared, active: list[int]) -> float:
-    """Sets' worth of the scarcest requested resource left, over nodes any component may use, after one set."""
+    """Sets' worth of the scarcest requested resource left after one set, on nodes any component may use."""
     usable = [any(flags) for flags in zip(*(prep.eligible[c] for c in active), strict=True)] if active else []
     best = float("inf")
     for d in range(len(prep.dims)):
@@ -369,9 +371,14 @@ def _limit_text(prep: Prepared, components: Sequence[Component], active: list[in
     for c in active:
         comp = components[c]
         if not any(prep.eligible[c]):
-            notes.append(f"component {comp.name}: no node passes its filters (selector, affinity, taints, cordon)")
+            notes.append(
+                f"component {comp.name}: no node passes its filters (selector, affinity, taints, cordon)"
+            )
         elif not any(prep.fits[c]):
-            req = ", ".join(f"{k}={format_quantity(k, v)}" for k, v in sorted(comp.requests.items())) or "a pod slot"
+            req = (
+                ", ".join(f"{k}={format_quantity(k, v)}" for k, v in sorted(comp.requests.items()))
+                or "a pod slot"
+            )
             notes.append(f"component {comp.name}: no eligible node has room for one replica ({req})")
     if notes:
         return "; ".join(notes)

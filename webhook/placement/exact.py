@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache
 
 from webhook.placement.model import Cluster, Component
 from webhook.placement.prepare import fit_count, prepare
@@ -28,7 +28,7 @@ def exact_sets(cluster: Cluster, components: Sequence[Component], max_sets: int 
     for i in range(n - 1, -1, -1):
         suffix[i] = [a + b for a, b in zip(suffix[i + 1], fits[i], strict=True)]
 
-    @lru_cache(maxsize=None)
+    @cache
     def place(i: int, need: tuple[int, ...]) -> bool:
         if not any(need):
             return True

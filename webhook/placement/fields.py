@@ -85,7 +85,7 @@ def load_documents(path: str | Path) -> list[Any]:
         except ValueError as exc:
             raise PlacementInputError(f"{path}: not valid JSON: {exc}") from exc
     try:
-        docs = list(yaml.load_all(text, Loader=_LOADER))  # noqa: S506 - a safe loader
+        docs = list(yaml.load_all(text, Loader=_LOADER))
     except yaml.YAMLError as exc:
         raise PlacementInputError(f"{path}: not valid YAML: {exc}") from exc
     return [doc for doc in docs if doc is not None]

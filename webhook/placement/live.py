@@ -28,7 +28,7 @@ def cluster_from_context(context: str, kubeconfig: str | None = None) -> Cluster
     from kubernetes import client, config  # the edge dependency, imported only when used
 
     try:
-        api_client = config.new_client_from_config(config_file=kubeconfig, context=context)
+        api_client = config.new_client_from_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
     except Exception as exc:  # the client raises several unrelated types for a bad kubeconfig
         raise PlacementInputError(f"context {context!r}: cannot load kubeconfig: {exc}") from exc
     core = client.CoreV1Api(api_client)

@@ -168,9 +168,12 @@ class NodeTable:
             kind_of.append(at)
             resources.update(node.free)
         columns = {
-            r: tuple(n.free.get(r, UNLIMITED_PODS if r == PODS else 0) for n in nodes) for r in sorted(resources)
+            r: tuple(n.free.get(r, UNLIMITED_PODS if r == PODS else 0) for n in nodes)
+            for r in sorted(resources)
         }
-        return NodeTable(tuple(n.name for n in nodes), MappingProxyType(columns), tuple(kinds), tuple(kind_of))
+        return NodeTable(
+            tuple(n.name for n in nodes), MappingProxyType(columns), tuple(kinds), tuple(kind_of)
+        )
 
 
 @dataclass(frozen=True)

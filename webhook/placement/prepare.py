@@ -45,7 +45,7 @@ def fit_count(vec: Sequence[int], req: Sequence[int]) -> int:
 def prepare(cluster: Cluster, components: Sequence[Component]) -> Prepared:
     dims_set = {r for c in components for r, v in c.requests.items() if v > 0 and r != PODS}
     dims = (*sorted(dims_set), PODS)
-    requests = tuple(tuple(c.requests.get(d, 0) for d in dims[:-1]) + (1,) for c in components)
+    requests = tuple((*[c.requests.get(d, 0) for d in dims[:-1]], 1) for c in components)
     by_name = any(
         req.field for c in components for term in (c.affinity_terms or ()) for req in term.requirements
     )

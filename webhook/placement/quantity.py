@@ -93,7 +93,7 @@ def flink_memory_bytes(value: object, where: str) -> int:
     text = _text(value, where)
     match = _FLINK_RE.match(text)
     if match and match.group(2).lower() in _FLINK_UNITS:
-        return int(match.group(1)) * 1024 ** _FLINK_UNITS[match.group(2).lower()]
+        return int(match.group(1)) << (10 * _FLINK_UNITS[match.group(2).lower()])
     try:
         return math.ceil(parse_decimal(text, where))
     except PlacementInputError:

@@ -14,7 +14,6 @@ class Selection:
     reasons: dict[str, str]  # cluster -> why it was not selected (absent for the winner)
 
 
-
 def select(estimates: Sequence[Estimate]) -> Selection:
     """Most sets wins; ties go to the most capacity left after one set, then to the smaller name.
 
