@@ -16,7 +16,9 @@ from typing import Any
 
 import jsonpatch
 
-_WEBHOOKS = re.compile(r"^/apis/admissionregistration\.k8s\.io/v1/(mutating|validating)webhookconfigurations/([^/]+)$")
+_WEBHOOKS = re.compile(
+    r"^/apis/admissionregistration\.k8s\.io/v1/(mutating|validating)webhookconfigurations/([^/]+)$"
+)
 _SECRET = re.compile(r"^/api/v1/namespaces/([^/]+)/secrets(?:/([^/]+))?$")
 
 
@@ -70,11 +72,19 @@ class FakeKube:
         entries = [
             {
                 "name": w,
-                "clientConfig": {"service": {"name": "svc", "namespace": "ns", "path": "/mutate", "port": 443}},
+                "clientConfig": {
+                    "service": {"name": "svc", "namespace": "ns", "path": "/mutate", "port": 443}
+                },
                 "sideEffects": "None",
                 "admissionReviewVersions": ["v1"],
-                "rules": [{"apiGroups": ["flink.apache.org"], "apiVersions": ["*"], "operations": ["CREATE"],
-                           "resources": ["flinkdeployments"]}],
+                "rules": [
+                    {
+                        "apiGroups": ["flink.apache.org"],
+                        "apiVersions": ["*"],
+                        "operations": ["CREATE"],
+                        "resources": ["flinkdeployments"],
+                    }
+                ],
             }
             for w in webhooks
         ]
@@ -104,8 +114,17 @@ class FakeKube:
                 self.wfile.write(data)
 
             def _status(self, code: int, reason: str) -> None:
-                self._send(code, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "reason": reason,
-                                  "code": code, "message": reason})
+                self._send(
+                    code,
+                    {
+                        "kind": "Status",
+                        "apiVersion": "v1",
+                        "status": "Failure",
+                        "reason": reason,
+                        "code": code,
+                        "message": reason,
+                    },
+                )
 
             def _body(self) -> Any:
                 length = int(self.headers.get("Content-Length") or 0)
@@ -158,7 +177,9 @@ class FakeKube:
                             return
                     elif _WEBHOOKS.match(path):
                         # a merge patch would replace the whole webhooks list: refuse, as a guard
-                        self._status(415, f"test server: unexpected {content_type} on a webhook configuration")
+                        self._status(
+                            415, f"test server: unexpected {content_type} on a webhook configuration"
+                        )
                         return
                     else:
                         new = _merge(obj, body)

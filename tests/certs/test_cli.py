@@ -1,4 +1,4 @@
-"""`flink-failover certs ...` end to end: files on disk, Secrets and caBundle through a Kubernetes API, real TLS."""
+"""`flink-failover certs ...` end to end: files, Secrets and caBundle through a Kubernetes API, real TLS."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ HOSTNAME = f"{SERVICE}.{NAMESPACE}.svc"
 
 
 def generate(out: Path, *extra: str) -> int:
-    return main(["certs", "generate", "--service", SERVICE, "--namespace", NAMESPACE, "--out", str(out), *extra])
+    return main(
+        ["certs", "generate", "--service", SERVICE, "--namespace", NAMESPACE, "--out", str(out), *extra]
+    )
 
 
 def mode(path: Path) -> int:
@@ -39,7 +41,12 @@ def _no_incluster(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_generate_writes_four_files_with_private_keys_0600(tmp_path: Path) -> None:
     out = tmp_path / "certs"
     assert generate(out, "--extra-san", "localhost", "--extra-san", "127.0.0.1") == 0
-    assert sorted(p.name for p in out.iterdir()) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]  # no temp files
+    assert sorted(p.name for p in out.iterdir()) == [
+        "ca.crt",
+        "ca.key",
+        "tls.crt",
+        "tls.key",
+    ]  # no temp files
     assert mode(out / "ca.key") == 0o600 and mode(out / "tls.key") == 0o600
     assert mode(out / "ca.crt") == 0o644 and mode(out / "tls.crt") == 0o644
     cert = pki.load_cert((out / "tls.crt").read_bytes())
@@ -60,7 +67,9 @@ def test_rerun_reuses_the_ca_and_keeps_a_good_certificate(tmp_path: Path) -> Non
     assert "webhook.example.com" in pki.dns_names(pki.load_cert(after[store.TLS_CERT]))
 
 
-def test_a_ca_without_its_key_is_an_error_not_a_new_ca(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_ca_without_its_key_is_an_error_not_a_new_ca(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "certs"
     assert generate(out) == 0
     (out / "ca.key").unlink()
@@ -100,8 +109,21 @@ def test_console_script_contract_of_make_run(tmp_path: Path) -> None:
     if not exe.exists():
         pytest.skip(f"console script not installed beside {sys.executable}")
     out = tmp_path / "certs"
-    cmd = [str(exe), "certs", "generate", "--service", "flink-failover", "--namespace", "flink-failover",
-           "--out", str(out), "--extra-san", "localhost", "--extra-san", "127.0.0.1"]
+    cmd = [
+        str(exe),
+        "certs",
+        "generate",
+        "--service",
+        "flink-failover",
+        "--namespace",
+        "flink-failover",
+        "--out",
+        str(out),
+        "--extra-san",
+        "localhost",
+        "--extra-san",
+        "127.0.0.1",
+    ]
     subprocess.run(cmd, check=True, capture_output=True, timeout=60)
     names = pki.dns_names(pki.load_cert((out / "tls.crt").read_bytes()))
     assert "flink-failover.flink-failover.svc" in names and "localhost" in names and "127.0.0.1" in names
@@ -133,9 +155,11 @@ def _serve_once(cert_dir: Path) -> tuple[int, threading.Thread]:
 def _connect(port: int, ca_file: Path, hostname: str) -> bytes:
     client = ssl.create_default_context(cafile=str(ca_file))  # trusts ca.crt only, checks the hostname
     assert client.check_hostname and client.verify_mode == ssl.CERT_REQUIRED
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
-        with client.wrap_socket(raw, server_hostname=hostname) as tls:
-            return tls.recv(2)
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        client.wrap_socket(raw, server_hostname=hostname) as tls,
+    ):
+        return tls.recv(2)
 
 
 def test_tls_client_trusting_only_ca_crt_accepts_the_service_hostname(tmp_path: Path) -> None:
@@ -207,8 +231,16 @@ def test_inject_sets_the_ca_bundle_on_every_webhook(tmp_path: Path, validating: 
         kube.add_webhook_config("ff", ["a.flink-failover.io", "b.flink-failover.io"], validating=validating)
         key = next(iter(kube.objects))
         rules = [w["rules"] for w in kube.objects[key]["webhooks"]]
-        args = ["certs", "inject", "--webhook-config", "ff", "--out", str(out),
-                "--kubeconfig", str(kube.kubeconfig(tmp_path))]
+        args = [
+            "certs",
+            "inject",
+            "--webhook-config",
+            "ff",
+            "--out",
+            str(out),
+            "--kubeconfig",
+            str(kube.kubeconfig(tmp_path)),
+        ]
         assert main(args + (["--validating"] if validating else [])) == 0
         obj = kube.objects[key]
         bundle = base64.b64encode((out / "ca.crt").read_bytes()).decode()
@@ -219,12 +251,22 @@ def test_inject_sets_the_ca_bundle_on_every_webhook(tmp_path: Path, validating: 
         assert len(patches) == 1 and patches[0][2].startswith("application/json-patch+json")
 
 
-def test_inject_into_a_missing_configuration_fails(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_inject_into_a_missing_configuration_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "certs"
     assert generate(out) == 0
     with FakeKube() as kube:
-        args = ["certs", "inject", "--webhook-config", "nope", "--out", str(out),
-                "--kubeconfig", str(kube.kubeconfig(tmp_path))]
+        args = [
+            "certs",
+            "inject",
+            "--webhook-config",
+            "nope",
+            "--out",
+            str(out),
+            "--kubeconfig",
+            str(kube.kubeconfig(tmp_path)),
+        ]
         assert main(args) == 1
     assert "HTTP 404" in capsys.readouterr().err
 

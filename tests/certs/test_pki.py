@@ -59,9 +59,13 @@ def test_ca_can_sign_and_is_self_signed(issued: store.Outcome) -> None:
 def test_chain_verifies_for_the_service_hostname_only(issued: store.Outcome) -> None:
     ca = pki.load_cert(issued.files[store.CA_CERT])
     builder = PolicyBuilder().store(Store([ca])).time(NOW + dt.timedelta(days=1))
-    chain = builder.build_server_verifier(x509.DNSName("flink-failover.ff-system.svc")).verify(issued.serving, [])
+    chain = builder.build_server_verifier(x509.DNSName("flink-failover.ff-system.svc")).verify(
+        issued.serving, []
+    )
     assert chain[-1] == ca
-    builder.build_server_verifier(x509.IPAddress(ipaddress.ip_address("127.0.0.1"))).verify(issued.serving, [])
+    builder.build_server_verifier(x509.IPAddress(ipaddress.ip_address("127.0.0.1"))).verify(
+        issued.serving, []
+    )
     with pytest.raises(VerificationError):
         builder.build_server_verifier(x509.DNSName("other.ff-system.svc")).verify(issued.serving, [])
     # another CA does not vouch for it
@@ -90,7 +94,9 @@ def test_existing_ca_is_reused_and_a_good_serving_pair_kept(issued: store.Outcom
     assert more.files[store.CA_CERT] == issued.files[store.CA_CERT]
     assert more.files[store.CA_KEY] == issued.files[store.CA_KEY]
     assert pki.issued_by(more.serving, pki.load_cert(issued.files[store.CA_CERT]))
-    forced = store.generate(issued.files, SERVICE, NAMESPACE, ["localhost", "127.0.0.1", "::1"], force=True, now=NOW)
+    forced = store.generate(
+        issued.files, SERVICE, NAMESPACE, ["localhost", "127.0.0.1", "::1"], force=True, now=NOW
+    )
     assert forced.serving_issued and forced.files[store.TLS_KEY] != issued.files[store.TLS_KEY]
 
 
@@ -126,7 +132,12 @@ def test_renew_without_a_ca_fails() -> None:
 
 @pytest.mark.parametrize(
     ("service", "namespace", "extra"),
-    [("Bad_Name", "ns", ""), ("svc", "ns.with.dots", ""), ("svc", "ns", "not a name"), ("svc", "ns", "-x.com")],
+    [
+        ("Bad_Name", "ns", ""),
+        ("svc", "ns.with.dots", ""),
+        ("svc", "ns", "not a name"),
+        ("svc", "ns", "-x.com"),
+    ],
 )
 def test_invalid_names_are_rejected(service: str, namespace: str, extra: str) -> None:
     with pytest.raises(pki.CertError):

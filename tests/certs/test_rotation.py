@@ -1,4 +1,4 @@
-"""Rotate the serving certificate under load: the real server, a Secret-volume-style swap, zero failed requests.
+"""Rotate the serving certificate under load: the real server, a Secret-style volume swap, no failed request.
 
 The certificate directory is laid out the way kubelet lays out a Secret volume: the files live in a
 timestamped directory, ``..data`` is a symlink to it, and ``tls.crt``/``tls.key`` are symlinks through
@@ -138,7 +138,10 @@ def wait_healthy(port: int, ca_file: Path, proc: subprocess.Popen[bytes]) -> Non
         if proc.poll() is not None:
             raise AssertionError(f"server exited with {proc.returncode}")
         try:
-            if requests.get(f"https://{HOST}:{port}/readyz", verify=str(ca_file), timeout=2).status_code == 200:
+            if (
+                requests.get(f"https://{HOST}:{port}/readyz", verify=str(ca_file), timeout=2).status_code
+                == 200
+            ):
                 return
         except requests.RequestException:
             pass
@@ -161,14 +164,30 @@ def test_rotation_under_load_loses_no_request(tmp_path: Path) -> None:
 
     port = free_port()
     env = {**os.environ, "TMPDIR": str(tmp_path), "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "metrics")}
-    cmd = [str(SERVER), "serve", "--role", "member", "--policy", str(POLICY), "--cert-dir", str(volume.root),
-           "--bind", f"127.0.0.1:{port}", "--log-level", "warning"]
+    cmd = [
+        str(SERVER),
+        "serve",
+        "--role",
+        "member",
+        "--policy",
+        str(POLICY),
+        "--cert-dir",
+        str(volume.root),
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--log-level",
+        "warning",
+    ]
     log = (tmp_path / "server.log").open("wb")
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     try:
         wait_healthy(port, ca_file, proc)
         load = Load(port, ca_file)
-        worker = threading.Thread(target=load.run, args=(time.monotonic() + LOAD_BEFORE_ROTATION + PICKUP_LIMIT + 10,))
+        worker = threading.Thread(
+            target=load.run, args=(time.monotonic() + LOAD_BEFORE_ROTATION + PICKUP_LIMIT + 10,)
+        )
         worker.start()
         time.sleep(LOAD_BEFORE_ROTATION)
 
@@ -182,7 +201,11 @@ def test_rotation_under_load_loses_no_request(tmp_path: Path) -> None:
         limit = rotated_at + PICKUP_LIMIT
         while time.monotonic() < limit:
             tail = [s for _, s in load.results[-STEADY_AFTER:]]
-            if len(tail) == STEADY_AFTER and set(tail) == {new_serial} and load.results[-STEADY_AFTER][0] > rotated_at:
+            if (
+                len(tail) == STEADY_AFTER
+                and set(tail) == {new_serial}
+                and load.results[-STEADY_AFTER][0] > rotated_at
+            ):
                 break
             time.sleep(0.05)
         load.stop.set()
@@ -195,8 +218,8 @@ def test_rotation_under_load_loses_no_request(tmp_path: Path) -> None:
         sent = len(load.results) + len(load.failures)
         print(  # the figures of the rotation (pytest -s shows them)
             f"\nrotation: {sent} requests, {len(load.failures)} failed, {len(before)} before the swap, "
-            f"new certificate first served {None if first_new is None else round(first_new - rotated_at, 3)} s "
-            "after the swap"
+            f"new certificate first served "
+            f"{None if first_new is None else round(first_new - rotated_at, 3)} s after the swap"
         )
         assert load.failures == [], load.failures[:5]
         assert len(before) >= 5 and set(before) == {old_serial}

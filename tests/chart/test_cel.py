@@ -47,8 +47,12 @@ def admit(policy: dict[str, Any], obj: dict[str, Any]) -> str:
     return "denied"
 
 
-def flink(labels: dict[str, str] | None = None, job: dict[str, Any] | None = None, kind: str = "FlinkDeployment",
-          annotations: dict[str, str] | None = None) -> dict[str, Any]:
+def flink(
+    labels: dict[str, str] | None = None,
+    job: dict[str, Any] | None = None,
+    kind: str = "FlinkDeployment",
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": "orders", "namespace": "analytics"}
     if labels is not None:
         meta["labels"] = labels
@@ -76,7 +80,10 @@ def backstop(helm: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
         (flink({"flink-failover.io/failover": "true"}, RESTORED), "allowed"),
         (flink({"flink-failover.io/failover": "true"}, {**RUNNING, "state": "suspended"}), "allowed"),
         (flink({"flink-failover.io/failover": "true"}, {**RUNNING, "initialSavepointPath": ""}), "denied"),
-        (flink({"flink-failover.io/failover": "true"}, {"jarURI": "local:///x.jar"}), "denied"),  # no state field
+        (
+            flink({"flink-failover.io/failover": "true"}, {"jarURI": "local:///x.jar"}),
+            "denied",
+        ),  # no state field
         (flink({"flink-failover.io/failover": "false"}, RUNNING), "skipped"),
         (flink({"flink-failover.io/job-id": JOB_ID}, RUNNING), "denied"),
         (flink({"application.karmada.io/failover-jobid": JOB_ID}, RUNNING), "denied"),
@@ -97,7 +104,9 @@ def test_backstop_message_names_the_object(backstop: dict[str, Any]) -> None:
     env = celpy.Environment()
     (validation,) = backstop["spec"]["validations"]
     prog = env.program(env.compile(validation["messageExpression"]))
-    message = prog.evaluate({"object": celpy.json_to_cel(flink({"flink-failover.io/failover": "true"}, RUNNING))})
+    message = prog.evaluate(
+        {"object": celpy.json_to_cel(flink({"flink-failover.io/failover": "true"}, RUNNING))}
+    )
     assert "orders" in str(message) and "initialSavepointPath" in str(message)
 
 
@@ -112,7 +121,9 @@ def test_backstop_lets_a_policy_decided_empty_start_through(helm: str, tmp_path:
 
 def test_backstop_on_recorded_karmada_member_object(backstop: dict[str, Any], shared_data: Path) -> None:
     """Karmada injected only its jobId label (scenario A3): without our webhook the job would start empty."""
-    obj = json.loads((shared_data / "karmada-observed/scenA3-taint/obj-member2-after-failover.json").read_text())
+    obj = json.loads(
+        (shared_data / "karmada-observed/scenA3-taint/obj-member2-after-failover.json").read_text()
+    )
     assert "initialSavepointPath" not in obj["spec"]["job"]
     assert admit(backstop, obj) == "denied"
     restored = copy.deepcopy(obj)
@@ -155,9 +166,20 @@ def test_work_webhook_is_called_for_flink_works_only(
 
 @pytest.mark.parametrize(
     "spec",
-    [{}, {"workload": {}}, {"workload": {"manifests": []}}, {"workload": {"manifests": [{"kind": "ConfigMap"}]}}],
+    [
+        {},
+        {"workload": {}},
+        {"workload": {"manifests": []}},
+        {"workload": {"manifests": [{"kind": "ConfigMap"}]}},
+    ],
 )
-def test_work_conditions_survive_missing_fields(work_conditions: list[dict[str, Any]], spec: dict[str, Any]) -> None:
-    work = {"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work",
-            "metadata": {"name": "w", "namespace": "karmada-es-member1"}, "spec": spec}
+def test_work_conditions_survive_missing_fields(
+    work_conditions: list[dict[str, Any]], spec: dict[str, Any]
+) -> None:
+    work = {
+        "apiVersion": "work.karmada.io/v1alpha1",
+        "kind": "Work",
+        "metadata": {"name": "w", "namespace": "karmada-es-member1"},
+        "spec": spec,
+    }
     assert sent(work_conditions, work) is False

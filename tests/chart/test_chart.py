@@ -32,11 +32,19 @@ COMBOS: dict[str, dict[str, Any]] = {
     "member-default": {},
     "member-cert-manager": {"certificates": {"mode": "cert-manager"}},
     "member-vap-off": {"validatingAdmissionPolicy": {"enabled": False}},
-    "member-servicemonitor": {"metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}},
-    "member-no-pdb-no-netpol": {"podDisruptionBudget": {"enabled": False}, "networkPolicy": {"enabled": False}},
+    "member-servicemonitor": {
+        "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}
+    },
+    "member-no-pdb-no-netpol": {
+        "podDisruptionBudget": {"enabled": False},
+        "networkPolicy": {"enabled": False},
+    },
     "control-plane": CP,
     "control-plane-cert-manager": {**CP, "certificates": {"mode": "cert-manager"}},
-    "control-plane-workload": {**CP, "controlPlane": {"part": "workload", "kubeconfigSecret": "karmada-kubeconfig"}},
+    "control-plane-workload": {
+        **CP,
+        "controlPlane": {"part": "workload", "kubeconfigSecret": "karmada-kubeconfig"},
+    },
     "control-plane-registration": {**CP, "controlPlane": {"part": "registration"}},
 }
 
@@ -51,9 +59,20 @@ def write_values(tmp_path: Path, values: dict[str, Any]) -> Path:
     return path
 
 
-def template(helm: str, tmp_path: Path, values: dict[str, Any], *extra: str) -> subprocess.CompletedProcess[str]:
-    return run_helm(helm, "template", RELEASE, str(CHART), "--namespace", NS,
-                    "-f", str(write_values(tmp_path, values)), *extra)
+def template(
+    helm: str, tmp_path: Path, values: dict[str, Any], *extra: str
+) -> subprocess.CompletedProcess[str]:
+    return run_helm(
+        helm,
+        "template",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        NS,
+        "-f",
+        str(write_values(tmp_path, values)),
+        *extra,
+    )
 
 
 def render(helm: str, tmp_path: Path, values: dict[str, Any] | None = None) -> list[dict[str, Any]]:
@@ -101,8 +120,16 @@ def rendered(helm: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, l
 
 @pytest.mark.parametrize("combo", list(COMBOS))
 def test_helm_lint(helm: str, tmp_path: Path, combo: str) -> None:
-    result = run_helm(helm, "lint", "--strict", str(CHART), "--namespace", NS,
-                      "-f", str(write_values(tmp_path, COMBOS[combo])))
+    result = run_helm(
+        helm,
+        "lint",
+        "--strict",
+        str(CHART),
+        "--namespace",
+        NS,
+        "-f",
+        str(write_values(tmp_path, COMBOS[combo])),
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 chart(s) failed" in result.stdout
 
@@ -149,29 +176,31 @@ def test_schema_rejects_unknown_and_mistyped_values(
 
 def test_member_default_objects(rendered: dict[str, list[dict[str, Any]]]) -> None:
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in rendered["member-default"])
-    assert kinds == sorted([
-        ("NetworkPolicy", FULLNAME),
-        ("PodDisruptionBudget", FULLNAME),
-        ("ServiceAccount", FULLNAME),
-        ("ConfigMap", f"{FULLNAME}-policy"),
-        ("Service", FULLNAME),
-        ("Deployment", FULLNAME),
-        ("MutatingWebhookConfiguration", f"{FULLNAME}-{NS}"),
-        ("ValidatingAdmissionPolicy", f"{FULLNAME}-{NS}-backstop"),
-        ("ValidatingAdmissionPolicyBinding", f"{FULLNAME}-{NS}-backstop"),
-        # self-managed certificates
-        ("ServiceAccount", f"{FULLNAME}-certgen"),
-        ("Role", f"{FULLNAME}-certgen"),
-        ("RoleBinding", f"{FULLNAME}-certgen"),
-        ("ClusterRole", f"{FULLNAME}-certgen-{NS}"),
-        ("ClusterRoleBinding", f"{FULLNAME}-certgen-{NS}"),
-        ("Job", f"{FULLNAME}-certgen"),
-        ("Job", f"{FULLNAME}-cainject"),
-        ("ServiceAccount", f"{FULLNAME}-certrenew"),
-        ("Role", f"{FULLNAME}-certrenew"),
-        ("RoleBinding", f"{FULLNAME}-certrenew"),
-        ("CronJob", f"{FULLNAME}-certrenew"),
-    ])
+    assert kinds == sorted(
+        [
+            ("NetworkPolicy", FULLNAME),
+            ("PodDisruptionBudget", FULLNAME),
+            ("ServiceAccount", FULLNAME),
+            ("ConfigMap", f"{FULLNAME}-policy"),
+            ("Service", FULLNAME),
+            ("Deployment", FULLNAME),
+            ("MutatingWebhookConfiguration", f"{FULLNAME}-{NS}"),
+            ("ValidatingAdmissionPolicy", f"{FULLNAME}-{NS}-backstop"),
+            ("ValidatingAdmissionPolicyBinding", f"{FULLNAME}-{NS}-backstop"),
+            # self-managed certificates
+            ("ServiceAccount", f"{FULLNAME}-certgen"),
+            ("Role", f"{FULLNAME}-certgen"),
+            ("RoleBinding", f"{FULLNAME}-certgen"),
+            ("ClusterRole", f"{FULLNAME}-certgen-{NS}"),
+            ("ClusterRoleBinding", f"{FULLNAME}-certgen-{NS}"),
+            ("Job", f"{FULLNAME}-certgen"),
+            ("Job", f"{FULLNAME}-cainject"),
+            ("ServiceAccount", f"{FULLNAME}-certrenew"),
+            ("Role", f"{FULLNAME}-certrenew"),
+            ("RoleBinding", f"{FULLNAME}-certrenew"),
+            ("CronJob", f"{FULLNAME}-certrenew"),
+        ]
+    )
 
 
 def test_deployment_is_hardened_and_probed(rendered: dict[str, list[dict[str, Any]]]) -> None:
@@ -237,8 +266,14 @@ def test_policy_configmap_is_the_default_policy(rendered: dict[str, list[dict[st
 
 
 def test_policy_values_reach_the_configmap_and_the_pods(helm: str, tmp_path: Path) -> None:
-    values = {"policy": {"onMissingState": "deny", "deadlineSeconds": 8, "defaultCheckpointDir": "s3://b/chk",
-                         "storageOptions": {"s3": {"endpoint_url": "http://minio:9000"}}}}
+    values = {
+        "policy": {
+            "onMissingState": "deny",
+            "deadlineSeconds": 8,
+            "defaultCheckpointDir": "s3://b/chk",
+            "storageOptions": {"s3": {"endpoint_url": "http://minio:9000"}},
+        }
+    }
     docs = render(helm, tmp_path, values)
     policy = policy_from_dict(yaml.safe_load(one(docs, "ConfigMap")["data"]["restore-policy.yaml"]))
     assert policy.on_missing_state == "deny" and policy.deadline_seconds == 8
@@ -263,17 +298,26 @@ def test_member_webhook_registration(rendered: dict[str, list[dict[str, Any]]]) 
         assert hook["sideEffects"] == "None"
         assert hook["admissionReviewVersions"] == ["v1"]
         assert hook["timeoutSeconds"] == 10  # deadline 5 + margin 5
-        assert hook["clientConfig"]["service"] == {"name": FULLNAME, "namespace": NS, "path": "/mutate", "port": 443}
-        assert hook["rules"] == [{
-            "apiGroups": ["flink.apache.org"],
-            "apiVersions": ["*"],
-            "operations": ["CREATE", "UPDATE"],
-            "resources": ["flinkdeployments", "flinksessionjobs"],
-            "scope": "Namespaced",
-        }]
-        assert hook["namespaceSelector"] == {"matchExpressions": [
-            {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NS]}
-        ]}
+        assert hook["clientConfig"]["service"] == {
+            "name": FULLNAME,
+            "namespace": NS,
+            "path": "/mutate",
+            "port": 443,
+        }
+        assert hook["rules"] == [
+            {
+                "apiGroups": ["flink.apache.org"],
+                "apiVersions": ["*"],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": ["flinkdeployments", "flinksessionjobs"],
+                "scope": "Namespaced",
+            }
+        ]
+        assert hook["namespaceSelector"] == {
+            "matchExpressions": [
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NS]}
+            ]
+        }
     first = hooks[0]["objectSelector"]["matchExpressions"]
     assert first == [{"key": FAILOVER, "operator": "In", "values": ["true"]}]
     for hook, label in zip(hooks[1:], JOB_ID_LABELS, strict=True):
@@ -295,14 +339,24 @@ def test_each_labelled_object_is_sent_exactly_once(rendered: dict[str, list[dict
 
 
 def test_namespaces_and_timeout_are_configurable(helm: str, tmp_path: Path) -> None:
-    docs = render(helm, tmp_path, {"webhook": {"excludeNamespaces": ["flink-system"]},
-                                   "policy": {"deadlineSeconds": 27.5}})
+    docs = render(
+        helm,
+        tmp_path,
+        {"webhook": {"excludeNamespaces": ["flink-system"]}, "policy": {"deadlineSeconds": 27.5}},
+    )
     for hook in one(docs, "MutatingWebhookConfiguration")["webhooks"]:
         assert hook["timeoutSeconds"] == 30  # ceil(27.5) + 5, capped
-        assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system", NS, "flink-system"]
+        assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == [
+            "kube-system",
+            NS,
+            "flink-system",
+        ]
     vap = one(docs, "ValidatingAdmissionPolicy")
     assert vap["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["values"] == [
-        "kube-system", NS, "flink-system"]
+        "kube-system",
+        NS,
+        "flink-system",
+    ]
     # an explicit timeout that does not leave room for the deadline is refused
     result = template(helm, tmp_path, {"webhook": {"timeoutSeconds": 5}, "policy": {"deadlineSeconds": 5}})
     assert result.returncode != 0 and "must be above policy.deadlineSeconds" in result.stderr
@@ -311,11 +365,14 @@ def test_namespaces_and_timeout_are_configurable(helm: str, tmp_path: Path) -> N
 
 
 def test_custom_job_id_labels_and_prefix(helm: str, tmp_path: Path) -> None:
-    docs = render(helm, tmp_path, {"policy": {"prefix": "failover.example.com",
-                                              "jobIdLabels": ["example.com/old-job"]}})
+    docs = render(
+        helm, tmp_path, {"policy": {"prefix": "failover.example.com", "jobIdLabels": ["example.com/old-job"]}}
+    )
     hooks = one(docs, "MutatingWebhookConfiguration")["webhooks"]
     assert [h["objectSelector"]["matchExpressions"][0]["key"] for h in hooks] == [
-        "failover.example.com/failover", "example.com/old-job"]
+        "failover.example.com/failover",
+        "example.com/old-job",
+    ]
     cond = one(docs, "ValidatingAdmissionPolicy")["spec"]["matchConditions"][0]["expression"]
     assert "'failover.example.com/failover'" in cond and "'example.com/old-job'" in cond
 
@@ -332,7 +389,9 @@ def test_backstop_policy(rendered: dict[str, list[dict[str, Any]]]) -> None:
     spec = vap["spec"]
     assert spec["failurePolicy"] == "Fail"
     (rule,) = spec["matchConstraints"]["resourceRules"]
-    assert rule["resources"] == ["flinkdeployments", "flinksessionjobs"] and rule["apiGroups"] == ["flink.apache.org"]
+    assert rule["resources"] == ["flinkdeployments", "flinksessionjobs"] and rule["apiGroups"] == [
+        "flink.apache.org"
+    ]
     conditions = {c["name"]: c["expression"] for c in spec["matchConditions"]}
     for label in TRIGGERS:
         assert f"'{label}'" in conditions["has-trigger-label"]
@@ -365,17 +424,28 @@ def test_self_managed_certificates(rendered: dict[str, list[dict[str, Any]]]) ->
     assert hook(gen) == {"pre-install", "pre-upgrade"}
     (container,) = gen["spec"]["template"]["spec"]["containers"]
     assert container["args"] == [
-        "certs", "generate", f"--service={svc['metadata']['name']}", f"--namespace={svc['metadata']['namespace']}",
-        "--out=/tmp/certs", "--days=365", "--ca-days=3650", "--before-days=30",
-        f"--secret={FULLNAME}-tls", f"--ca-secret={FULLNAME}-ca",
+        "certs",
+        "generate",
+        f"--service={svc['metadata']['name']}",
+        f"--namespace={svc['metadata']['namespace']}",
+        "--out=/tmp/certs",
+        "--days=365",
+        "--ca-days=3650",
+        "--before-days=30",
+        f"--secret={FULLNAME}-tls",
+        f"--ca-secret={FULLNAME}-ca",
     ]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     inject = one(docs, "Job", f"{FULLNAME}-cainject")
     assert hook(inject) == {"post-install", "post-upgrade"}
     (container,) = inject["spec"]["template"]["spec"]["containers"]
     mwc = one(docs, "MutatingWebhookConfiguration")
-    assert container["args"] == ["certs", "inject", f"--webhook-config={mwc['metadata']['name']}",
-                                 "--out=/etc/flink-failover/ca"]
+    assert container["args"] == [
+        "certs",
+        "inject",
+        f"--webhook-config={mwc['metadata']['name']}",
+        "--out=/etc/flink-failover/ca",
+    ]
     (ca_volume,) = inject["spec"]["template"]["spec"]["volumes"]
     assert ca_volume["secret"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}]  # no private key in this Job
     cron = one(docs, "CronJob")
@@ -386,16 +456,31 @@ def test_self_managed_certificates(rendered: dict[str, list[dict[str, Any]]]) ->
     role = one(docs, "Role", f"{FULLNAME}-certgen")
     assert role["rules"] == [
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
-        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [f"{FULLNAME}-tls", f"{FULLNAME}-ca"],
-         "verbs": ["get", "patch"]},
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": [f"{FULLNAME}-tls", f"{FULLNAME}-ca"],
+            "verbs": ["get", "patch"],
+        },
     ]
     crole = one(docs, "ClusterRole", f"{FULLNAME}-certgen-{NS}")
-    assert crole["rules"] == [{"apiGroups": ["admissionregistration.k8s.io"],
-                               "resources": ["mutatingwebhookconfigurations"],
-                               "resourceNames": [mwc["metadata"]["name"]], "verbs": ["get", "patch"]}]
+    assert crole["rules"] == [
+        {
+            "apiGroups": ["admissionregistration.k8s.io"],
+            "resources": ["mutatingwebhookconfigurations"],
+            "resourceNames": [mwc["metadata"]["name"]],
+            "verbs": ["get", "patch"],
+        }
+    ]
     renew_role = one(docs, "Role", f"{FULLNAME}-certrenew")
-    assert renew_role["rules"] == [{"apiGroups": [""], "resources": ["secrets"],
-                                    "resourceNames": [f"{FULLNAME}-tls", f"{FULLNAME}-ca"], "verbs": ["get", "patch"]}]
+    assert renew_role["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "resourceNames": [f"{FULLNAME}-tls", f"{FULLNAME}-ca"],
+            "verbs": ["get", "patch"],
+        }
+    ]
     for name in (f"{FULLNAME}-certgen",):
         for kind in ("ServiceAccount", "Role", "RoleBinding"):
             doc = one(docs, kind, name)
@@ -414,14 +499,20 @@ def test_cert_manager_certificates(rendered: dict[str, list[dict[str, Any]]]) ->
     assert one(docs, "Issuer", f"{FULLNAME}-selfsigned")["spec"] == {"selfSigned": {}}
     assert one(docs, "Issuer", f"{FULLNAME}-ca")["spec"] == {"ca": {"secretName": ca["spec"]["secretName"]}}
     assert tls["spec"]["issuerRef"]["name"] == f"{FULLNAME}-ca"
-    assert tls["spec"]["dnsNames"] == [FULLNAME, f"{FULLNAME}.{NS}", f"{FULLNAME}.{NS}.svc",
-                                       f"{FULLNAME}.{NS}.svc.cluster.local"]
+    assert tls["spec"]["dnsNames"] == [
+        FULLNAME,
+        f"{FULLNAME}.{NS}",
+        f"{FULLNAME}.{NS}.svc",
+        f"{FULLNAME}.{NS}.svc.cluster.local",
+    ]
     assert set(tls["spec"]["usages"]) == {"server auth", "digital signature", "key encipherment"}
     dep = one(docs, "Deployment")
     certs = next(v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "certs")
     assert certs["secret"]["secretName"] == tls["spec"]["secretName"]
     mwc = one(docs, "MutatingWebhookConfiguration")
-    assert mwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NS}/{tls['metadata']['name']}"
+    assert (
+        mwc["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == f"{NS}/{tls['metadata']['name']}"
+    )
     assert tls["metadata"]["namespace"] == NS
 
 
@@ -451,15 +542,26 @@ def test_control_plane_all_in_one(rendered: dict[str, list[dict[str, Any]]]) -> 
     (hook_,) = mwc["webhooks"]
     assert hook_["failurePolicy"] == "Fail" and hook_["sideEffects"] == "None"
     assert hook_["clientConfig"] == {"url": f"https://{FULLNAME}.{NS}.svc:443/mutate-work"}
-    assert hook_["rules"] == [{"apiGroups": ["work.karmada.io"], "apiVersions": ["*"],
-                               "operations": ["CREATE", "UPDATE"], "resources": ["works"], "scope": "Namespaced"}]
+    assert hook_["rules"] == [
+        {
+            "apiGroups": ["work.karmada.io"],
+            "apiVersions": ["*"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["works"],
+            "scope": "Namespaced",
+        }
+    ]
     conditions = {c["name"]: c["expression"] for c in hook_["matchConditions"]}
     assert conditions["execution-namespace"] == "request.namespace.startsWith('karmada-es-')"
     assert "spec.workload.manifests" in conditions["flink-workload"]
     assert "startsWith('flink.apache.org/')" in conditions["flink-workload"]
     role = one(docs, "ClusterRole", f"{FULLNAME}-{NS}")
     assert role["rules"] == [
-        {"apiGroups": ["work.karmada.io"], "resources": ["resourcebindings"], "verbs": ["get", "list", "watch", "patch"]},
+        {
+            "apiGroups": ["work.karmada.io"],
+            "resources": ["resourcebindings"],
+            "verbs": ["get", "list", "watch", "patch"],
+        },
         {"apiGroups": ["work.karmada.io"], "resources": ["works"], "verbs": ["get"]},
     ]
     binding = one(docs, "ClusterRoleBinding", f"{FULLNAME}-{NS}")
@@ -474,18 +576,28 @@ def test_control_plane_split_between_host_and_karmada(rendered: dict[str, list[d
     (container,) = pod["containers"]
     assert "--kubeconfig=/etc/flink-failover/kubeconfig/kubeconfig" in container["args"]
     assert pod["automountServiceAccountToken"] is False
-    assert {"name": "kubeconfig", "secret": {"secretName": "karmada-kubeconfig", "defaultMode": 0o440}} in pod["volumes"]
+    assert {
+        "name": "kubeconfig",
+        "secret": {"secretName": "karmada-kubeconfig", "defaultMode": 0o440},
+    } in pod["volumes"]
     inject = one(host, "Job", f"{FULLNAME}-cainject")
     (container,) = inject["spec"]["template"]["spec"]["containers"]
     assert "--kubeconfig=/etc/flink-failover/kubeconfig/kubeconfig" in container["args"]
 
     karmada = rendered["control-plane-registration"]
     assert sorted(d["kind"] for d in karmada) == [
-        "ClusterRole", "ClusterRoleBinding", "MutatingWebhookConfiguration", "ServiceAccount"]
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "MutatingWebhookConfiguration",
+        "ServiceAccount",
+    ]
     role = one(karmada, "ClusterRole")
-    assert role["rules"][-1] == {"apiGroups": ["admissionregistration.k8s.io"],
-                                 "resources": ["mutatingwebhookconfigurations"],
-                                 "resourceNames": [f"{FULLNAME}-{NS}"], "verbs": ["get", "patch"]}
+    assert role["rules"][-1] == {
+        "apiGroups": ["admissionregistration.k8s.io"],
+        "resources": ["mutatingwebhookconfigurations"],
+        "resourceNames": [f"{FULLNAME}-{NS}"],
+        "verbs": ["get", "patch"],
+    }
 
 
 def test_control_plane_with_cert_manager(rendered: dict[str, list[dict[str, Any]]]) -> None:
@@ -496,6 +608,8 @@ def test_control_plane_with_cert_manager(rendered: dict[str, list[dict[str, Any]
 
 
 def test_explicit_ca_bundle_replaces_injection(helm: str, tmp_path: Path) -> None:
-    docs = render(helm, tmp_path, {**CP, "controlPlane": {"part": "registration"}, "webhook": {"caBundle": "Zm9v"}})
+    docs = render(
+        helm, tmp_path, {**CP, "controlPlane": {"part": "registration"}, "webhook": {"caBundle": "Zm9v"}}
+    )
     (hook_,) = one(docs, "MutatingWebhookConfiguration")["webhooks"]
     assert hook_["clientConfig"]["caBundle"] == "Zm9v"

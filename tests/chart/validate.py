@@ -15,13 +15,20 @@ MIN_VERSION = (1, 30)
 _NAMED = {
     "type": "object",
     "required": ["name", "namespace"],
-    "properties": {"name": {"type": "string", "minLength": 1}, "namespace": {"type": "string", "minLength": 1}},
+    "properties": {
+        "name": {"type": "string", "minLength": 1},
+        "namespace": {"type": "string", "minLength": 1},
+    },
 }
 _ISSUER_REF = {
     "type": "object",
     "required": ["name"],
     "additionalProperties": False,
-    "properties": {"name": {"type": "string"}, "kind": {"enum": ["Issuer", "ClusterIssuer"]}, "group": {"type": "string"}},
+    "properties": {
+        "name": {"type": "string"},
+        "kind": {"enum": ["Issuer", "ClusterIssuer"]},
+        "group": {"type": "string"},
+    },
 }
 _DURATION = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(h|m|s|ms))+$"}
 
@@ -38,8 +45,12 @@ CRD_SHAPES: dict[tuple[str, str], dict[str, Any]] = {
                 "additionalProperties": False,
                 "properties": {
                     "selfSigned": {"type": "object"},
-                    "ca": {"type": "object", "required": ["secretName"], "additionalProperties": False,
-                           "properties": {"secretName": {"type": "string", "minLength": 1}}},
+                    "ca": {
+                        "type": "object",
+                        "required": ["secretName"],
+                        "additionalProperties": False,
+                        "properties": {"secretName": {"type": "string", "minLength": 1}},
+                    },
                 },
             }
         },
@@ -59,13 +70,27 @@ CRD_SHAPES: dict[tuple[str, str], dict[str, Any]] = {
                     "dnsNames": {"type": "array", "items": {"type": "string"}, "minItems": 1},
                     "duration": _DURATION,
                     "renewBefore": _DURATION,
-                    "usages": {"type": "array", "items": {"enum": [
-                        "server auth", "client auth", "digital signature", "key encipherment", "cert sign"]}},
-                    "privateKey": {"type": "object", "additionalProperties": False, "properties": {
-                        "algorithm": {"enum": ["RSA", "ECDSA", "Ed25519"]},
-                        "size": {"type": "integer"},
-                        "rotationPolicy": {"enum": ["Never", "Always"]},
-                    }},
+                    "usages": {
+                        "type": "array",
+                        "items": {
+                            "enum": [
+                                "server auth",
+                                "client auth",
+                                "digital signature",
+                                "key encipherment",
+                                "cert sign",
+                            ]
+                        },
+                    },
+                    "privateKey": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "properties": {
+                            "algorithm": {"enum": ["RSA", "ECDSA", "Ed25519"]},
+                            "size": {"type": "integer"},
+                            "rotationPolicy": {"enum": ["Never", "Always"]},
+                        },
+                    },
                     "issuerRef": _ISSUER_REF,
                 },
             }
@@ -82,17 +107,21 @@ CRD_SHAPES: dict[tuple[str, str], dict[str, Any]] = {
                 "properties": {
                     "selector": {"type": "object"},
                     "namespaceSelector": {"type": "object"},
-                    "endpoints": {"type": "array", "minItems": 1, "items": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "properties": {
-                            "port": {"type": "string"},
-                            "scheme": {"enum": ["http", "https"]},
-                            "path": {"type": "string"},
-                            "interval": {"type": "string", "pattern": r"^[0-9]+(ms|s|m|h)$"},
-                            "tlsConfig": {"type": "object"},
+                    "endpoints": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "additionalProperties": False,
+                            "properties": {
+                                "port": {"type": "string"},
+                                "scheme": {"enum": ["http", "https"]},
+                                "path": {"type": "string"},
+                                "interval": {"type": "string", "pattern": r"^[0-9]+(ms|s|m|h)$"},
+                                "tlsConfig": {"type": "object"},
+                            },
                         },
-                    }},
+                    },
                 },
             }
         },

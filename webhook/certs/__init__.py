@@ -1,1 +1,1 @@
-"""TLS certificates for the admission webhook: build (``pki``), store on disk (``store``), publish (``kube``)."""
+"""TLS certificates for the webhook: build (``pki``), keep on disk (``store``), publish (``kube``)."""

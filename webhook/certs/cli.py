@@ -43,13 +43,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=pki.DEFAULT_RENEW_BEFORE_DAYS,
         help="re-issue an existing serving certificate that expires within this many days",
     )
-    gen.add_argument("--force", action="store_true", help="re-issue the serving certificate even if still good")
+    gen.add_argument(
+        "--force", action="store_true", help="re-issue the serving certificate even if still good"
+    )
     _secret_arguments(gen)
 
     ren = sub.add_parser("renew", help="re-issue the serving certificate when it expires soon")
     ren.add_argument("--out", default="certs", type=Path)
     ren.add_argument("--before-days", type=int, default=pki.DEFAULT_RENEW_BEFORE_DAYS)
-    ren.add_argument("--days", type=int, default=pki.DEFAULT_DAYS, help="validity of the re-issued certificate")
+    ren.add_argument(
+        "--days", type=int, default=pki.DEFAULT_DAYS, help="validity of the re-issued certificate"
+    )
     ren.add_argument("--force", action="store_true", help="re-issue now, whatever the expiry")
     ren.add_argument("--namespace", default=None, help="namespace of --secret (default: the pod's namespace)")
     _secret_arguments(ren)
@@ -67,13 +71,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _kube_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", default=None, help="default: in-cluster, else KUBECONFIG / ~/.kube/config")
+    parser.add_argument(
+        "--kubeconfig", default=None, help="default: in-cluster, else KUBECONFIG / ~/.kube/config"
+    )
     parser.add_argument("--context", default=None)
 
 
 def _secret_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--secret", default=None, metavar="NAME", help="read from and write tls.crt/tls.key/ca.crt to this Secret"
+        "--secret",
+        default=None,
+        metavar="NAME",
+        help="read from and write tls.crt/tls.key/ca.crt to this Secret",
     )
     parser.add_argument(
         "--ca-secret",
@@ -100,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _load(args: argparse.Namespace, namespace: str) -> tuple[dict[str, bytes], Any]:
-    """Start from the Secrets when ``--secret`` is given (they are the source of truth), else the directory."""
+    """Start from the Secrets with ``--secret`` (they are the source of truth), else from the directory."""
     if args.secret is None:
         return store.read_dir(args.out), None
     api = kube.api_client(args.kubeconfig, args.context)

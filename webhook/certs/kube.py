@@ -20,7 +20,10 @@ class KubeError(RuntimeError):
 
 
 def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
-    from kubernetes import client, config
+    from kubernetes import client
+    from kubernetes import config as kube_config
+
+    config: Any = kube_config  # its loaders carry no annotations
 
     try:
         if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
@@ -47,7 +50,7 @@ def _api_error(exc: Exception, what: str) -> KubeError:
 def read_secret(api: Any, namespace: str, name: str) -> dict[str, bytes] | None:
     """The decoded data of a Secret, or None when it does not exist."""
     from kubernetes import client
-    from kubernetes.client.rest import ApiException
+    from kubernetes.client.exceptions import ApiException
 
     try:
         secret = client.CoreV1Api(api).read_namespaced_secret(name, namespace)
@@ -63,22 +66,22 @@ def write_secret(
     namespace: str,
     name: str,
     data: Mapping[str, bytes],
-    secret_type: str = "Opaque",
+    secret_type: str = "Opaque",  # noqa: S107 (a Secret type, not a password)
     labels: Mapping[str, str] | None = None,
 ) -> str:
     """Create the Secret or merge ``data`` into the existing one; returns "created" or "updated"."""
     from kubernetes import client
-    from kubernetes.client.rest import ApiException
+    from kubernetes.client.exceptions import ApiException
 
     core = client.CoreV1Api(api)
-    encoded = {k: base64.b64encode(v).decode("ascii") for k, v in data.items()}
-    body = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
-        "type": secret_type,
-        "data": encoded,
-    }
+    encoded: dict[str, bytes | str] = {k: base64.b64encode(v).decode("ascii") for k, v in data.items()}
+    body = client.V1Secret(
+        api_version="v1",
+        kind="Secret",
+        metadata=client.V1ObjectMeta(name=name, namespace=namespace, labels=dict(labels or {})),
+        type=secret_type,
+        data=encoded,
+    )
     try:
         core.create_namespaced_secret(namespace, body)
         return "created"
@@ -98,7 +101,7 @@ def inject_ca_bundle(api: Any, config_name: str, bundle_b64: str, validating: bo
     Only the caBundle fields change; running it again with the same bundle changes nothing.
     """
     from kubernetes import client
-    from kubernetes.client.rest import ApiException
+    from kubernetes.client.exceptions import ApiException
 
     admission = client.AdmissionregistrationV1Api(api)
     kind = "ValidatingWebhookConfiguration" if validating else "MutatingWebhookConfiguration"

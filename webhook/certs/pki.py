@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -26,7 +27,9 @@ DEFAULT_RENEW_BEFORE_DAYS = 30
 BACKDATE = dt.timedelta(minutes=5)
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-_DNS_NAME = re.compile(r"^(\*\.)?[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*$")
+_DNS_NAME = re.compile(
+    r"^(\*\.)?[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?)*$"
+)
 
 PrivateKey = ec.EllipticCurvePrivateKey
 
@@ -88,7 +91,12 @@ def service_dns_names(service: str, namespace: str) -> list[str]:
     for what, value in (("service", service), ("namespace", namespace)):
         if not _DNS_LABEL.match(value):
             raise CertError(f"{what} {value!r} is not a DNS-1123 label")
-    return [service, f"{service}.{namespace}", f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
+    return [
+        service,
+        f"{service}.{namespace}",
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+    ]
 
 
 def subject_alt_names(service: str, namespace: str, extras: Iterable[str] = ()) -> list[x509.GeneralName]:
@@ -230,7 +238,7 @@ def issued_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
     """True when ``ca`` signed ``cert`` (signature check, not just a name comparison)."""
     try:
         cert.verify_directly_issued_by(ca)
-    except (ValueError, TypeError, x509.InvalidSignature):
+    except (ValueError, TypeError, InvalidSignature):
         return False
     return True
 
@@ -240,7 +248,10 @@ def dns_names(cert: x509.Certificate) -> list[str]:
         san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         return []
-    return [*san.get_values_for_type(x509.DNSName), *(str(ip) for ip in san.get_values_for_type(x509.IPAddress))]
+    return [
+        *san.get_values_for_type(x509.DNSName),
+        *(str(ip) for ip in san.get_values_for_type(x509.IPAddress)),
+    ]
 
 
 def needs_renewal(

@@ -74,7 +74,7 @@ def write_files(directory: Path, files: Mapping[str, bytes]) -> list[str]:
 
 
 def load_ca(files: Mapping[str, bytes]) -> pki.Issued | None:
-    """The CA from ``files``; None when neither half exists; CertError when only one does or it is unusable."""
+    """The CA in ``files``; None when neither half exists; CertError when only one does or it is unusable."""
     has_cert, has_key = CA_CERT in files, CA_KEY in files
     if not has_cert and not has_key:
         return None
@@ -99,7 +99,11 @@ class Outcome:
 
 
 def _serving_reusable(
-    files: Mapping[str, bytes], ca: pki.Issued, wanted: Sequence[str], before_days: int, now: dt.datetime | None
+    files: Mapping[str, bytes],
+    ca: pki.Issued,
+    wanted: Sequence[str],
+    before_days: int,
+    now: dt.datetime | None,
 ) -> str:
     """Empty when the existing serving pair can stay, else why it cannot."""
     if TLS_CERT not in files or TLS_KEY not in files:
@@ -170,7 +174,9 @@ def renew(
     current = pki.load_cert(files[TLS_CERT])
     outcome = Outcome(dict(files))
     if not force and not pki.needs_renewal(current, before_days, now):
-        outcome.reason = f"valid until {current.not_valid_after_utc.isoformat()}, outside the {before_days}-day window"
+        outcome.reason = (
+            f"valid until {current.not_valid_after_utc.isoformat()}, outside the {before_days}-day window"
+        )
         return outcome
     serving = pki.renewed_serving(ca, current, days=days, now=now)
     outcome.files[TLS_CERT], outcome.files[TLS_KEY] = serving.cert_pem, serving.key_pem
