@@ -1,0 +1,91 @@
+"""The Dockerfile (no container engine here: checked as text) and its agreement with the chart."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.chart.test_chart import one, render
+from tests.conftest import REPO
+
+DOCKERFILE = REPO / "Dockerfile"
+
+
+def stages() -> list[list[tuple[str, str]]]:
+    """Instructions per build stage, continuation lines joined, comments dropped."""
+    text = re.sub(r"\\\n", " ", DOCKERFILE.read_text(encoding="utf-8"))
+    out: list[list[tuple[str, str]]] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        op, _, rest = line.partition(" ")
+        if op.upper() == "FROM":
+            out.append([])
+        if out:
+            out[-1].append((op.upper(), rest.strip()))
+    return out
+
+
+def test_multi_stage_with_a_slim_python_311_base() -> None:
+    text = DOCKERFILE.read_text(encoding="utf-8")
+    base = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", text, re.M)
+    assert base and re.fullmatch(r"python:3\.11(\.\d+)?-slim(-\w+)?", base.group(1)), base
+    builder, final = stages()
+    assert builder[0] == ("FROM", "${PYTHON_IMAGE} AS builder")
+    assert final[0] == ("FROM", "${PYTHON_IMAGE}")  # same interpreter path as the venv built in the builder
+    assert any(op == "RUN" and "pip wheel" in arg for op, arg in builder)
+
+
+def test_final_stage_has_no_compilers_and_runs_as_a_numeric_non_root_user() -> None:
+    final = stages()[-1]
+    runs = " ".join(arg for op, arg in final if op == "RUN")
+    for tool in ("build-essential", "gcc", "apt-get install", "pip install"):
+        assert tool not in runs
+    copies = [arg for op, arg in final if op == "COPY"]
+    assert any(arg.startswith("--from=builder /opt/flink-failover") for arg in copies)
+    (user,) = [arg for op, arg in final if op == "USER"]
+    uid, _, gid = user.partition(":")
+    assert uid.isdigit() and int(uid) > 0 and (not gid or gid.isdigit())
+    ops = [op for op, _ in final]
+    assert ops.index("USER") > max(i for i, op in enumerate(ops) if op in ("RUN", "COPY"))
+    (entry,) = [arg for op, arg in final if op == "ENTRYPOINT"]
+    assert entry == '["flink-failover"]'
+
+
+def test_dockerignore_keeps_keys_and_caches_out() -> None:
+    ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines() if line.strip()}
+    assert {".git", ".venv", ".cache", "certs", "*.key"} <= ignored
+    for needed in ("pyproject.toml", "webhook", "policies", "README.md"):
+        assert needed not in ignored
+
+
+def test_chart_runs_the_image_user_and_its_entry_point(helm: str, tmp_path: Path) -> None:
+    (user,) = [arg for op, arg in stages()[-1] if op == "USER"]
+    uid, _, gid = user.partition(":")
+    docs = render(helm, tmp_path)
+    pod: dict[str, Any] = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsUser"] == int(uid)
+    assert pod["securityContext"]["runAsGroup"] == int(gid or uid)
+    (container,) = pod["containers"]
+    assert "command" not in container  # the image's ENTRYPOINT (flink-failover) runs the args
+    for job in (one(docs, "Job", n["metadata"]["name"]) for n in docs if n["kind"] == "Job"):
+        (c,) = job["spec"]["template"]["spec"]["containers"]
+        assert "command" not in c and c["args"][0] == "certs"
+
+
+@pytest.mark.parametrize("instruction", ["ENV", "EXPOSE"])
+def test_runtime_defaults_match_the_chart(instruction: str) -> None:
+    final = stages()[-1]
+    args = " ".join(arg for op, arg in final if op == instruction)
+    if instruction == "EXPOSE":
+        assert args.split() == ["8443"]
+    else:
+        env = dict(item.split("=", 1) for item in shlex.split(args))
+        assert env["FLINK_FAILOVER_CERT_DIR"] == "/etc/flink-failover/certs"
+        assert env["FLINK_FAILOVER_POLICY"] == "/etc/flink-failover/policy/restore-policy.yaml"
+        assert env["TMPDIR"] == "/tmp"
