@@ -20,6 +20,7 @@ group's components, k * (w . replicas) <= sum over nodes of max(w . p) over the 
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -149,7 +150,11 @@ def _build_group(prep: Prepared, comps: list[int]) -> _Group:
     keyed: dict[object, int] = {}
     classes: list[tuple[tuple[int, ...], tuple[bool, ...], list[int]]] = []
     frontiers: list[list[tuple[int, ...]] | None] = []
-    sub_reqs = [tuple(r[d] for d in relevant) for r in reqs]
+    # Lossless canonical form: in each resource every mix uses a multiple of the requests' gcd, and never
+    # more than all the node's fits together, so free capacity is divided by the gcd and clamped there.
+    # Nodes that differ only below that resolution share one frontier, computed once.
+    step = [math.gcd(*(r[d] for r in reqs)) for d in relevant]
+    sub_reqs = [tuple(r[d] // g for d, g in zip(relevant, step, strict=True)) for r in reqs]
     memo: dict[tuple[tuple[int, ...], tuple[int, ...]], list[tuple[int, ...]] | None] = {}
     columns = [prep.fits[c] for c in comps]
     for i, fit_row in enumerate(zip(*columns, strict=True)):
@@ -158,7 +163,10 @@ def _build_group(prep: Prepared, comps: list[int]) -> _Group:
         vec = prep.vecs[i]
         fits = list(fit_row)
         holders = sum(1 for x in fits if x)
-        sub = tuple(vec[d] for d in relevant)
+        sub = tuple(
+            min(vec[d] // g, sum(f * r[k] for f, r in zip(fits, sub_reqs, strict=True)))
+            for k, (d, g) in enumerate(zip(relevant, step, strict=True))
+        )
         front: list[tuple[int, ...]] | None
         if holders == 1:
             front = [fit_row]
