@@ -1,0 +1,328 @@
+"""A local HTTP server that speaks enough of the Kubernetes API for ResourceBindings.
+
+list (with resourceVersion, limit/continue), watch (chunked JSON lines: ADDED / MODIFIED / DELETED /
+BOOKMARK / ERROR), get, and merge-patch; plus knobs to expire the event history (410 Gone) and to
+drop a watch connection mid-stream. Objects are stored as JSON so a "restarted" client reads exactly
+what an earlier one persisted.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import yaml
+
+PREFIX = "/apis/work.karmada.io/v1alpha2"
+
+
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+@dataclass
+class Event:
+    rv: int
+    type: str
+    obj: dict[str, Any]
+
+
+@dataclass
+class FakeKarmada:
+    objects: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    events: list[Event] = field(default_factory=list)
+    rv: int = 100
+    oldest_watchable: int = 0  # a watch from an older version gets 410 Gone
+    patches: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+    drop_watch_after: int | None = None  # events, then cut the connection without ending the stream
+    fail_next_lists: int = 0
+    fail_next_gets: int = 0
+    watches_started: int = 0
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    closing: bool = False
+
+    # --- test-side API ---------------------------------------------------------------------------
+    def upsert(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        with self.cond:
+            obj = copy.deepcopy(dict(obj))
+            meta = obj.setdefault("metadata", {})
+            key = (meta["namespace"], meta["name"])
+            current = self.objects.get(key)
+            if current is not None:
+                # Karmada's controllers update spec/status and keep the annotations they do not own.
+                keep = current["metadata"].get("annotations", {})
+                meta["annotations"] = {**keep, **meta.get("annotations", {})}
+            return self._store(key, obj, "MODIFIED" if current else "ADDED")
+
+    def delete(self, namespace: str, name: str) -> None:
+        with self.cond:
+            obj = self.objects.pop((namespace, name))
+            self.rv += 1
+            obj["metadata"]["resourceVersion"] = str(self.rv)
+            self.events.append(Event(self.rv, "DELETED", copy.deepcopy(obj)))
+            self.cond.notify_all()
+
+    def expire_history(self) -> None:
+        """etcd compaction: every version so far is too old to watch from."""
+        with self.cond:
+            self.oldest_watchable = self.rv + 1
+            self.events.clear()
+            self.cond.notify_all()
+
+    def upsert_unseen(self, obj: Mapping[str, Any]) -> None:
+        """A change that no watch will deliver: it happened, then the history was compacted."""
+        with self.cond:
+            self.upsert(obj)
+            self.oldest_watchable = self.rv + 1
+            self.events.clear()
+            self.cond.notify_all()
+
+    def get(self, namespace: str, name: str) -> dict[str, Any]:
+        with self.cond:
+            return copy.deepcopy(self.objects[(namespace, name)])
+
+    def annotation(self, namespace: str, name: str, key: str) -> str | None:
+        value = self.get(namespace, name)["metadata"].get("annotations", {}).get(key)
+        return value if isinstance(value, str) else None
+
+    def wait_for(self, predicate: Any, timeout: float = 20.0) -> bool:
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while not predicate():
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self.cond.wait(min(remaining, 0.05))
+            return True
+
+    # --- server side -----------------------------------------------------------------------------
+    def _store(self, key: tuple[str, str], obj: dict[str, Any], kind: str) -> dict[str, Any]:
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self.objects[key] = obj
+        self.events.append(Event(self.rv, kind, copy.deepcopy(obj)))
+        self.cond.notify_all()
+        return copy.deepcopy(obj)
+
+    def list_page(self, limit: int, cont: str) -> dict[str, Any]:
+        with self.cond:
+            items = [copy.deepcopy(self.objects[k]) for k in sorted(self.objects)]
+            start = int(cont) if cont else 0
+            end = start + limit if limit else len(items)
+            meta: dict[str, Any] = {"resourceVersion": str(self.rv)}
+            if end < len(items):
+                meta["continue"] = str(end)
+            return {
+                "apiVersion": "work.karmada.io/v1alpha2",
+                "kind": "ResourceBindingList",
+                "metadata": meta,
+                "items": items[start:end],
+            }
+
+    def patch(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        with self.cond:
+            current = self.objects.get((namespace, name))
+            if current is None:
+                return None
+            self.patches.append((namespace, name, copy.deepcopy(body)))
+            patched = merge_patch(current, body)
+            if patched == current:
+                return copy.deepcopy(current)  # a no-op patch changes nothing, not even the version
+            return self._store((namespace, name), patched, "MODIFIED")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def _json(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _status(self, code: int, reason: str, message: str) -> None:
+        self._json(
+            code,
+            {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "reason": reason,
+                "code": code,
+                "message": message,
+            },
+        )
+
+    def do_GET(self) -> None:
+        fake = self.server.fake
+        url = urlparse(self.path)
+        query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        fake.requests.append(f"GET {self.path}")
+        if url.path == f"{PREFIX}/resourcebindings":
+            if query.get("watch") in ("true", "1", "True"):
+                self._watch(int(query.get("resourceVersion") or 0), float(query.get("timeoutSeconds") or 30))
+                return
+            if fake.fail_next_lists > 0:
+                fake.fail_next_lists -= 1
+                self._status(503, "ServiceUnavailable", "etcd is not ready")
+                return
+            self._json(200, fake.list_page(int(query.get("limit") or 0), query.get("continue", "")))
+            return
+        parts = url.path[len(PREFIX) :].strip("/").split("/")
+        if (
+            url.path.startswith(PREFIX)
+            and len(parts) == 4
+            and parts[0] == "namespaces"
+            and parts[2] == "resourcebindings"
+        ):
+            with fake.cond:
+                obj = fake.objects.get((parts[1], parts[3]))
+                failing = fake.fail_next_gets > 0
+                fake.fail_next_gets = max(0, fake.fail_next_gets - 1)
+            if failing:
+                self._status(503, "ServiceUnavailable", "etcd is not ready")
+            elif obj is None:
+                self._status(404, "NotFound", f"resourcebindings {parts[3]!r} not found")
+            else:
+                self._json(200, obj)
+            return
+        self._status(404, "NotFound", "no such path")
+
+    def do_PATCH(self) -> None:
+        fake = self.server.fake
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"null")
+        fake.requests.append(f"PATCH {self.path} {self.headers.get('Content-Type')}")
+        if self.headers.get("Content-Type") != "application/merge-patch+json":
+            self._status(415, "UnsupportedMediaType", "only merge patches here")
+            return
+        parts = urlparse(self.path).path[len(PREFIX) :].strip("/").split("/")
+        if len(parts) != 4 or parts[0] != "namespaces" or parts[2] != "resourcebindings":
+            self._status(404, "NotFound", "no such path")
+            return
+        result = fake.patch(parts[1], parts[3], body)
+        if result is None:
+            self._status(404, "NotFound", "not found")
+        else:
+            self._json(200, result)
+
+    def _chunk(self, doc: Any) -> None:
+        data = (json.dumps(doc) + "\n").encode()
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _watch(self, since: int, timeout: float) -> None:
+        fake = self.server.fake
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        with fake.cond:
+            fake.watches_started += 1
+            drop_after = fake.drop_watch_after
+            fake.drop_watch_after = None
+            fake.cond.notify_all()
+        sent = 0
+        cursor = since
+        deadline = time.monotonic() + min(timeout, 30.0)
+        while True:
+            with fake.cond:
+                gone = since < fake.oldest_watchable
+                pending = [] if gone else [e for e in fake.events if e.rv > cursor]
+                if not gone and not pending and not fake.closing:
+                    fake.cond.wait(0.05)
+                    gone = since < fake.oldest_watchable
+                    pending = [] if gone else [e for e in fake.events if e.rv > cursor]
+                closing = fake.closing
+            if gone:
+                expired = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410}
+                self._chunk(
+                    {
+                        "type": "ERROR",
+                        "object": {**expired, "reason": "Expired", "message": "too old resource version"},
+                    }
+                )
+                break
+            for event in pending:
+                if drop_after is not None and sent >= drop_after:
+                    # Cut the connection in the middle of a chunk: the client sees a broken stream.
+                    self.wfile.write(b'40\r\n{"type":"MODIFIED",')
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
+                self._chunk({"type": event.type, "object": event.obj})
+                cursor = event.rv
+                sent += 1
+            if closing or time.monotonic() > deadline:
+                break
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    fake: FakeKarmada
+
+
+@dataclass
+class RunningFake:
+    fake: FakeKarmada
+    server: _Server
+    thread: threading.Thread
+
+    @property
+    def url(self) -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def kubeconfig(self, path: Path) -> Path:
+        doc = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "karmada", "cluster": {"server": self.url}}],
+            "users": [{"name": "admin", "user": {"token": "test-token"}}],
+            "contexts": [{"name": "karmada", "context": {"cluster": "karmada", "user": "admin"}}],
+            "current-context": "karmada",
+        }
+        path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+        return path
+
+    def stop(self) -> None:
+        with self.fake.cond:
+            self.fake.closing = True
+            self.fake.cond.notify_all()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def start(fake: FakeKarmada | None = None) -> RunningFake:
+    fake = fake or FakeKarmada()
+    server = _Server(("127.0.0.1", 0), _Handler)
+    server.fake = fake
+    thread = threading.Thread(target=server.serve_forever, name="fake-karmada", daemon=True)
+    thread.start()
+    return RunningFake(fake, server, thread)

@@ -1,0 +1,278 @@
+"""policies/karmada/: valid against the Karmada CRDs, and saying what the docs say they say."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tests.controlplane import support as s
+from webhook.controlplane.serve import WORK_PATH
+from webhook.policy import RestorePolicy
+
+pytestmark = pytest.mark.shared
+
+POLICIES = REPO / "policies" / "karmada"
+CRD_FOR_KIND = {
+    "PropagationPolicy": ("policy.karmada.io_propagationpolicies.yaml", "v1alpha1"),
+    "ResourceInterpreterCustomization": (
+        "config.karmada.io_resourceinterpretercustomizations.yaml",
+        "v1alpha1",
+    ),
+}
+
+
+def documents() -> list[tuple[str, dict[str, Any]]]:
+    out = []
+    for path in sorted(POLICIES.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if doc is not None:
+                out.append((path.name, doc))
+    return out
+
+
+def of_kind(kind: str) -> list[dict[str, Any]]:
+    return [doc for _, doc in documents() if doc["kind"] == kind]
+
+
+def by_file(name: str) -> dict[str, Any]:
+    docs = [doc for file, doc in documents() if file == name]
+    assert len(docs) == 1
+    return docs[0]
+
+
+@pytest.mark.parametrize(("name", "doc"), documents(), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_document_is_valid(shared_data: Path, name: str, doc: dict[str, Any]) -> None:
+    kind = doc["kind"]
+    if kind in CRD_FOR_KIND:
+        crd, version = CRD_FOR_KIND[kind]
+        assert doc["apiVersion"] == f"{crd.split('_')[0]}/{version}"
+        s.validate(shared_data, doc, crd, version)
+    elif kind == "MutatingWebhookConfiguration":
+        import kubernetes_validate
+
+        kubernetes_validate.validate(doc, "1.31", strict=True)
+    elif kind == "ClusterTaintPolicy":
+        check_cluster_taint_policy_shape(doc)
+    else:
+        pytest.fail(f"{name}: no schema for {kind}")
+
+
+def check_cluster_taint_policy_shape(doc: dict[str, Any]) -> None:
+    """Its CRD is not among the shared Karmada CRDs: check the documented v1alpha1 shape by hand."""
+    assert doc["apiVersion"] == "policy.karmada.io/v1alpha1"
+    assert set(doc) == {"apiVersion", "kind", "metadata", "spec"}
+    assert "namespace" not in doc["metadata"]  # cluster-scoped
+    spec = doc["spec"]
+    assert set(spec) <= {"targetClusters", "addOnConditions", "removeOnConditions", "taints"}
+    assert set(spec["targetClusters"]) <= {"clusterNames", "exclude", "labelSelector", "fieldSelector"}
+    for key in ("addOnConditions", "removeOnConditions"):
+        for condition in spec[key]:
+            assert set(condition) == {"conditionType", "operator", "statusValues"}
+            assert condition["operator"] in ("In", "NotIn")
+            assert all(v in ("True", "False", "Unknown") for v in condition["statusValues"])
+    assert spec["taints"]
+    for taint in spec["taints"]:
+        assert set(taint) <= {"key", "value", "effect"}
+        assert taint["effect"] in ("NoSchedule", "NoExecute")
+
+
+def test_shape_check_catches_mistakes() -> None:
+    good = by_file("clustertaintpolicy-not-ready.yaml")
+    check_cluster_taint_policy_shape(good)
+    for mutate in (
+        lambda d: d["spec"]["taints"][0].update(effect="Evict"),
+        lambda d: d["spec"]["addOnConditions"][0].update(operator="Exists"),
+        lambda d: d["spec"]["addOnConditions"][0].update(statusValues=[True]),
+        lambda d: d.update(apiVersion="policy.karmada.io/v1beta1"),
+        lambda d: d["spec"].update(taint=[]),
+    ):
+        bad = copy.deepcopy(good)
+        mutate(bad)
+        with pytest.raises(AssertionError):
+            check_cluster_taint_policy_shape(bad)
+
+
+def test_schema_validation_catches_mistakes(shared_data: Path) -> None:
+    import jsonschema
+
+    pp = copy.deepcopy(by_file("propagationpolicy-cluster-failover.yaml"))
+    pp["spec"]["failover"]["cluster"]["purgeMode"] = "Never"  # only application failover has Never
+    with pytest.raises(jsonschema.ValidationError):
+        s.validate(shared_data, pp, *CRD_FOR_KIND["PropagationPolicy"])
+
+
+def test_cluster_taint_policy_taints_not_ready_clusters_with_no_execute(shared_data: Path) -> None:
+    policy = by_file("clustertaintpolicy-not-ready.yaml")
+    taint = policy["spec"]["taints"][0]
+    assert taint["effect"] == "NoExecute"
+    assert policy["spec"]["addOnConditions"] == [
+        {"conditionType": "Ready", "operator": "NotIn", "statusValues": ["True"]}
+    ]
+    # The same taint key Karmada v1.18.2 put on the not-ready cluster in the recorded run.
+    clusters = s.load(shared_data, "scenA/clusters-after-failover.json")["items"]
+    recorded = {(t["key"], t["effect"]) for c in clusters for t in c["spec"].get("taints", [])}
+    assert (taint["key"], "NoExecute") in recorded
+    tolerated = by_file("propagationpolicy-cluster-failover.yaml")["spec"]["placement"]["clusterTolerations"]
+    assert tolerated[0]["key"] == taint["key"] and tolerated[0]["effect"] == "NoExecute"
+
+
+def test_failover_policies_place_one_flink_deployment_on_one_cluster() -> None:
+    for name in (
+        "propagationpolicy-cluster-failover.yaml",
+        "propagationpolicy-application-failover.yaml",
+        "propagationpolicy-with-karmada-state-preservation.yaml",
+    ):
+        spec = by_file(name)["spec"]
+        assert spec["placement"]["spreadConstraints"] == [
+            {"spreadByField": "cluster", "minGroups": 1, "maxGroups": 1}
+        ]
+        assert all(sel["apiVersion"].startswith("flink.apache.org/") for sel in spec["resourceSelectors"])
+        if "application" in spec["failover"]:
+            assert spec["propagateDeps"] is True
+
+
+def test_our_policies_need_no_state_preservation() -> None:
+    for name in ("propagationpolicy-cluster-failover.yaml", "propagationpolicy-application-failover.yaml"):
+        for failover in by_file(name)["spec"]["failover"].values():
+            assert "statePreservation" not in failover
+            assert failover["purgeMode"]  # chosen explicitly, explained in the file's comments
+
+
+def test_karmada_state_preservation_done_right() -> None:
+    failover = by_file("propagationpolicy-with-karmada-state-preservation.yaml")["spec"]["failover"]
+    labels = RestorePolicy().job_id_labels
+    for kind in ("cluster", "application"):
+        assert failover[kind]["purgeMode"] == "Directly"  # Karmada injects only with Directly
+        for rule in failover[kind]["statePreservation"]["rules"]:
+            assert rule["jsonPath"].replace(" ", "") == "{.jobStatus.jobId}"
+            assert rule["aliasLabelName"] in labels
+    # It matches what Karmada really stored in the recorded runs.
+    assert failover["cluster"]["statePreservation"]["rules"][0]["aliasLabelName"] == (
+        "application.karmada.io/cluster-failover-jobid"
+    )
+
+
+def test_work_webhook_registration() -> None:
+    config = by_file("work-webhook.yaml")
+    (hook,) = config["webhooks"]
+    assert hook["failurePolicy"] == "Fail"
+    assert hook["sideEffects"] == "None"
+    assert hook["clientConfig"]["url"].endswith(WORK_PATH)
+    assert hook["rules"] == [
+        {
+            "apiGroups": ["work.karmada.io"],
+            "apiVersions": ["*"],
+            "operations": ["CREATE", "UPDATE"],
+            "resources": ["works"],
+            "scope": "Namespaced",
+        }
+    ]
+    expressions = " ".join(c["expression"] for c in hook["matchConditions"])
+    assert "karmada-es-" in expressions and "flink.apache.org/" in expressions
+    assert hook["timeoutSeconds"] <= 30
+
+
+# --- the retention script, run in a real Lua 5.1 (the dialect of Karmada's gopher-lua) ----------------------
+
+
+def _lua() -> Any:
+    import lupa
+
+    module = getattr(lupa, "lua51", None)
+    runtime = (
+        module.LuaRuntime(unpack_returned_tuples=True)
+        if module
+        else lupa.LuaRuntime(unpack_returned_tuples=True)
+    )
+    return runtime
+
+
+def _to_lua(lua: Any, value: Any) -> Any:
+    if isinstance(value, dict):
+        table = lua.table()
+        for k, v in value.items():
+            table[k] = _to_lua(lua, v)
+        return table
+    if isinstance(value, list):
+        table = lua.table()
+        for i, v in enumerate(value, start=1):
+            table[i] = _to_lua(lua, v)
+        return table
+    return value
+
+
+def _from_lua(lua: Any, value: Any) -> Any:
+    if lua.eval("type")(value) == "table":
+        keys = list(value.keys())
+        if keys and all(isinstance(k, int) for k in keys):
+            return [_from_lua(lua, value[k]) for k in sorted(keys)]
+        return {k: _from_lua(lua, value[k]) for k in keys}
+    return value
+
+
+def retain(script: str, desired: dict[str, Any], observed: dict[str, Any] | None) -> dict[str, Any]:
+    lua = _lua()
+    lua.execute(script)
+    result = lua.globals().Retain(
+        _to_lua(lua, desired), _to_lua(lua, observed) if observed is not None else None
+    )
+    out: dict[str, Any] = _from_lua(lua, result)
+    return out
+
+
+RESTORE = {
+    "flink-failover.io/restore-decision": "restored",
+    "flink-failover.io/restored-from": "s3://bucket/checkpoints/3c653dbe4c19bb72f8eb28445541bed6/chk-42",
+    "flink-failover.io/restored-job-id": "3c653dbe4c19bb72f8eb28445541bed6",
+}
+
+
+@pytest.fixture
+def template(shared_data: Path) -> dict[str, Any]:
+    """The FlinkDeployment as Karmada sends it to member2 (recorded), i.e. the desired object."""
+    work = s.flink_work(shared_data, "scenA/works-member2-final.json", "orders-flinkdeployment")
+    manifest: dict[str, Any] = work["spec"]["workload"]["manifests"][0]
+    return manifest
+
+
+@pytest.mark.parametrize("kind", ["FlinkDeployment", "FlinkSessionJob"])
+def test_retention_keeps_the_restore(template: dict[str, Any], kind: str) -> None:
+    docs = {d["spec"]["target"]["kind"]: d for d in of_kind("ResourceInterpreterCustomization")}
+    script = docs[kind]["spec"]["customizations"]["retention"]["luaScript"]
+    assert set(docs[kind]["spec"]["customizations"]) == {"retention"}
+    observed = copy.deepcopy(template)
+    observed["spec"]["job"]["initialSavepointPath"] = RESTORE["flink-failover.io/restored-from"]
+    observed["metadata"]["annotations"].update(RESTORE)
+    observed["metadata"]["annotations"]["operator.example/other"] = "not ours"
+    observed["status"] = {"jobStatus": {"state": "RUNNING"}}
+
+    result = retain(script, copy.deepcopy(template), observed)
+    assert result["spec"]["job"]["initialSavepointPath"] == RESTORE["flink-failover.io/restored-from"]
+    for key, value in RESTORE.items():
+        assert result["metadata"]["annotations"][key] == value
+    assert "operator.example/other" not in result["metadata"]["annotations"]
+    expected = copy.deepcopy(template)
+    expected["spec"]["job"]["initialSavepointPath"] = RESTORE["flink-failover.io/restored-from"]
+    expected["metadata"]["annotations"].update(RESTORE)
+    assert result == expected  # nothing else changed
+
+    # A path the user sets in the template wins.
+    desired = copy.deepcopy(template)
+    desired["spec"]["job"]["initialSavepointPath"] = "s3://bucket/savepoints/savepoint-3c653d-0123456789ab"
+    assert retain(script, desired, observed)["spec"]["job"]["initialSavepointPath"] == (
+        "s3://bucket/savepoints/savepoint-3c653d-0123456789ab"
+    )
+    # Nothing to keep: the desired object passes through unchanged.
+    assert retain(script, copy.deepcopy(template), copy.deepcopy(template)) == template
+    # A template without annotations, and a session cluster without a job, do not break it.
+    bare = copy.deepcopy(template)
+    del bare["metadata"]["annotations"]
+    assert retain(script, bare, observed)["metadata"]["annotations"] == RESTORE
+    session = copy.deepcopy(template)
+    del session["spec"]["job"]
+    assert "job" not in retain(script, session, observed)["spec"]

@@ -1,0 +1,284 @@
+"""The capture loop against a local server speaking the Kubernetes list/watch protocol."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import socket
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.controlplane import fakeapi
+from tests.controlplane import support as s
+from webhook.admission import review
+from webhook.controlplane.handler import Found, LookupFailed, NotFound, WorkHandler, internal_error
+from webhook.controlplane.kube import ClientConfig, KarmadaApi
+from webhook.controlplane.record import Record
+from webhook.controlplane.watch import Backoff, BindingCache, CachedLookup, Watcher
+from webhook.policy import RestorePolicy
+
+pytestmark = pytest.mark.shared
+
+KEY = "flink-failover.io/last-known-state"
+NS, NAME = "analytics", "orders-flinkdeployment"
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[fakeapi.RunningFake]:
+    server = fakeapi.start()
+    yield server
+    server.stop()
+
+
+class Loop:
+    """One capture component: its own API client, cache and thread, as a process would have."""
+
+    def __init__(self, server: fakeapi.RunningFake, tmp_path: Path, **config: Any) -> None:
+        kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
+        options = {
+            "kubeconfig": str(kubeconfig),
+            "request_timeout": 5.0,
+            "watch_timeout": 1,
+            "watch_read_timeout": 10.0,
+        }
+        api = KarmadaApi.connect(ClientConfig(**{**options, **config}))
+        assert isinstance(api, KarmadaApi)
+        self.api = api
+        self.cache = BindingCache()
+        ticks = itertools.count()
+        self.watcher = Watcher(
+            api,
+            self.cache,
+            KEY,
+            clock=lambda: s.FIXED_NOW + timedelta(seconds=next(ticks)),
+            backoff=Backoff(initial=0.01, maximum=0.05),
+        )
+        self.thread = threading.Thread(target=self.watcher.run, daemon=True)
+        self.server = server
+
+    def __enter__(self) -> Loop:
+        self.thread.start()
+        assert self.cache.wait_synced(20)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.watcher.stop.set()
+        self.thread.join(20)
+        assert not self.thread.is_alive()
+
+    def caught_up(self) -> bool:
+        """The loop has handled every event the server has (no timing assumptions)."""
+        return self.server.fake.wait_for(lambda: self.watcher.resource_version == str(self.server.fake.rv))
+
+    def record(self) -> Record:
+        raw = self.server.fake.annotation(NS, NAME, KEY)
+        assert raw is not None, "no record persisted"
+        parsed = Record.loads(raw)
+        assert isinstance(parsed, Record), parsed
+        return parsed
+
+
+def _lists(server: fakeapi.RunningFake) -> int:
+    return sum(
+        1
+        for r in server.fake.requests
+        if r.startswith("GET") and "resourcebindings?" in r and "watch=" not in r
+    )
+
+
+def _persisted(server: fakeapi.RunningFake, predicate: Any) -> bool:
+    def check() -> bool:
+        obj = server.fake.objects.get((NS, NAME))
+        raw = obj and obj["metadata"].get("annotations", {}).get(KEY)
+        parsed = Record.loads(raw) if raw else None
+        return isinstance(parsed, Record) and bool(predicate(parsed))
+
+    return server.fake.wait_for(check)
+
+
+def test_capture_persists_the_record_only_when_it_changes(
+    running: fakeapi.RunningFake, tmp_path: Path, shared_data: Path
+) -> None:
+    before = s.binding(shared_data, "scenA/rb-before-failure.json")
+    running.fake.upsert(before)
+    with Loop(running, tmp_path) as loop:
+        assert _persisted(running, lambda r: r.cluster("member1").job_id == s.JOB_A)
+        assert loop.caught_up()
+        assert len(running.fake.patches) == 1
+        patch = running.fake.patches[0][2]
+        assert list(patch) == ["metadata"] and list(patch["metadata"]) == ["annotations"]
+
+        # Karmada refreshes the binding without any change we care about: no patch.
+        refreshed = copy.deepcopy(before)
+        refreshed["status"]["conditions"][1]["lastTransitionTime"] = "2026-11-29T14:01:50Z"
+        running.fake.upsert(refreshed)
+        assert loop.caught_up()
+        assert len(running.fake.patches) == 1
+
+        # The failover: eviction task, new placement. One more patch, with the history.
+        running.fake.upsert(s.binding(shared_data, "scenA/rb-after-failover.json"))
+        assert _persisted(running, lambda r: r.placement == ("member2",))
+        assert loop.caught_up()
+        record = loop.record()
+        assert [(e.type.value, e.from_clusters, e.reason) for e in record.history] == [
+            ("Eviction", ("member1",), "TaintUntolerated"),
+            ("Placement", ("member1",), "TaintUntolerated"),
+        ]
+        assert record.failover_count == 1
+        assert record.cluster("member1").job_id == s.JOB_A
+        assert len(running.fake.patches) == 2
+        # The record survived Karmada's update of the binding (annotations merged).
+        assert (
+            running.fake.get(NS, NAME)["metadata"]["annotations"]["propagationpolicy.karmada.io/name"]
+            == "orders-pp"
+        )
+
+
+def test_410_gone_relists(running: fakeapi.RunningFake, tmp_path: Path, shared_data: Path) -> None:
+    running.fake.upsert(s.binding(shared_data, "scenA/rb-before-failure.json"))
+    with Loop(running, tmp_path) as loop:
+        assert loop.caught_up()
+        lists_before = _lists(running)
+        # The failover happens and etcd compacts before any watch delivered it: only a relist sees it.
+        running.fake.upsert_unseen(s.binding(shared_data, "scenA/rb-after-failover.json"))
+        assert _persisted(running, lambda r: r.failover_count == 1)
+        assert loop.watcher.restarts.get("gone", 0) >= 1
+        assert _lists(running) > lists_before
+        assert loop.caught_up()
+
+
+def test_dropped_connection_mid_stream_reconnects_without_relisting(
+    running: fakeapi.RunningFake, tmp_path: Path, shared_data: Path
+) -> None:
+    before = s.binding(shared_data, "scenA/rb-before-failure.json")
+    running.fake.upsert(before)
+    running.fake.drop_watch_after = 1  # the first watch delivers one event, then the connection breaks
+    with Loop(running, tmp_path) as loop:
+        assert running.fake.wait_for(lambda: running.fake.watches_started >= 1)
+        assert loop.caught_up()  # the record patch (one event) went through the first watch
+        running.fake.upsert(s.binding(shared_data, "scenA/rb-after-failover.json"))
+        assert _persisted(running, lambda r: r.failover_count == 1)
+        assert loop.caught_up()
+        assert loop.watcher.restarts.get("disconnected", 0) >= 1
+        assert running.fake.watches_started >= 2
+    assert _lists(running) == 1
+
+
+def test_api_unavailable_at_start_is_retried(
+    running: fakeapi.RunningFake, tmp_path: Path, shared_data: Path
+) -> None:
+    running.fake.upsert(s.binding(shared_data, "scenA/rb-before-failure.json"))
+    running.fake.fail_next_lists = 2
+    with Loop(running, tmp_path) as loop:
+        assert loop.watcher.restarts["list-failed"] == 2
+        assert _persisted(running, lambda r: r.cluster("member1").job_id == s.JOB_A)
+
+
+def test_restart_rebuilds_from_the_annotation(
+    running: fakeapi.RunningFake, tmp_path: Path, shared_data: Path
+) -> None:
+    """Capture sees the job run on member1, then stops; the failover happens while it is away and the
+    old Work is gone first (no member1 status, task expired): the restarted loop still knows the job."""
+    running.fake.upsert(s.binding(shared_data, "scenA/rb-before-failure.json"))
+    with Loop(running, tmp_path) as first:
+        assert _persisted(running, lambda r: r.cluster("member1").job_id == s.JOB_A)
+        assert first.caught_up()
+    final = s.binding(shared_data, "scenA/rb-final.json")
+    running.fake.upsert(final)
+    assert running.fake.annotation(NS, NAME, KEY) is not None
+
+    with Loop(running, tmp_path) as second:
+        assert second.cache.get(NS, NAME) is not None
+        assert _persisted(running, lambda r: r.placement == ("member2",))
+        record = second.record()
+        assert record.cluster("member1").job_id == s.JOB_A
+        assert record.history[-1].from_clusters == ("member1",) and record.history[-1].to_clusters == (
+            "member2",
+        )
+        # And the webhook of the restarted component answers from its cache.
+        policy = RestorePolicy()
+        handler = WorkHandler(CachedLookup(second.cache, second.api, policy), policy)
+        work = s.flink_work(shared_data, "scenA/works-member2-final.json", NAME)
+        _, response = review(s.admission_review(work), handler, internal_error)
+        assert response.decision == "injected"
+        assert response.detail["manifests"][0]["jobId"] == s.JOB_A
+        requests_before = len(running.fake.requests)
+        _, again = review(s.admission_review(work), handler, internal_error)
+        assert again.patch == response.patch
+        assert len(running.fake.requests) == requests_before  # warm cache: no API call on the hot path
+
+
+def test_deleted_binding_leaves_the_cache(
+    running: fakeapi.RunningFake, tmp_path: Path, shared_data: Path
+) -> None:
+    running.fake.upsert(s.binding(shared_data, "scenA/rb-before-failure.json"))
+    with Loop(running, tmp_path) as loop:
+        assert loop.cache.get(NS, NAME) is not None
+        running.fake.delete(NS, NAME)
+        assert loop.caught_up()
+        assert loop.cache.get(NS, NAME) is None
+
+
+def test_pagination_and_non_flink_bindings(
+    running: fakeapi.RunningFake, tmp_path: Path, shared_data: Path
+) -> None:
+    base = s.binding(shared_data, "scenA/rb-before-failure.json")
+    for i in range(5):
+        obj = copy.deepcopy(base)
+        obj["metadata"]["name"] = f"orders{i}-flinkdeployment"
+        running.fake.upsert(obj)
+    deployment = copy.deepcopy(base)
+    deployment["metadata"]["name"] = "web-deployment"
+    deployment["spec"]["resource"] = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "web",
+        "namespace": NS,
+    }
+    running.fake.upsert(deployment)
+    with Loop(running, tmp_path, list_page=2) as loop:
+        assert len(loop.cache) == 5
+        assert running.fake.wait_for(lambda: len(running.fake.patches) == 5)
+        assert loop.caught_up()
+        assert all(name != "web-deployment" for _, name, _ in running.fake.patches)
+        assert KEY not in running.fake.get(NS, "web-deployment")["metadata"].get("annotations", {})
+
+
+def test_cache_miss_falls_back_to_get(
+    running: fakeapi.RunningFake, tmp_path: Path, shared_data: Path
+) -> None:
+    running.fake.upsert(s.binding(shared_data, "scenA/rb-after-failover.json"))
+    api = KarmadaApi.connect(
+        ClientConfig(kubeconfig=str(running.kubeconfig(tmp_path / "kc")), request_timeout=5.0)
+    )
+    assert isinstance(api, KarmadaApi)
+    lookup = CachedLookup(BindingCache(), api, RestorePolicy())
+    found = lookup.lookup(NS, NAME)
+    assert isinstance(found, Found) and found.source == "api" and found.binding.clusters == ("member2",)
+    assert isinstance(lookup.lookup(NS, "missing-flinkdeployment"), NotFound)
+    running.fake.fail_next_gets = 1
+    failed = lookup.lookup(NS, NAME)
+    assert isinstance(failed, LookupFailed) and "503" in failed.message
+    # The webhook answers allowed, without a patch, when the binding cannot be read.
+    policy = RestorePolicy()
+    work = s.flink_work(shared_data, "scenA/works-member2-final.json", NAME)
+    running.fake.fail_next_gets = 1
+    _, response = review(s.admission_review(work), WorkHandler(lookup, policy), internal_error)
+    assert response.allowed and not response.patch and response.decision == "binding-unavailable"
+    # Nothing listening at all.
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dead = tmp_path / "dead"
+    dead.write_text(
+        running.kubeconfig(tmp_path / "kc2").read_text().replace(running.url, f"http://127.0.0.1:{port}")
+    )
+    dead_api = KarmadaApi.connect(ClientConfig(kubeconfig=str(dead), request_timeout=2.0))
+    assert isinstance(dead_api, KarmadaApi)
+    refused = CachedLookup(BindingCache(), dead_api, policy).lookup(NS, NAME)
+    assert isinstance(refused, LookupFailed)

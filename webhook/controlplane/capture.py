@@ -1,0 +1,125 @@
+"""Fold what a ResourceBinding shows now into the workload's record. Pure: no I/O, the clock is an argument.
+
+``observe`` is a fixpoint: folding the same binding twice changes nothing, so a capture loop that
+patches only on change can never chase its own MODIFIED events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from webhook.controlplane.binding import RUNNING, Binding
+from webhook.controlplane.record import (
+    MAX_HISTORY,
+    HistoryEntry,
+    HistoryType,
+    Record,
+    StoredRecord,
+    format_time,
+)
+from webhook.flink import is_job_id
+
+RESCHEDULED = "Rescheduled"
+
+
+def observe(record: Record, binding: Binding, now: datetime) -> Record:
+    stamp = format_time(now)
+    record = _observe_jobs(record, binding, stamp)
+    record = _observe_tasks(record, binding)
+    return _observe_placement(record, binding, stamp)
+
+
+def _observe_jobs(record: Record, binding: Binding, stamp: str) -> Record:
+    for seen in binding.statuses:
+        state = record.cluster(seen.cluster)
+        updated = state
+        if seen.job_id and (seen.job_id, seen.state) != (state.observed_job_id, state.observed_state):
+            updated = replace(updated, observed_job_id=seen.job_id, observed_state=seen.state)
+        if seen.state == RUNNING and is_job_id(seen.job_id) and seen.job_id != state.job_id:
+            updated = replace(updated, job_id=seen.job_id, job_seen=stamp)
+        if seen.savepoint and seen.savepoint != state.savepoint:
+            updated = replace(updated, savepoint=seen.savepoint, savepoint_seen=stamp)
+        if updated != state:
+            record = record.with_cluster(seen.cluster, updated)
+    return record
+
+
+def _observe_tasks(record: Record, binding: Binding) -> Record:
+    for task in binding.tasks:
+        if not task.from_cluster:
+            continue
+        known = any(
+            e.type is HistoryType.EVICTION
+            and e.from_clusters == (task.from_cluster,)
+            and e.time == task.created
+            and e.reason == task.reason
+            for e in record.history
+        )
+        # A task older than everything kept was seen before and trimmed: do not count it twice.
+        trimmed = len(record.history) >= MAX_HISTORY and task.created <= record.history[0].time
+        if known or trimmed:
+            continue
+        to = tuple(sorted(c for c in binding.clusters if c != task.from_cluster))
+        entry = HistoryEntry(
+            HistoryType.EVICTION, (task.from_cluster,), to, task.reason, task.created, task.purge_mode
+        )
+        record = replace(record.with_history(entry), failover_count=record.failover_count + 1)
+    return record
+
+
+def _observe_placement(record: Record, binding: Binding, stamp: str) -> Record:
+    new = tuple(sorted(set(binding.clusters)))
+    old = record.placement
+    if not new or new == old:
+        return record  # an empty placement is a moment between eviction and rescheduling
+    if not old:
+        return replace(record, placement=new)
+    left = set(old) - set(new)
+    added = set(new) - set(old)
+    reason, purge_mode, explained = RESCHEDULED, "", False
+    for task in binding.tasks:
+        if task.from_cluster in left:
+            reason, purge_mode, explained = task.reason or RESCHEDULED, task.purge_mode, True
+            break
+    else:
+        # The task may be gone already (capture was away): an eviction recorded since the last move counts.
+        for entry in reversed(record.history):
+            if entry.type is HistoryType.PLACEMENT:
+                break
+            if entry.type is HistoryType.EVICTION and set(entry.from_clusters) & left:
+                reason, purge_mode, explained = entry.reason or RESCHEDULED, entry.purge_mode, True
+                break
+    # The scheduler stamps lastScheduledTime in a separate status write: older than what we already
+    # recorded means it belongs to an earlier decision, and the move is dated when we first saw it.
+    moment = binding.last_scheduled
+    if not moment or any(moment < e.time for e in record.history):
+        moment = stamp
+    entry = HistoryEntry(HistoryType.PLACEMENT, old, new, reason, moment, purge_mode)
+    count = record.failover_count + (1 if left and added and not explained else 0)
+    return replace(record.with_history(entry), placement=new, failover_count=count)
+
+
+@dataclass(frozen=True)
+class Capture:
+    """The record after folding, and the merge patch that persists it (None when nothing changed)."""
+
+    record: Record
+    patch: Mapping[str, Any] | None
+
+
+def capture(base: Record, stored: StoredRecord, binding: Binding, annotation: str, now: datetime) -> Capture:
+    """``base`` is the newest record we hold (the cache's, else the stored one); ``stored`` is what the
+    object carries. A patch is emitted only when the persisted annotation differs from the result."""
+    record = observe(base, binding, now)
+    if record.empty:
+        return Capture(record, None)
+    if stored.present and not stored.error and stored.record == record:
+        return Capture(record, None)
+    return Capture(record, merge_patch(annotation, record))
+
+
+def merge_patch(annotation: str, record: Record) -> dict[str, Any]:
+    return {"metadata": {"annotations": {annotation: record.dumps()}}}

@@ -1,0 +1,98 @@
+"""``flink-failover review --role control-plane --objects FILE``: bindings from a file stand in for Karmada.
+
+FILE is a YAML stream (or a JSON ``List``) of ResourceBindings, typically ``kubectl get rb -o yaml``
+output. The Work is answered by the same :class:`WorkHandler` the server uses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from webhook.admission import AdmissionRequest, AdmissionResponse, Handler
+from webhook.controlplane.binding import API_GROUP
+from webhook.controlplane.handler import (
+    LookupResult,
+    NotFound,
+    WorkHandler,
+    found_from_object,
+    internal_error,
+)
+from webhook.policy import RestorePolicy
+
+
+def _documents(text: str) -> list[Any]:
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return [d for d in yaml.safe_load_all(text) if d is not None]
+    return [doc]
+
+
+def _flatten(docs: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
+    for doc in docs:
+        if not isinstance(doc, Mapping):
+            continue
+        if isinstance(doc.get("items"), list):  # a List (kubectl get -o yaml/json)
+            yield from _flatten(doc["items"])
+        else:
+            yield doc
+
+
+def load_bindings(path: str) -> list[Mapping[str, Any]]:
+    """ResourceBindings from FILE; raises ValueError on anything that is not one (the CLI exits 2)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        docs = _documents(text)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path} is neither JSON nor YAML: {exc}") from None
+    bindings = []
+    for obj in _flatten(docs):
+        group = str(obj.get("apiVersion", "")).partition("/")[0]
+        if group != API_GROUP or obj.get("kind") != "ResourceBinding":
+            raise ValueError(
+                f"{path}: {obj.get('kind')!r} ({obj.get('apiVersion')!r}) is not a ResourceBinding"
+            )
+        bindings.append(obj)
+    return bindings
+
+
+@dataclass
+class StaticLookup:
+    objects: Mapping[tuple[str, str], Mapping[str, Any]]
+    policy: RestorePolicy
+
+    def lookup(self, namespace: str, name: str) -> LookupResult:
+        obj = self.objects.get((namespace, name))
+        if obj is None:
+            return NotFound("file")
+        return found_from_object(obj, self.policy, "file")
+
+
+def static_lookup(bindings: Iterable[Mapping[str, Any]], policy: RestorePolicy) -> StaticLookup:
+    objects = {}
+    for obj in bindings:
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+        assert isinstance(meta, Mapping)
+        objects[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = obj
+    return StaticLookup(objects, policy)
+
+
+def offline_handler(
+    args: argparse.Namespace, policy: RestorePolicy
+) -> tuple[Handler, Callable[[AdmissionRequest, Exception], AdmissionResponse]]:
+    objects = getattr(args, "objects", None)
+    if not objects:
+        raise ValueError(
+            "--role control-plane needs --objects FILE (ResourceBindings standing in for Karmada)"
+        )
+    return WorkHandler(static_lookup(load_bindings(objects), policy), policy), internal_error

@@ -1,0 +1,278 @@
+"""Capture: list + watch Flink ResourceBindings, keep them in a cache, persist each record when it changes.
+
+The loop survives what a long watch meets: the stream ending (watch again from the last
+resourceVersion), 410 Gone (relist), a dropped connection or an unreachable API server (reconnect
+with capped exponential backoff). On a restart it rebuilds from the records already stored in the
+annotations, so nothing captured before is lost. A patch that failed is retried on the next pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from prometheus_client import Counter
+
+from webhook.controlplane.binding import Binding, is_flink_binding
+from webhook.controlplane.capture import capture
+from webhook.controlplane.handler import Found, LookupFailed, LookupResult, NotFound, found_from_object
+from webhook.controlplane.kube import ApiFailure, Listed, WatchEnded, WatchEvent
+from webhook.controlplane.record import Record, read_annotation
+from webhook.policy import RestorePolicy
+
+log = logging.getLogger(__name__)
+
+CAPTURE_PATCHES = Counter(
+    "flink_failover_capture_patches_total",
+    "Records persisted on ResourceBindings (merge patches sent)",
+    ["result"],
+)
+WATCH_RESTARTS = Counter(
+    "flink_failover_watch_restarts_total", "ResourceBinding watch restarts, by cause", ["cause"]
+)
+EVENTS = Counter("flink_failover_watch_events_total", "ResourceBinding watch events handled", ["type"])
+
+
+class Api(Protocol):
+    def list_bindings(self) -> Listed | ApiFailure: ...
+
+    def watch_bindings(self, resource_version: str) -> Any: ...
+
+    def get_binding(
+        self, namespace: str, name: str, timeout: float | None = None
+    ) -> Mapping[str, Any] | ApiFailure | None: ...
+
+    def patch_annotation(
+        self, namespace: str, name: str, key: str, value: str
+    ) -> Mapping[str, Any] | ApiFailure: ...
+
+
+@dataclass
+class Entry:
+    obj: Mapping[str, Any]
+    binding: Binding
+    record: Record  # the newest record we hold; the annotation catches up through the patch
+
+
+class BindingCache:
+    """Flink ResourceBindings by (namespace, name), shared by the watch thread and the webhook threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[str, str], Entry] = {}
+        self._synced = threading.Event()
+
+    def get(self, namespace: str, name: str) -> Entry | None:
+        with self._lock:
+            return self._entries.get((namespace, name))
+
+    def put(self, entry: Entry) -> None:
+        with self._lock:
+            self._entries[entry.binding.key] = entry
+
+    def remove(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+
+    def keys(self) -> set[tuple[str, str]]:
+        with self._lock:
+            return set(self._entries)
+
+    def mark_synced(self) -> None:
+        self._synced.set()
+
+    @property
+    def synced(self) -> bool:
+        return self._synced.is_set()
+
+    def wait_synced(self, timeout: float) -> bool:
+        return self._synced.wait(timeout)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+
+@dataclass
+class Backoff:
+    initial: float = 0.2
+    maximum: float = 10.0
+    current: float = 0.0
+
+    def next(self) -> float:
+        self.current = self.initial if self.current == 0 else min(self.maximum, self.current * 2)
+        return self.current
+
+    def reset(self) -> None:
+        self.current = 0.0
+
+
+@dataclass
+class Watcher:
+    api: Api
+    cache: BindingCache
+    annotation: str
+    clock: Callable[[], datetime]
+    capture_enabled: bool = True
+    backoff: Backoff = field(default_factory=Backoff)
+    stop: threading.Event = field(default_factory=threading.Event)
+    resource_version: str = ""
+    restarts: dict[str, int] = field(default_factory=dict)
+    _dirty: set[tuple[str, str]] = field(default_factory=set)
+
+    def run(self) -> None:
+        """Until ``stop`` is set: list, then watch from the list's version; relist on 410 Gone."""
+        while not self.stop.is_set():
+            if not self.resource_version and not self._relist():
+                self._pause("list-failed")
+                continue
+            self._flush()
+            self._watch_once()
+
+    def _pause(self, cause: str) -> None:
+        self.restarts[cause] = self.restarts.get(cause, 0) + 1
+        WATCH_RESTARTS.labels(cause).inc()
+        self.stop.wait(self.backoff.next())
+
+    def _relist(self) -> bool:
+        listed = self.api.list_bindings()
+        if isinstance(listed, ApiFailure):
+            log.warning("listing ResourceBindings failed: %s", listed.message)
+            return False
+        seen = set()
+        for obj in listed.items:
+            key = self._handle(obj)
+            if key is not None:
+                seen.add(key)
+        for key in self.cache.keys() - seen:  # deleted while we were not watching
+            self.cache.remove(key)
+            self._dirty.discard(key)
+        self.resource_version = listed.resource_version
+        self.cache.mark_synced()
+        self.backoff.reset()
+        log.info(
+            "ResourceBindings listed", extra={"fields": {"flink": len(seen), "rv": self.resource_version}}
+        )
+        return True
+
+    def _watch_once(self) -> None:
+        for item in self.api.watch_bindings(self.resource_version):
+            if self.stop.is_set():
+                return
+            if isinstance(item, WatchEnded):
+                return  # the server's timeout: watch again from where we are
+            if isinstance(item, ApiFailure):
+                if item.gone:
+                    self._gone()
+                else:
+                    log.warning("ResourceBinding watch broke: %s", item.message)
+                    self._pause("disconnected")
+                return
+            assert isinstance(item, WatchEvent)
+            EVENTS.labels(item.type or "unknown").inc()
+            if item.type == "ERROR":
+                code = item.object.get("code")
+                if code == 410:
+                    self._gone()
+                else:
+                    log.warning("ResourceBinding watch error event: %s", item.object.get("message"))
+                    self._pause("error-event")
+                return
+            version = _resource_version(item.object)
+            if item.type in ("ADDED", "MODIFIED"):
+                self._handle(item.object)
+            elif item.type == "DELETED":
+                key = _key(item.object)
+                self.cache.remove(key)
+                self._dirty.discard(key)
+            if version:
+                self.resource_version = version
+            self.backoff.reset()
+
+    def _gone(self) -> None:
+        log.info("ResourceBinding watch expired (410 Gone): relisting")
+        self.restarts["gone"] = self.restarts.get("gone", 0) + 1
+        WATCH_RESTARTS.labels("gone").inc()
+        self.resource_version = ""
+
+    def _handle(self, obj: Mapping[str, Any]) -> tuple[str, str] | None:
+        if not is_flink_binding(obj):
+            return None
+        binding = Binding.from_object(obj)
+        stored = read_annotation(_annotations(obj), self.annotation)
+        if stored.error:
+            log.warning("unreadable record on %s/%s: %s", binding.namespace, binding.name, stored.error)
+        previous = self.cache.get(*binding.key)
+        base = (
+            previous.record if previous is not None and previous.binding.uid == binding.uid else stored.record
+        )
+        if not self.capture_enabled:
+            self.cache.put(Entry(obj, binding, stored.record))
+            return binding.key
+        result = capture(base, stored, binding, self.annotation, self.clock())
+        self.cache.put(Entry(obj, binding, result.record))
+        if result.patch is not None:
+            self._persist(binding, result.record)
+        return binding.key
+
+    def _persist(self, binding: Binding, record: Record) -> None:
+        answer = self.api.patch_annotation(binding.namespace, binding.name, self.annotation, record.dumps())
+        if isinstance(answer, ApiFailure):
+            CAPTURE_PATCHES.labels("failed").inc()
+            self._dirty.add(binding.key)
+            log.warning("persisting the record of %s/%s failed: %s", *binding.key, answer.message)
+            return
+        CAPTURE_PATCHES.labels("ok").inc()
+        self._dirty.discard(binding.key)
+
+    def _flush(self) -> None:
+        """Retry the patches that failed; the next watch pass retries again if it fails once more."""
+        for key in sorted(self._dirty):
+            entry = self.cache.get(*key)
+            if entry is None:
+                self._dirty.discard(key)
+                continue
+            self._persist(entry.binding, entry.record)
+
+
+def _annotations(obj: Mapping[str, Any]) -> Any:
+    meta = obj.get("metadata")
+    return meta.get("annotations") if isinstance(meta, Mapping) else None
+
+
+def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    return (str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+
+def _resource_version(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    return str(meta.get("resourceVersion") or "") if isinstance(meta, Mapping) else ""
+
+
+@dataclass
+class CachedLookup:
+    """The webhook's view: the watch cache first, a GET on a miss (a binding newer than our last event)."""
+
+    cache: BindingCache
+    api: Api | None
+    policy: RestorePolicy
+    get_timeout: float = 2.0
+
+    def lookup(self, namespace: str, name: str) -> LookupResult:
+        entry = self.cache.get(namespace, name)
+        if entry is not None:
+            return Found(entry.binding, entry.record, "cache")
+        if self.api is None:
+            return LookupFailed("Karmada API client not available")
+        obj = self.api.get_binding(namespace, name, self.get_timeout)
+        if isinstance(obj, ApiFailure):
+            return LookupFailed(obj.message)
+        if obj is None:
+            return NotFound("api")
+        return found_from_object(obj, self.policy, "api")

@@ -1,0 +1,137 @@
+"""A Karmada Work (work.karmada.io/v1alpha1): which cluster it is for, which binding it came from,
+which manifests are Flink workloads, and the JSON Patch that labels them. Pure.
+
+Facts (recorded from Karmada v1.18.2): Works for a cluster live in ``karmada-es-<cluster>``; they
+carry the annotations ``resourcebinding.karmada.io/name`` and ``/namespace``; the workload is in
+``spec.workload.manifests[]``; ResourceBinding names are ``<name>-<kind lowercased>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.controlplane.relocation import Injection
+from webhook.flink import GROUP, KINDS
+from webhook.patch import Op, escape, set_fields
+from webhook.policy import RestorePolicy
+
+WORK_GROUP = "work.karmada.io"
+EXECUTION_NAMESPACE_PREFIX = "karmada-es-"
+BINDING_NAME_ANNOTATION = "resourcebinding.karmada.io/name"
+BINDING_NAMESPACE_ANNOTATION = "resourcebinding.karmada.io/namespace"
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def cluster_of(namespace: str) -> str:
+    """``karmada-es-<cluster>`` -> ``<cluster>``; "" for any other namespace."""
+    if namespace.startswith(EXECUTION_NAMESPACE_PREFIX):
+        return namespace[len(EXECUTION_NAMESPACE_PREFIX) :]
+    return ""
+
+
+@dataclass(frozen=True)
+class BindingRef:
+    namespace: str
+    name: str
+    from_annotations: bool
+
+
+@dataclass(frozen=True)
+class FlinkManifest:
+    index: int
+    kind: str
+    namespace: str
+    name: str
+    binding: BindingRef
+
+
+@dataclass(frozen=True)
+class WorkTarget:
+    cluster: str
+    work_namespace: str
+    work_name: str
+    manifests: tuple[FlinkManifest, ...]
+
+
+@dataclass(frozen=True)
+class NotForUs:
+    """The Work is none of our business; ``reason`` says why (for logs and metrics)."""
+
+    reason: str
+
+
+def is_flink_manifest(manifest: Mapping[str, Any]) -> bool:
+    api_version = _str(manifest.get("apiVersion"))
+    return api_version.partition("/")[0] == GROUP and "/" in api_version and manifest.get("kind") in KINDS
+
+
+def parse_work(work: Mapping[str, Any], request_namespace: str = "") -> WorkTarget | NotForUs:
+    meta = _map(work.get("metadata"))
+    namespace = _str(meta.get("namespace")) or request_namespace
+    cluster = cluster_of(namespace)
+    if not cluster:
+        return NotForUs("not-execution-namespace")
+    manifests = _map(_map(work.get("spec")).get("workload")).get("manifests")
+    if not isinstance(manifests, list):
+        return NotForUs("no-manifests")
+    annotations = _map(meta.get("annotations"))
+    rb_name = _str(annotations.get(BINDING_NAME_ANNOTATION))
+    rb_namespace = _str(annotations.get(BINDING_NAMESPACE_ANNOTATION))
+    found: list[FlinkManifest] = []
+    for index, manifest in enumerate(manifests):
+        if not isinstance(manifest, Mapping) or not is_flink_manifest(manifest):
+            continue
+        m_meta = _map(manifest.get("metadata"))
+        kind = _str(manifest.get("kind"))
+        name = _str(m_meta.get("name"))
+        m_namespace = _str(m_meta.get("namespace"))
+        if rb_name:
+            ref = BindingRef(rb_namespace or m_namespace, rb_name, True)
+        else:
+            ref = BindingRef(m_namespace, f"{name}-{kind.lower()}", False)
+        if not ref.name or not ref.namespace:
+            continue
+        found.append(FlinkManifest(index, kind, m_namespace, name, ref))
+    if not found:
+        return NotForUs("no-flink-manifest")
+    return WorkTarget(cluster, namespace, _str(meta.get("name")), tuple(found))
+
+
+def injection_metadata(injection: Injection, policy: RestorePolicy) -> tuple[dict[str, str], dict[str, str]]:
+    """Labels and annotations of DESIGN section 3 for one relocation."""
+    labels = {policy.failover_label: "true"}
+    if injection.job_id:
+        labels[policy.key("job-id")] = injection.job_id
+    annotations = {
+        policy.key("source-cluster"): injection.source_cluster,
+        policy.key("failover-time"): injection.failover_time,
+        policy.key("failover-count"): str(injection.failover_count),
+        policy.key("reason"): injection.reason,
+    }
+    if injection.last_savepoint:
+        annotations[policy.key("last-savepoint")] = injection.last_savepoint
+    return labels, {k: v for k, v in annotations.items() if v}
+
+
+def manifest_ops(
+    work: Mapping[str, Any], index: int, labels: Mapping[str, str], annotations: Mapping[str, str]
+) -> list[Op]:
+    """Ops that set labels/annotations on ``spec.workload.manifests[index].metadata`` of this exact Work."""
+    manifest = _map(work["spec"]["workload"]["manifests"][index])
+    prefix = f"/{escape('spec')}/{escape('workload')}/{escape('manifests')}/{index}"
+    ops = set_fields(manifest, ("metadata", "labels"), labels)
+    # set_fields may have created metadata for the labels; annotations then go inside that new map.
+    if ops and ops[0]["path"] == "/metadata":
+        ops[0]["value"].setdefault("annotations", {}).update(annotations)
+    else:
+        ops += set_fields(manifest, ("metadata", "annotations"), annotations)
+    return [{**op, "path": prefix + op["path"]} for op in ops]
