@@ -70,6 +70,9 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
 {{/* Trigger labels: the failover label first, then the jobId labels (DESIGN section 3). */}}
+{{/* Values of the failover label that count as "true" (the member role compares case-insensitively). */}}
+{{- define "ff.trueValues" -}}["true","True","TRUE"]{{- end -}}
+
 {{- define "ff.failoverLabel" -}}{{ .Values.policy.prefix }}/failover{{- end -}}
 
 {{/* A webhook name from a label key: DNS labels only, fully qualified. */}}
