@@ -276,3 +276,55 @@ def test_retention_keeps_the_restore(template: dict[str, Any], kind: str) -> Non
     session = copy.deepcopy(template)
     del session["spec"]["job"]
     assert "job" not in retain(script, session, observed)["spec"]
+
+
+# --- the Work webhook's matchConditions, evaluated by a CEL implementation --------------------------------
+
+
+def _match(expressions: list[str], work: dict[str, Any], namespace: str) -> bool:
+    """All matchConditions true; an evaluation error raises (under failurePolicy Fail it would reject)."""
+    import celpy
+
+    activation = {"object": celpy.json_to_cel(work), "request": celpy.json_to_cel({"namespace": namespace})}
+    env = celpy.Environment()
+    for expression in expressions:
+        try:
+            result = env.program(env.compile(expression)).evaluate(activation)
+        except celpy.CELEvalError as exc:
+            raise AssertionError(f"{expression!r} failed: {exc}") from None
+        if isinstance(result, celpy.CELEvalError):
+            raise AssertionError(f"{expression!r} failed: {result}")
+        if not bool(result):
+            return False
+    return True
+
+
+def test_match_conditions_select_exactly_the_flink_works(shared_data: Path) -> None:
+    (hook,) = by_file("work-webhook.yaml")["webhooks"]
+    expressions = [c["expression"] for c in hook["matchConditions"]]
+    flink = s.flink_work(shared_data, "scenA/works-member2-final.json", "orders-flinkdeployment")
+    assert _match(expressions, flink, "karmada-es-member2")
+    for other in s.other_works(shared_data, "scenA/works-member2-final.json"):
+        assert not _match(expressions, other, "karmada-es-member2")
+    assert not _match(expressions, flink, "analytics")  # not an execution namespace
+    session_job = copy.deepcopy(flink)
+    session_job["spec"]["workload"]["manifests"][0]["kind"] = "FlinkSessionJob"
+    assert _match(expressions, session_job, "karmada-es-member2")
+    # Odd Works must evaluate to false, not to an error that would block them.
+    for odd in (
+        {"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work", "metadata": {"name": "x"}},
+        {"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work", "spec": {}},
+        {"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work", "spec": {"workload": {}}},
+        {"apiVersion": "work.karmada.io/v1alpha1", "kind": "Work", "spec": {"workload": {"manifests": []}}},
+        {
+            "apiVersion": "work.karmada.io/v1alpha1",
+            "kind": "Work",
+            "spec": {"workload": {"manifests": [{"kind": "X"}]}},
+        },
+        {
+            "apiVersion": "work.karmada.io/v1alpha1",
+            "kind": "Work",
+            "spec": {"workload": {"manifests": [{"apiVersion": 3}]}},
+        },
+    ):
+        assert not _match(expressions, odd, "karmada-es-member2")
