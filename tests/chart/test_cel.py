@@ -64,6 +64,12 @@ def flink(
     return {"apiVersion": "flink.apache.org/v1beta1", "kind": kind, "metadata": meta, "spec": spec}
 
 
+def deleting(obj: dict[str, Any]) -> dict[str, Any]:
+    obj["metadata"]["deletionTimestamp"] = "2026-11-29T10:00:00Z"
+    obj["metadata"]["finalizers"] = ["flinkdeployments.flink.apache.org/finalizer"]
+    return obj
+
+
 RUNNING = {"jarURI": "local:///opt/flink/job.jar", "upgradeMode": "last-state", "state": "running"}
 RESTORED = {**RUNNING, "initialSavepointPath": f"s3://flink/chk/{JOB_ID}/chk-42"}
 
@@ -93,6 +99,7 @@ def backstop(helm: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
         (flink({"app": "orders"}, RUNNING), "skipped"),
         (flink(None, RUNNING), "skipped"),  # no labels at all: has() guard
         (flink({"flink-failover.io/failover": "true"}, None), "skipped"),  # session cluster: no spec.job
+        (deleting(flink({"flink-failover.io/failover": "true"}, RUNNING)), "skipped"),
         (flink({"flink-failover.io/failover": "true"}, RUNNING, kind="FlinkSessionJob"), "denied"),
         (flink({"flink-failover.io/failover": "true"}, RESTORED, kind="FlinkSessionJob"), "allowed"),
     ],

@@ -396,6 +396,7 @@ def test_backstop_policy(rendered: dict[str, list[dict[str, Any]]]) -> None:
     for label in TRIGGERS:
         assert f"'{label}'" in conditions["has-trigger-label"]
     assert conditions["runs-a-job"] == "has(object.spec) && has(object.spec.job)"
+    assert conditions["not-being-deleted"] == "!has(object.metadata.deletionTimestamp)"
     (validation,) = spec["validations"]
     assert "initialSavepointPath" in validation["expression"] and "'suspended'" in validation["expression"]
     assert "stateless" not in validation["expression"]  # the default policy never lets a job start empty

@@ -66,7 +66,7 @@ def write_secret(
     namespace: str,
     name: str,
     data: Mapping[str, bytes],
-    secret_type: str = "Opaque",  # noqa: S107 (a Secret type, not a password)
+    secret_type: str,
     labels: Mapping[str, str] | None = None,
 ) -> str:
     """Create the Secret or merge ``data`` into the existing one; returns "created" or "updated"."""
