@@ -191,3 +191,14 @@ def test_work_conditions_survive_missing_fields(
         "spec": spec,
     }
     assert sent(work_conditions, work) is False
+
+
+def test_member_webhook_skips_objects_being_deleted(helm: str, tmp_path: Path) -> None:
+    mwc = one(render(helm, tmp_path), "MutatingWebhookConfiguration")
+    labelled = flink({"flink-failover.io/failover": "true"}, RUNNING)
+    for webhook in mwc["webhooks"]:
+        conditions = webhook["matchConditions"]
+        assert all(evaluate(c["expression"], {"object": labelled}) for c in conditions)
+        assert not all(
+            evaluate(c["expression"], {"object": deleting(copy.deepcopy(labelled))}) for c in conditions
+        )

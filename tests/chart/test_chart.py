@@ -313,6 +313,9 @@ def test_member_webhook_registration(rendered: dict[str, list[dict[str, Any]]]) 
                 "scope": "Namespaced",
             }
         ]
+        assert hook["matchConditions"] == [
+            {"name": "not-being-deleted", "expression": "!has(object.metadata.deletionTimestamp)"}
+        ]
         assert hook["namespaceSelector"] == {
             "matchExpressions": [
                 {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NS]}
