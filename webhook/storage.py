@@ -99,12 +99,14 @@ class CheckpointStorage:
         fs = self.filesystem(job_dir)
         deadline.check()
         try:
-            entries = fs.ls(job_dir.fs_path, detail=False)
+            entries = fs.ls(job_dir.fs_path, detail=True)
         except FileNotFoundError:
             return None
         except Exception as exc:
             raise _storage_error("listing", job_dir, exc) from None
-        names = [str(e).rstrip("/").rsplit("/", 1)[-1] for e in entries]
+        if any(e.get("type") == "file" and _same(e.get("name", ""), job_dir.fs_path) for e in entries):
+            raise StorageError(f"{job_dir} is a file, not a checkpoint directory")
+        names = [str(e.get("name", "")).rstrip("/").rsplit("/", 1)[-1] for e in entries]
         local_root = _real(job_dir) if job_dir.protocol == "file" else None
         for n in checkpoint_ids(names):
             deadline.check()
@@ -157,6 +159,10 @@ def _modified(info: Mapping[str, Any]) -> datetime | None:
                 continue
             return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     return None
+
+
+def _same(name: str, fs_path: str) -> bool:
+    return str(name).rstrip("/").removeprefix("file://") == fs_path.rstrip("/")
 
 
 def _real(path: StoragePath) -> str:

@@ -54,13 +54,18 @@ def test_escape_follows_rfc6901() -> None:
     assert escape("a~b/c") == "a~0b~1c"
 
 
+class Validators(dict[str, Any]):
+    def __repr__(self) -> str:  # keep hypothesis' failure reports readable
+        return "<CRD validators>"
+
+
 @pytest.fixture(scope="module")
 def validators(shared_data: Path) -> dict[str, Any]:
     crds = shared_data / "crds" / "flink"
-    return {
+    return Validators({
         "FlinkDeployment": crd_validator(crds / "flinkdeployments.flink.apache.org-v1.yml", "v1beta1"),
         "FlinkSessionJob": crd_validator(crds / "flinksessionjobs.flink.apache.org-v1.yml", "v1beta1"),
-    }
+    })
 
 
 _ckpt_root = Path(tempfile.mkdtemp(prefix="ff-prop-"))

@@ -43,6 +43,9 @@ def crd_validator(crd_file: Path, version: str) -> jsonschema.protocols.Validato
         if v["name"] == version:
             schema = strict(v["schema"]["openAPIV3Schema"])
             # metadata is validated by the API server itself, not the CRD schema
-            schema.setdefault("properties", {})["metadata"] = {"type": "object"}
+            props = schema.setdefault("properties", {})
+            props["metadata"] = {"type": "object"}
+            props.setdefault("apiVersion", {"type": "string"})
+            props.setdefault("kind", {"type": "string"})
             return jsonschema.Draft7Validator(schema)
     raise LookupError(f"{crd_file} has no version {version}")

@@ -59,7 +59,13 @@ class ApiServerClient:
         for attempt in (0, 1):
             conn = self._connection()
             try:
-                conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
+                try:
+                    conn.request(method, path, body=body, headers={"Content-Type": "application/json"})
+                except (ssl.SSLEOFError, BrokenPipeError, ConnectionResetError):
+                    # The server answered (413) and closed before the whole body was sent; like Go's
+                    # client, read the answer it left rather than failing on the write.
+                    if body is None or len(body) < 1024 * 1024:
+                        raise
                 resp = conn.getresponse()
                 data = resp.read()
                 headers = {k.lower(): v for k, v in resp.getheaders()}
