@@ -617,3 +617,28 @@ def test_explicit_ca_bundle_replaces_injection(helm: str, tmp_path: Path) -> Non
     )
     (hook_,) = one(docs, "MutatingWebhookConfiguration")["webhooks"]
     assert hook_["clientConfig"]["caBundle"] == "Zm9v"
+
+
+# --- every command line the chart renders is one the CLI accepts ---------------------------------------
+
+
+def containers(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    spec = doc["spec"]
+    if doc["kind"] == "CronJob":
+        spec = spec["jobTemplate"]["spec"]
+    return list(spec["template"]["spec"]["containers"])
+
+
+@pytest.mark.parametrize("combo", list(COMBOS))
+def test_rendered_command_lines_parse(rendered: dict[str, list[dict[str, Any]]], combo: str) -> None:
+    from webhook.cli import build_parser
+
+    parser = build_parser()
+    workloads = [d for d in rendered[combo] if d["kind"] in ("Deployment", "Job", "CronJob")]
+    for doc in workloads:
+        for container in containers(doc):
+            args = parser.parse_args(container["args"])  # exits (fails the test) on an unknown option
+            assert callable(args._run)
+            if doc["kind"] == "Deployment":
+                assert args.role == (COMBOS[combo].get("role") or "member")
+                assert args.bind == "0.0.0.0:8443" and args.cert_dir == "/etc/flink-failover/certs"
