@@ -25,6 +25,7 @@ SECRET_LABELS = {"app.kubernetes.io/managed-by": "flink-failover-certs"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the usage lines of the docstring
     sub = parser.add_subparsers(dest="certs_command", metavar="ACTION")
     sub.required = True
 
@@ -103,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
             print(store.ca_bundle(store.read_dir(args.out)))
             return EXIT_OK
         return _inject(args)
+    except BrokenPipeError:
+        raise  # the caller closed our output (| head): not an error of ours
     except (pki.CertError, kube.KubeError, OSError) as exc:
         print(f"flink-failover certs: {exc}", file=sys.stderr)
         return EXIT_ERROR
