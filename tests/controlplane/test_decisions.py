@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +28,17 @@ REASON = "flink-failover.io/reason"
 SAVEPOINT = "flink-failover.io/last-savepoint"
 
 
-def captured(shared: Path, *bindings: dict[str, Any], step: timedelta = timedelta(seconds=30)) -> str:
-    """The record the capture loop would have stored after seeing ``bindings`` in order."""
+def captured(shared: Path, *bindings: dict[str, Any]) -> str:
+    """The record the capture loop would have stored after seeing ``bindings`` in order, each seen a
+    few seconds after Karmada last changed it (its lastScheduledTime or newest eviction task)."""
     record = Record()
-    moment = s.FIXED_NOW - step * (len(bindings) + 1)
+    moment = datetime.min.replace(tzinfo=UTC)
     for obj in bindings:
         s.validate_binding(shared, obj)
-        moment += step
+        stamps = [obj["status"].get("lastScheduledTime", "")]
+        stamps += [t["creationTimestamp"] for t in obj["spec"].get("gracefulEvictionTasks", [])]
+        changed = max(datetime.fromisoformat(t.replace("Z", "+00:00")) for t in stamps if t)
+        moment = max(moment + timedelta(seconds=1), changed + timedelta(seconds=5))
         record = observe(record, Binding.from_object(obj), moment)
     return record.dumps()
 

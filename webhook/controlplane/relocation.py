@@ -144,27 +144,39 @@ def _other_tasks(binding: Binding, target: str) -> list[EvictionTask]:
 
 
 def _injection(record: Record, binding: Binding, target: str, newest: GoodState, now: datetime) -> Injection:
+    """failover-time and reason come from the latest eviction from the source cluster (a task still in
+    the binding or one recorded), or from a later eviction of a cluster the job passed through without
+    running (A -> B -> C); without any, from when the move to target was first seen."""
     source = newest.cluster
-    from_source = [t for t in _other_tasks(binding, target) if t.from_cluster == source]
-    move = _latest(_moves_to(record, target))
-    others = _other_tasks(binding, target)
-    evicted = _latest(
-        e for e in record.history if e.type is HistoryType.EVICTION and source in e.from_clusters
-    )
+    evictions: list[tuple[datetime, str, str, bool]] = []  # time, reason, from, still in the binding
+    for task in _other_tasks(binding, target):
+        moment = parse_time(task.created)
+        if moment is not None:
+            evictions.append((moment, task.reason, task.from_cluster, True))
+    for entry in record.history:
+        moment = parse_time(entry.time)
+        if entry.type is HistoryType.EVICTION and target not in entry.from_clusters and moment is not None:
+            origin = entry.from_clusters[0] if entry.from_clusters else ""
+            evictions.append((moment, entry.reason, origin, False))
+    from_source = [e for e in evictions if e[2] == source]
+    chosen: tuple[datetime, str, str, bool] | None
     if from_source:
-        moment, reason = from_source[-1].created, from_source[-1].reason
-    elif move is not None:
-        moment, reason = move.time, move.reason
-    elif others:
-        moment, reason = others[-1].created, others[-1].reason
-    elif evicted is not None:
-        moment, reason = evicted.time, evicted.reason
+        base = max(e[0] for e in from_source)
+        chosen = max((e for e in evictions if e[0] >= base), key=lambda e: e[0])
     else:
-        moment, reason = "", RESCHEDULED
+        current = [e for e in evictions if e[3]]
+        chosen = max(current, key=lambda e: e[0]) if current else None
+    move = _latest(_moves_to(record, target))
+    if chosen is not None:
+        failover_time, reason = format_time(chosen[0]), chosen[1]
+    elif move is not None:
+        failover_time, reason = move.time, move.reason
+    else:
+        failover_time, reason = _fallback_time(binding, now), RESCHEDULED
     return Injection(
         source_cluster=source,
         job_id=newest.job_id,
-        failover_time=moment or _fallback_time(binding, now),
+        failover_time=failover_time,
         failover_count=max(1, record.failover_count),
         reason=reason or RESCHEDULED,
         last_savepoint=record.cluster(source).savepoint,
