@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -35,16 +36,25 @@ def _merge(target: Any, patch: Any) -> Any:
 
 
 class FakeKube:
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
         self.requests: list[tuple[str, str, str]] = []  # (method, path, content-type)
+        self.authorization: list[str] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._scheme = "http"
+        if tls is not None:
+            self._server.socket = tls.wrap_socket(self._server.socket, server_side=True)
+            self._scheme = "https"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"{self._scheme}://127.0.0.1:{self.port}"
 
     def __enter__(self) -> FakeKube:
         self._thread.start()
@@ -133,6 +143,7 @@ class FakeKube:
             def _record(self) -> str:
                 path = self.path.split("?")[0]
                 fake.requests.append((self.command, path, self.headers.get("Content-Type", "")))
+                fake.authorization.append(self.headers.get("Authorization", ""))
                 return path
 
             def do_GET(self) -> None:

@@ -280,3 +280,43 @@ def test_key_files_never_exist_with_looser_permissions(tmp_path: Path) -> None:
         os.umask(old)
     assert mode(tmp_path / "x.key") == 0o600
     assert [p.name for p in tmp_path.iterdir()] == ["x.key"]
+
+
+def test_inject_in_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a pod: the service account token and CA, KUBERNETES_SERVICE_HOST/PORT, TLS to the API server."""
+    import kubernetes.config.incluster_config as incluster
+
+    webhook_certs, apiserver_certs = tmp_path / "webhook", tmp_path / "apiserver"
+    assert generate(webhook_certs) == 0
+    assert (
+        main(
+            [
+                "certs",
+                "generate",
+                "--service",
+                "kubernetes",
+                "--namespace",
+                "default",
+                "--out",
+                str(apiserver_certs),
+                "--extra-san",
+                "127.0.0.1",
+            ]
+        )
+        == 0
+    )
+    server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_tls.load_cert_chain(apiserver_certs / "tls.crt", apiserver_certs / "tls.key")
+    token = tmp_path / "token"
+    token.write_text("in-cluster-token", encoding="utf-8")
+    monkeypatch.setattr(incluster, "SERVICE_TOKEN_FILENAME", str(token))
+    monkeypatch.setattr(incluster, "SERVICE_CERT_FILENAME", str(apiserver_certs / "ca.crt"))
+    with FakeKube(tls=server_tls) as kube:
+        monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(kube.port))
+        kube.add_webhook_config("ff", ["a.flink-failover.io"])
+        assert main(["certs", "inject", "--webhook-config", "ff", "--out", str(webhook_certs)]) == 0
+        (obj,) = kube.objects.values()
+        bundle = base64.b64encode((webhook_certs / "ca.crt").read_bytes()).decode()
+        assert obj["webhooks"][0]["clientConfig"]["caBundle"] == bundle
+        assert {a.lower() for a in kube.authorization} == {"bearer in-cluster-token"}
