@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -78,7 +79,7 @@ def _groups(prep: Prepared, active: list[int]) -> list[list[int]]:
         return c
 
     for a, b in itertools.combinations(active, 2):
-        if any(x and y for x, y in zip(prep.fits[a], prep.fits[b], strict=True)):
+        if any(map(operator.mul, prep.fits[a], prep.fits[b])):
             parent[root(a)] = root(b)
     groups: dict[int, list[int]] = {}
     for c in active:
@@ -156,31 +157,30 @@ def _build_group(prep: Prepared, comps: list[int]) -> _Group:
     step = [math.gcd(*(r[d] for r in reqs)) for d in relevant]
     sub_reqs = [tuple(r[d] // g for d, g in zip(relevant, step, strict=True)) for r in reqs]
     memo: dict[tuple[tuple[int, ...], tuple[int, ...]], list[tuple[int, ...]] | None] = {}
+    per_dim = [(d, g, [r[k] for r in sub_reqs]) for k, (d, g) in enumerate(zip(relevant, step, strict=True))]
     columns = [prep.fits[c] for c in comps]
     for i, fit_row in enumerate(zip(*columns, strict=True)):
-        if not any(fit_row):
+        holders = len(fit_row) - fit_row.count(0)
+        if not holders:
             continue
         vec = prep.vecs[i]
-        fits = list(fit_row)
-        holders = sum(1 for x in fits if x)
-        sub = tuple(
-            min(vec[d] // g, sum(f * r[k] for f, r in zip(fits, sub_reqs, strict=True)))
-            for k, (d, g) in enumerate(zip(relevant, step, strict=True))
-        )
         front: list[tuple[int, ...]] | None
-        if holders == 1:
+        if holders == 1:  # one component only: its fit says everything
             front = [fit_row]
+            key: object = ("f", fit_row)
         else:
+            fits = list(fit_row)
+            sub = tuple(min(vec[d] // g, sum(map(operator.mul, fits, needs))) for d, g, needs in per_dim)
             memo_key = (sub, fit_row)
             if memo_key in memo:
                 front = memo[memo_key]
             else:
                 front = memo[memo_key] = _frontier(sub, sub_reqs, fits)
-        key: object = ("f", tuple(front)) if front is not None else ("v", tuple(x > 0 for x in fits), sub)
+            key = ("f", tuple(front)) if front is not None else ("v", tuple(x > 0 for x in fits), sub)
         at = keyed.get(key)
         if at is None:
             keyed[key] = len(classes)
-            classes.append((vec, tuple(x > 0 for x in fits), [i]))
+            classes.append((vec, tuple(x > 0 for x in fit_row), [i]))
             frontiers.append(front)
         else:
             classes[at][2].append(i)
@@ -221,13 +221,21 @@ def _group_bound(prep: Prepared, group: _Group) -> int:
 
 
 def _orders(prep: Prepared, group: _Group) -> list[list[int]]:
-    """Component orders to try: all of them for small groups, else a few meaningful ones."""
+    """Component orders to try, likeliest first: most constrained (fewest sets on its own), largest
+    dominant share of the group's free capacity; then every other order for groups of up to 3."""
     idx = list(range(len(group.comps)))
-    if len(idx) <= 3:
-        return [list(p) for p in itertools.permutations(idx)]
     caps = [sum(prep.fits[c]) / max(1, prep.replicas[c]) for c in group.comps]
-    size = [sum(prep.requests[c][:-1]) for c in group.comps]
-    orders = [sorted(idx, key=lambda j: caps[j]), sorted(idx, key=lambda j: -size[j]), idx]
+    totals = [0] * len(prep.dims)
+    for vec, _elig, nodes in group.classes:
+        for d, have in enumerate(vec):
+            totals[d] += have * len(nodes)
+    share = [
+        max((q / totals[d] for d, q in enumerate(prep.requests[c]) if q and totals[d]), default=0.0)
+        for c in group.comps
+    ]
+    orders = [sorted(idx, key=lambda j: caps[j]), sorted(idx, key=lambda j: -share[j]), idx]
+    if len(idx) <= 3:
+        orders += [list(p) for p in itertools.permutations(idx)]
     unique: list[list[int]] = []
     for o in orders:
         if o not in unique:
@@ -358,7 +366,9 @@ def _trim(placed: dict[int, int], drop: int) -> None:
 
 def _capacity_left(prep: Prepared, active: list[int]) -> float:
     """Sets' worth of the scarcest requested resource left after one set, on nodes any component may use."""
-    usable = [any(flags) for flags in zip(*(prep.eligible[c] for c in active), strict=True)] if active else []
+    usable: Sequence[bool] = prep.eligible[active[0]] if active else ()
+    for c in active[1:]:
+        usable = list(map(operator.or_, usable, prep.eligible[c]))
     best = float("inf")
     for d in range(len(prep.dims)):
         need = sum(prep.requests[c][d] * prep.replicas[c] for c in active)

@@ -51,15 +51,17 @@ def prepare(cluster: Cluster, components: Sequence[Component]) -> Prepared:
     )
     table = cluster.table
     n = len(table.names)
+    eligible: list[tuple[bool, ...]]
     if by_name:  # matchFields on metadata.name: filters depend on the node itself
-        flags = [tuple(c.admits(node) for c in components) for node in cluster.nodes]
+        eligible = [tuple(c.admits(node) for node in cluster.nodes) for c in components]
     else:
-        per_kind = [tuple(c.admits(node) for c in components) for node in table.kinds]
-        flags = [per_kind[k] for k in table.kind_of]
+        eligible = []
+        for c in components:
+            per_kind = [c.admits(node) for node in table.kinds]
+            eligible.append(tuple(map(per_kind.__getitem__, table.kind_of)))
     columns = [table.columns.get(d) or (UNLIMITED if d == PODS else 0,) * n for d in dims]
     vecs = list(zip(*columns, strict=True))
     # Column-wise: map(min, ...) over per-resource quotients runs in C, which matters at 10,000 nodes.
-    eligible = [tuple(e[ci] for e in flags) for ci in range(len(components))]
     fits = []
     for ci, req in enumerate(requests):
         quotients = [[have // need for have in columns[d]] for d, need in enumerate(req) if need]
