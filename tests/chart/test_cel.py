@@ -91,7 +91,6 @@ def backstop(helm: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
             "denied",
         ),  # no state field
         (flink({"flink-failover.io/failover": "false"}, RUNNING), "skipped"),
-        (flink({"flink-failover.io/failover": "True"}, RUNNING), "denied"),  # the member role ignores case
         (flink({"flink-failover.io/job-id": JOB_ID}, RUNNING), "denied"),
         (flink({"application.karmada.io/failover-jobid": JOB_ID}, RUNNING), "denied"),
         (flink({"application.karmada.io/cluster-failover-jobid": JOB_ID}, RESTORED), "allowed"),

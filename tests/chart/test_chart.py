@@ -322,21 +322,21 @@ def test_member_webhook_registration(rendered: dict[str, list[dict[str, Any]]]) 
             ]
         }
     first = hooks[0]["objectSelector"]["matchExpressions"]
-    assert first == [{"key": FAILOVER, "operator": "In", "values": ["true", "True", "TRUE"]}]
+    assert first == [{"key": FAILOVER, "operator": "In", "values": ["true"]}]
     for hook, label in zip(hooks[1:], JOB_ID_LABELS, strict=True):
         assert {"key": label, "operator": "Exists"} in hook["objectSelector"]["matchExpressions"]
 
 
 def test_each_labelled_object_is_sent_exactly_once(rendered: dict[str, list[dict[str, Any]]]) -> None:
     hooks = one(rendered["member-default"], "MutatingWebhookConfiguration")["webhooks"]
-    for failover in (None, "true", "TRUE", "false", ""):
+    for failover in (None, "true", "false", ""):
         for n in range(len(JOB_ID_LABELS) + 1):
             for subset in itertools.combinations(JOB_ID_LABELS, n):
                 labels = {key: "0123456789abcdef0123456789abcdef" for key in subset}
                 labels["app"] = "pipeline"
                 if failover is not None:
                     labels[FAILOVER] = failover
-                triggered = (failover or "").lower() == "true" or bool(subset)
+                triggered = failover == "true" or bool(subset)
                 hits = [h["name"] for h in hooks if selector_matches(h["objectSelector"], labels)]
                 assert len(hits) == (1 if triggered else 0), (labels, hits)
 

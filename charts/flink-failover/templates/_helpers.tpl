@@ -70,8 +70,8 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
 {{/* Trigger labels: the failover label first, then the jobId labels (DESIGN section 3). */}}
-{{/* Values of the failover label that count as "true" (the member role compares case-insensitively). */}}
-{{- define "ff.trueValues" -}}["true","True","TRUE"]{{- end -}}
+{{/* The failover label's value that triggers (DESIGN section 3: "true"). */}}
+{{- define "ff.trueValues" -}}["true"]{{- end -}}
 
 {{- define "ff.failoverLabel" -}}{{ .Values.policy.prefix }}/failover{{- end -}}
 
