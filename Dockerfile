@@ -13,11 +13,11 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY webhook ./webhook
-# Build our wheel and the wheels of every dependency, then install them (offline, from those wheels
-# only) into a venv that has no pip of its own.
-RUN python -m pip wheel --wheel-dir /wheels . \
+# Build our wheel and the wheels of every dependency at the tested versions (constraints.txt), then
+# install them (offline, from those wheels only) into a venv that has no pip of its own.
+RUN python -m pip wheel --wheel-dir /wheels -c constraints.txt . \
  && python -m venv --without-pip /opt/flink-failover \
  && python -m pip --python /opt/flink-failover/bin/python install --no-index --find-links /wheels flink-failover
 

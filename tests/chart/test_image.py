@@ -38,7 +38,8 @@ def test_multi_stage_with_a_slim_python_311_base() -> None:
     builder, final = stages()
     assert builder[0] == ("FROM", "${PYTHON_IMAGE} AS builder")
     assert final[0] == ("FROM", "${PYTHON_IMAGE}")  # same interpreter path as the venv built in the builder
-    assert any(op == "RUN" and "pip wheel" in arg for op, arg in builder)
+    assert any(op == "RUN" and "pip wheel" in arg and "-c constraints.txt" in arg for op, arg in builder)
+    assert any(op == "COPY" and "constraints.txt" in arg.split() for op, arg in builder)
 
 
 def test_final_stage_has_no_compilers_and_runs_as_a_numeric_non_root_user() -> None:
@@ -60,7 +61,7 @@ def test_final_stage_has_no_compilers_and_runs_as_a_numeric_non_root_user() -> N
 def test_dockerignore_keeps_keys_and_caches_out() -> None:
     ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines() if line.strip()}
     assert {".git", ".venv", ".cache", "certs", "*.key"} <= ignored
-    for needed in ("pyproject.toml", "webhook", "policies", "README.md"):
+    for needed in ("pyproject.toml", "webhook", "policies", "README.md", "constraints.txt"):
         assert needed not in ignored
 
 
