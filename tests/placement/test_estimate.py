@@ -189,3 +189,15 @@ def test_shared_nodes_sound_and_optimal(case: tuple[Cluster, tuple[Component, ..
         capped = estimate(c, comps, max_sets=result.sets - 1)
         validator.check(c, comps, capped.sets, capped.assignment)
         assert capped.sets == result.sets - 1
+
+
+def test_shared_nodes_without_requests_or_pod_limits_stay_fast_and_sound() -> None:
+    c = cluster(Node("v1", {"cpu": 4000}), Node("v2", {"cpu": 2000}))  # Karmada virtual nodes: no pod limit
+    comps = (Component("a", 1), Component("b", 2))  # nothing requested: only pod slots, which are unlimited
+    result = estimate(c, comps, max_sets=1000)
+    assert result.sets == 1000
+    validator.check(c, comps, result.sets, result.assignment)
+    with_cpu = (comp("a", 1, 1000), Component("b", 2))
+    result = estimate(c, with_cpu, max_sets=50)
+    assert result.sets == 6  # a is limited by cpu: 4 + 2
+    validator.check(c, with_cpu, result.sets, result.assignment)

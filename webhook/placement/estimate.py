@@ -93,7 +93,7 @@ def _frontier(
     """Pareto-maximal pod mixes that fit ``vec``; None when there are too many to enumerate."""
     m = len(reqs)
     if m == 2:
-        return _frontier2(vec, reqs, fits)
+        return _frontier2(vec, reqs, fits) if min(fits) <= FRONTIER_LIMIT else None
     order = sorted(range(m), key=lambda j: fits[j])  # enumerate the small fits, solve the largest
     last = order[-1]
     ranges = [range(fits[j] + 1) for j in order[:-1]]
