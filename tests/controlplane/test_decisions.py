@@ -351,6 +351,16 @@ def test_work_for_the_cluster_being_left(shared_data: Path) -> None:
         assert not got.patch
 
 
+def test_an_added_cluster_is_no_relocation(shared_data: Path, scen_a: dict[str, Any]) -> None:
+    """Placement widened from member1 to member1+member2 (the job keeps running on member1)."""
+    widened = "2026-11-29T14:05:00Z"
+    rb = s.set_clusters(copy.deepcopy(scen_a["before"]), "member1", "member2", scheduled=widened)
+    s.validate_binding(shared_data, rb)
+    record = captured(shared_data, scen_a["before"], rb)
+    got = s.answer([s.set_record(rb, record)], scen_a["work2"])
+    assert got.decision == "no-failover" and not got.patch
+
+
 def test_work_for_an_unrelated_kind(shared_data: Path, scen_a: dict[str, Any]) -> None:
     others = s.other_works(shared_data, "scenA/works-member2-final.json")
     assert others, "the recorded list holds Namespace / RBAC Works too"

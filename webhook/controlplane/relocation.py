@@ -101,6 +101,13 @@ def decide(
             return Decision(
                 Outcome.RUNNING_ON_TARGET, newest=newest, explanation="newest good state is on target"
             )
+        if newest.cluster in binding.clusters:
+            # The job still runs where it is placed: target is an added cluster, not a move.
+            return Decision(
+                Outcome.NO_FAILOVER,
+                newest=newest,
+                explanation=f"newest good state is on {newest.cluster}, still placed",
+            )
         return Decision(Outcome.RELOCATING, _injection(record, binding, target, newest, now), newest)
     evidence = _failover_evidence(record, binding, target)
     if evidence is None:
