@@ -33,6 +33,7 @@ $(CERTS)/tls.crt: | $(STAMP)
 certs: $(CERTS)/tls.crt
 
 run: $(STAMP) $(CERTS)/tls.crt
+	$(BIN)/python tests/samples/make_storage.py >/dev/null
 	$(BIN)/flink-failover serve --role member --policy $(POLICY) --cert-dir $(CERTS) --bind $(BIND)
 
 test: $(STAMP) moto-venv

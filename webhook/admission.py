@@ -55,7 +55,9 @@ class AdmissionResponse:
         response: dict[str, Any] = {"uid": self.uid, "allowed": self.allowed}
         if self.patch:
             response["patchType"] = "JSONPatch"
-            response["patch"] = base64.b64encode(json.dumps(self.patch, separators=(",", ":")).encode()).decode()
+            response["patch"] = base64.b64encode(
+                json.dumps(self.patch, separators=(",", ":")).encode()
+            ).decode()
         if not self.allowed:
             response["status"] = {
                 "status": "Failure",

@@ -1,4 +1,4 @@
-"""The ``flink-failover`` command. Each subcommand lives in its own module with ``add_arguments`` and ``run``."""
+"""The ``flink-failover`` command; each subcommand is a module with ``add_arguments`` and ``run``."""
 
 from __future__ import annotations
 

@@ -10,7 +10,11 @@ from typing import Any
 GROUP = "flink.apache.org"
 KINDS = ("FlinkDeployment", "FlinkSessionJob")
 
-CHECKPOINT_DIR_KEYS = ("execution.checkpointing.dir", "state.checkpoints.dir", "state.backend.fs.checkpointdir")
+CHECKPOINT_DIR_KEYS = (
+    "execution.checkpointing.dir",
+    "state.checkpoints.dir",
+    "state.backend.fs.checkpointdir",
+)
 SAVEPOINT_DIR_KEYS = (
     "execution.checkpointing.savepoint-dir",
     "state.savepoints.dir",

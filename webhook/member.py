@@ -49,7 +49,11 @@ class MemberHandler:
 
     def _lookup(self, query: LookupRequest, deadline: Deadline) -> LookupResult:
         def work() -> LookupResult:
-            checkpoint = self.storage.latest_checkpoint(query.job_dir, deadline) if query.job_dir else None
+            checkpoint = (
+                self.storage.latest_checkpoint(query.job_dir, deadline, query.checkpoint_dir)
+                if query.job_dir
+                else None
+            )
             savepoint = self.storage.savepoint(query.savepoint, deadline) if query.savepoint else None
             return LookupResult(checkpoint, savepoint)
 
@@ -81,7 +85,12 @@ def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionRe
     }
     if decision.outcome is Outcome.DENIED:
         return AdmissionResponse(
-            request.uid, False, message=decision.reason, code=403, decision=decision.outcome.value, detail=detail
+            request.uid,
+            False,
+            message=decision.reason,
+            code=403,
+            decision=decision.outcome.value,
+            detail=detail,
         )
     ops = plan(request.object, decision.spec_job, decision.annotations)
     outcome = decision.outcome.value
@@ -98,7 +107,7 @@ def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionRe
 
 
 def internal_error(request: AdmissionRequest, exc: Exception) -> AdmissionResponse:
-    """Member role: an unexpected failure denies, so a failed-over job never starts empty (Karmada retries)."""
+    """An unexpected failure denies, so a failed-over job never starts empty (Karmada retries)."""
     log.exception("internal error handling %s", request.uid)
     return AdmissionResponse(
         request.uid,

@@ -45,4 +45,6 @@ def set_fields(obj: Mapping[str, Any], path: tuple[str, ...], values: Mapping[st
 
 
 def plan(obj: Mapping[str, Any], spec_job: Mapping[str, str], annotations: Mapping[str, str]) -> list[Op]:
-    return set_fields(obj, ("spec", "job"), spec_job) + set_fields(obj, ("metadata", "annotations"), annotations)
+    return set_fields(obj, ("spec", "job"), spec_job) + set_fields(
+        obj, ("metadata", "annotations"), annotations
+    )

@@ -169,7 +169,9 @@ def policy_from_dict(doc: Any) -> RestorePolicy:
     if "deadlineSeconds" in doc:
         deadline = doc["deadlineSeconds"]
         if isinstance(deadline, bool) or not isinstance(deadline, int | float) or not 0 < deadline <= 30:
-            raise PolicyError("deadlineSeconds", "must be a number in (0, 30] (kube-apiserver caps webhooks at 30 s)")
+            raise PolicyError(
+                "deadlineSeconds", "must be a number in (0, 30] (kube-apiserver caps webhooks at 30 s)"
+            )
         kw["deadline_seconds"] = float(deadline)
     if "storageOptions" in doc:
         opts = doc["storageOptions"]

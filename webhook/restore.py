@@ -48,6 +48,7 @@ class LookupRequest:
 
     job_dir: StoragePath | None
     savepoint: StoragePath | None
+    checkpoint_dir: StoragePath | None = None  # must exist when job_dir is missing, else storage is wrong
 
 
 @dataclass(frozen=True)
@@ -142,7 +143,7 @@ def _resolve(resource: FlinkResource, job_id: str, policy: RestorePolicy, lookup
         return _fallback(policy.on_missing_state, f"nothing to restore: {why}", job_id, warnings, policy)
 
     try:
-        result = lookup(LookupRequest(job_dir, savepoint))
+        result = lookup(LookupRequest(job_dir, savepoint, checkpoint_dir))
     except StorageError as exc:
         return _fallback(policy.on_storage_error, f"storage error: {exc}", job_id, warnings, policy, True)
 
@@ -150,7 +151,11 @@ def _resolve(resource: FlinkResource, job_id: str, policy: RestorePolicy, lookup
     if chosen is None:
         where = str(job_dir) if job_dir is not None else str(savepoint)
         return _fallback(
-            policy.on_missing_state, f"no restorable checkpoint or savepoint in {where}", job_id, warnings, policy
+            policy.on_missing_state,
+            f"no restorable checkpoint or savepoint in {where}",
+            job_id,
+            warnings,
+            policy,
         )
     if job_dir is not None and chosen.kind == "checkpoint" and not chosen.path.is_within(job_dir):
         why = "checkpoint outside the job directory"
@@ -303,7 +308,9 @@ def _storage_dir(value: str, policy: RestorePolicy) -> StoragePath | None:
     except StoragePathError as exc:
         raise _Refused(f"storage path {value[:200]!r}: {exc}") from None
     if path.scheme not in policy.allowed_schemes:
-        raise _Refused(f"storage scheme {path.scheme!r} of {value[:200]!r} is not allowed by the restore policy")
+        raise _Refused(
+            f"storage scheme {path.scheme!r} of {value[:200]!r} is not allowed by the restore policy"
+        )
     return path
 
 

@@ -26,8 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="AdmissionReview JSON (or YAML) file, '-' for standard input")
     parser.add_argument("--policy", default=DEFAULT_POLICY, help="restore policy file")
     parser.add_argument("--role", choices=["member", "control-plane"], default="member")
-    parser.add_argument("--objects", help="control-plane: YAML stream of ResourceBindings standing in for Karmada")
-    parser.add_argument("--print-object", action="store_true", help="print the object after the patch instead")
+    parser.add_argument(
+        "--objects", help="control-plane: YAML stream of ResourceBindings standing in for Karmada"
+    )
+    parser.add_argument(
+        "--print-object", action="store_true", help="print the object after the patch instead"
+    )
 
 
 def _fail(message: str) -> int:

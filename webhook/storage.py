@@ -53,7 +53,7 @@ class Candidate:
 
 
 def checkpoint_ids(names: list[str]) -> list[int]:
-    """Checkpoint numbers among directory entry names, highest first; anything not ``chk-<digits>`` is ignored."""
+    """Checkpoint numbers among directory entry names, highest first; other names are ignored."""
     ids = {int(m.group(1)) for n in names if (m := _CHK_RE.match(n))}
     return sorted(ids, reverse=True)
 
@@ -94,13 +94,21 @@ class CheckpointStorage:
         except (ValueError, TypeError) as exc:
             raise StorageError(f"invalid storageOptions for {path.scheme}: {exc}") from None
 
-    def latest_checkpoint(self, job_dir: StoragePath, deadline: Deadline) -> Candidate | None:
-        """The highest ``chk-<N>`` under ``job_dir`` that holds ``_metadata``; None when there is none."""
+    def latest_checkpoint(
+        self, job_dir: StoragePath, deadline: Deadline, checkpoint_dir: StoragePath | None = None
+    ) -> Candidate | None:
+        """The highest ``chk-<N>`` under ``job_dir`` that holds ``_metadata``; None when there is none.
+
+        A job directory that does not exist means "no checkpoints"; a checkpoint directory (or bucket)
+        that does not exist means the storage is not the one the job wrote to: an error, not absence.
+        """
         fs = self.filesystem(job_dir)
         deadline.check()
         try:
             entries = fs.ls(job_dir.fs_path, detail=True)
         except FileNotFoundError:
+            if checkpoint_dir is not None and checkpoint_dir != job_dir:
+                self._require_dir(fs, checkpoint_dir)
             return None
         except Exception as exc:
             raise _storage_error("listing", job_dir, exc) from None
@@ -117,6 +125,14 @@ class CheckpointStorage:
             if found is not None:
                 return Candidate(chk, "checkpoint", found, n)
         return None
+
+    def _require_dir(self, fs: fsspec.AbstractFileSystem, path: StoragePath) -> None:
+        try:
+            exists = fs.isdir(path.fs_path)
+        except Exception as exc:
+            raise _storage_error("checking", path, exc) from None
+        if not exists:
+            raise StorageError(f"checkpoint directory {path} does not exist (wrong bucket or path?)")
 
     def savepoint(self, path: StoragePath, deadline: Deadline) -> Candidate | None:
         """The savepoint at ``path`` when its ``_metadata`` exists; None otherwise."""

@@ -12,8 +12,19 @@ from tests.support.server import RunningServer, executable, serve
 def generate_certs(out: Path) -> Path:
     subprocess.run(
         [
-            executable(), "certs", "generate", "--service", "flink-failover", "--namespace", "flink-failover",
-            "--out", str(out), "--extra-san", "localhost", "--extra-san", "127.0.0.1",
+            executable(),
+            "certs",
+            "generate",
+            "--service",
+            "flink-failover",
+            "--namespace",
+            "flink-failover",
+            "--out",
+            str(out),
+            "--extra-san",
+            "localhost",
+            "--extra-san",
+            "127.0.0.1",
         ],
         check=True,
         capture_output=True,

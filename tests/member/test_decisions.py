@@ -9,9 +9,6 @@ from typing import Any
 
 import pytest
 
-from webhook.admission import parse_review
-from webhook.member import MemberHandler
-from webhook.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
 from tests.support.objects import (
     JOB_ID,
     OTHER_JOB_ID,
@@ -22,6 +19,9 @@ from tests.support.objects import (
     make_savepoint,
     review,
 )
+from webhook.admission import parse_review
+from webhook.member import MemberHandler
+from webhook.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
 
 FAILOVER = "flink-failover.io/failover"
 JOB_LABEL = "flink-failover.io/job-id"
@@ -98,7 +98,9 @@ def test_highest_completed_checkpoint_is_restored(ckpt: Path) -> None:
     patched = apply(obj, decode_patch(resp))
     expected = f"file://{ckpt}/{JOB_ID}/chk-10"
     assert patched["spec"]["job"]["initialSavepointPath"] == expected
-    assert patched["spec"]["job"]["upgradeMode"] == "last-state"  # stateless -> last-state without savepoint dir
+    assert (
+        patched["spec"]["job"]["upgradeMode"] == "last-state"
+    )  # stateless -> last-state without savepoint dir
     annotations = patched["metadata"]["annotations"]
     assert annotations[DECISION] == "restored"
     assert annotations[RESTORED_FROM] == expected
@@ -108,7 +110,9 @@ def test_highest_completed_checkpoint_is_restored(ckpt: Path) -> None:
 
 def test_bare_path_keeps_its_spelling_and_nested_config_is_read(ckpt: Path) -> None:
     make_checkpoints(ckpt / JOB_ID, [7])
-    obj = flink_deployment(checkpoint_dir=str(ckpt), savepoint_dir=str(ckpt.parent / "sp"), nested_config=True)
+    obj = flink_deployment(
+        checkpoint_dir=str(ckpt), savepoint_dir=str(ckpt.parent / "sp"), nested_config=True
+    )
     obj["metadata"]["labels"] = labels()
     patched = apply(obj, decode_patch(answer(POLICY, review(obj))))
     assert patched["spec"]["job"]["initialSavepointPath"] == f"{ckpt}/{JOB_ID}/chk-7"
@@ -148,7 +152,9 @@ def test_prefer_newest_compares_metadata_times(ckpt: Path, tmp_path: Path) -> No
     make_checkpoints(ckpt / JOB_ID, [20], mtime=1_000_000)
     newer_sp = make_savepoint(sp_root, JOB_ID, mtime=2_000_000)
     ann = {"flink-failover.io/last-savepoint": str(newer_sp)}
-    obj = flink_deployment(checkpoint_dir=str(ckpt), savepoint_dir=str(sp_root), labels=labels(), annotations=ann)
+    obj = flink_deployment(
+        checkpoint_dir=str(ckpt), savepoint_dir=str(sp_root), labels=labels(), annotations=ann
+    )
     for prefer, expected in (
         (Prefer.NEWEST, str(newer_sp)),
         (Prefer.CHECKPOINT, f"{ckpt}/{JOB_ID}/chk-20"),
@@ -191,7 +197,9 @@ def test_failover_label_without_job_id_uses_the_reported_savepoint(ckpt: Path, t
     assert RESTORED_JOB not in patched["metadata"]["annotations"]
 
 
-@pytest.mark.parametrize("label", ["application.karmada.io/failover-jobid", "resourcebinding.karmada.io/failover-jobid"])
+@pytest.mark.parametrize(
+    "label", ["application.karmada.io/failover-jobid", "resourcebinding.karmada.io/failover-jobid"]
+)
 def test_karmada_job_id_labels_trigger(ckpt: Path, label: str) -> None:
     make_checkpoints(ckpt / JOB_ID, [2])
     obj = flink_deployment(checkpoint_dir=str(ckpt), labels={label: JOB_ID})
@@ -320,3 +328,9 @@ def test_symlink_out_of_the_job_dir_is_never_a_restore_path(ckpt: Path, tmp_path
     obj = flink_deployment(checkpoint_dir=str(ckpt), labels=labels())
     patched = apply(obj, decode_patch(answer(POLICY, review(obj))))
     assert patched["spec"]["job"]["initialSavepointPath"] == f"{ckpt}/{JOB_ID}/chk-3"
+
+
+def test_missing_checkpoint_dir_is_a_storage_error(tmp_path: Path) -> None:
+    obj = flink_deployment(checkpoint_dir=str(tmp_path / "typo"), labels=labels())
+    resp = answer(POLICY, review(obj))
+    assert resp["allowed"] is False and "does not exist" in resp["status"]["message"]

@@ -12,14 +12,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.support.crds import crd_validator
+from tests.support.objects import JOB_ID, flink_deployment, make_checkpoints, review
 from webhook.admission import parse_review
 from webhook.member import MemberHandler
 from webhook.patch import escape, set_fields
 from webhook.policy import Fallback, RestorePolicy
-from tests.support.crds import crd_validator
-from tests.support.objects import JOB_ID, flink_deployment, make_checkpoints, review
 
-label_keys = st.from_regex(r"\A([a-z0-9]([a-z0-9.~/-]{0,20}[a-z0-9])?/)?[a-zA-Z0-9]([a-zA-Z0-9_.~-]{0,20})?\Z")
+label_keys = st.from_regex(
+    r"\A([a-z0-9]([a-z0-9.~/-]{0,20}[a-z0-9])?/)?[a-zA-Z0-9]([a-zA-Z0-9_.~-]{0,20})?\Z"
+)
 label_values = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.~/", max_size=30)
 maps = st.dictionaries(label_keys, label_values, max_size=4)
 
@@ -62,10 +64,12 @@ class Validators(dict[str, Any]):
 @pytest.fixture(scope="module")
 def validators(shared_data: Path) -> dict[str, Any]:
     crds = shared_data / "crds" / "flink"
-    return Validators({
-        "FlinkDeployment": crd_validator(crds / "flinkdeployments.flink.apache.org-v1.yml", "v1beta1"),
-        "FlinkSessionJob": crd_validator(crds / "flinksessionjobs.flink.apache.org-v1.yml", "v1beta1"),
-    })
+    return Validators(
+        {
+            "FlinkDeployment": crd_validator(crds / "flinkdeployments.flink.apache.org-v1.yml", "v1beta1"),
+            "FlinkSessionJob": crd_validator(crds / "flinksessionjobs.flink.apache.org-v1.yml", "v1beta1"),
+        }
+    )
 
 
 _ckpt_root = Path(tempfile.mkdtemp(prefix="ff-prop-"))
@@ -125,7 +129,8 @@ def test_member_patches_apply_and_validate_against_the_crds(
     elif on_missing is Fallback.SUSPEND:
         assert job["state"] == "suspended"
     if job.get("upgradeMode", "stateless") != "stateless":
-        # the operator's validator: a stateful upgradeMode needs a checkpoint dir (savepoint mode: also a savepoint dir)
+        # the operator's validator: a stateful upgradeMode needs a checkpoint dir
+        # (and savepoint mode a savepoint dir)
         conf = patched["spec"]["flinkConfiguration"]
         assert conf
         if job["upgradeMode"] == "savepoint" and upgrade_mode != "savepoint":

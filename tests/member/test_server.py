@@ -50,7 +50,9 @@ def test_health_readiness_and_metrics(member_server: RunningServer) -> None:
     client.close()
     assert status == 200 and headers["content-type"].startswith("text/plain")
     text = data.decode()
-    assert re.search(r'flink_failover_admissions_total\{decision="skip",role="member"\} [1-9]', text), text[:2000]
+    assert re.search(r'flink_failover_admissions_total\{decision="skip",role="member"\} [1-9]', text), text[
+        :2000
+    ]
     assert "flink_failover_admission_duration_seconds_bucket" in text
 
 
@@ -60,8 +62,17 @@ def test_bad_bodies_get_plain_4xx(member_server: RunningServer) -> None:
     assert status == 400 and b"not JSON" in data
     status, data, _ = client.request("POST", "/mutate", json.dumps({"kind": "Pod"}).encode())
     assert status == 400 and b"AdmissionReview" in data
-    status, data, _ = client.request("POST", "/mutate", json.dumps({"kind": "AdmissionReview",
-        "apiVersion": "admission.k8s.io/v1", "request": {"operation": "CREATE"}}).encode())
+    status, data, _ = client.request(
+        "POST",
+        "/mutate",
+        json.dumps(
+            {
+                "kind": "AdmissionReview",
+                "apiVersion": "admission.k8s.io/v1",
+                "request": {"operation": "CREATE"},
+            }
+        ).encode(),
+    )
     assert status == 400 and b"uid" in data
     big = review(flink_deployment(annotations={"big": "x" * (3 * 1024 * 1024)}))
     status, data, _ = client.request("POST", "/mutate", json.dumps(big).encode())
@@ -70,7 +81,9 @@ def test_bad_bodies_get_plain_4xx(member_server: RunningServer) -> None:
 
 
 def test_certificate_is_checked_against_the_service_name(member_server: RunningServer) -> None:
-    client = ApiServerClient(member_server.port, member_server.cert_dir / "ca.crt", server_name="evil.example")
+    client = ApiServerClient(
+        member_server.port, member_server.cert_dir / "ca.crt", server_name="evil.example"
+    )
     with pytest.raises(ssl.SSLCertVerificationError):
         client.request("GET", "/healthz")
 

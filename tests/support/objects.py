@@ -25,7 +25,7 @@ def flink_deployment(
     checkpoint_dir: str | None = None,
     savepoint_dir: str | None = None,
     nested_config: bool = False,
-    job: dict[str, Any] | None | bool = True,
+    job: dict[str, Any] | bool | None = True,
     kind: str = "FlinkDeployment",
 ) -> dict[str, Any]:
     conf: dict[str, Any] = {"taskmanager.numberOfTaskSlots": "2"}
@@ -61,7 +61,10 @@ def flink_deployment(
     else:
         spec["deploymentName"] = "session"
     if job is True:
-        spec["job"] = {"jarURI": "local:///opt/flink/examples/streaming/StateMachineExample.jar", "parallelism": 2}
+        spec["job"] = {
+            "jarURI": "local:///opt/flink/examples/streaming/StateMachineExample.jar",
+            "parallelism": 2,
+        }
         if kind == "FlinkSessionJob":
             spec["job"]["jarURI"] = "https://jars.example/job.jar"
     elif isinstance(job, dict):
@@ -78,7 +81,9 @@ def review(
     uid: str | None = None,
 ) -> dict[str, Any]:
     kind = obj.get("kind", "FlinkDeployment")
-    plural = {"FlinkDeployment": "flinkdeployments", "FlinkSessionJob": "flinksessionjobs"}.get(kind, "things")
+    plural = {"FlinkDeployment": "flinkdeployments", "FlinkSessionJob": "flinksessionjobs"}.get(
+        kind, "things"
+    )
     group = obj.get("apiVersion", "flink.apache.org/v1beta1").rpartition("/")[0]
     meta = obj.get("metadata", {})
     return {

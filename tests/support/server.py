@@ -37,9 +37,11 @@ def executable() -> str:
 
 
 class ApiServerClient:
-    """Keep-alive HTTPS client that verifies the server like kube-apiserver does (CA bundle + service name)."""
+    """Keep-alive HTTPS client verifying the server like kube-apiserver (CA bundle + service name)."""
 
-    def __init__(self, port: int, ca_file: Path, server_name: str = SERVICE_NAME, timeout: float = 15) -> None:
+    def __init__(
+        self, port: int, ca_file: Path, server_name: str = SERVICE_NAME, timeout: float = 15
+    ) -> None:
         self.port = port
         self.server_name = server_name
         self.context = ssl.create_default_context(cafile=str(ca_file))
@@ -49,7 +51,9 @@ class ApiServerClient:
 
     def _connection(self) -> http.client.HTTPSConnection:
         if self._conn is None:
-            conn = http.client.HTTPSConnection("127.0.0.1", self.port, timeout=self.timeout, context=self.context)
+            conn = http.client.HTTPSConnection(
+                "127.0.0.1", self.port, timeout=self.timeout, context=self.context
+            )
             sock = socket.create_connection(("127.0.0.1", self.port), self.timeout)
             conn.sock = self.context.wrap_socket(sock, server_hostname=self.server_name)
             self._conn = conn
@@ -103,7 +107,9 @@ class RunningServer:
         return self.log_file.read_text(errors="replace")
 
 
-def wait_ready(port: int, ca_file: Path | None, process: subprocess.Popen[bytes], timeout: float = 30) -> None:
+def wait_ready(
+    port: int, ca_file: Path | None, process: subprocess.Popen[bytes], timeout: float = 30
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -130,17 +136,35 @@ def wait_ready(port: int, ca_file: Path | None, process: subprocess.Popen[bytes]
 
 @contextmanager
 def serve(
-    cert_dir: Path, policy_file: Path, log_file: Path, *, role: str = "member", extra: list[str] | None = None,
+    cert_dir: Path,
+    policy_file: Path,
+    log_file: Path,
+    *,
+    role: str = "member",
+    extra: list[str] | None = None,
     env: dict[str, str] | None = None,
 ) -> Iterator[RunningServer]:
     port = free_port()
     cmd = [
-        executable(), "serve", "--role", role, "--policy", str(policy_file), "--cert-dir", str(cert_dir),
-        "--bind", f"127.0.0.1:{port}", *(extra or []),
+        executable(),
+        "serve",
+        "--role",
+        role,
+        "--policy",
+        str(policy_file),
+        "--cert-dir",
+        str(cert_dir),
+        "--bind",
+        f"127.0.0.1:{port}",
+        *(extra or []),
     ]
     with open(log_file, "wb") as log:
         process = subprocess.Popen(
-            cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+            cmd,
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
             start_new_session=True,
         )
     try:

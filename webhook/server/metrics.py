@@ -7,7 +7,9 @@ import os
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 
 ADMISSIONS = Counter(
-    "flink_failover_admissions_total", "Admission requests answered, by role and decision", ["role", "decision"]
+    "flink_failover_admissions_total",
+    "Admission requests answered, by role and decision",
+    ["role", "decision"],
 )
 LATENCY = Histogram(
     "flink_failover_admission_duration_seconds",
@@ -15,9 +17,13 @@ LATENCY = Histogram(
     ["role"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 )
-STORAGE_ERRORS = Counter("flink_failover_storage_errors_total", "Checkpoint storage lookups that failed or timed out")
+STORAGE_ERRORS = Counter(
+    "flink_failover_storage_errors_total", "Checkpoint storage lookups that failed or timed out"
+)
 BAD_REQUESTS = Counter("flink_failover_bad_requests_total", "Bodies rejected before admission", ["code"])
-INTERNAL_ERRORS = Counter("flink_failover_internal_errors_total", "Unexpected failures turned into answers", ["role"])
+INTERNAL_ERRORS = Counter(
+    "flink_failover_internal_errors_total", "Unexpected failures turned into answers", ["role"]
+)
 
 
 def exposition() -> tuple[bytes, str]:
@@ -25,6 +31,6 @@ def exposition() -> tuple[bytes, str]:
         from prometheus_client import multiprocess
 
         registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(registry)
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(), CONTENT_TYPE_LATEST

@@ -30,8 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--role", choices=["member", "control-plane"], default="member")
     parser.add_argument("--policy", default=os.environ.get("FLINK_FAILOVER_POLICY", DEFAULT_POLICY))
     parser.add_argument("--cert-dir", default=os.environ.get("FLINK_FAILOVER_CERT_DIR", "certs"))
-    parser.add_argument("--bind", default=os.environ.get("FLINK_FAILOVER_BIND", "0.0.0.0:8443"))  # noqa: S104
-    parser.add_argument("--workers", type=int, default=None, help=f"default {DEFAULT_WORKERS} (control-plane: 1)")
+    parser.add_argument("--bind", default=os.environ.get("FLINK_FAILOVER_BIND", "0.0.0.0:8443"))
+    parser.add_argument(
+        "--workers", type=int, default=None, help=f"default {DEFAULT_WORKERS} (control-plane: 1)"
+    )
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
     parser.add_argument("--log-level", default=os.environ.get("FLINK_FAILOVER_LOG_LEVEL", "info"))
     parser.add_argument(
@@ -39,7 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="development only: serve plain HTTP without TLS (kube-apiserver never accepts this)",
     )
-    parser.add_argument("--kubeconfig", default=None, help="control-plane: kubeconfig of the Karmada API server")
+    parser.add_argument(
+        "--kubeconfig", default=None, help="control-plane: kubeconfig of the Karmada API server"
+    )
     parser.add_argument("--context", default=None, help="control-plane: kubeconfig context")
     parser.add_argument("--no-capture", action="store_true", help="control-plane: serve the webhook only")
 
@@ -122,7 +126,7 @@ def _child_exit(_server: Any, worker: Any) -> None:
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
 
-        multiprocess.mark_process_dead(worker.pid)
+        multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
 
 
 def _prepare_metrics_dir() -> None:

@@ -1,0 +1,30 @@
+"""Create the local checkpoint tree the sample reviews point at (used by `make run` and the tests).
+
+/tmp/flink-failover-samples/checkpoints/3c653dbe4c19bb72f8eb28445541bed6/
+    chk-7/_metadata, chk-8/_metadata, chk-9/ (in progress: no _metadata)
+/tmp/flink-failover-samples/checkpoints/00000000000000000000000000000bad/
+    chk-1/ (aborted: no _metadata)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path("/tmp/flink-failover-samples/checkpoints")
+RESTORABLE = "3c653dbe4c19bb72f8eb28445541bed6"
+EMPTY = "00000000000000000000000000000bad"
+
+
+def make(root: Path = ROOT) -> Path:
+    for job, ids, complete in ((RESTORABLE, (7, 8, 9), (7, 8)), (EMPTY, (1,), ())):
+        for n in ids:
+            chk = root / job / f"chk-{n}"
+            chk.mkdir(parents=True, exist_ok=True)
+            if n in complete:
+                (chk / "_metadata").write_bytes(b"sample checkpoint metadata")
+    return root
+
+
+if __name__ == "__main__":
+    print(make(Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT))
