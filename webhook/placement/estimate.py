@@ -156,7 +156,7 @@ def _build_group(prep: Prepared, comps: list[int]) -> _Group:
     # Nodes that differ only below that resolution share one frontier, computed once.
     step = [math.gcd(*(r[d] for r in reqs)) for d in relevant]
     sub_reqs = [tuple(r[d] // g for d, g in zip(relevant, step, strict=True)) for r in reqs]
-    memo: dict[tuple[tuple[int, ...], tuple[int, ...]], list[tuple[int, ...]] | None] = {}
+    memo: dict[tuple[tuple[int, ...], ...], int] = {}  # canonical node -> class
     per_dim = [(d, g, [r[k] for r in sub_reqs]) for k, (d, g) in enumerate(zip(relevant, step, strict=True))]
     columns = [prep.fits[c] for c in comps]
     for i, fit_row in enumerate(zip(*columns, strict=True)):
@@ -164,26 +164,23 @@ def _build_group(prep: Prepared, comps: list[int]) -> _Group:
         if not holders:
             continue
         vec = prep.vecs[i]
-        front: list[tuple[int, ...]] | None
         if holders == 1:  # one component only: its fit says everything
-            front = [fit_row]
-            key: object = ("f", fit_row)
+            memo_key: tuple[tuple[int, ...], ...] = (fit_row,)
         else:
             fits = list(fit_row)
             sub = tuple(min(vec[d] // g, sum(map(operator.mul, fits, needs))) for d, g, needs in per_dim)
             memo_key = (sub, fit_row)
-            if memo_key in memo:
-                front = memo[memo_key]
-            else:
-                front = memo[memo_key] = _frontier(sub, sub_reqs, fits)
-            key = ("f", tuple(front)) if front is not None else ("v", tuple(x > 0 for x in fits), sub)
-        at = keyed.get(key)
+        at = memo.get(memo_key)
         if at is None:
-            keyed[key] = len(classes)
-            classes.append((vec, tuple(x > 0 for x in fit_row), [i]))
-            frontiers.append(front)
-        else:
-            classes[at][2].append(i)
+            front = [fit_row] if holders == 1 else _frontier(memo_key[0], sub_reqs, list(fit_row))
+            key = ("f", tuple(front)) if front is not None else ("v", memo_key)
+            at = keyed.get(key)
+            if at is None:
+                at = keyed[key] = len(classes)
+                classes.append((vec, tuple(x > 0 for x in fit_row), []))
+                frontiers.append(front)
+            memo[memo_key] = at
+        classes[at][2].append(i)
     return _Group(comps, classes, frontiers)
 
 
@@ -459,6 +456,11 @@ def estimate(cluster: Cluster, components: Sequence[Component], max_sets: int | 
         components[c].name: MappingProxyType({prep.names[i]: n for i, n in sorted(placed[c].items()) if n})
         for c in range(len(components))
     }
+    capacity_left = _capacity_left(prep, active)
+    if max_sets is not None and sets == max_sets < upper:
+        limit = f"stopped at the cap of {max_sets} sets"
+    else:
+        limit = _limit_text(prep, components, active, sets)
     elapsed = (time.perf_counter() - started) * 1000.0
     return Estimate(
         cluster=cluster.name,
@@ -467,8 +469,8 @@ def estimate(cluster: Cluster, components: Sequence[Component], max_sets: int | 
         assignment=MappingProxyType(assignment),
         elapsed_ms=round(elapsed, 3),
         first_fit_sets=ff_sets,
-        capacity_left=_capacity_left(prep, active),
-        limit=_limit_text(prep, components, active, sets),
+        capacity_left=capacity_left,
+        limit=limit,
         not_ready=cluster.not_ready,
         method=method,
     )
