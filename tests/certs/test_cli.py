@@ -320,3 +320,59 @@ def test_inject_in_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
         bundle = base64.b64encode((webhook_certs / "ca.crt").read_bytes()).decode()
         assert obj["webhooks"][0]["clientConfig"]["caBundle"] == bundle
         assert {a.lower() for a in kube.authorization} == {"bearer in-cluster-token"}
+
+
+def test_single_secret_keeps_the_ca_key_with_the_pair(tmp_path: Path) -> None:
+    with FakeKube() as kube:
+        secrets = ["--secret", "ff-tls", "--kubeconfig", str(kube.kubeconfig(tmp_path))]
+        assert generate(tmp_path / "a", *secrets) == 0
+        tls = kube.secret(NAMESPACE, "ff-tls")
+        assert tls is not None and sorted(tls["data"]) == ["ca.crt", "ca.key", "tls.crt", "tls.key"]
+        renew = [
+            "certs",
+            "renew",
+            "--out",
+            str(tmp_path / "b"),
+            "--namespace",
+            NAMESPACE,
+            "--force",
+            *secrets,
+        ]
+        assert main(renew) == 0
+        renewed = kube.secret(NAMESPACE, "ff-tls")
+        assert renewed is not None
+        assert renewed["data"]["ca.key"] == tls["data"]["ca.key"]
+        assert renewed["data"]["tls.key"] != tls["data"]["tls.key"]
+
+
+def test_readers_never_see_a_partial_file(tmp_path: Path) -> None:
+    """While the pair is rewritten again and again, a reader always gets one complete certificate."""
+    out = tmp_path / "certs"
+    assert generate(out, "--extra-san", "localhost") == 0
+    variants = [store.read_dir(out)]
+    for n in range(3):  # different sizes: more names, longer PEM
+        assert generate(out, *[f"--extra-san=host-{i}.example.com" for i in range(n * 20)]) == 0
+        variants.append(store.read_dir(out))
+    stop = threading.Event()
+    seen: set[bytes] = set()
+    errors: list[str] = []
+
+    def read() -> None:
+        while not stop.is_set():
+            data = (out / "tls.crt").read_bytes()
+            try:
+                pki.load_cert(data)
+                seen.add(data)
+            except pki.CertError as exc:
+                errors.append(str(exc))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for round_ in range(60):
+            store.write_files(out, variants[round_ % len(variants)])
+    finally:
+        stop.set()
+        reader.join(10)
+    assert errors == []
+    assert len(seen) >= 2

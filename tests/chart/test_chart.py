@@ -642,3 +642,10 @@ def test_rendered_command_lines_parse(rendered: dict[str, list[dict[str, Any]]],
             if doc["kind"] == "Deployment":
                 assert args.role == (COMBOS[combo].get("role") or "member")
                 assert args.bind == "0.0.0.0:8443" and args.cert_dir == "/etc/flink-failover/certs"
+
+
+def test_chart_requires_kubernetes_1_30(helm: str, tmp_path: Path) -> None:
+    """ValidatingAdmissionPolicy v1 and webhook matchConditions are GA from 1.30 on."""
+    old = template(helm, tmp_path, {}, "--kube-version", "1.29.0")
+    assert old.returncode != 0 and "kubeVersion" in old.stderr
+    assert template(helm, tmp_path, {}, "--kube-version", "1.30.0").returncode == 0
