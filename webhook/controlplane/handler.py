@@ -103,7 +103,7 @@ class WorkHandler:
         now = self.clock()
         patch: list[Op] = []
         decisions: list[dict[str, Any]] = []
-        outcome = ""
+        outcomes: list[str] = []
         for manifest in target.manifests:
             ref = manifest.binding
             result = self.lookup.lookup(ref.namespace, ref.name)
@@ -115,7 +115,7 @@ class WorkHandler:
                 return allowed("binding-unavailable", {"reason": result.message, "cluster": target.cluster})
             if isinstance(result, NotFound):
                 LOOKUPS.labels("not-found").inc()
-                outcome = outcome or "binding-not-found"
+                outcomes.append("binding-not-found")
                 decisions.append({"binding": f"{ref.namespace}/{ref.name}", "outcome": "binding-not-found"})
                 continue
             LOOKUPS.labels(result.source).inc()
@@ -123,12 +123,14 @@ class WorkHandler:
             decision = decide(record, result.binding, target.cluster, self.policy.job_id_labels, now)
             ops = self._ops(request.object, manifest.index, decision)
             patch += ops
-            outcome = _outcome(decision, ops, outcome)
+            outcomes.append(_manifest_outcome(decision, ops))
             decisions.append(_detail(ref.namespace, ref.name, decision, len(ops)))
         detail: dict[str, Any] = {"cluster": target.cluster, "manifests": decisions}
         if decisions and decisions[-1].get("explanation"):
             detail["reason"] = decisions[-1]["explanation"]
-        return AdmissionResponse(uid=request.uid, allowed=True, patch=patch, decision=outcome, detail=detail)
+        return AdmissionResponse(
+            uid=request.uid, allowed=True, patch=patch, decision=_overall(outcomes), detail=detail
+        )
 
     def _ops(self, work: Any, index: int, decision: Decision) -> list[Op]:
         if decision.injection is None:
@@ -140,19 +142,23 @@ class WorkHandler:
         return ops
 
 
-_RANK = {"injected": 4, "failover-only": 3, "unchanged": 2}
+# When a Work holds several Flink manifests, the answer's decision is the most telling of theirs.
+_PRIORITY = ("injected", "failover-only", "unchanged", "binding-not-found")
 
 
-def _outcome(decision: Decision, ops: list[Op], previous: str) -> str:
+def _manifest_outcome(decision: Decision, ops: list[Op]) -> str:
     if decision.injection is None:
-        current = decision.outcome.value
-    elif not ops:
-        current = "unchanged"  # already labelled (an idempotent UPDATE)
-    elif decision.outcome is Outcome.RELOCATING:
-        current = "injected"
-    else:
-        current = "failover-only"
-    return current if _RANK.get(current, 0) >= _RANK.get(previous, 0) or not previous else previous
+        return decision.outcome.value
+    if not ops:
+        return "unchanged"  # already labelled (an idempotent UPDATE)
+    return "injected" if decision.outcome is Outcome.RELOCATING else "failover-only"
+
+
+def _overall(outcomes: list[str]) -> str:
+    for candidate in _PRIORITY:
+        if candidate in outcomes:
+            return candidate
+    return outcomes[0] if outcomes else "no-flink-manifest"
 
 
 def _detail(namespace: str, name: str, decision: Decision, ops: int) -> dict[str, Any]:

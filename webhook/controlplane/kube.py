@@ -179,7 +179,8 @@ class KarmadaApi:
                 namespace,
                 PLURAL,
                 name,
-                _request_timeout=timeout or self.config.request_timeout,
+                # connect + read within the budget: the webhook's deadline covers the whole request
+                _request_timeout=((timeout or self.config.request_timeout) / 2,) * 2,
             )
         except _api_errors() as exc:
             failure = _failure(exc)

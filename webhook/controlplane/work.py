@@ -76,7 +76,7 @@ def is_flink_manifest(manifest: Mapping[str, Any]) -> bool:
 
 def parse_work(work: Mapping[str, Any], request_namespace: str = "") -> WorkTarget | NotForUs:
     meta = _map(work.get("metadata"))
-    namespace = _str(meta.get("namespace")) or request_namespace
+    namespace = request_namespace or _str(meta.get("namespace"))
     cluster = cluster_of(namespace)
     if not cluster:
         return NotForUs("not-execution-namespace")
