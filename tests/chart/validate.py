@@ -4,9 +4,16 @@ which it has no schema for, against the minimal shape below."""
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import jsonschema
+import kubernetes_validate
+import kubernetes_validate.utils as kv_utils
+
+# kubernetes-validate re-reads the (large) definitions file for every document: read each file once.
+if not hasattr(kv_utils.schema_contents, "cache_info"):
+    kv_utils.schema_contents = functools.lru_cache(maxsize=None)(kv_utils.schema_contents)
 
 # The newest Kubernetes the installed kubernetes-validate ships schemas for (1.30+ is needed for
 # ValidatingAdmissionPolicy v1 and webhook matchConditions).
@@ -130,17 +137,13 @@ CRD_SHAPES: dict[tuple[str, str], dict[str, Any]] = {
 
 
 def kubernetes_version() -> str:
-    import kubernetes_validate.utils as kv
-
-    version = kv.latest_version()
+    version = kv_utils.latest_version()
     major, minor = (int(x) for x in version.split(".")[:2])
     assert (major, minor) >= MIN_VERSION, f"kubernetes-validate ships schemas up to {version} only"
     return version
 
 
 def validate(doc: dict[str, Any]) -> None:
-    import kubernetes_validate
-
     key = (doc.get("apiVersion", ""), doc.get("kind", ""))
     if key in CRD_SHAPES:
         jsonschema.validate(doc["metadata"], _NAMED)
