@@ -111,6 +111,7 @@ def gunicorn_options(
         "accesslog": None,
         "errorlog": "-",
         "loglevel": log_level,
+        "logconfig_dict": _gunicorn_logging(log_level),
         "proc_name": "flink-failover",
         "worker_tmp_dir": tempfile.gettempdir(),
         "child_exit": _child_exit,
@@ -120,6 +121,21 @@ def gunicorn_options(
         options["keyfile"] = str(reloader.key_file)
         options["ssl_context"] = lambda _conf, _default: reloader.context()
     return options
+
+
+def _gunicorn_logging(level: str) -> dict[str, Any]:
+    """gunicorn's own lines (start, worker exits) in the same JSON shape as the admission log."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": "webhook.server.logs.JsonFormatter"}},
+        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
+        "root": {"level": level.upper(), "handlers": ["stderr"]},
+        "loggers": {
+            "gunicorn.error": {"level": level.upper(), "handlers": ["stderr"], "propagate": False},
+            "gunicorn.access": {"level": "WARNING", "handlers": ["stderr"], "propagate": False},
+        },
+    }
 
 
 def _child_exit(_server: Any, worker: Any) -> None:
