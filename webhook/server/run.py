@@ -129,7 +129,9 @@ def _gunicorn_logging(level: str) -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": {"()": "webhook.server.logs.JsonFormatter"}},
-        "handlers": {"stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}},
+        "handlers": {
+            "stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
+        },
         "root": {"level": level.upper(), "handlers": ["stderr"]},
         "loggers": {
             "gunicorn.error": {"level": level.upper(), "handlers": ["stderr"], "propagate": False},
