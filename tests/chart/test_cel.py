@@ -178,6 +178,7 @@ def test_work_webhook_is_called_for_flink_works_only(
         {"workload": {}},
         {"workload": {"manifests": []}},
         {"workload": {"manifests": [{"kind": "ConfigMap"}]}},
+        {"workload": {"manifests": [{"apiVersion": {"group": "flink.apache.org"}, "kind": "Odd"}]}},
     ],
 )
 def test_work_conditions_survive_missing_fields(
