@@ -249,7 +249,8 @@ def main() -> int:
 
 
 def _cells(r: Row) -> tuple[str, ...]:
-    speed = f"{r.karmada_ms / r.ms:.2g}x" if r.ms > 0 else "-"
+    ratio = r.karmada_ms / r.ms if r.ms > 0 else 0.0
+    speed = f"{ratio:.1f}x" if ratio >= 1 else f"{ratio:.2f}x"
     return (
         r.instance,
         r.workload,
