@@ -55,6 +55,8 @@ class FakeKarmada:
     drop_watch_after: int | None = None  # events, then cut the connection without ending the stream
     fail_next_lists: int = 0
     fail_next_gets: int = 0
+    fail_next_patches: int = 0
+    pending_error: dict[str, Any] | None = None
     watches_started: int = 0
     cond: threading.Condition = field(default_factory=threading.Condition)
     closing: bool = False
@@ -85,6 +87,28 @@ class FakeKarmada:
         with self.cond:
             self.oldest_watchable = self.rv + 1
             self.events.clear()
+            self.cond.notify_all()
+
+    def bookmark(self) -> None:
+        """A BOOKMARK event: a newer resourceVersion, no object change."""
+        with self.cond:
+            self.rv += 1
+            marker = {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding"}
+            self.events.append(
+                Event(self.rv, "BOOKMARK", {**marker, "metadata": {"resourceVersion": str(self.rv)}})
+            )
+            self.cond.notify_all()
+
+    def error_event(self, code: int, message: str) -> None:
+        """An ERROR event other than 410, sent once on an open watch (the server gave up on it)."""
+        with self.cond:
+            self.pending_error = {
+                "kind": "Status",
+                "apiVersion": "v1",
+                "status": "Failure",
+                "code": code,
+                "message": message,
+            }
             self.cond.notify_all()
 
     def upsert_unseen(self, obj: Mapping[str, Any]) -> None:
@@ -224,6 +248,12 @@ class _Handler(BaseHTTPRequestHandler):
         if len(parts) != 4 or parts[0] != "namespaces" or parts[2] != "resourcebindings":
             self._status(404, "NotFound", "no such path")
             return
+        with fake.cond:
+            failing = fake.fail_next_patches > 0
+            fake.fail_next_patches = max(0, fake.fail_next_patches - 1)
+        if failing:
+            self._status(500, "InternalError", "etcdserver: request timed out")
+            return
         result = fake.patch(parts[1], parts[3], body)
         if result is None:
             self._status(404, "NotFound", "not found")
@@ -236,6 +266,12 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _watch(self, since: int, timeout: float) -> None:
+        try:
+            self._stream(since, timeout)
+        except (ConnectionError, BrokenPipeError):
+            self.close_connection = True  # the client went away (a stopped loop, a timeout)
+
+    def _stream(self, since: int, timeout: float) -> None:
         fake = self.server.fake
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -258,6 +294,10 @@ class _Handler(BaseHTTPRequestHandler):
                     gone = since < fake.oldest_watchable
                     pending = [] if gone else [e for e in fake.events if e.rv > cursor]
                 closing = fake.closing
+                error, fake.pending_error = fake.pending_error, None
+            if error is not None:
+                self._chunk({"type": "ERROR", "object": error})
+                break
             if gone:
                 expired = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 410}
                 self._chunk(

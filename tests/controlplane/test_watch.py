@@ -282,3 +282,26 @@ def test_cache_miss_falls_back_to_get(
     assert isinstance(dead_api, KarmadaApi)
     refused = CachedLookup(BindingCache(), dead_api, policy).lookup(NS, NAME)
     assert isinstance(refused, LookupFailed)
+
+
+def test_failed_patch_is_retried(running: fakeapi.RunningFake, tmp_path: Path, shared_data: Path) -> None:
+    running.fake.upsert(s.binding(shared_data, "scenA/rb-before-failure.json"))
+    running.fake.fail_next_patches = 2
+    with Loop(running, tmp_path):
+        assert _persisted(running, lambda r: r.cluster("member1").job_id == s.JOB_A)
+    assert running.fake.fail_next_patches == 0
+    patches = [r for r in running.fake.requests if r.startswith("PATCH")]
+    assert len(patches) >= 3  # two refused, then the retry that landed
+
+
+def test_bookmarks_and_error_events(running: fakeapi.RunningFake, tmp_path: Path, shared_data: Path) -> None:
+    running.fake.upsert(s.binding(shared_data, "scenA/rb-before-failure.json"))
+    with Loop(running, tmp_path) as loop:
+        assert loop.caught_up()
+        running.fake.bookmark()
+        assert loop.caught_up()  # the bookmark's version is where the next watch resumes
+        running.fake.error_event(500, "internal error")
+        running.fake.upsert(s.binding(shared_data, "scenA/rb-after-failover.json"))
+        assert _persisted(running, lambda r: r.failover_count == 1)
+        assert loop.watcher.restarts.get("error-event", 0) >= 1
+        assert "gone" not in loop.watcher.restarts

@@ -1,0 +1,124 @@
+"""Properties of capture and the decision over arbitrary sequences of bindings Karmada could write."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from webhook.controlplane.binding import Binding
+from webhook.controlplane.capture import capture, observe
+from webhook.controlplane.record import Record, read_annotation
+from webhook.controlplane.relocation import Outcome, decide
+from webhook.flink import is_job_id
+from webhook.policy import RestorePolicy
+
+CLUSTERS = ("member1", "member2", "member3")
+JOBS = ("3c653dbe4c19bb72f8eb28445541bed6", "0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b", "not-a-job", "")
+STATES = ("RUNNING", "RECONCILING", "FAILING", "CREATED", "")
+T0 = datetime(2026, 11, 29, 14, 0, tzinfo=UTC)
+LABELS = RestorePolicy().job_id_labels
+
+
+def _stamp(minutes: int) -> str:
+    return (T0 + timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+statuses = st.dictionaries(
+    st.sampled_from(CLUSTERS),
+    st.one_of(
+        st.just({}),
+        st.builds(
+            lambda job, state: {"jobStatus": {"jobId": job, "state": state}},
+            st.sampled_from(JOBS),
+            st.sampled_from(STATES),
+        ),
+    ),
+    max_size=3,
+)
+tasks = st.lists(
+    st.builds(
+        lambda origin, minute, reason, mode, preserved: {
+            "fromCluster": origin,
+            "creationTimestamp": _stamp(minute),
+            "reason": reason,
+            "purgeMode": mode,
+            **({"preservedLabelState": {LABELS[2]: preserved}} if preserved is not None else {}),
+        },
+        st.sampled_from(CLUSTERS),
+        st.integers(0, 30),
+        st.sampled_from(("TaintUntolerated", "ApplicationFailure")),
+        st.sampled_from(("Directly", "Gracefully", "Never")),
+        st.one_of(st.none(), st.sampled_from(JOBS)),
+    ),
+    max_size=2,
+)
+bindings = st.builds(
+    lambda clusters, aggregated, evictions, scheduled: {
+        "apiVersion": "work.karmada.io/v1alpha2",
+        "kind": "ResourceBinding",
+        "metadata": {"name": "orders-flinkdeployment", "namespace": "analytics", "uid": "u1"},
+        "spec": {
+            "resource": {
+                "apiVersion": "flink.apache.org/v1beta1",
+                "kind": "FlinkDeployment",
+                "name": "orders",
+            },
+            "clusters": [{"name": c} for c in clusters],
+            "gracefulEvictionTasks": evictions,
+        },
+        "status": {
+            "aggregatedStatus": [{"clusterName": c, "status": s} for c, s in aggregated.items()],
+            **({"lastScheduledTime": _stamp(scheduled)} if scheduled is not None else {}),
+        },
+    },
+    st.lists(st.sampled_from(CLUSTERS), max_size=2, unique=True),
+    statuses,
+    tasks,
+    st.one_of(st.none(), st.integers(0, 30)),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(bindings, min_size=1, max_size=6))
+def test_capture_is_a_fixpoint_and_never_forgets(sequence: list[dict[str, Any]]) -> None:
+    record = Record()
+    key = "flink-failover.io/last-known-state"
+    for step, obj in enumerate(sequence):
+        binding = Binding.from_object(obj)
+        now = T0 + timedelta(minutes=40 + step)
+        folded = observe(record, binding, now)
+        assert observe(folded, binding, now + timedelta(hours=1)) == folded  # no patch storm
+        assert folded.failover_count >= record.failover_count
+        for cluster, state in record.clusters:
+            if state.good:  # a good state is replaced only by a newer good state, never dropped
+                assert folded.cluster(cluster).good
+        assert Record.loads(folded.dumps()) == folded
+        result = capture(folded, read_annotation({key: folded.dumps()}, key), binding, key, now)
+        assert result.patch is None
+        record = folded
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(bindings, min_size=1, max_size=5), st.sampled_from(CLUSTERS))
+def test_decisions_are_safe(sequence: list[dict[str, Any]], target: str) -> None:
+    record = Record()
+    for step, obj in enumerate(sequence):
+        record = observe(record, Binding.from_object(obj), T0 + timedelta(minutes=40 + step))
+    last = Binding.from_object(copy.deepcopy(sequence[-1]))
+    decision = decide(record, last, target, LABELS, T0 + timedelta(hours=2))
+    if target not in last.clusters:
+        assert decision.outcome is Outcome.LEAVING and decision.injection is None
+    if decision.injection is not None:
+        injection = decision.injection
+        assert injection.job_id == "" or is_job_id(injection.job_id)
+        assert injection.source_cluster and injection.source_cluster != target
+        assert injection.failover_count >= 1
+        assert injection.reason and injection.failover_time
+    if decision.outcome is Outcome.RELOCATING:
+        assert decision.newest is not None and decision.newest.cluster not in last.clusters
+    # Idempotent: the same inputs give the same answer.
+    assert decide(record, last, target, LABELS, T0 + timedelta(hours=2)) == decision
