@@ -14,6 +14,8 @@ from webhook.placement.cluster import load_cluster_file
 from webhook.placement.components import load_workload
 from webhook.placement.estimate import estimate
 from webhook.placement.fields import load_documents
+from webhook.placement.firstfit import first_fit
+from webhook.placement.prepare import prepare
 
 
 @pytest.mark.shared
@@ -36,5 +38,7 @@ def test_at_least_karmada_on_small_and_medium_rows(shared_data: Path, tmp_path: 
             validator.check(cluster, comps, result.sets, result.assignment)
             assert result.sets >= karmada[(instance, workload)].sets, (instance, workload)
             assert result.sets <= result.upper_bound
+            # the first-fit baseline reproduces Karmada's own figure on the same input
+            assert first_fit(prepare(cluster, comps), 10**6)[0] == karmada[(instance, workload)].sets
             checked += 1
     assert checked == 8
