@@ -233,6 +233,13 @@ def test_server_and_review_inject_and_the_record_survives_a_restart(
 
         labelled = jsonpatch.apply_patch(work2, json.loads(base64.b64decode(served["response"]["patch"])))
         assert "patch" not in second.admit(labelled, "UPDATE")["response"]
+        # The placement API is served beside the webhook (it answers, even if only to refuse this body).
+        assert (
+            requests.post(
+                second.url + "/placement", data=b"not json", verify=second.ca, timeout=5
+            ).status_code
+            == 400
+        )
         # A Work that is not Flink's: allowed, untouched.
         other = s.other_works(shared_data, "scenA/works-member2-final.json")[0]
         assert second.admit(other)["response"] == {"uid": "uid-1", "allowed": True}
