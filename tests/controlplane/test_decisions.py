@@ -339,6 +339,33 @@ def test_restored_job_already_running_on_target(shared_data: Path) -> None:
     assert not got.patch
 
 
+def test_a_left_cluster_reporting_a_new_job_later_does_not_restart_injection(shared_data: Path) -> None:
+    """member1 comes back after the failover and its old object reports a (new) RUNNING job for a while."""
+    before = s.binding(shared_data, "scenB-graceful/rb-after-failover.json")
+    s.set_tasks(s.set_clusters(before, "member1", scheduled="2026-11-29T14:08:00Z"))
+    s.set_statuses(before, {"member1": s.flink_status("a31b89ec42b1f335258909778303fcfc")})
+    after = s.binding(shared_data, "scenB-graceful/rb-after-failover.json")
+    running = s.set_statuses(
+        s.set_tasks(copy.deepcopy(after)),
+        {"member1": s.flink_status("a31b89ec42b1f335258909778303fcfc"), "member2": s.flink_status(s.JOB_B)},
+    )
+    back = s.set_statuses(
+        copy.deepcopy(running), {"member1": s.flink_status(s.JOB_C), "member2": s.flink_status(s.JOB_B)}
+    )
+    work = s.flink_work(
+        shared_data, "scenB-graceful/works-member2-after-failover.json", "orders-grace-flinkdeployment"
+    )
+    got = s.answer(
+        [s.set_record(copy.deepcopy(back), captured(shared_data, before, after, running, back))],
+        work,
+        operation="UPDATE",
+    )
+    assert got.decision == "running-on-target" and not got.patch
+    # While member2 had not run yet, the same sequence did inject member1's job.
+    early = s.answer([s.set_record(copy.deepcopy(after), captured(shared_data, before, after))], work)
+    assert early.labels[LABEL_JOB] == "a31b89ec42b1f335258909778303fcfc"
+
+
 def test_work_for_the_cluster_being_left(shared_data: Path) -> None:
     rb = s.binding(shared_data, "scenB-graceful/rb-after-failover.json")
     work = s.flink_work(

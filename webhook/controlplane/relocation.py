@@ -95,6 +95,14 @@ def decide(
         # The cluster being left (its Work lingers with purge mode Gracefully or Never): never inject.
         return Decision(Outcome.LEAVING, explanation=f"{target} is not in spec.clusters")
     states = good_states(record, binding, job_id_labels, now)
+    arrived = _arrived(record, binding, target)
+    on_target = record.cluster(target)
+    seen_on_target = parse_time(on_target.job_seen)
+    if on_target.good and arrived is not None and seen_on_target is not None and seen_on_target >= arrived:
+        # The restored job has run on target since the move: stop, even if a cluster that was left
+        # reports something newer later (its old object can live on for a while when it comes back).
+        here = GoodState(target, on_target.job_id, seen_on_target, "record")
+        return Decision(Outcome.RUNNING_ON_TARGET, newest=here, explanation="target ran a job since the move")
     if states:
         newest = max(states, key=lambda s: (s.seen, s.cluster == target))
         if newest.cluster == target:
@@ -135,6 +143,14 @@ def _latest(entries: Iterable[HistoryEntry]) -> HistoryEntry | None:
     for entry in entries:
         found = entry  # history is kept oldest first
     return found
+
+
+def _arrived(record: Record, binding: Binding, target: str) -> datetime | None:
+    """When the workload last moved to target: a recorded move, or an eviction task from elsewhere."""
+    moments = [parse_time(e.time) for e in _moves_to(record, target)]
+    moments += [parse_time(t.created) for t in _other_tasks(binding, target)]
+    known = [m for m in moments if m is not None]
+    return max(known) if known else None
 
 
 def _moves_to(record: Record, target: str) -> list[HistoryEntry]:
