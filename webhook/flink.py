@@ -79,6 +79,7 @@ class FlinkResource:
     annotations: Mapping[str, str]
     job: Mapping[str, Any] | None
     configuration: Mapping[str, str]
+    deleting: bool = False  # metadata.deletionTimestamp set: the operator is removing its finalizer
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> FlinkResource:
@@ -95,6 +96,7 @@ class FlinkResource:
             annotations=_str_map(meta.get("annotations")),
             job=job if isinstance(job, Mapping) else None,
             configuration=flatten_configuration(spec.get("flinkConfiguration")),
+            deleting=bool(meta.get("deletionTimestamp")),
         )
 
     @property

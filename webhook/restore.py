@@ -104,6 +104,8 @@ def decide(
         return RestoreDecision(Outcome.SKIP, "no failover label")
     if resource.job is None:
         return RestoreDecision(Outcome.SKIP, "session cluster without spec.job")
+    if resource.deleting:
+        return RestoreDecision(Outcome.SKIP, "object is being deleted")
 
     found = job_id_label(resource, policy)
     job_id = ""

@@ -334,3 +334,12 @@ def test_missing_checkpoint_dir_is_a_storage_error(tmp_path: Path) -> None:
     obj = flink_deployment(checkpoint_dir=str(tmp_path / "typo"), labels=labels())
     resp = answer(POLICY, review(obj))
     assert resp["allowed"] is False and "does not exist" in resp["status"]["message"]
+
+
+def test_object_being_deleted_is_never_patched(ckpt: Path) -> None:
+    """The operator removes its finalizer with an UPDATE; touching that object helps nobody."""
+    _, created = _restored_object(ckpt)
+    template = flink_deployment(checkpoint_dir=str(ckpt), labels=labels())
+    template["metadata"]["deletionTimestamp"] = "2026-11-29T15:00:00Z"
+    resp = answer(POLICY, review(template, operation="UPDATE", old=created))
+    assert resp["allowed"] is True and "patch" not in resp
