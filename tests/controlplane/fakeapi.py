@@ -58,6 +58,9 @@ class FakeKarmada:
     fail_next_patches: int = 0
     pending_error: dict[str, Any] | None = None
     watches_started: int = 0
+    open_watches: int = 0
+    watch_generation: int = 0  # end_watches() bumps it: every open stream ends normally
+    patched_while_watching: list[bool] = field(default_factory=list)
     cond: threading.Condition = field(default_factory=threading.Condition)
     closing: bool = False
 
@@ -117,6 +120,12 @@ class FakeKarmada:
             self.upsert(obj)
             self.oldest_watchable = self.rv + 1
             self.events.clear()
+            self.cond.notify_all()
+
+    def end_watches(self) -> None:
+        """End every open watch stream normally (as the server's timeoutSeconds would)."""
+        with self.cond:
+            self.watch_generation += 1
             self.cond.notify_all()
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
@@ -249,6 +258,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._status(404, "NotFound", "no such path")
             return
         with fake.cond:
+            fake.patched_while_watching.append(fake.open_watches > 0)
             failing = fake.fail_next_patches > 0
             fake.fail_next_patches = max(0, fake.fail_next_patches - 1)
         if failing:
@@ -273,6 +283,17 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, since: int, timeout: float) -> None:
         fake = self.server.fake
+        with fake.cond:
+            fake.open_watches += 1
+            generation = fake.watch_generation
+        try:
+            self._events(since, timeout, generation)
+        finally:
+            with fake.cond:
+                fake.open_watches -= 1
+
+    def _events(self, since: int, timeout: float, generation: int) -> None:
+        fake = self.server.fake
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -293,7 +314,7 @@ class _Handler(BaseHTTPRequestHandler):
                     fake.cond.wait(0.05)
                     gone = since < fake.oldest_watchable
                     pending = [] if gone else [e for e in fake.events if e.rv > cursor]
-                closing = fake.closing
+                closing = fake.closing or fake.watch_generation != generation
                 error, fake.pending_error = fake.pending_error, None
             if error is not None:
                 self._chunk({"type": "ERROR", "object": error})

@@ -68,6 +68,7 @@ class Loop:
 
     def __exit__(self, *exc: object) -> None:
         self.watcher.stop.set()
+        self.server.fake.end_watches()  # a blocked stream read returns; the loop sees stop
         self.thread.join(20)
         assert not self.thread.is_alive()
 
@@ -305,3 +306,17 @@ def test_bookmarks_and_error_events(running: fakeapi.RunningFake, tmp_path: Path
         assert _persisted(running, lambda r: r.failover_count == 1)
         assert loop.watcher.restarts.get("error-event", 0) >= 1
         assert "gone" not in loop.watcher.restarts
+
+
+def test_events_are_handled_while_the_stream_is_open(
+    running: fakeapi.RunningFake, tmp_path: Path, shared_data: Path
+) -> None:
+    """A watch lasts minutes in production: events must be acted on as they arrive, not at its end."""
+    running.fake.upsert(s.binding(shared_data, "scenA/rb-before-failure.json"))
+    with Loop(running, tmp_path, watch_timeout=30) as loop:
+        assert loop.caught_up()
+        assert running.fake.wait_for(lambda: running.fake.open_watches == 1)
+        running.fake.upsert(s.binding(shared_data, "scenA/rb-after-failover.json"))
+        assert _persisted(running, lambda r: r.failover_count == 1)
+        assert running.fake.watches_started == 1  # still the first watch
+        assert running.fake.patched_while_watching[-1] is True
