@@ -185,6 +185,9 @@ def test_shared_nodes_sound_and_optimal(case: tuple[Cluster, tuple[Component, ..
     validator.check(c, comps, result.sets, result.assignment)
     assert first_fit_sets(c, comps) <= result.sets <= result.upper_bound
     assert result.sets == exact_sets(c, comps)
+    hurried = estimate(c, comps, budget_s=0.0)  # only the likeliest packing: sound, never below first fit
+    validator.check(c, comps, hurried.sets, hurried.assignment)
+    assert first_fit_sets(c, comps) <= hurried.sets <= result.sets
     if result.sets:
         capped = estimate(c, comps, max_sets=result.sets - 1)
         validator.check(c, comps, capped.sets, capped.assignment)

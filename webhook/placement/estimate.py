@@ -32,7 +32,9 @@ from webhook.placement.model import Cluster, Component
 from webhook.placement.prepare import UNLIMITED, Prepared, fit_count, prepare
 from webhook.placement.quantity import format_quantity
 
-FRONTIER_LIMIT = 256  # mixes enumerated per node before falling back to raw vectors as class keys
+FRONTIER_LIMIT = 256  # two components: largest smaller fit walked per node for its frontier
+FRONTIER_LIMIT_MANY = 48  # three or more: mixes enumerated per node before falling back to raw vectors
+SEARCH_BUDGET_S = 1.0  # packing variants stop being tried after this long (the answer stays sound)
 FIRST_FIT_LIMIT = 1_000_000  # beyond this many sets the bound is degenerate (no requests, no pod limit)
 
 
@@ -100,7 +102,7 @@ def _frontier(
     size = 1
     for r in ranges:
         size *= len(r)
-        if size > FRONTIER_LIMIT:
+        if size > FRONTIER_LIMIT_MANY:
             return None
     points: list[tuple[int, ...]] = []
     dims = len(vec)
@@ -192,7 +194,9 @@ def _group_bound(prep: Prepared, group: _Group) -> int:
     weights: list[tuple[tuple[int, ...], int | None]] = []
     for j in range(m):
         weights.append((tuple(1 if x == j else 0 for x in range(m)), None))
-    for size in range(2, m + 1):
+    # per resource: all components together, and (for small groups) every subset of two or more
+    sizes = range(2, m + 1) if m <= 3 else (m,)
+    for size in sizes:
         for subset in itertools.combinations(range(m), size):
             for d in range(len(prep.dims)):
                 w = tuple(prep.requests[comps[j]][d] if j in subset else 0 for j in range(m))
@@ -302,13 +306,16 @@ def _pack(
 class _Search:
     """Binary search on k with the packing variants; remembers which variant worked last."""
 
-    def __init__(self, prep: Prepared, group: _Group) -> None:
+    def __init__(self, prep: Prepared, group: _Group, deadline: float) -> None:
         self.prep = prep
         self.group = group
+        self.deadline = deadline
         self.variants = [(o, rule) for o in _orders(prep, group) for rule in ("harm", "input", "big")]
 
     def feasible(self, k: int) -> list[tuple[int, list[int], int]] | None:
         for at, (order, rule) in enumerate(self.variants):
+            if at and time.perf_counter() > self.deadline:
+                return None  # out of time: only the likeliest variant is still tried
             packing = _pack(self.prep, self.group, k, order, rule)
             if packing is not None:
                 if at:
@@ -407,8 +414,17 @@ def _limit_text(prep: Prepared, components: Sequence[Component], active: list[in
     return "components share nodes: the best packing found leaves no room for another full set"
 
 
-def estimate(cluster: Cluster, components: Sequence[Component], max_sets: int | None = None) -> Estimate:
-    """The number of complete sets of ``components`` that fit ``cluster``, with witness and upper bound."""
+def estimate(
+    cluster: Cluster,
+    components: Sequence[Component],
+    max_sets: int | None = None,
+    budget_s: float = SEARCH_BUDGET_S,
+) -> Estimate:
+    """The number of complete sets of ``components`` that fit ``cluster``, with witness and upper bound.
+
+    ``budget_s`` bounds the time spent trying packing variants on shared nodes; past it only the
+    likeliest variant is tried, which can only lower the answer, never make it unsound.
+    """
     started = time.perf_counter()
     prep = prepare(cluster, components)
     active = [c for c, r in enumerate(prep.replicas) if r > 0]
@@ -423,21 +439,34 @@ def estimate(cluster: Cluster, components: Sequence[Component], max_sets: int | 
     upper = min(bounds.values(), default=0)
     cap = upper if max_sets is None else min(upper, max_sets)
 
+    # Karmada's first fit is the floor. It cannot beat an answer that already meets the cap or the bound,
+    # so it runs only when a group's packing misses its bound; then it also narrows the search.
+    ff_sets = -1
+    ff_placed: list[dict[int, int]] = []
+
+    def run_first_fit() -> int:
+        nonlocal ff_sets, ff_placed
+        if ff_sets < 0 and cap <= FIRST_FIT_LIMIT:
+            ff_sets, ff_placed = first_fit(prep, cap)
+        return max(ff_sets, 0)
+
+    deadline = started + budget_s
     sets = cap
     group_result: dict[int, tuple[int, list[tuple[int, list[int], int]] | None]] = {}
     for g in groups:
         if len(g) > 1:
-            found = _Search(prep, built[id(g)]).best(0, min(bounds[id(g)], cap))
+            search = _Search(prep, built[id(g)], deadline)
+            hi = min(bounds[id(g)], cap)
+            packing = search.feasible(hi) if hi > 0 else None
+            found = (hi, packing) if packing is not None else search.best(run_first_fit(), hi - 1)
             group_result[id(g)] = found
             sets = min(sets, found[0])
-    # Karmada's first fit is the floor. It cannot beat an answer that already meets the cap or the bound.
-    ff_sets = -1
     placed: list[dict[int, int]] = []
     method = "exact" if not built or sets == upper else "packing"
-    if sets < cap and cap <= FIRST_FIT_LIMIT:
-        ff_sets, ff_placed = first_fit(prep, cap)
-        if ff_sets >= sets:
-            sets, placed, method = ff_sets, ff_placed, "first-fit"
+    if sets < cap:
+        run_first_fit()
+    if ff_placed and ff_sets >= sets:
+        sets, placed, method = ff_sets, ff_placed, "first-fit"
     if not placed:
         placed = [{} for _ in prep.requests]
         for g in groups:
