@@ -4,6 +4,8 @@ The workload is relocating to ``target`` when the newest good state known for it
 binding's ``aggregatedStatus`` folded into it, or a ``preservedLabelState`` of an eviction task) was
 seen on another cluster and nothing newer was seen on ``target``: whether or not an eviction task
 still exists, whatever the purge mode. Ties go to ``target`` (a job that runs there is not moving).
+Once ``target`` has run a job since the workload moved there, it is not relocating any more; a
+cluster still in the placement is not one the workload left (``target`` was added beside it).
 """
 
 from __future__ import annotations
