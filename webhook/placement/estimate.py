@@ -266,14 +266,17 @@ def _pack(
             if not fit:
                 continue
             others = [x for x in later if b.elig[x] and need[x]]
+            score: float
             if rule == "input":
-                score: float = b.nodes[0]
-            else:
+                score = b.nodes[0]
+            elif rule == "big":
+                score = -fit
+            else:  # harm: replicas of the components still to place lost per replica placed here
                 after = [h - fit * q for h, q in zip(b.vec, req, strict=True)]
                 harm = 0.0
                 for x in others:
                     harm += (fit_count(b.vec, reqs[x]) - fit_count(after, reqs[x])) / need[x]
-                score = harm / fit if rule == "harm" else -fit
+                score = harm / fit
             scored.append((len(others), score, b.nodes[0], b, fit))
         scored.sort(key=lambda t: (t[0], t[1], t[2]))
         left = need[j]
