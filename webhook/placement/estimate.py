@@ -210,7 +210,7 @@ def _group_bound(prep: Prepared, group: _Group) -> int:
         total = 0
         for (vec, _elig, nodes), front in zip(group.classes, group.frontiers, strict=True):
             if front is not None:
-                per = max(sum(a * b for a, b in zip(w, p, strict=True)) for p in front)
+                per = max([sum(map(operator.mul, w, p)) for p in front])
             else:
                 i = nodes[0]
                 per = sum(w[j] * prep.fits[comps[j]][i] for j in range(m))
