@@ -7,10 +7,10 @@ Method, in order of cost:
 2. Components that share nodes form a group. Nodes of a group are merged into classes with the same
    set of feasible (n_1, ..., n_m) pod mixes (the Pareto frontier of what fits), so thousands of nodes
    become a few hundred classes without losing anything: equal frontiers accept exactly the same
-   placements. A binary search over the number of sets runs a greedy packing (several component
-   orders and node orders) on the classes.
-3. Karmada's own first fit runs too, and the larger of the two answers is returned with its witness,
-   so the answer is never below Karmada's.
+   placements. The search probes the upper bound first, then binary-searches below it, running a
+   greedy packing (several component orders and node orders) on the classes.
+3. When a packing misses the bound, Karmada's own first fit runs too (it also becomes the search's low
+   end), and the larger answer is returned with its witness, so the answer is never below Karmada's.
 
 The upper bound is the minimum over groups of weighted capacity bounds: for weights w over the
 group's components, k * (w . replicas) <= sum over nodes of max(w . p) over the node's feasible mixes p
