@@ -36,10 +36,18 @@ def _observe_jobs(record: Record, binding: Binding, stamp: str) -> Record:
     for seen in binding.statuses:
         state = record.cluster(seen.cluster)
         updated = state
-        if seen.job_id and (seen.job_id, seen.state) != (state.observed_job_id, state.observed_state):
-            updated = replace(updated, observed_job_id=seen.job_id, observed_state=seen.state)
         if seen.state == RUNNING and is_job_id(seen.job_id) and seen.job_id != state.job_id:
             updated = replace(updated, job_id=seen.job_id, job_seen=stamp)
+        # A job that never ran here is remembered with its state (Karmada may preserve its jobId);
+        # the good job's own state changes (RESTARTING, FAILING, ...) cost no patch.
+        if seen.job_id and seen.job_id != updated.job_id:
+            pending = (seen.job_id, seen.state)
+        elif seen.job_id:
+            pending = ("", "")
+        else:
+            pending = (updated.observed_job_id, updated.observed_state)
+        if pending != (updated.observed_job_id, updated.observed_state):
+            updated = replace(updated, observed_job_id=pending[0], observed_state=pending[1])
         if seen.savepoint and seen.savepoint != state.savepoint:
             updated = replace(updated, savepoint=seen.savepoint, savepoint_seen=stamp)
         if updated != state:

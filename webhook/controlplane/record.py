@@ -11,8 +11,8 @@ ResourceBinding annotations, so its controllers do not drop it). Schema (version
           "jobSeen": "<RFC 3339>",        # when that jobId was first seen RUNNING there
           "savepoint": "s3://...",        # last savepoint location reported there ("" if none)
           "savepointSeen": "<RFC 3339>",
-          "observedJobId": "<32 hex>",    # the jobId the status shows now, whatever its state
-          "observedState": "RECONCILING"  # and that state
+          "observedJobId": "<32 hex>",    # a jobId shown there that never ran there (else absent)
+          "observedState": "RECONCILING"  # and its state
         }
       },
       "placement": ["member2"],           # the last non-empty spec.clusters seen
