@@ -7,6 +7,7 @@ the pod slot.
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -23,12 +24,16 @@ class Prepared:
 
     dims: tuple[str, ...]  # resource names; the last one is always "pods"
     names: tuple[str, ...]  # node names, input order
-    vecs: tuple[tuple[int, ...], ...]  # free capacity per node over dims
     requests: tuple[tuple[int, ...], ...]  # per component over dims (pods = 1)
     replicas: tuple[int, ...]
     eligible: tuple[tuple[bool, ...], ...]  # [c][i]: node passes c's filters
     fits: tuple[tuple[int, ...], ...]  # [c][i]
-    columns: tuple[tuple[int, ...], ...]  # [d][i]: vecs column by column
+    columns: tuple[tuple[int, ...], ...]  # [d][i]: free capacity per resource and node
+
+    @functools.cached_property
+    def vecs(self) -> tuple[tuple[int, ...], ...]:
+        """Free capacity node by node; built only when shared nodes or first fit need it."""
+        return tuple(zip(*self.columns, strict=True)) if self.columns and self.columns[0] else ()
 
 
 def fit_count(vec: Sequence[int], req: Sequence[int]) -> int:
@@ -60,7 +65,6 @@ def prepare(cluster: Cluster, components: Sequence[Component]) -> Prepared:
             per_kind = [c.admits(node) for node in table.kinds]
             eligible.append(tuple(map(per_kind.__getitem__, table.kind_of)))
     columns = [table.columns.get(d) or (UNLIMITED if d == PODS else 0,) * n for d in dims]
-    vecs = list(zip(*columns, strict=True))
     # Column-wise: map(min, ...) over per-resource quotients runs in C, which matters at 10,000 nodes.
     fits = []
     for ci, req in enumerate(requests):
@@ -70,7 +74,6 @@ def prepare(cluster: Cluster, components: Sequence[Component]) -> Prepared:
     return Prepared(
         dims=dims,
         names=table.names,
-        vecs=tuple(vecs),
         requests=requests,
         replicas=tuple(c.replicas for c in components),
         eligible=tuple(eligible),
