@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from functools import cache
 
 from webhook.placement.model import Cluster, Component
-from webhook.placement.prepare import fit_count, prepare
+from webhook.placement.prepare import prepare
 
 
 def exact_sets(cluster: Cluster, components: Sequence[Component], max_sets: int | None = None) -> int:
@@ -59,6 +59,3 @@ def exact_sets(cluster: Cluster, components: Sequence[Component], max_sets: int 
         else:
             hi = mid - 1
     return lo
-
-
-__all__ = ["exact_sets", "fit_count"]
