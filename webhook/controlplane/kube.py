@@ -127,8 +127,8 @@ class KarmadaApi:
             if not isinstance(page, Mapping) or not isinstance(page.get("items"), list):
                 return ApiFailure(0, "list answer is not a ResourceBindingList")
             items += [i for i in page["items"] if isinstance(i, Mapping)]
-            meta = page.get("metadata") if isinstance(page.get("metadata"), Mapping) else {}
-            assert isinstance(meta, Mapping)
+            raw_meta = page.get("metadata")
+            meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
             version = str(meta.get("resourceVersion") or version)
             token = meta.get("continue") or None
             if not token:

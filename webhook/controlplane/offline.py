@@ -81,8 +81,8 @@ class StaticLookup:
 def static_lookup(bindings: Iterable[Mapping[str, Any]], policy: RestorePolicy) -> StaticLookup:
     objects = {}
     for obj in bindings:
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-        assert isinstance(meta, Mapping)
+        raw_meta = obj.get("metadata")
+        meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
         objects[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = obj
     return StaticLookup(objects, policy)
 

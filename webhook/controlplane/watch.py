@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -40,7 +40,7 @@ EVENTS = Counter("flink_failover_watch_events_total", "ResourceBinding watch eve
 class Api(Protocol):
     def list_bindings(self) -> Listed | ApiFailure: ...
 
-    def watch_bindings(self, resource_version: str) -> Any: ...
+    def watch_bindings(self, resource_version: str) -> Iterator[WatchEvent | WatchEnded | ApiFailure]: ...
 
     def get_binding(
         self, namespace: str, name: str, timeout: float | None = None
@@ -172,7 +172,6 @@ class Watcher:
                     log.warning("ResourceBinding watch broke: %s", item.message)
                     self._pause("disconnected")
                 return
-            assert isinstance(item, WatchEvent)
             EVENTS.labels(item.type or "unknown").inc()
             if item.type == "ERROR":
                 code = item.object.get("code")
@@ -245,8 +244,8 @@ def _annotations(obj: Mapping[str, Any]) -> Any:
 
 
 def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    assert isinstance(meta, Mapping)
+    raw_meta = obj.get("metadata")
+    meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
     return (str(meta.get("namespace", "")), str(meta.get("name", "")))
 
 
