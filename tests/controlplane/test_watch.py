@@ -38,7 +38,13 @@ def running(tmp_path: Path) -> Iterator[fakeapi.RunningFake]:
 class Loop:
     """One capture component: its own API client, cache and thread, as a process would have."""
 
-    def __init__(self, server: fakeapi.RunningFake, tmp_path: Path, **config: Any) -> None:
+    def __init__(
+        self,
+        server: fakeapi.RunningFake,
+        tmp_path: Path,
+        clock_offset: timedelta = timedelta(),
+        **config: Any,
+    ) -> None:
         kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
         options = {
             "kubeconfig": str(kubeconfig),
@@ -55,7 +61,7 @@ class Loop:
             api,
             self.cache,
             KEY,
-            clock=lambda: s.FIXED_NOW + timedelta(seconds=next(ticks)),
+            clock=lambda: s.FIXED_NOW + clock_offset + timedelta(seconds=next(ticks)),
             backoff=Backoff(initial=0.01, maximum=0.05),
         )
         self.thread = threading.Thread(target=self.watcher.run, daemon=True)
@@ -320,3 +326,38 @@ def test_events_are_handled_while_the_stream_is_open(
         assert _persisted(running, lambda r: r.failover_count == 1)
         assert running.fake.watches_started == 1  # still the first watch
         assert running.fake.patched_while_watching[-1] is True
+
+
+def test_two_capturing_instances_converge(
+    running: fakeapi.RunningFake, tmp_path: Path, shared_data: Path
+) -> None:
+    """A rollout (or two gunicorn workers) briefly runs two capture loops with different clocks: they
+    must settle on one record instead of overwriting each other forever."""
+    running.fake.upsert(s.binding(shared_data, "scenA/rb-before-failure.json"))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with (
+        Loop(running, tmp_path / "a") as a,
+        Loop(running, tmp_path / "b", clock_offset=timedelta(hours=1)) as b,
+    ):
+        fake = running.fake
+
+        def quiet() -> bool:  # both handled every event, including the echoes of every patch
+            return a.watcher.resource_version == b.watcher.resource_version == str(fake.rv)
+
+        assert fake.wait_for(quiet)
+        running.fake.upsert(s.binding(shared_data, "scenA/rb-after-failover.json"))
+        assert fake.wait_for(quiet)
+        record = a.record()
+        assert record.failover_count == 1 and record.cluster("member1").job_id == s.JOB_A
+        assert a.cache.get(NS, NAME).record == b.cache.get(NS, NAME).record == record
+        # A new job on member2: each loop dates it by its own clock, and both see it at once.
+        running_on_2 = s.set_statuses(
+            s.binding(shared_data, "scenA/rb-after-failover.json"),
+            {"member1": s.flink_status(s.JOB_A), "member2": s.flink_status(s.JOB_B)},
+        )
+        fake.upsert(running_on_2)
+        assert fake.wait_for(quiet)
+        record = a.record()
+        assert record.cluster("member2").job_id == s.JOB_B
+        assert a.cache.get(NS, NAME).record == b.cache.get(NS, NAME).record == record

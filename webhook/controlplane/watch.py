@@ -21,7 +21,7 @@ from webhook.controlplane.binding import Binding, is_flink_binding
 from webhook.controlplane.capture import capture
 from webhook.controlplane.handler import Found, LookupFailed, LookupResult, NotFound, found_from_object
 from webhook.controlplane.kube import ApiFailure, Listed, WatchEnded, WatchEvent
-from webhook.controlplane.record import Record, read_annotation
+from webhook.controlplane.record import Record, StoredRecord, read_annotation
 from webhook.policy import RestorePolicy
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,7 @@ class Entry:
     obj: Mapping[str, Any]
     binding: Binding
     record: Record  # the newest record we hold; the annotation catches up through the patch
+    written_at: int = -1  # resourceVersion our last successful patch produced (-1: none / unknown)
 
 
 class BindingCache:
@@ -205,18 +206,30 @@ class Watcher:
         stored = read_annotation(_annotations(obj), self.annotation)
         if stored.error:
             log.warning("unreadable record on %s/%s: %s", binding.namespace, binding.name, stored.error)
-        previous = self.cache.get(*binding.key)
-        base = (
-            previous.record if previous is not None and previous.binding.uid == binding.uid else stored.record
-        )
         if not self.capture_enabled:
             self.cache.put(Entry(obj, binding, stored.record))
             return binding.key
+        previous = self.cache.get(*binding.key)
+        if previous is not None and previous.binding.uid != binding.uid:
+            previous = None  # deleted and created again under the same name: a new workload
+        base, written_at = self._base(binding, stored, previous)
         result = capture(base, stored, binding, self.annotation, self.clock())
-        self.cache.put(Entry(obj, binding, result.record))
+        self.cache.put(Entry(obj, binding, result.record, written_at))
         if result.patch is not None:
             self._persist(binding, result.record)
         return binding.key
+
+    def _base(self, binding: Binding, stored: StoredRecord, previous: Entry | None) -> tuple[Record, int]:
+        """What to fold the event into. The annotation is the record of truth (another writer, such as
+        a second replica during a rollout, converges on it instead of fighting it), except when ours
+        is newer: a patch of ours that has not landed, or an event older than our last write."""
+        if previous is None:
+            return stored.record, -1
+        version = _version(binding.resource_version)
+        older = 0 <= version < previous.written_at
+        if binding.key in self._dirty or older or not stored.present or stored.error:
+            return previous.record, previous.written_at
+        return stored.record, previous.written_at
 
     def _persist(self, binding: Binding, record: Record) -> None:
         answer = self.api.patch_annotation(binding.namespace, binding.name, self.annotation, record.dumps())
@@ -227,6 +240,9 @@ class Watcher:
             return
         CAPTURE_PATCHES.labels("ok").inc()
         self._dirty.discard(binding.key)
+        entry = self.cache.get(*binding.key)
+        if entry is not None and entry.binding.uid == binding.uid:
+            entry.written_at = _version(_resource_version(answer))
 
     def _flush(self) -> None:
         """Retry the patches that failed; the next watch pass retries again if it fails once more."""
@@ -247,6 +263,15 @@ def _key(obj: Mapping[str, Any]) -> tuple[str, str]:
     raw_meta = obj.get("metadata")
     meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
     return (str(meta.get("namespace", "")), str(meta.get("name", "")))
+
+
+def _version(text: str) -> int:
+    """resourceVersion as a number to order events by; -1 when it is not one (it is opaque in principle,
+    etcd revisions in practice): then nothing is judged older than our write."""
+    try:
+        return int(text)
+    except ValueError:
+        return -1
 
 
 def _resource_version(obj: Mapping[str, Any]) -> str:
