@@ -289,3 +289,42 @@ def test_no_capture_serves_the_webhook_alone(
         r.startswith("GET /apis/work.karmada.io/v1alpha2/namespaces/analytics/resourcebindings/")
         for r in fake.requests
     )
+
+
+def test_karmada_unreachable_keeps_the_server_unready_and_never_blocks(
+    certs: Path, tmp_path: Path, shared_data: Path
+) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "k", "cluster": {"server": dead}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "k", "context": {"cluster": "k", "user": "u"}}],
+                "current-context": "k",
+            }
+        )
+    )
+    server = Server(kubeconfig, certs, tmp_path)
+    try:
+        ready = None
+        deadline = time.monotonic() + 60
+        while ready is None and time.monotonic() < deadline:
+            assert server.proc.poll() is None, server.log.read_text()
+            try:
+                ready = requests.get(server.url + "/readyz", verify=server.ca, timeout=2)
+            except requests.RequestException:
+                time.sleep(0.1)
+        assert ready is not None
+        # Not ready: kube-apiserver's failurePolicy Fail delays Flink Works until the cache has synced.
+        assert ready.status_code == 503 and "not synced" in ready.text
+        # Called anyway (a stale endpoint): allowed, no patch, never a denial.
+        work = s.flink_work(shared_data, "scenA/works-member2-final.json", "orders-flinkdeployment")
+        assert server.admit(work)["response"] == {"uid": "uid-1", "allowed": True}
+    finally:
+        server.stop()
