@@ -8,7 +8,7 @@ has ``_metadata`` (normally the first).
 from __future__ import annotations
 
 import os
-import re
+import stat
 import threading
 import time
 from collections.abc import Mapping
@@ -20,7 +20,6 @@ import fsspec
 
 from webhook.paths import StoragePath, StoragePathError
 
-_CHK_RE = re.compile(r"^chk-([0-9]{1,18})$")
 METADATA = "_metadata"
 
 # Conservative network defaults so one slow endpoint cannot eat the admission deadline by itself.
@@ -53,8 +52,23 @@ class Candidate:
 
 
 def checkpoint_ids(names: list[str]) -> list[int]:
-    """Checkpoint numbers among directory entry names, highest first; other names are ignored."""
-    ids = {int(m.group(1)) for n in names if (m := _CHK_RE.match(n))}
+    """Checkpoint numbers among directory entry names, highest first; other names are ignored.
+
+    Only the spelling Flink writes counts: ``chk-`` and 1-18 ASCII digits without a leading zero
+    (``chk-007`` would resolve to another directory, ``chk-7``) and nothing after them (not even the
+    newline a ``$`` regex lets through). String tests rather than a regex: thousands of entries.
+    """
+    ids = set()
+    for name in names:
+        if name.startswith("chk-"):
+            digits = name[4:]
+            if (
+                0 < len(digits) <= 18
+                and digits.isascii()
+                and digits.isdigit()
+                and (digits[0] != "0" or digits == "0")
+            ):
+                ids.add(int(digits))
     return sorted(ids, reverse=True)
 
 
@@ -105,21 +119,18 @@ class CheckpointStorage:
         fs = self.filesystem(job_dir)
         deadline.check()
         try:
-            entries = fs.ls(job_dir.fs_path, detail=True)
+            names = _entry_names(fs, job_dir)
         except FileNotFoundError:
             if checkpoint_dir is not None and checkpoint_dir != job_dir:
                 self._require_dir(fs, checkpoint_dir)
             return None
         except Exception as exc:
             raise _storage_error("listing", job_dir, exc) from None
-        if any(e.get("type") == "file" and _same(e.get("name", ""), job_dir.fs_path) for e in entries):
-            raise StorageError(f"{job_dir} is a file, not a checkpoint directory")
-        names = [str(e.get("name", "")).rstrip("/").rsplit("/", 1)[-1] for e in entries]
         local_root = _real(job_dir) if job_dir.protocol == "file" else None
         for n in checkpoint_ids(names):
             deadline.check()
             chk = job_dir.child(f"chk-{n}")
-            if local_root is not None and not _inside(chk, local_root):
+            if local_root is not None and not _entry_inside(local_root, chk):
                 continue  # a symlink leading out of the checkpoint dir is never a restore path
             found = self._metadata(fs, chk)
             if found is not None:
@@ -153,11 +164,29 @@ class CheckpointStorage:
             raise _storage_error("reading", meta, exc) from None
         if info.get("type") not in (None, "file"):
             return None
-        if meta.protocol == "file":
+        if meta.protocol == "file" and info.get("islink", True):
             real = os.path.realpath(meta.path)
             if not real.startswith(os.path.realpath(snapshot.path) + os.sep):
                 return None
         return _modified(info) or datetime.fromtimestamp(0, UTC)
+
+
+def _entry_names(fs: fsspec.AbstractFileSystem, job_dir: StoragePath) -> list[str]:
+    """Names in the job directory (one listing); FileNotFoundError when it does not exist.
+
+    Names only: a detailed listing costs one stat per entry on local storage, and fsspec's local
+    listing normalises every entry's path (microseconds each, thousands of retained checkpoints).
+    """
+    if job_dir.protocol == "file":
+        try:
+            return os.listdir(job_dir.path)
+        except NotADirectoryError:
+            raise StorageError(f"{job_dir} is a file, not a checkpoint directory") from None
+    entries = [str(e) for e in fs.ls(job_dir.fs_path, detail=False)]
+    # A directory never lists itself: a single entry naming the job dir means it is a file.
+    if len(entries) == 1 and _same(entries[0], job_dir.fs_path) and fs.isfile(job_dir.fs_path):
+        raise StorageError(f"{job_dir} is a file, not a checkpoint directory")
+    return [e.rstrip("/").rsplit("/", 1)[-1] for e in entries]
 
 
 def _modified(info: Mapping[str, Any]) -> datetime | None:
@@ -183,6 +212,19 @@ def _same(name: str, fs_path: str) -> bool:
 
 def _real(path: StoragePath) -> str:
     return os.path.realpath(path.path)
+
+
+def _entry_inside(real_parent: str, path: StoragePath) -> bool:
+    """``path`` (an entry of the directory whose real path is ``real_parent``) stays inside it.
+
+    An entry that is not a symlink lies where its parent does (one lstat); a symlink is resolved.
+    """
+    try:
+        if not stat.S_ISLNK(os.lstat(os.path.join(real_parent, path.name)).st_mode):
+            return True
+    except OSError:
+        pass
+    return _inside(path, real_parent)
 
 
 def _inside(path: StoragePath, real_root: str) -> bool:
