@@ -28,7 +28,7 @@ import threading
 import time
 from array import array
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -299,15 +299,39 @@ class Connection:
 
 @dataclass
 class LoadSpec:
+    """What the client processes send, and when.
+
+    Timeline from a common start: ``warmup`` seconds of all scenarios round-robin (not measured), then
+    ``rounds`` rounds of one ``slice`` per scenario (interleaved, so that other work on the machine
+    hits every scenario alike). Requests sent in the first ``settle`` seconds of a slice are not
+    measured (the previous scenario's requests are still draining). With ``rounds == 0`` the whole
+    ``slice`` after warm-up is one measured mix of every scenario (the soak).
+    """
+
     port: int
     ca_file: str
-    requests: list[tuple[bytes, int, bytes]]  # (request bytes, status, marker), sent round-robin
+    requests: list[tuple[bytes, int, bytes]]  # per scenario: (request bytes, status, marker)
     connections: int
     warmup: float
-    seconds: float
+    slice: float
+    rounds: int
+    settle: float = 0.15
     rate: float = 0.0  # requests/s per connection, 0 = closed loop as fast as answers come
     timeout: float = 10.0
     keep_latencies: bool = True
+
+    @property
+    def total(self) -> float:
+        slices = self.rounds * len(self.requests) if self.rounds else 1
+        return self.warmup + slices * self.slice
+
+    def slot(self, elapsed: float, counter: int) -> tuple[int, bool]:
+        """(scenario index, measured?) for a request sent ``elapsed`` seconds after the start."""
+        n = len(self.requests)
+        if elapsed < self.warmup or not self.rounds:
+            return counter % n, elapsed >= self.warmup
+        k, into = divmod(elapsed - self.warmup, self.slice)
+        return int(k) % n, into >= self.settle
 
 
 def _client_process(spec: LoadSpec, pipe: multiprocessing.connection.Connection) -> None:
@@ -316,17 +340,18 @@ def _client_process(spec: LoadSpec, pipe: multiprocessing.connection.Connection)
     conns = [Connection(spec.port, context, spec.timeout) for _ in range(spec.connections)]
     pipe.send("ready")
     start = pipe.recv()  # a time.monotonic() value (system-wide clock) shared by every client process
-    measure_from, measure_to = start + spec.warmup, start + spec.warmup + spec.seconds
+    stop = start + spec.total
+    n = len(spec.requests)
     results: list[dict[str, Any]] = []
     lock = threading.Lock()
 
     def run(index: int) -> None:
         conn = conns[index]
-        latencies = array("d")
-        done = errors = reconnects = 0
+        latencies = [array("d") for _ in range(n)]
+        done, errors = [0] * n, [0] * n
+        reconnects = 0
         first_error = ""
-        n = len(spec.requests)
-        i = index  # offset so that connections do not all send the same scenario at once
+        counter = index  # offset so that connections do not all send the same scenario at once
         interval = 1.0 / spec.rate if spec.rate else 0.0
         next_send = start + (index / max(spec.connections, 1)) * interval
         while time.monotonic() < start:
@@ -338,10 +363,11 @@ def _client_process(spec: LoadSpec, pipe: multiprocessing.connection.Connection)
                     time.sleep(pause)
                 next_send += interval
             sent = time.monotonic()
-            if sent >= measure_to:
+            if sent >= stop:
                 break
-            request, status_expected, marker = spec.requests[i % n]
-            i += 1
+            which, measured = spec.slot(sent - start, counter)
+            counter += 1
+            request, status_expected, marker = spec.requests[which]
             try:
                 status, body, close = conn.roundtrip(request)
                 ok = status == status_expected and marker in body
@@ -362,17 +388,17 @@ def _client_process(spec: LoadSpec, pipe: multiprocessing.connection.Connection)
                 except OSError:
                     break
             received = time.monotonic()
-            if sent >= measure_from:
-                done += 1
+            if measured:
+                done[which] += 1
                 if not ok:
-                    errors += 1
+                    errors[which] += 1
                 elif spec.keep_latencies:
-                    latencies.append(received - sent)
+                    latencies[which].append(received - sent)
         conn.close()
         with lock:
             results.append(
                 {
-                    "latencies": latencies.tobytes(),
+                    "latencies": [a.tobytes() for a in latencies],
                     "done": done,
                     "errors": errors,
                     "reconnects": reconnects,
@@ -392,16 +418,18 @@ def _client_process(spec: LoadSpec, pipe: multiprocessing.connection.Connection)
 
 @dataclass
 class LoadResult:
+    """One scenario's figures."""
+
     latencies: list[float]
     done: int
     errors: int
-    reconnects: int
     first_error: str
-    seconds: float
-    client_cpu: float
-    server_cpu: float
+    seconds: float  # measured time
+    server_cpu: float  # cores used by the server processes while this scenario was measured
     moto_cpu: float
-    machine_busy: float  # fraction of all cores busy during the run (anything on the machine)
+    machine_busy: float  # fraction of all cores busy (anything on the machine) in the same windows
+    client_cpu: float = 0.0  # cores used by the load generator over the whole run (all scenarios)
+    reconnects: int = 0
 
     @property
     def rps(self) -> float:
@@ -415,86 +443,125 @@ class LoadResult:
 
 
 @dataclass
+class Sample:
+    server: float
+    moto: float
+    busy: tuple[float, float]
+
+
 class LoadRun:
-    """Client processes, started and connected, waiting for :meth:`go`."""
+    """Client processes, started and connected; :meth:`run` starts them together and collects."""
 
-    spec: LoadSpec
-    processes: int
-    server_pid: int
-    _procs: list[Any] = field(default_factory=list)
-    _pipes: list[multiprocessing.connection.Connection] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
+    def __init__(self, spec: LoadSpec, processes: int, server_pid: int) -> None:
+        self.spec = spec
+        self.server_pid = server_pid
+        self._procs: list[Any] = []
+        self._pipes: list[multiprocessing.connection.Connection] = []
         ctx = multiprocessing.get_context("spawn")
-        per = _split(self.spec.connections, self.processes)
-        for n in per:
+        for n in _split(spec.connections, processes):
             parent, child = ctx.Pipe()
-            sub = LoadSpec(**{**self.spec.__dict__, "connections": n})
+            sub = LoadSpec(**{**spec.__dict__, "connections": n})
             proc = ctx.Process(target=_client_process, args=(sub, child), daemon=True)
             proc.start()
             child.close()
             self._procs.append(proc)
             self._pipes.append(parent)
-        for pipe in self._pipes:
-            if not pipe.poll(60):
-                raise TimeoutError("load client did not connect within 60 s")
-            pipe.recv()
+        try:
+            for pipe in self._pipes:
+                if not pipe.poll(60):
+                    raise TimeoutError("load client did not connect within 60 s")
+                pipe.recv()
+        except (TimeoutError, EOFError):
+            self.kill()
+            raise
 
-    def run(self, on_tick: Any = None) -> LoadResult:
+    def _windows(self, start: float) -> list[tuple[int, float, float]]:
+        """(scenario, from, to) of every measured window, in time order."""
+        spec = self.spec
+        t0 = start + spec.warmup
+        if not spec.rounds:
+            return [(-1, t0, t0 + spec.slice)]
+        n = len(spec.requests)
+        return [
+            (k % n, t0 + k * spec.slice + spec.settle, t0 + (k + 1) * spec.slice)
+            for k in range(spec.rounds * n)
+        ]
+
+    def run(self, on_tick: Any = None, tick: float = 1.0) -> list[LoadResult]:
         server_pids = process_tree(self.server_pid)
         moto_pids = find_moto()
+
+        def sample() -> Sample:
+            return Sample(cpu_seconds(server_pids), cpu_seconds(moto_pids), machine_busy())
+
+        spec = self.spec
+        n = len(spec.requests)
         start = time.monotonic() + 0.2
         for pipe in self._pipes:
             pipe.send(start)
-        while time.monotonic() < start + self.spec.warmup:
-            time.sleep(0.01)
-        server0, moto0, busy0 = cpu_seconds(server_pids), cpu_seconds(moto_pids), machine_busy()
-        bound = start + self.spec.warmup + self.spec.seconds + 4 * self.spec.timeout + 30
+        spent = [[0.0, 0.0, 0.0, 0.0] for _ in range(max(n, 1))]  # server, moto, busy, total jiffies
+        next_tick = start + tick
+        for which, t_from, t_to in self._windows(start):
+            for target, is_end in ((t_from, False), (t_to, True)):
+                while (now := time.monotonic()) < target:
+                    if on_tick is not None and now >= next_tick:
+                        on_tick()
+                        next_tick += tick
+                    time.sleep(min(0.005, max(target - now, 0.0)) if not on_tick else min(0.05, target - now))
+                snap = sample()
+                if not is_end:
+                    begin = snap
+                    continue
+                row = spent[max(which, 0)]
+                row[0] += snap.server - begin.server
+                row[1] += snap.moto - begin.moto
+                row[2] += snap.busy[0] - begin.busy[0]
+                row[3] += snap.busy[1] - begin.busy[1]
+        bound = start + spec.total + 4 * spec.timeout + 30
         replies = []
-        sampled = False
         for pipe in self._pipes:
             while not pipe.poll(0.25):
-                if on_tick is not None:
-                    on_tick()
-                if not sampled and time.monotonic() >= start + self.spec.warmup + self.spec.seconds:
-                    server1, moto1, busy1 = cpu_seconds(server_pids), cpu_seconds(moto_pids), machine_busy()
-                    sampled = True
                 if time.monotonic() > bound:
                     self.kill()
                     raise TimeoutError("load clients did not finish in time")
             replies.append(pipe.recv())
-        if not sampled:
-            server1, moto1, busy1 = cpu_seconds(server_pids), cpu_seconds(moto_pids), machine_busy()
         for proc in self._procs:
             proc.join(10)
-        latencies: list[float] = []
-        done = errors = reconnects = 0
-        first_error = ""
-        for reply in replies:
-            for r in reply["results"]:
-                lat = array("d")
-                lat.frombytes(r["latencies"])
-                latencies.extend(lat)
-                done += r["done"]
-                errors += r["errors"]
-                reconnects += r["reconnects"]
-                first_error = first_error or r["first_error"]
-        latencies.sort()
-        client_cpu = sum(r["cpu"] for r in replies)
-        busy = (busy1[0] - busy0[0]) / max(busy1[1] - busy0[1], 1.0)
-        total_time = self.spec.warmup + self.spec.seconds
-        return LoadResult(
-            latencies,
-            done,
-            errors,
-            reconnects,
-            first_error,
-            self.spec.seconds,
-            client_cpu / total_time,  # cores used by the load generator (including its warm-up)
-            (server1 - server0) / self.spec.seconds,
-            (moto1 - moto0) / self.spec.seconds,
-            busy,
-        )
+        client_cpu = sum(r["cpu"] for r in replies) / spec.total
+        measured = (spec.slice - spec.settle) * spec.rounds if spec.rounds else spec.slice
+        out = []
+        for which in range(n if spec.rounds else 1):
+            latencies: list[float] = []
+            done = errors = reconnects = 0
+            first_error = ""
+            for reply in replies:
+                for r in reply["results"]:
+                    picks = range(n) if not spec.rounds else [which]
+                    for k in picks:
+                        lat = array("d")
+                        lat.frombytes(r["latencies"][k])
+                        latencies.extend(lat)
+                        done += r["done"][k]
+                        errors += r["errors"][k]
+                    reconnects += r["reconnects"]
+                    first_error = first_error or r["first_error"]
+            latencies.sort()
+            server, moto, busy, jiffies = spent[which]
+            out.append(
+                LoadResult(
+                    latencies,
+                    done,
+                    errors,
+                    first_error,
+                    measured,
+                    server / measured,
+                    moto / measured,
+                    busy / jiffies if jiffies else 0.0,
+                    client_cpu,
+                    reconnects,
+                )
+            )
+        return out
 
     def kill(self) -> None:
         for proc in self._procs:
@@ -509,13 +576,23 @@ def _split(total: int, parts: int) -> list[int]:
 
 def measure(
     running: RunningServer,
-    requests: list[tuple[bytes, int, bytes]],
+    cases: list[Scenario],
     connections: int,
     processes: int,
     warmup: float,
     seconds: float,
-) -> LoadResult:
-    spec = LoadSpec(running.port, str(running.cert_dir / "ca.crt"), requests, connections, warmup, seconds)
+    rounds: int,
+) -> list[LoadResult]:
+    """Each scenario measured for ``seconds`` in total, over ``rounds`` interleaved slices."""
+    spec = LoadSpec(
+        running.port,
+        str(running.cert_dir / "ca.crt"),
+        [(http_request(c.body), c.status, c.expect) for c in cases],
+        connections,
+        warmup,
+        slice=seconds / rounds + 0.15,
+        rounds=rounds,
+    )
     return LoadRun(spec, processes, running.process.pid).run()
 
 
@@ -531,17 +608,18 @@ def table(title: str, rows: list[tuple[Scenario, LoadResult]]) -> str:
     base = rows[0][1]
     lines = [
         title,
-        f"{'scenario':<25}{'req/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'p99.9':>8}"
-        f"{'p50x':>6}{'p99x':>6}{'rps x':>6}{'n':>7}{'err':>5}"
-        f"{'srv cpu':>8}{'cli cpu':>8}{'moto':>6}{'busy':>6}",
+        f"{'scenario':<25}{'req/s':>7}{'p50 ms':>8}{'p99 ms':>8}{'p99.9':>8}"
+        f"{'p50x':>6}{'p99x':>6}{'rps x':>6}{'n':>7}{'err':>4}"
+        f"{'srv cpu':>8}{'ms/req':>7}{'moto':>6}{'busy':>6}",
     ]
     for scenario, r in rows:
+        p50, p99 = r.percentile(50), r.percentile(99)
+        per_request = r.server_cpu / r.rps * 1000 if r.rps else math.nan
         lines.append(
-            f"{scenario.name:<25}{r.rps:8.0f}{_ms(r.percentile(50)):>8}{_ms(r.percentile(99)):>8}"
-            f"{_ms(r.percentile(99.9)):>8}"
-            f"{_ratio(r.percentile(50), base.percentile(50)):>6}{_ratio(r.percentile(99), base.percentile(99)):>6}"
-            f"{_ratio(r.rps, base.rps):>6}{r.done:7d}{r.errors:5d}"
-            f"{r.server_cpu:8.2f}{r.client_cpu:8.2f}{r.moto_cpu:6.2f}{r.machine_busy:6.0%}"
+            f"{scenario.name:<25}{r.rps:7.0f}{_ms(p50):>8}{_ms(p99):>8}{_ms(r.percentile(99.9)):>8}"
+            f"{_ratio(p50, base.percentile(50)):>6}{_ratio(p99, base.percentile(99)):>6}"
+            f"{_ratio(r.rps, base.rps):>6}{r.done:7d}{r.errors:4d}"
+            f"{r.server_cpu:8.2f}{per_request:7.2f}{r.moto_cpu:6.2f}{r.machine_busy:6.0%}"
         )
     return "\n".join(lines)
 
@@ -560,6 +638,7 @@ def parse_config(text: str) -> tuple[int, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench latency", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=4.0, help="measured seconds per scenario and mode")
+    parser.add_argument("--rounds", type=int, default=4, help="interleaved slices per scenario")
     parser.add_argument("--warmup", type=float, default=1.0, help="unmeasured seconds before each")
     parser.add_argument("--connections", type=int, default=16, help="keep-alive connections when loaded")
     parser.add_argument("--clients", type=int, default=2, help="client processes sharing the connections")
@@ -579,7 +658,8 @@ def main(argv: list[str] | None = None) -> int:
         configs = [(1, 8), (2, 4), (2, 8), (3, 4), (1, 16), (4, 4)]
     print(
         f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start; "
-        f"python {sys.version.split()[0]}; each figure over {args.seconds:g} s after {args.warmup:g} s warm-up",
+        f"python {sys.version.split()[0]}; each scenario measured {args.seconds:g} s in {args.rounds} slices "
+        f"after {args.warmup:g} s warm-up",
         flush=True,
     )
     failed = False
@@ -594,17 +674,9 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.serial_only:
                     modes.append(("loaded", args.connections, args.clients))
                 for mode, conns, procs in modes:
-                    rows = []
-                    for case in cases:
-                        result = measure(
-                            running,
-                            [(http_request(case.body), case.status, case.expect)],
-                            conns,
-                            procs,
-                            args.warmup,
-                            args.seconds,
-                        )
-                        rows.append((case, result))
+                    results = measure(running, cases, conns, procs, args.warmup, args.seconds, args.rounds)
+                    rows = list(zip(cases, results, strict=True))
+                    for case, result in rows:
                         if result.errors:
                             failed = True
                             print(f"  {case.name}: {result.errors} errors, first: {result.first_error}")
@@ -627,14 +699,16 @@ def main(argv: list[str] | None = None) -> int:
                             }
                         )
                     title = (
-                        f"\n-- {workers} workers x {threads} threads, {mode}: {conns} keep-alive connection(s)"
-                        f" from {min(procs, conns)} client process(es) --"
+                        f"\n-- {workers} workers x {threads} threads, {mode}: {conns} keep-alive "
+                        f"connection(s) from {min(procs, conns)} client process(es), "
+                        f"client cpu {results[0].client_cpu:.2f} cores --"
                     )
                     print(table(title, rows), flush=True)
     print(
-        "\ncolumns: p50x/p99x/rps x = ratio to the no-op in the same run; srv/cli/moto cpu = cores used "
-        "by the gunicorn processes / the load generator / moto; busy = share of all cores busy on the "
-        "machine (including other work)"
+        "\ncolumns: p50x/p99x/rps x = ratio to the no-op in the same run; srv cpu / moto = cores used by "
+        "the gunicorn processes / moto while the scenario was measured; ms/req = server CPU per "
+        "admission; busy = share of all cores busy on the machine (including other work); scenarios "
+        "are interleaved in --rounds slices so that background load hits them alike"
     )
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))

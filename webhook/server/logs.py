@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import sys
 from datetime import UTC, datetime
 from typing import Any
+
+_NO_LOCK = contextlib.nullcontext()
 
 
 class JsonFormatter(logging.Formatter):
@@ -25,8 +29,53 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, separators=(",", ":"))
 
 
+class LineHandler(logging.Handler):
+    """Writes each record as one line with one ``write(2)``, without holding the handler lock.
+
+    A StreamHandler holds its lock across the write and flush; under load every admission thread of a
+    worker then queues behind whichever thread is waiting to get the GIL back after its write
+    (bench/latency.py measured most request-thread samples there). A single write of a line up to
+    PIPE_BUF bytes is atomic on a pipe (a container's stdout) and on an O_APPEND file, so lines do not
+    interleave; longer records (tracebacks) still take the lock.
+    """
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self.fd = fd
+
+    def handle(self, record: logging.LogRecord) -> bool | logging.LogRecord:
+        if not self.filter(record):
+            return False
+        try:
+            data = (self.format(record) + "\n").encode("utf-8", "backslashreplace")
+        except Exception:
+            self.handleError(record)
+            return True
+        if len(data) <= 4096:
+            self._write(record, data)
+        else:
+            with self.lock or _NO_LOCK:
+                self._write(record, data)
+        return True
+
+    def emit(self, record: logging.LogRecord) -> None:  # the logging API; handle() does the work
+        self.handle(record)
+
+    def _write(self, record: logging.LogRecord, data: bytes) -> None:
+        try:
+            while data:
+                data = data[os.write(self.fd, data) :]
+        except OSError:
+            self.handleError(record)
+
+
 def configure(level: str = "INFO") -> None:
-    handler = logging.StreamHandler(sys.stderr)
+    handler: logging.Handler
+    try:
+        sys.stderr.flush()
+        handler = LineHandler(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):  # stderr replaced by something without a descriptor
+        handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

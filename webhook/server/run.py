@@ -129,9 +129,7 @@ def _gunicorn_logging(level: str) -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": {"()": "webhook.server.logs.JsonFormatter"}},
-        "handlers": {
-            "stderr": {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
-        },
+        "handlers": {"stderr": {"class": "webhook.server.logs.LineHandler", "formatter": "json", "fd": 2}},
         "root": {"level": level.upper(), "handlers": ["stderr"]},
         "loggers": {
             "gunicorn.error": {"level": level.upper(), "handlers": ["stderr"], "propagate": False},

@@ -17,6 +17,27 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 CHECK_INTERVAL = 1.0  # seconds between stat() calls on the certificate files
+# The longest one TLS handshake, request read or response write may block a worker thread.
+IO_TIMEOUT = 5.0
+
+
+class BoundedSSLSocket(ssl.SSLSocket):
+    """An SSL socket whose blocking mode always carries a timeout.
+
+    gunicorn's gthread worker handshakes and reads each request on a pool thread with a blocking socket
+    and no timeout, so a client that sends a partial ClientHello, or completes the handshake and then
+    sends nothing, pins that thread forever: workers x threads such connections stop the webhook
+    (tests/fuzz/test_tls.py). Here ``setblocking(True)`` means "block at most IO_TIMEOUT", and the
+    handshake is bounded the same way; a timed-out connection is closed by the worker.
+    """
+
+    def setblocking(self, flag: bool) -> None:
+        self.settimeout(IO_TIMEOUT if flag else 0.0)
+
+    def do_handshake(self, block: bool = False) -> None:
+        if self.gettimeout() is None:
+            self.settimeout(IO_TIMEOUT)
+        super().do_handshake(block)
 
 
 class CertificateReloader:
@@ -43,6 +64,7 @@ class CertificateReloader:
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.options |= ssl.OP_NO_COMPRESSION
         context.load_cert_chain(certfile=str(self.cert_file), keyfile=str(self.key_file))
+        context.sslsocket_class = BoundedSSLSocket
         return context
 
     def context(self) -> ssl.SSLContext:
