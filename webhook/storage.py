@@ -33,6 +33,9 @@ _S3_DEFAULTS: dict[str, Any] = {
 }
 
 
+_S3FS_RETRIES = 1  # s3fs-level tries; botocore's own max_attempts above still applies
+
+
 class StorageError(Exception):
     """Storage did not answer usefully (unreachable, denied, broken listing): the state is unknown."""
 
@@ -99,7 +102,13 @@ class CheckpointStorage:
         options.update(self._options.get(path.scheme, {}))
         try:
             with self._lock:
-                return fsspec.filesystem(path.protocol, **options)
+                fs = fsspec.filesystem(path.protocol, **options)
+                if path.protocol == "s3" and getattr(fs, "retries", 1) > _S3FS_RETRIES:
+                    # s3fs retries 5 times with backoff on top of botocore's attempts: an endpoint that
+                    # accepts and never answers held a lookup thread for ~55 s (tests/faults), long after
+                    # the admission gave up, filling the lookup pool and delaying worker shutdown.
+                    fs.retries = _S3FS_RETRIES
+                return fs
         except ImportError as exc:
             raise StorageError(
                 f"no fsspec implementation installed for {path.scheme}:// ({exc}); "

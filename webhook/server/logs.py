@@ -43,7 +43,7 @@ class LineHandler(logging.Handler):
         super().__init__()
         self.fd = fd
 
-    def handle(self, record: logging.LogRecord) -> bool | logging.LogRecord:
+    def handle(self, record: logging.LogRecord) -> bool:
         if not self.filter(record):
             return False
         try:

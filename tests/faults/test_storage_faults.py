@@ -1,0 +1,352 @@
+"""Storage faults through the real server: each has one right answer, and the deadline always holds.
+
+Every answer is checked the same way (:func:`admit`): HTTP 200 with a complete AdmissionReview for the
+request's uid, never an internal error (500), answered within the policy deadline plus a margin for
+TLS and a loaded machine, and a restore path, if any, inside ``<checkpoint dir>/<jobId>/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import fsspec.implementations.local
+import pytest
+
+from tests.conftest import REPO
+from tests.faults.conftest import BUCKET, DEADLINE, FaultStack
+from tests.support.objects import apply, decode_patch, flink_deployment, make_checkpoints, review
+from tests.support.server import ApiServerClient
+from webhook.admission import parse_review
+from webhook.member import MemberHandler
+from webhook.policy import RestorePolicy
+
+MARGIN = 1.5  # seconds beyond the deadline for TLS, JSON and a busy 2-core machine
+# Concurrent admissions on hung storage: at most one worker's threads (8). The deadline runs from when a
+# worker thread takes the request; a request queued behind busy threads waits outside it (see
+# docs/performance.md, "Hung storage").
+CONCURRENT = 8
+FAILOVER = "flink-failover.io/failover"
+JOB_LABEL = "flink-failover.io/job-id"
+
+
+def new_job() -> str:
+    return secrets.token_hex(16)
+
+
+def labels(job_id: str) -> dict[str, str]:
+    return {FAILOVER: "true", JOB_LABEL: job_id}
+
+
+def admit(
+    faults: FaultStack, obj: dict[str, Any], job_dir: str, client: ApiServerClient | None = None
+) -> tuple[dict[str, Any], dict[str, Any], float]:
+    """(response, patched object, seconds) for one CREATE, with the invariants every fault must keep."""
+    own = client is None
+    client = client or faults.server.client(timeout=DEADLINE + 10)
+    uid = secrets.token_hex(8)
+    started = time.monotonic()
+    status, data, _ = client.request("POST", "/mutate", json.dumps(review(obj, uid=uid)).encode())
+    elapsed = time.monotonic() - started
+    if own:
+        client.close()
+    assert status == 200, (status, data[:300])
+    answer = json.loads(data)
+    assert answer["apiVersion"] == "admission.k8s.io/v1" and answer["kind"] == "AdmissionReview"
+    resp = answer["response"]
+    assert resp["uid"] == uid and isinstance(resp["allowed"], bool)
+    assert resp.get("status", {}).get("code") != 500, resp  # never an internal error
+    assert elapsed < DEADLINE + MARGIN, f"answered after {elapsed:.2f}s (deadline {DEADLINE}s)"
+    patched = apply(obj, decode_patch(resp))
+    path = patched.get("spec", {}).get("job", {}).get("initialSavepointPath")
+    if path is not None:
+        assert path.startswith(job_dir.rstrip("/") + "/"), (path, job_dir)
+        assert "/../" not in path and not path.endswith("/..")
+    return resp, patched, elapsed
+
+
+def restored_from(patched: dict[str, Any]) -> str:
+    return str(patched["spec"]["job"]["initialSavepointPath"])
+
+
+def denied_for(resp: dict[str, Any], *words: str) -> bool:
+    message = resp.get("status", {}).get("message", "") if resp["allowed"] is False else ""
+    return resp["allowed"] is False and all(w in message for w in words)
+
+
+# ------------------------------------------------------------------------------------------------
+# Storage that does not answer usefully: onStorageError (deny) so Karmada retries
+
+
+def test_storage_unreachable_is_denied_in_time(faults: FaultStack) -> None:
+    job = new_job()
+    obj = flink_deployment(checkpoint_dir="s3a://bucket/ckpt", labels=labels(job))
+    resp, _, _ = admit(faults, obj, f"s3a://bucket/ckpt/{job}")
+    assert denied_for(resp, "failover restore refused", "storage")
+
+
+def test_storage_slower_than_the_deadline_is_denied_at_the_deadline(faults: FaultStack) -> None:
+    """An S3 endpoint that accepts and never answers: the lookup is abandoned at the deadline."""
+    job = new_job()
+    obj = flink_deployment(checkpoint_dir="s3p://bucket/ckpt", labels=labels(job))
+    resp, _, _ = admit(faults, obj, f"s3p://bucket/ckpt/{job}")
+    assert denied_for(resp, "storage did not answer within 2s deadline")
+
+
+def test_many_concurrent_lookups_on_hung_storage_all_hold_the_deadline(faults: FaultStack) -> None:
+    """Eight API-server connections at once against a hung endpoint: each answered, none late; then
+    the local storage still resolves (the hung lookups do not starve the others)."""
+    results: list[tuple[dict[str, Any], float]] = []
+    errors: list[BaseException] = []
+
+    def one() -> None:
+        job = new_job()
+        try:
+            obj = flink_deployment(checkpoint_dir="s3p://bucket/ckpt", labels=labels(job))
+            resp, _, elapsed = admit(faults, obj, f"s3p://bucket/ckpt/{job}")
+            results.append((resp, elapsed))
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one) for _ in range(CONCURRENT)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(DEADLINE + 30)
+    assert not errors, errors[0]
+    assert len(results) == CONCURRENT and all(denied_for(r, "deadline") for r, _ in results)
+    job = new_job()
+    make_checkpoints(faults.checkpoint_root / job, [1, 2])
+    _, patched, _ = admit(faults, flink_deployment(labels=labels(job)), f"{faults.checkpoint_root}/{job}")
+    assert restored_from(patched) == f"{faults.checkpoint_root}/{job}/chk-2"
+
+
+def test_s3_access_denied_is_denied(faults: FaultStack) -> None:
+    job = new_job()
+    faults.s3.pipe(f"{BUCKET}/denied/{job}/chk-4/_metadata", b"m")
+    obj = flink_deployment(checkpoint_dir=f"s3://{BUCKET}/denied", labels=labels(job))
+    faults.proxy.mode = "deny"
+    try:
+        resp, _, _ = admit(faults, obj, f"s3://{BUCKET}/denied/{job}")
+    finally:
+        faults.proxy.mode = "pass"
+    assert denied_for(resp, "permission denied")
+    # The same request with the reader allowed restores: the denial came from the injected 403.
+    _, patched, _ = admit(faults, obj, f"s3://{BUCKET}/denied/{job}")
+    assert restored_from(patched) == f"s3://{BUCKET}/denied/{job}/chk-4"
+
+
+@pytest.mark.parametrize("mode", ["page2-500", "cut-list"])
+def test_s3_listing_failing_half_way_is_never_a_partial_answer(faults: FaultStack, mode: str) -> None:
+    """Listed in pages of two, chk-1 and chk-10 come first: a half listing would restore chk-10 (or
+    chk-1) while chk-12 is the newest. A listing that breaks off is a storage error."""
+    job = new_job()
+    prefix = f"{BUCKET}/half/{job}"
+    faults.s3.pipe({f"{prefix}/chk-{n}/_metadata": b"m" for n in (1, 10, 11, 12, 2, 3)})
+    obj = flink_deployment(checkpoint_dir=f"s3://{BUCKET}/half", labels=labels(job))
+    faults.proxy.mode = mode
+    before = faults.proxy.failed
+    try:
+        resp, _, _ = admit(faults, obj, f"s3://{BUCKET}/half/{job}")
+    finally:
+        faults.proxy.mode = "pass"
+    assert faults.proxy.failed > before  # the fault was really injected
+    assert denied_for(resp, "failover restore refused", "storage")
+    _, patched, _ = admit(faults, obj, f"s3://{BUCKET}/half/{job}")
+    assert restored_from(patched) == f"s3://{BUCKET}/half/{job}/chk-12"
+
+
+@pytest.fixture
+def world_readable_dir() -> Iterator[Path]:
+    """A directory nobody may enter (pytest's own temporary directories are root-only)."""
+    base = Path(tempfile.mkdtemp(prefix="flink-failover-eacces-"))
+    base.chmod(0o755)
+    try:
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def test_permission_denied_on_local_storage(faults: FaultStack, world_readable_dir: Path) -> None:
+    """root reads anything, so the lookup runs as nobody (setpriv) against a job dir only root may
+    read: the real EACCES from the kernel, through the member handler and its deadline."""
+    base = world_readable_dir
+    job = new_job()
+    make_checkpoints(base / job, [5])
+    (base / job).chmod(0o700)
+    request = base / "review.json"
+    obj = flink_deployment(checkpoint_dir=str(base), labels=labels(job))
+    request.write_text(json.dumps(review(obj, uid="eacces")))
+    request.chmod(0o644)
+    code = (
+        "import json, sys, time\n"
+        "from webhook.admission import parse_review\n"
+        "from webhook.member import MemberHandler\n"
+        "from webhook.policy import RestorePolicy\n"
+        f"h = MemberHandler.from_policy(RestorePolicy(deadline_seconds={DEADLINE}))\n"
+        "body = json.load(open(sys.argv[1]))\n"
+        "t = time.monotonic(); resp = h(parse_review(body)).to_review()['response']\n"
+        "print(json.dumps({'response': resp, 'seconds': time.monotonic() - t}))\n"
+        "h.close()\n"
+    )
+    run = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            sys.executable,
+            "-c",
+            code,
+            str(request),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(REPO), "HOME": "/tmp"},
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = json.loads(run.stdout)
+    assert out["seconds"] < DEADLINE + MARGIN
+    assert denied_for(out["response"], "permission denied listing", job)
+    # as root the same tree restores: the denial was the permission
+    _, patched, _ = admit(faults, obj, f"{base}/{job}")
+    assert restored_from(patched) == f"{base}/{job}/chk-5"
+
+
+# ------------------------------------------------------------------------------------------------
+# What is in the checkpoint directory
+
+
+def test_checkpoint_without_metadata_is_skipped_and_none_complete_suspends(
+    faults: FaultStack, tmp_path: Path
+) -> None:
+    job = new_job()
+    make_checkpoints(tmp_path / job, [10, 11, 12], without_metadata=(12,))
+    obj = flink_deployment(checkpoint_dir=str(tmp_path), labels=labels(job))
+    _, patched, _ = admit(faults, obj, f"{tmp_path}/{job}")
+    assert restored_from(patched) == f"{tmp_path}/{job}/chk-11"
+
+    empty = new_job()
+    make_checkpoints(tmp_path / empty, [1, 2], without_metadata=(1, 2))
+    obj = flink_deployment(checkpoint_dir=str(tmp_path), labels=labels(empty))
+    resp, patched, _ = admit(faults, obj, f"{tmp_path}/{empty}")
+    assert resp["allowed"] is True and patched["spec"]["job"]["state"] == "suspended"
+    assert patched["metadata"]["annotations"]["flink-failover.io/restore-decision"] == "suspended"
+    assert "initialSavepointPath" not in patched["spec"]["job"]
+
+
+@pytest.mark.parametrize(
+    "junk",
+    [
+        "chk-abc",
+        "chk--1",
+        "chk-007",
+        "chk-99\n",
+        "chk-99 ",
+        "chk-\u0661\u0662",
+        "chk-" + "9" * 20,
+        "chk-1e3",
+        "CHK-99",
+    ],
+)
+def test_names_that_are_not_flink_checkpoints_are_ignored(
+    faults: FaultStack, tmp_path: Path, junk: str
+) -> None:
+    job = new_job()
+    make_checkpoints(tmp_path / job, [3])
+    bogus = tmp_path / job / junk
+    bogus.mkdir()
+    (bogus / "_metadata").write_bytes(b"not a checkpoint")
+    obj = flink_deployment(checkpoint_dir=str(tmp_path), labels=labels(job))
+    _, patched, _ = admit(faults, obj, f"{tmp_path}/{job}")
+    assert restored_from(patched) == f"{tmp_path}/{job}/chk-3"
+
+
+@pytest.mark.parametrize("what", ["chk dir", "_metadata", "both"])
+def test_symlinks_out_of_the_checkpoint_dir_are_never_restored(
+    faults: FaultStack, tmp_path: Path, what: str
+) -> None:
+    job = new_job()
+    ckpt = tmp_path / "ckpt"
+    outside = tmp_path / "elsewhere"
+    make_checkpoints(outside, [99])
+    make_checkpoints(ckpt / job, [3])
+    if what in ("chk dir", "both"):
+        (ckpt / job / "chk-99").symlink_to(outside / "chk-99", target_is_directory=True)
+    if what in ("_metadata", "both"):
+        (ckpt / job / "chk-50").mkdir()
+        (ckpt / job / "chk-50" / "_metadata").symlink_to(outside / "chk-99" / "_metadata")
+    obj = flink_deployment(checkpoint_dir=str(ckpt), labels=labels(job))
+    _, patched, _ = admit(faults, obj, f"{ckpt}/{job}")
+    assert restored_from(patched) == f"{ckpt}/{job}/chk-3"
+
+
+def test_thousands_of_checkpoints_one_listing_and_the_deadline_held(
+    faults: FaultStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """5,000 chk dirs and only chk-1 complete: the worst case is one listing, then one metadata
+    lookup per checkpoint from the highest down, and still in time."""
+    job = new_job()
+    make_checkpoints(tmp_path / job, [1])
+    for n in range(2, 5001):
+        (tmp_path / job / f"chk-{n}").mkdir()
+    obj = flink_deployment(checkpoint_dir=str(tmp_path), labels=labels(job))
+    _, patched, _ = admit(faults, obj, f"{tmp_path}/{job}")
+    assert restored_from(patched) == f"{tmp_path}/{job}/chk-1"
+
+    calls = {"listdir": 0, "ls": 0, "info": 0}
+    real_listdir = os.listdir
+    real_ls = fsspec.implementations.local.LocalFileSystem.ls
+    real_info = fsspec.implementations.local.LocalFileSystem.info
+
+    def listdir(path: Any = ".") -> list[str]:
+        calls["listdir"] += 1
+        return real_listdir(path)
+
+    def ls(self: Any, *a: Any, **kw: Any) -> Any:
+        calls["ls"] += 1
+        return real_ls(self, *a, **kw)
+
+    def info(self: Any, *a: Any, **kw: Any) -> Any:
+        calls["info"] += 1
+        return real_info(self, *a, **kw)
+
+    monkeypatch.setattr("webhook.storage.os.listdir", listdir)
+    monkeypatch.setattr(fsspec.implementations.local.LocalFileSystem, "ls", ls)
+    monkeypatch.setattr(fsspec.implementations.local.LocalFileSystem, "info", info)
+    handler = MemberHandler.from_policy(RestorePolicy(deadline_seconds=DEADLINE))
+    try:
+        started = time.monotonic()
+        resp = handler(parse_review(review(obj))).to_review()["response"]
+        elapsed = time.monotonic() - started
+    finally:
+        handler.close()
+    assert restored_from(apply(obj, decode_patch(resp))) == f"{tmp_path}/{job}/chk-1"
+    assert calls == {"listdir": 1, "ls": 0, "info": 5000}
+    assert elapsed < DEADLINE
+
+
+def test_job_dir_that_is_a_symlink_out_restores_only_under_its_own_path(
+    faults: FaultStack, tmp_path: Path
+) -> None:
+    """The job dir itself may be a mount (a symlink): the restore path stays spelled under <dir>/<jobId>/."""
+    job = new_job()
+    real = tmp_path / "volume"
+    make_checkpoints(real, [8])
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / job).symlink_to(real, target_is_directory=True)
+    obj = flink_deployment(checkpoint_dir=str(tmp_path / "ckpt"), labels=labels(job))
+    _, patched, _ = admit(faults, obj, f"{tmp_path}/ckpt/{job}")
+    assert restored_from(patched) == f"{tmp_path}/ckpt/{job}/chk-8"
