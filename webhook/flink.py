@@ -26,7 +26,7 @@ JOB_ID_RE = re.compile(r"^[0-9a-f]{32}$")
 
 
 def is_job_id(value: object) -> bool:
-    return isinstance(value, str) and bool(JOB_ID_RE.match(value))
+    return isinstance(value, str) and bool(JOB_ID_RE.fullmatch(value))  # `$` would allow a final "\n"
 
 
 def flatten_configuration(conf: Any) -> dict[str, str]:
