@@ -99,9 +99,9 @@ def parse_review(body: Any) -> AdmissionRequest:
         raise BadReview("request.uid is missing")
     if len(uid) > 256:
         raise BadReview("request.uid is too long")
-    kind = request.get("kind") if isinstance(request.get("kind"), Mapping) else {}
-    resource = request.get("resource") if isinstance(request.get("resource"), Mapping) else {}
-    assert isinstance(kind, Mapping) and isinstance(resource, Mapping)
+    raw_kind, raw_resource = request.get("kind"), request.get("resource")
+    kind: Mapping[str, Any] = raw_kind if isinstance(raw_kind, Mapping) else {}
+    resource: Mapping[str, Any] = raw_resource if isinstance(raw_resource, Mapping) else {}
     obj = request.get("object")
     old = request.get("oldObject")
     return AdmissionRequest(

@@ -83,10 +83,9 @@ class FlinkResource:
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> FlinkResource:
-        meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-        assert isinstance(meta, Mapping)
-        spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-        assert isinstance(spec, Mapping)
+        raw_meta, raw_spec = obj.get("metadata"), obj.get("spec")
+        meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
+        spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
         job = spec.get("job")
         return cls(
             kind=str(obj.get("kind", "")),
