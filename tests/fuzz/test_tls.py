@@ -181,3 +181,9 @@ def test_stalled_clients_cannot_pin_every_worker_thread(fuzz_server: RunningServ
     finally:
         for sock in held:
             sock.close()
+
+
+def test_no_gunicorn_control_socket(fuzz_server: RunningServer) -> None:
+    """gunicorn's runtime control socket (adjust workers, reload, shut down) stays closed."""
+    assert fuzz_server.client().request("GET", "/healthz")[0] == 200
+    assert "Control socket listening" not in fuzz_server.logs()

@@ -115,6 +115,9 @@ def gunicorn_options(
         "proc_name": "flink-failover",
         "worker_tmp_dir": tempfile.gettempdir(),
         "child_exit": _child_exit,
+        # gunicorn >= 25 opens a control socket in $HOME (worker count, reload, shutdown) by default;
+        # nothing here uses it, and every server on a host would share the one path.
+        "control_socket_disable": True,
     }
     if reloader is not None:
         options["certfile"] = str(reloader.cert_file)
