@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from webhook.admission import AdmissionRequest, AdmissionResponse
 from webhook.flink import GROUP, KINDS, FlinkResource
 from webhook.patch import plan
+from webhook.paths import StoragePath
 from webhook.policy import RestorePolicy
 from webhook.restore import LookupRequest, LookupResult, Outcome, RestoreDecision, decide
 from webhook.storage import CheckpointStorage, Deadline, DeadlineExceeded, StorageError
@@ -28,6 +29,8 @@ class MemberHandler:
     def __post_init__(self) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(_POOL_SIZE, thread_name_prefix="storage")
         self._pool_lock = threading.Lock()
+        # Lookups abandoned at the deadline and still running, per storage (see _lookup).
+        self._abandoned: dict[tuple[str, str, str], int] = {}
 
     @classmethod
     def from_policy(cls, policy: RestorePolicy) -> MemberHandler:
@@ -48,6 +51,22 @@ class MemberHandler:
         return respond(request, decision)
 
     def _lookup(self, query: LookupRequest, deadline: Deadline) -> LookupResult:
+        """Run the storage lookup on the pool and wait at most until the deadline.
+
+        A storage that left a lookup running past its deadline is not asked again until that lookup
+        ends (storage answered or gave up): the answer is the same storage error at once. Otherwise
+        every admission would hold a worker thread for the whole deadline, and when more of them wait
+        than the server has threads, the rest queue outside the deadline (tests/faults).
+        """
+        keys = {_storage_key(p) for p in (query.job_dir, query.savepoint) if p is not None}
+        with self._pool_lock:
+            hung = sorted(k for k in keys if self._abandoned.get(k))
+        if hung:
+            raise DeadlineExceeded(
+                f"storage did not answer within {self.policy.deadline_seconds:g}s deadline "
+                f"(an earlier lookup on {_describe(hung[0])} is still waiting for it)"
+            )
+
         def work() -> LookupResult:
             checkpoint = (
                 self.storage.latest_checkpoint(query.job_dir, deadline, query.checkpoint_dir)
@@ -61,7 +80,8 @@ class MemberHandler:
         try:
             return future.result(timeout=max(deadline.remaining(), 0.001))
         except concurrent.futures.TimeoutError:
-            future.cancel()
+            if not future.cancel():
+                self._abandon(future, keys)
             raise DeadlineExceeded(
                 f"storage did not answer within {self.policy.deadline_seconds:g}s deadline"
             ) from None
@@ -70,8 +90,38 @@ class MemberHandler:
         except Exception as exc:  # an fsspec backend failing in an unexpected way is still a storage error
             raise StorageError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
+    def _abandon(
+        self, future: concurrent.futures.Future[LookupResult], keys: set[tuple[str, str, str]]
+    ) -> None:
+        with self._pool_lock:
+            for key in keys:
+                self._abandoned[key] = self._abandoned.get(key, 0) + 1
+
+        def finished(_: concurrent.futures.Future[LookupResult]) -> None:
+            with self._pool_lock:
+                for key in keys:
+                    left = self._abandoned.get(key, 0) - 1
+                    if left > 0:
+                        self._abandoned[key] = left
+                    else:
+                        self._abandoned.pop(key, None)
+
+        future.add_done_callback(finished)  # runs at once if the lookup finished meanwhile
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _storage_key(path: StoragePath) -> tuple[str, str, str]:
+    """What one hung storage stalls: a bucket / host per scheme (options are per scheme), or for local
+    paths the top-level directory (a hung mount)."""
+    top = path.path.strip("/").split("/", 1)[0] if path.protocol == "file" else ""
+    return (path.scheme, path.authority, top)
+
+
+def _describe(key: tuple[str, str, str]) -> str:
+    scheme, authority, top = key
+    return f"{scheme}://{authority}/{top}" if top else f"{scheme}://{authority}"
 
 
 def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionResponse:

@@ -30,12 +30,13 @@ from tests.support.server import ApiServerClient
 from webhook.admission import parse_review
 from webhook.member import MemberHandler
 from webhook.policy import RestorePolicy
+from webhook.storage import CheckpointStorage
 
 MARGIN = 1.5  # seconds beyond the deadline for TLS, JSON and a busy 2-core machine
-# Concurrent admissions on hung storage: at most one worker's threads (8). The deadline runs from when a
-# worker thread takes the request; a request queued behind busy threads waits outside it (see
-# docs/performance.md, "Hung storage").
-CONCURRENT = 8
+# Concurrent admissions on hung storage: more than the server's 2 x 8 worker threads. The deadline runs
+# from when a worker thread takes a request, so without the member handler failing fast on storage that
+# still holds an abandoned lookup, the requests queued behind the first 16 were answered late.
+CONCURRENT = 24
 FAILOVER = "flink-failover.io/failover"
 JOB_LABEL = "flink-failover.io/job-id"
 
@@ -104,7 +105,7 @@ def test_storage_slower_than_the_deadline_is_denied_at_the_deadline(faults: Faul
 
 
 def test_many_concurrent_lookups_on_hung_storage_all_hold_the_deadline(faults: FaultStack) -> None:
-    """Eight API-server connections at once against a hung endpoint: each answered, none late; then
+    """24 API-server connections at once against a hung endpoint: each answered, none late; then
     the local storage still resolves (the hung lookups do not starve the others)."""
     results: list[tuple[dict[str, Any], float]] = []
     errors: list[BaseException] = []
@@ -350,3 +351,42 @@ def test_job_dir_that_is_a_symlink_out_restores_only_under_its_own_path(
     obj = flink_deployment(checkpoint_dir=str(tmp_path / "ckpt"), labels=labels(job))
     _, patched, _ = admit(faults, obj, f"{tmp_path}/ckpt/{job}")
     assert restored_from(patched) == f"{tmp_path}/ckpt/{job}/chk-8"
+
+
+class BlockingStorage(CheckpointStorage):
+    """Local storage whose checkpoint listing waits for a release (a hung mount), counting calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.calls = 0
+
+    def latest_checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        self.release.wait(10)
+        return super().latest_checkpoint(*args, **kwargs)
+
+
+def test_storage_holding_an_abandoned_lookup_is_not_asked_again_until_it_ends(tmp_path: Path) -> None:
+    job = new_job()
+    make_checkpoints(tmp_path / job, [6])
+    storage = BlockingStorage()
+    handler = MemberHandler(
+        RestorePolicy(default_checkpoint_dir=str(tmp_path), deadline_seconds=0.5), storage
+    )
+    obj = flink_deployment(labels=labels(job))
+    try:
+        first = handler(parse_review(review(obj))).to_review()["response"]
+        assert denied_for(first, "storage did not answer within 0.5s deadline")
+        second = handler(parse_review(review(obj))).to_review()["response"]
+        assert denied_for(second, "still waiting") and storage.calls == 1  # not asked again
+        storage.release.set()  # the hung lookup ends
+        for _ in range(100):
+            third = handler(parse_review(review(obj))).to_review()["response"]
+            if third["allowed"]:
+                break
+            time.sleep(0.05)
+        assert restored_from(apply(obj, decode_patch(third))) == f"{tmp_path}/{job}/chk-6"
+    finally:
+        storage.release.set()
+        handler.close()
