@@ -609,7 +609,7 @@ def table(title: str, rows: list[tuple[Scenario, LoadResult]]) -> str:
     lines = [
         title,
         f"{'scenario':<25}{'req/s':>7}{'p50 ms':>8}{'p99 ms':>8}{'p99.9':>8}"
-        f"{'p50x':>6}{'p99x':>6}{'rps x':>6}{'n':>7}{'err':>4}"
+        f"{'p50x':>6}{'p99x':>6}{'p999x':>6}{'rps x':>6}{'n':>7}{'err':>4}"
         f"{'srv cpu':>8}{'ms/req':>7}{'moto':>6}{'busy':>6}",
     ]
     for scenario, r in rows:
@@ -618,6 +618,7 @@ def table(title: str, rows: list[tuple[Scenario, LoadResult]]) -> str:
         lines.append(
             f"{scenario.name:<25}{r.rps:7.0f}{_ms(p50):>8}{_ms(p99):>8}{_ms(r.percentile(99.9)):>8}"
             f"{_ratio(p50, base.percentile(50)):>6}{_ratio(p99, base.percentile(99)):>6}"
+            f"{_ratio(r.percentile(99.9), base.percentile(99.9)):>6}"
             f"{_ratio(r.rps, base.rps):>6}{r.done:7d}{r.errors:4d}"
             f"{r.server_cpu:8.2f}{per_request:7.2f}{r.moto_cpu:6.2f}{r.machine_busy:6.0%}"
         )
@@ -705,8 +706,8 @@ def main(argv: list[str] | None = None) -> int:
                     )
                     print(table(title, rows), flush=True)
     print(
-        "\ncolumns: p50x/p99x/rps x = ratio to the no-op in the same run; srv cpu / moto = cores used by "
-        "the gunicorn processes / moto while the scenario was measured; ms/req = server CPU per "
+        "\ncolumns: p50x/p99x/p999x/rps x = ratio to the no-op in the same run; srv cpu / moto = cores used "
+        "by the gunicorn processes / moto while the scenario was measured; ms/req = server CPU per "
         "admission; busy = share of all cores busy on the machine (including other work); scenarios "
         "are interleaved in --rounds slices so that background load hits them alike"
     )
