@@ -17,6 +17,8 @@ from typing import Any
 
 import jsonpatch
 
+from tests.support.kube import write_kubeconfig
+
 _WEBHOOKS = re.compile(
     r"^/apis/admissionregistration\.k8s\.io/v1/(mutating|validating)webhookconfigurations/([^/]+)$"
 )
@@ -65,17 +67,7 @@ class FakeKube:
         self._server.server_close()
 
     def kubeconfig(self, directory: Path) -> Path:
-        path = directory / "kubeconfig"
-        config = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
-            "users": [{"name": "fake", "user": {"token": "t0ken"}}],
-            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
-            "current-context": "fake",
-        }
-        path.write_text(json.dumps(config), encoding="utf-8")
-        return path
+        return write_kubeconfig(directory / "kubeconfig", self.url, token="t0ken")
 
     def add_webhook_config(self, name: str, webhooks: list[str], validating: bool = False) -> None:
         kind = "validating" if validating else "mutating"

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-import yaml
+from tests.support.kube import write_kubeconfig
 
 PREFIX = "/apis/work.karmada.io/v1alpha2"
 
@@ -361,16 +361,7 @@ class RunningFake:
         return f"http://{host}:{port}"
 
     def kubeconfig(self, path: Path) -> Path:
-        doc = {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "karmada", "cluster": {"server": self.url}}],
-            "users": [{"name": "admin", "user": {"token": "test-token"}}],
-            "contexts": [{"name": "karmada", "context": {"cluster": "karmada", "user": "admin"}}],
-            "current-context": "karmada",
-        }
-        path.write_text(yaml.safe_dump(doc), encoding="utf-8")
-        return path
+        return write_kubeconfig(path, self.url, name="karmada")
 
     def stop(self) -> None:
         with self.fake.cond:
