@@ -10,13 +10,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -178,24 +175,15 @@ def test_s3_listing_failing_half_way_is_never_a_partial_answer(faults: FaultStac
     assert restored_from(patched) == f"s3://{BUCKET}/half/{job}/chk-12"
 
 
-@pytest.fixture
-def world_readable_dir() -> Iterator[Path]:
-    """A directory nobody may enter (pytest's own temporary directories are root-only)."""
-    base = Path(tempfile.mkdtemp(prefix="flink-failover-eacces-"))
-    base.chmod(0o755)
-    try:
-        yield base
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def test_permission_denied_on_local_storage(faults: FaultStack, world_readable_dir: Path) -> None:
-    """root reads anything, so the lookup runs as nobody (setpriv) against a job dir only root may
-    read: the real EACCES from the kernel, through the member handler and its deadline."""
-    base = world_readable_dir
+def test_permission_denied_on_local_storage(faults: FaultStack, tmp_path: Path) -> None:
+    """root reads anything (CAP_DAC_OVERRIDE), so the lookup runs as root with every capability
+    dropped (setpriv) against a job dir with mode 000: the real EACCES from the kernel, through the
+    member handler and its deadline. Staying uid 0 keeps the checkout and .venv readable wherever CI
+    clones them (an unprivileged user may not traverse a 0700 checkout directory)."""
+    base = tmp_path
     job = new_job()
     make_checkpoints(base / job, [5])
-    (base / job).chmod(0o700)
+    (base / job).chmod(0o000)
     request = base / "review.json"
     obj = flink_deployment(checkpoint_dir=str(base), labels=labels(job))
     request.write_text(json.dumps(review(obj, uid="eacces")))
@@ -214,9 +202,9 @@ def test_permission_denied_on_local_storage(faults: FaultStack, world_readable_d
     run = subprocess.run(
         [
             "setpriv",
-            "--reuid=65534",
-            "--regid=65534",
-            "--clear-groups",
+            "--bounding-set=-all",
+            "--inh-caps=-all",
+            "--ambient-caps=-all",
             sys.executable,
             "-c",
             code,
@@ -232,7 +220,7 @@ def test_permission_denied_on_local_storage(faults: FaultStack, world_readable_d
     out = json.loads(run.stdout)
     assert out["seconds"] < DEADLINE + MARGIN
     assert denied_for(out["response"], "permission denied listing", job)
-    # as root the same tree restores: the denial was the permission
+    # with its capabilities root reads the same tree and restores: the denial was the permission
     _, patched, _ = admit(faults, obj, f"{base}/{job}")
     assert restored_from(patched) == f"{base}/{job}/chk-5"
 
