@@ -121,15 +121,6 @@ def parse_review(body: Any) -> AdmissionRequest:
     )
 
 
-def request_uid(body: Any) -> str:
-    """The uid of a body that may not fully parse, so even a failure can be answered."""
-    if isinstance(body, Mapping) and isinstance(body.get("request"), Mapping):
-        uid = body["request"].get("uid")
-        if isinstance(uid, str) and 0 < len(uid) <= 256:
-            return uid
-    return ""
-
-
 def review(
     body: Any, handler: Handler, on_error: Callable[[AdmissionRequest, Exception], AdmissionResponse]
 ) -> tuple[AdmissionRequest, AdmissionResponse]:

@@ -17,8 +17,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "placement": ("webhook.placement.cli", "how many complete component sets fit each cluster, and where"),
 }
 
-EXIT_USAGE = 2
-
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="flink-failover", description=__doc__)

@@ -10,9 +10,8 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
 
-from webhook.flink import GROUP, KINDS, FlinkResource, is_job_id
+from webhook.flink import FlinkResource, is_job_id
 from webhook.paths import StoragePath, StoragePathError
 from webhook.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
 from webhook.storage import Candidate, StorageError
@@ -71,10 +70,6 @@ def choose(checkpoint: Candidate | None, savepoint: Candidate | None, prefer: Pr
     if checkpoint.modified and savepoint.modified and savepoint.modified > checkpoint.modified:
         return savepoint
     return checkpoint
-
-
-def is_flink(obj: Mapping[str, Any], group: str, kind: str) -> bool:
-    return group == GROUP and kind in KINDS and isinstance(obj, Mapping)
 
 
 def triggered(resource: FlinkResource, policy: RestorePolicy) -> bool:
