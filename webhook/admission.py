@@ -12,6 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.untyped import as_map, as_str
+
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 MAX_WARNINGS = 4
@@ -78,10 +80,6 @@ def _short(text: str) -> str:
     return text if len(text) <= MAX_WARNING_LEN else text[: MAX_WARNING_LEN - 3] + "..."
 
 
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
 def parse_review(body: Any) -> AdmissionRequest:
     """Validate the envelope; the object inside is left for the handler to judge."""
     if not isinstance(body, Mapping):
@@ -99,21 +97,19 @@ def parse_review(body: Any) -> AdmissionRequest:
         raise BadReview("request.uid is missing")
     if len(uid) > 256:
         raise BadReview("request.uid is too long")
-    raw_kind, raw_resource = request.get("kind"), request.get("resource")
-    kind: Mapping[str, Any] = raw_kind if isinstance(raw_kind, Mapping) else {}
-    resource: Mapping[str, Any] = raw_resource if isinstance(raw_resource, Mapping) else {}
+    kind, resource = as_map(request.get("kind")), as_map(request.get("resource"))
     obj = request.get("object")
     old = request.get("oldObject")
     return AdmissionRequest(
         uid=uid,
-        group=_str(kind.get("group")),
-        version=_str(kind.get("version")),
-        kind=_str(kind.get("kind")),
-        resource=_str(resource.get("resource")),
-        sub_resource=_str(request.get("subResource")),
-        operation=_str(request.get("operation")),
-        namespace=_str(request.get("namespace")),
-        name=_str(request.get("name")),
+        group=as_str(kind.get("group")),
+        version=as_str(kind.get("version")),
+        kind=as_str(kind.get("kind")),
+        resource=as_str(resource.get("resource")),
+        sub_resource=as_str(request.get("subResource")),
+        operation=as_str(request.get("operation")),
+        namespace=as_str(request.get("namespace")),
+        name=as_str(request.get("name")),
         object=obj if isinstance(obj, Mapping) else {},
         old_object=old if isinstance(old, Mapping) else None,
         dry_run=request.get("dryRun") is True,

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.untyped import as_map, str_map
+
 GROUP = "flink.apache.org"
 KINDS = ("FlinkDeployment", "FlinkSessionJob")
 
@@ -83,16 +85,14 @@ class FlinkResource:
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> FlinkResource:
-        raw_meta, raw_spec = obj.get("metadata"), obj.get("spec")
-        meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
-        spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
+        meta, spec = as_map(obj.get("metadata")), as_map(obj.get("spec"))
         job = spec.get("job")
         return cls(
             kind=str(obj.get("kind", "")),
             namespace=str(meta.get("namespace") or ""),
             name=str(meta.get("name") or meta.get("generateName") or ""),
-            labels=_str_map(meta.get("labels")),
-            annotations=_str_map(meta.get("annotations")),
+            labels=str_map(meta.get("labels")),
+            annotations=str_map(meta.get("annotations")),
             job=job if isinstance(job, Mapping) else None,
             configuration=flatten_configuration(spec.get("flinkConfiguration")),
             deleting=bool(meta.get("deletionTimestamp")),
@@ -132,9 +132,3 @@ class FlinkResource:
     def initial_savepoint_path(self) -> str:
         value = self.job_field("initialSavepointPath")
         return value if isinstance(value, str) else ""
-
-
-def _str_map(value: Any) -> dict[str, str]:
-    if not isinstance(value, Mapping):
-        return {}
-    return {str(k): v for k, v in value.items() if isinstance(v, str)}

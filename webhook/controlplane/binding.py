@@ -11,23 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.flink import GROUP, KINDS
+from webhook.untyped import as_map, as_str, str_map
 
 API_GROUP = "work.karmada.io"
 API_VERSION = "v1alpha2"
 PLURAL = "resourcebindings"
 RUNNING = "RUNNING"
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
-
-
-def _str_map(value: Any) -> dict[str, str]:
-    return {str(k): v for k, v in _map(value).items() if isinstance(v, str)}
 
 
 @dataclass(frozen=True)
@@ -44,15 +33,15 @@ class EvictionTask:
     def from_object(cls, doc: Mapping[str, Any]) -> EvictionTask:
         before = doc.get("clustersBeforeFailover")
         return cls(
-            from_cluster=_str(doc.get("fromCluster")),
-            reason=_str(doc.get("reason")),
-            purge_mode=_str(doc.get("purgeMode")),
-            created=_str(doc.get("creationTimestamp")),
-            preserved=_str_map(doc.get("preservedLabelState")),
+            from_cluster=as_str(doc.get("fromCluster")),
+            reason=as_str(doc.get("reason")),
+            purge_mode=as_str(doc.get("purgeMode")),
+            created=as_str(doc.get("creationTimestamp")),
+            preserved=str_map(doc.get("preservedLabelState")),
             clusters_before=tuple(c for c in before if isinstance(c, str))
             if isinstance(before, list)
             else (),
-            producer=_str(doc.get("producer")),
+            producer=as_str(doc.get("producer")),
         )
 
 
@@ -67,12 +56,12 @@ class JobObservation:
 
     @classmethod
     def from_object(cls, doc: Mapping[str, Any]) -> JobObservation:
-        status = _map(doc.get("status"))
-        job = _map(status.get("jobStatus"))
+        status = as_map(doc.get("status"))
+        job = as_map(status.get("jobStatus"))
         return cls(
-            cluster=_str(doc.get("clusterName")),
-            job_id=_str(job.get("jobId")),
-            state=_str(job.get("state")),
+            cluster=as_str(doc.get("clusterName")),
+            job_id=as_str(job.get("jobId")),
+            state=as_str(job.get("state")),
             savepoint=savepoint_location(job),
         )
 
@@ -81,8 +70,8 @@ def savepoint_location(job_status: Mapping[str, Any]) -> str:
     """``savepointInfo.lastSavepoint.location``, else ``upgradeSavepointPath`` when it is a real path."""
     from webhook.paths import StoragePath, StoragePathError
 
-    last = _map(_map(job_status.get("savepointInfo")).get("lastSavepoint"))
-    for candidate in (_str(last.get("location")), _str(job_status.get("upgradeSavepointPath"))):
+    last = as_map(as_map(job_status.get("savepointInfo")).get("lastSavepoint"))
+    for candidate in (as_str(last.get("location")), as_str(job_status.get("upgradeSavepointPath"))):
         candidate = candidate.strip()
         if not candidate:
             continue
@@ -111,23 +100,23 @@ class Binding:
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> Binding:
-        meta = _map(obj.get("metadata"))
-        spec = _map(obj.get("spec"))
-        status = _map(obj.get("status"))
-        resource = _map(spec.get("resource"))
+        meta = as_map(obj.get("metadata"))
+        spec = as_map(obj.get("spec"))
+        status = as_map(obj.get("status"))
+        resource = as_map(spec.get("resource"))
         clusters = spec.get("clusters")
         tasks = spec.get("gracefulEvictionTasks")
         aggregated = status.get("aggregatedStatus")
         return cls(
-            namespace=_str(meta.get("namespace")),
-            name=_str(meta.get("name")),
-            uid=_str(meta.get("uid")),
-            resource_version=_str(meta.get("resourceVersion")),
-            resource_api_version=_str(resource.get("apiVersion")),
-            resource_kind=_str(resource.get("kind")),
-            resource_name=_str(resource.get("name")),
+            namespace=as_str(meta.get("namespace")),
+            name=as_str(meta.get("name")),
+            uid=as_str(meta.get("uid")),
+            resource_version=as_str(meta.get("resourceVersion")),
+            resource_api_version=as_str(resource.get("apiVersion")),
+            resource_kind=as_str(resource.get("kind")),
+            resource_name=as_str(resource.get("name")),
             clusters=tuple(
-                _str(c.get("name")) for c in clusters if isinstance(c, Mapping) and _str(c.get("name"))
+                as_str(c.get("name")) for c in clusters if isinstance(c, Mapping) and as_str(c.get("name"))
             )
             if isinstance(clusters, list)
             else (),
@@ -137,12 +126,12 @@ class Binding:
             statuses=tuple(
                 JobObservation.from_object(s)
                 for s in aggregated
-                if isinstance(s, Mapping) and _str(s.get("clusterName"))
+                if isinstance(s, Mapping) and as_str(s.get("clusterName"))
             )
             if isinstance(aggregated, list)
             else (),
-            last_scheduled=_str(status.get("lastScheduledTime")),
-            annotations=_str_map(meta.get("annotations")),
+            last_scheduled=as_str(status.get("lastScheduledTime")),
+            annotations=str_map(meta.get("annotations")),
         )
 
     @property
@@ -156,5 +145,5 @@ class Binding:
 
 
 def is_flink_binding(obj: Mapping[str, Any]) -> bool:
-    resource = _map(_map(obj.get("spec")).get("resource"))
-    return _str(resource.get("apiVersion")).partition("/")[0] == GROUP and resource.get("kind") in KINDS
+    resource = as_map(as_map(obj.get("spec")).get("resource"))
+    return as_str(resource.get("apiVersion")).partition("/")[0] == GROUP and resource.get("kind") in KINDS

@@ -16,19 +16,12 @@ from webhook.controlplane.relocation import Injection
 from webhook.flink import GROUP, KINDS
 from webhook.patch import Op, escape, set_fields
 from webhook.policy import RestorePolicy
+from webhook.untyped import as_map, as_str
 
 WORK_GROUP = "work.karmada.io"
 EXECUTION_NAMESPACE_PREFIX = "karmada-es-"
 BINDING_NAME_ANNOTATION = "resourcebinding.karmada.io/name"
 BINDING_NAMESPACE_ANNOTATION = "resourcebinding.karmada.io/namespace"
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
 
 
 def cluster_of(namespace: str) -> str:
@@ -70,30 +63,30 @@ class NotForUs:
 
 
 def is_flink_manifest(manifest: Mapping[str, Any]) -> bool:
-    api_version = _str(manifest.get("apiVersion"))
+    api_version = as_str(manifest.get("apiVersion"))
     return api_version.partition("/")[0] == GROUP and "/" in api_version and manifest.get("kind") in KINDS
 
 
 def parse_work(work: Mapping[str, Any], request_namespace: str = "") -> WorkTarget | NotForUs:
-    meta = _map(work.get("metadata"))
-    namespace = request_namespace or _str(meta.get("namespace"))
+    meta = as_map(work.get("metadata"))
+    namespace = request_namespace or as_str(meta.get("namespace"))
     cluster = cluster_of(namespace)
     if not cluster:
         return NotForUs("not-execution-namespace")
-    manifests = _map(_map(work.get("spec")).get("workload")).get("manifests")
+    manifests = as_map(as_map(work.get("spec")).get("workload")).get("manifests")
     if not isinstance(manifests, list):
         return NotForUs("no-manifests")
-    annotations = _map(meta.get("annotations"))
-    rb_name = _str(annotations.get(BINDING_NAME_ANNOTATION))
-    rb_namespace = _str(annotations.get(BINDING_NAMESPACE_ANNOTATION))
+    annotations = as_map(meta.get("annotations"))
+    rb_name = as_str(annotations.get(BINDING_NAME_ANNOTATION))
+    rb_namespace = as_str(annotations.get(BINDING_NAMESPACE_ANNOTATION))
     found: list[FlinkManifest] = []
     for index, manifest in enumerate(manifests):
         if not isinstance(manifest, Mapping) or not is_flink_manifest(manifest):
             continue
-        m_meta = _map(manifest.get("metadata"))
-        kind = _str(manifest.get("kind"))
-        name = _str(m_meta.get("name"))
-        m_namespace = _str(m_meta.get("namespace"))
+        m_meta = as_map(manifest.get("metadata"))
+        kind = as_str(manifest.get("kind"))
+        name = as_str(m_meta.get("name"))
+        m_namespace = as_str(m_meta.get("namespace"))
         if rb_name:
             ref = BindingRef(rb_namespace or m_namespace, rb_name, True)
         else:
@@ -103,7 +96,7 @@ def parse_work(work: Mapping[str, Any], request_namespace: str = "") -> WorkTarg
         found.append(FlinkManifest(index, kind, m_namespace, name, ref))
     if not found:
         return NotForUs("no-flink-manifest")
-    return WorkTarget(cluster, namespace, _str(meta.get("name")), tuple(found))
+    return WorkTarget(cluster, namespace, as_str(meta.get("name")), tuple(found))
 
 
 def injection_metadata(injection: Injection, policy: RestorePolicy) -> tuple[dict[str, str], dict[str, str]]:
@@ -126,7 +119,7 @@ def manifest_ops(
     work: Mapping[str, Any], index: int, labels: Mapping[str, str], annotations: Mapping[str, str]
 ) -> list[Op]:
     """Ops that set labels/annotations on ``spec.workload.manifests[index].metadata`` of this exact Work."""
-    manifest = _map(work["spec"]["workload"]["manifests"][index])
+    manifest = as_map(work["spec"]["workload"]["manifests"][index])
     prefix = f"/{escape('spec')}/{escape('workload')}/{escape('manifests')}/{index}"
     ops = set_fields(manifest, ("metadata", "labels"), labels)
     # set_fields may have created metadata for the labels; annotations then go inside that new map.

@@ -1,0 +1,23 @@
+"""Reading Kubernetes JSON that nothing has validated: a wrong type reads as empty, never raises.
+
+Admission bodies and watched objects arrive as arbitrary JSON; every module that reads them goes
+through these three helpers so that a malformed field degrades the same way everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+def as_map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def as_str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def str_map(value: Any) -> dict[str, str]:
+    """Labels / annotations: string values only (a non-string value is not a label)."""
+    return {str(k): v for k, v in as_map(value).items() if isinstance(v, str)}
