@@ -32,10 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.member.conftest import generate_certs
 from tests.support.objects import flink_deployment, make_checkpoints, review
 from tests.support.s3 import moto_server, s3_options
-from tests.support.server import SERVICE_NAME, RunningServer, serve
+from tests.support.server import SERVICE_NAME, RunningServer, generate_certs, serve
 
 JOB_10 = "10" * 16
 JOB_1000 = "1000" * 8

@@ -7,7 +7,6 @@ import os
 import socket
 import ssl
 import stat
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.certs.fake_kube import FakeKube
+from tests.support.server import generate_certs
 from webhook.certs import pki, store
 from webhook.cli import main
 
@@ -108,23 +108,7 @@ def test_console_script_contract_of_make_run(tmp_path: Path) -> None:
     exe = Path(sys.executable).with_name("flink-failover")
     if not exe.exists():
         pytest.skip(f"console script not installed beside {sys.executable}")
-    out = tmp_path / "certs"
-    cmd = [
-        str(exe),
-        "certs",
-        "generate",
-        "--service",
-        "flink-failover",
-        "--namespace",
-        "flink-failover",
-        "--out",
-        str(out),
-        "--extra-san",
-        "localhost",
-        "--extra-san",
-        "127.0.0.1",
-    ]
-    subprocess.run(cmd, check=True, capture_output=True, timeout=60)
+    out = generate_certs(tmp_path / "certs")
     names = pki.dns_names(pki.load_cert((out / "tls.crt").read_bytes()))
     assert "flink-failover.flink-failover.svc" in names and "localhost" in names and "127.0.0.1" in names
 

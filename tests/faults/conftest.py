@@ -16,9 +16,8 @@ import pytest
 import s3fs
 
 from tests.faults.loopback import S3Proxy, blackhole, closed_port, s3_proxy
-from tests.member.conftest import generate_certs
 from tests.support.s3 import moto_server, s3_options
-from tests.support.server import RunningServer, serve
+from tests.support.server import RunningServer, generate_certs, serve
 
 DEADLINE = 2.0
 BUCKET = "fault-state"

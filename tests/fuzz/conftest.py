@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.member.conftest import generate_certs
 from tests.support.objects import JOB_ID, make_checkpoints
-from tests.support.server import RunningServer, serve
+from tests.support.server import RunningServer, generate_certs, serve
 
 WORKERS, THREADS = 1, 4
 

@@ -1,35 +1,11 @@
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.server import RunningServer, executable, serve
-
-
-def generate_certs(out: Path) -> Path:
-    subprocess.run(
-        [
-            executable(),
-            "certs",
-            "generate",
-            "--service",
-            "flink-failover",
-            "--namespace",
-            "flink-failover",
-            "--out",
-            str(out),
-            "--extra-san",
-            "localhost",
-            "--extra-san",
-            "127.0.0.1",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return out
+from tests.support.server import RunningServer, generate_certs, serve
 
 
 @pytest.fixture(scope="session")

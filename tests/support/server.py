@@ -36,6 +36,30 @@ def executable() -> str:
     return str(Path(sys.executable).parent / "flink-failover")
 
 
+def generate_certs(out: Path) -> Path:
+    """Certificates made exactly as `make run` makes them (the console script, same arguments)."""
+    subprocess.run(
+        [
+            executable(),
+            "certs",
+            "generate",
+            "--service",
+            "flink-failover",
+            "--namespace",
+            "flink-failover",
+            "--out",
+            str(out),
+            "--extra-san",
+            "localhost",
+            "--extra-san",
+            "127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return out
+
+
 class ApiServerClient:
     """Keep-alive HTTPS client verifying the server like kube-apiserver (CA bundle + service name)."""
 
