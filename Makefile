@@ -20,10 +20,10 @@ $(STAMP): pyproject.toml constraints.txt
 
 # moto's S3 server lives in its own environment: boto3 (moto) and aiobotocore (s3fs) pin botocore differently.
 moto-venv: .venv-moto/.installed
-.venv-moto/.installed:
+.venv-moto/.installed: constraints-moto.txt
 	$(PYTHON) -m venv .venv-moto
 	.venv-moto/bin/pip install --quiet --upgrade "pip>=24"
-	.venv-moto/bin/pip install --quiet "moto[server]>=5.0"
+	.venv-moto/bin/pip install --quiet -c constraints-moto.txt "moto[server]>=5.0"
 	touch .venv-moto/.installed
 
 $(CERTS)/tls.crt: | $(STAMP)
