@@ -17,24 +17,12 @@ from typing import Any
 
 import jsonpatch
 
-from tests.support.kube import write_kubeconfig
+from tests.support.kube import merge_patch, write_kubeconfig
 
 _WEBHOOKS = re.compile(
     r"^/apis/admissionregistration\.k8s\.io/v1/(mutating|validating)webhookconfigurations/([^/]+)$"
 )
 _SECRET = re.compile(r"^/api/v1/namespaces/([^/]+)/secrets(?:/([^/]+))?$")
-
-
-def _merge(target: Any, patch: Any) -> Any:
-    if not isinstance(patch, dict):
-        return patch
-    out = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = _merge(out.get(key), value)
-    return out
 
 
 class FakeKube:
@@ -185,7 +173,7 @@ class FakeKube:
                         )
                         return
                     else:
-                        new = _merge(obj, body)
+                        new = merge_patch(obj, body)
                     new["metadata"]["resourceVersion"] = str(int(obj["metadata"]["resourceVersion"]) + 1)
                     fake.objects[path] = new
                 self._send(200, new)

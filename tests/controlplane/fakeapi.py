@@ -19,22 +19,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from tests.support.kube import write_kubeconfig
+from tests.support.kube import merge_patch, write_kubeconfig
 
 PREFIX = "/apis/work.karmada.io/v1alpha2"
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386."""
-    if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
-    out = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            out.pop(key, None)
-        else:
-            out[key] = merge_patch(out.get(key), value)
-    return out
 
 
 @dataclass

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import datetime as dt
 import json
 import os
 import socket
@@ -27,6 +26,7 @@ import yaml
 from tests.conftest import REPO
 from tests.controlplane import fakeapi
 from tests.controlplane import support as s
+from tests.support.server import free_port, generate_certs
 from webhook.controlplane.record import Record
 
 pytestmark = [pytest.mark.shared, pytest.mark.slow]
@@ -37,68 +37,16 @@ NS = "analytics"
 P = "flink-failover.io/"
 
 
-def _self_signed(out: Path) -> None:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "flink-failover-test")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(__import__("ipaddress").ip_address("127.0.0.1"))]),
-            False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
-    (out / "tls.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (out / "ca.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (out / "tls.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
-
-
 @pytest.fixture(scope="module")
 def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("certs")
-    try:
-        import webhook.certs.cli  # noqa: F401  (the project's own generator, when it is part of the build)
-    except ImportError:
-        _self_signed(out)
-    else:
-        subprocess.run(
-            [str(BIN), "certs", "generate", "--service", "flink-failover", "--namespace", "flink-failover",
-             "--out", str(out), "--extra-san", "127.0.0.1", "--extra-san", "localhost"],
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )  # fmt: skip
+    out = generate_certs(tmp_path_factory.mktemp("certs"))
     assert (out / "tls.crt").is_file() and (out / "tls.key").is_file() and (out / "ca.crt").is_file()
     return out
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 class Server:
     def __init__(self, kubeconfig: Path, certs: Path, workdir: Path, *extra: str) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.ca = str(certs / "ca.crt")
         self.log = workdir / f"server-{self.port}.log"
         env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-{self.port}")}

@@ -25,7 +25,7 @@ from typing import Any
 import atheris
 
 with atheris.instrument_imports():
-    from tests.support.objects import JOB_ID, flink_deployment, make_checkpoints, review
+    from tests.support.objects import JOB_ID, flink_deployment, json_paths, make_checkpoints, review
     from webhook.admission import AdmissionRequest, AdmissionResponse, BadReview
     from webhook.admission import review as run_review
     from webhook.member import MemberHandler
@@ -39,18 +39,7 @@ SEED = review(
 )
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(node, dict):
-        for k, v in node.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            out += _paths(v, (*prefix, i))
-    return out
-
-
-PATHS = [p for p in _paths(SEED) if p]
+PATHS = [p for p in json_paths(SEED) if p]
 _NOT_JSON = object()
 
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.objects import JOB_ID, flink_deployment, make_checkpoints, review
+from tests.support.objects import JOB_ID, flink_deployment, json_paths, make_checkpoints, review
 from webhook.admission import AdmissionResponse, BadReview, parse_review
 from webhook.admission import review as run_review
 from webhook.member import MemberHandler
@@ -114,17 +114,6 @@ def test_arbitrary_json_is_refused_or_answered(body: Any, handler: Any, ckpt: Pa
     check_answer(body, handler, ckpt)
 
 
-def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    out = [prefix]
-    if isinstance(node, dict):
-        for k, v in node.items():
-            out += _paths(v, (*prefix, k))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            out += _paths(v, (*prefix, i))
-    return out
-
-
 def _failover_review(ckpt: Path, nested: bool) -> dict[str, Any]:
     obj = flink_deployment(
         checkpoint_dir=str(ckpt),
@@ -148,7 +137,7 @@ def test_wrong_type_in_any_field(
     flinkConfiguration, spec.job ...) by a value of any JSON type."""
     body = _failover_review(ckpt, nested)
     body["request"]["operation"] = operation
-    paths = [p for p in _paths(body) if p]
+    paths = [p for p in json_paths(body) if p]
     path = data.draw(st.sampled_from(paths), label="path")
     value = data.draw(json_values, label="value")
     node: Any = body
@@ -201,7 +190,7 @@ def test_flink_configuration_nested_with_any_leaves(conf: Any, handler: Any, ckp
 
 
 @pytest.mark.parametrize("size", [1024 * 1024, 3 * 1024 * 1024 - 4096])
-def test_huge_strings_in_labels_names_and_paths(size: int, handler: Any, ckpt: Path) -> None:
+def test_huge_strings_in_labels_names_andjson_paths(size: int, handler: Any, ckpt: Path) -> None:
     big = "a" * size
     obj = flink_deployment(
         name=big[:300],

@@ -138,3 +138,15 @@ def decode_patch(response: dict[str, Any]) -> list[dict[str, Any]]:
 
 def apply(obj: dict[str, Any], patch: list[dict[str, Any]]) -> dict[str, Any]:
     return jsonpatch.apply_patch(copy.deepcopy(obj), patch)
+
+
+def json_paths(node: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    """Every path (keys and list indexes) into a JSON value, the root included: where a fuzzer may strike."""
+    out = [prefix]
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out += json_paths(v, (*prefix, k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            out += json_paths(v, (*prefix, i))
+    return out
