@@ -64,7 +64,7 @@ class AdmissionResponse:
             response["status"] = {
                 "status": "Failure",
                 "code": self.code or 403,
-                "reason": "Forbidden" if (self.code or 403) == 403 else "InternalError",
+                "reason": _REASONS.get(self.code or 403, "InternalError"),
                 "message": self.message or "denied",
             }
         if self.warnings:
@@ -73,6 +73,9 @@ class AdmissionResponse:
 
 
 Handler = Callable[[AdmissionRequest], AdmissionResponse]
+
+# metav1.StatusReason for the codes we answer with (503: try again, the state could not be read).
+_REASONS = {403: "Forbidden", 429: "TooManyRequests", 503: "ServiceUnavailable"}
 
 
 def _short(text: str) -> str:

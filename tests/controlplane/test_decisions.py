@@ -336,7 +336,15 @@ def test_restored_job_already_running_on_target(shared_data: Path) -> None:
     with_record = s.set_record(copy.deepcopy(running), captured(shared_data, before, after, running))
     got = s.answer([with_record], work, operation="UPDATE")
     assert got.decision == "running-on-target"
-    assert not got.patch
+    # The trigger labels go; the failover that brought the job here stays visible on the object.
+    assert not got.labels
+    assert got.annotations[SOURCE] == "member1"
+    assert got.annotations[COUNT] == "1"
+    assert got.annotations[REASON] == "TaintUntolerated"
+    assert all(
+        op["path"].rsplit("~1", 1)[-1] in ("source-cluster", "failover-time", "failover-count", "reason")
+        for op in got.patch
+    )
 
 
 def test_a_left_cluster_reporting_a_new_job_later_does_not_restart_injection(shared_data: Path) -> None:
@@ -360,7 +368,7 @@ def test_a_left_cluster_reporting_a_new_job_later_does_not_restart_injection(sha
         work,
         operation="UPDATE",
     )
-    assert got.decision == "running-on-target" and not got.patch
+    assert got.decision == "running-on-target" and not got.labels
     # While member2 had not run yet, the same sequence did inject member1's job.
     early = s.answer([s.set_record(copy.deepcopy(after), captured(shared_data, before, after))], work)
     assert early.labels[LABEL_JOB] == "a31b89ec42b1f335258909778303fcfc"
@@ -469,7 +477,9 @@ def test_unknown_binding_is_allowed_without_patch(scen_a: dict[str, Any]) -> Non
     assert got.decision == "binding-not-found" and not got.patch
 
 
-def test_internal_error_allows_without_patch(scen_a: dict[str, Any]) -> None:
+def test_internal_error_refuses_a_flink_work_retriably_and_allows_any_other(
+    scen_a: dict[str, Any], shared_data: Path
+) -> None:
     class Broken:
         def lookup(self, namespace: str, name: str) -> LookupResult:
             raise RuntimeError("boom")
@@ -477,9 +487,15 @@ def test_internal_error_allows_without_patch(scen_a: dict[str, Any]) -> None:
     policy = RestorePolicy()
     handler = WorkHandler(Broken(), policy)
     request, response = review(s.admission_review(scen_a["work2"]), handler, internal_error)
-    wire = response.to_review(request.api_version)
-    assert wire["response"] == {"uid": "uid-1", "allowed": True}
+    wire = response.to_review(request.api_version)["response"]
+    assert wire["allowed"] is False and "patch" not in wire
+    assert wire["status"]["code"] == 503 and wire["status"]["reason"] == "ServiceUnavailable"
+    assert "RuntimeError: boom" in wire["status"]["message"]
     assert response.decision == "error"
+    # A Work without a Flink workload never depends on us: allowed even when the handler breaks.
+    for other in s.other_works(shared_data, "scenA/works-member2-final.json"):
+        request, response = review(s.admission_review(other), handler, internal_error)
+        assert response.to_review(request.api_version)["response"] == {"uid": "uid-1", "allowed": True}
 
 
 def test_dry_run_and_delete_have_no_effect(scen_a: dict[str, Any]) -> None:

@@ -68,10 +68,21 @@ def test_task_expired(capsys: pytest.CaptureFixture[str]) -> None:
     assert ours(meta["annotations"])["failover-time"] == "2026-11-20T08:15:02Z"
 
 
+def test_restored_running_keeps_the_failover_visible(capsys: pytest.CaptureFixture[str]) -> None:
+    review, result = answer(capsys, "review-update-restored-running.json")
+    meta = flink_metadata(review, result)
+    assert ours(meta.get("labels", {})) == {}  # the trigger labels are gone once the restored job ran
+    assert ours(meta["annotations"]) == {
+        "source-cluster": "eu-west",
+        "failover-time": "2026-11-20T08:16:00Z",
+        "failover-count": "1",
+        "reason": "ApplicationFailure",
+    }
+
+
 @pytest.mark.parametrize(
     "name",
     [
-        "review-update-restored-running.json",
         "review-update-cluster-left.json",
         "review-create-namespace.json",
     ],

@@ -239,7 +239,7 @@ def test_no_capture_serves_the_webhook_alone(
     )
 
 
-def test_karmada_unreachable_keeps_the_server_unready_and_never_blocks(
+def test_karmada_unreachable_keeps_the_server_unready_and_refuses_flink_works_retriably(
     certs: Path, tmp_path: Path, shared_data: Path
 ) -> None:
     with socket.socket() as sock:
@@ -271,8 +271,13 @@ def test_karmada_unreachable_keeps_the_server_unready_and_never_blocks(
         assert ready is not None
         # Not ready: kube-apiserver's failurePolicy Fail delays Flink Works until the cache has synced.
         assert ready.status_code == 503 and "not synced" in ready.text
-        # Called anyway (a stale endpoint): allowed, no patch, never a denial.
+        # Called anyway (a stale endpoint): a Flink Work is refused with 503 so that Karmada retries it,
+        # never admitted without the labels it may need; any other Work is allowed untouched.
         work = s.flink_work(shared_data, "scenA/works-member2-final.json", "orders-flinkdeployment")
-        assert server.admit(work)["response"] == {"uid": "uid-1", "allowed": True}
+        refused = server.admit(work)["response"]
+        assert refused["allowed"] is False and "patch" not in refused
+        assert refused["status"]["code"] == 503 and "retried" in refused["status"]["message"]
+        for other in s.other_works(shared_data, "scenA/works-member2-final.json"):
+            assert server.admit(other)["response"] == {"uid": "uid-1", "allowed": True}
     finally:
         server.stop()

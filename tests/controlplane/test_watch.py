@@ -19,13 +19,14 @@ from webhook.admission import review
 from webhook.controlplane.handler import Found, LookupFailed, NotFound, WorkHandler, internal_error
 from webhook.controlplane.kube import ClientConfig, KarmadaApi
 from webhook.controlplane.record import Record
-from webhook.controlplane.watch import Backoff, BindingCache, CachedLookup, Watcher
+from webhook.controlplane.watch import Backoff, BindingCache, FreshLookup, Watcher
 from webhook.policy import RestorePolicy
 
 pytestmark = pytest.mark.shared
 
 KEY = "flink-failover.io/last-known-state"
 NS, NAME = "analytics", "orders-flinkdeployment"
+BINDING_PATH = f"/apis/work.karmada.io/v1alpha2/namespaces/{NS}/resourcebindings/{NAME}"
 
 
 @pytest.fixture
@@ -207,9 +208,9 @@ def test_restart_rebuilds_from_the_annotation(
         assert record.history[-1].from_clusters == ("member1",) and record.history[-1].to_clusters == (
             "member2",
         )
-        # And the webhook of the restarted component answers from its cache.
+        # And the webhook of the restarted component answers, reading the binding fresh each time.
         policy = RestorePolicy()
-        handler = WorkHandler(CachedLookup(second.cache, second.api, policy), policy)
+        handler = WorkHandler(FreshLookup(second.cache, second.api, policy), policy)
         work = s.flink_work(shared_data, "scenA/works-member2-final.json", NAME)
         _, response = review(s.admission_review(work), handler, internal_error)
         assert response.decision == "injected"
@@ -217,7 +218,8 @@ def test_restart_rebuilds_from_the_annotation(
         requests_before = len(running.fake.requests)
         _, again = review(s.admission_review(work), handler, internal_error)
         assert again.patch == response.patch
-        assert len(running.fake.requests) == requests_before  # warm cache: no API call on the hot path
+        # One GET per Flink Work admission, never a decision on the cache alone.
+        assert running.fake.requests[requests_before:] == [f"GET {BINDING_PATH}"]
 
 
 def test_deleted_binding_leaves_the_cache(
@@ -264,19 +266,20 @@ def test_cache_miss_falls_back_to_get(
         ClientConfig(kubeconfig=str(running.kubeconfig(tmp_path / "kc")), request_timeout=5.0)
     )
     assert isinstance(api, KarmadaApi)
-    lookup = CachedLookup(BindingCache(), api, RestorePolicy())
+    lookup = FreshLookup(BindingCache(), api, RestorePolicy())
     found = lookup.lookup(NS, NAME)
     assert isinstance(found, Found) and found.source == "api" and found.binding.clusters == ("member2",)
     assert isinstance(lookup.lookup(NS, "missing-flinkdeployment"), NotFound)
     running.fake.fail_next_gets = 1
     failed = lookup.lookup(NS, NAME)
     assert isinstance(failed, LookupFailed) and "503" in failed.message
-    # The webhook answers allowed, without a patch, when the binding cannot be read.
+    # The webhook refuses the Flink Work retriably when the binding cannot be read fresh.
     policy = RestorePolicy()
     work = s.flink_work(shared_data, "scenA/works-member2-final.json", NAME)
     running.fake.fail_next_gets = 1
     _, response = review(s.admission_review(work), WorkHandler(lookup, policy), internal_error)
-    assert response.allowed and not response.patch and response.decision == "binding-unavailable"
+    assert not response.allowed and response.code == 503 and not response.patch
+    assert response.decision == "binding-unavailable" and "etcd is not ready" in response.message
     # Nothing listening at all.
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -287,7 +290,7 @@ def test_cache_miss_falls_back_to_get(
     )
     dead_api = KarmadaApi.connect(ClientConfig(kubeconfig=str(dead), request_timeout=2.0))
     assert isinstance(dead_api, KarmadaApi)
-    refused = CachedLookup(BindingCache(), dead_api, policy).lookup(NS, NAME)
+    refused = FreshLookup(BindingCache(), dead_api, policy).lookup(NS, NAME)
     assert isinstance(refused, LookupFailed)
 
 

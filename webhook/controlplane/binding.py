@@ -97,6 +97,8 @@ class Binding:
     statuses: tuple[JobObservation, ...]
     last_scheduled: str
     annotations: Mapping[str, str]
+    generation: int = 0
+    scheduler_observed_generation: int = 0
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> Binding:
@@ -132,6 +134,8 @@ class Binding:
             else (),
             last_scheduled=as_str(status.get("lastScheduledTime")),
             annotations=str_map(meta.get("annotations")),
+            generation=_int(meta.get("generation")),
+            scheduler_observed_generation=_int(status.get("schedulerObservedGeneration")),
         )
 
     @property
@@ -139,9 +143,19 @@ class Binding:
         return (self.namespace, self.name)
 
     @property
-    def is_flink(self) -> bool:
-        group = self.resource_api_version.partition("/")[0]
-        return group == GROUP and self.resource_kind in KINDS
+    def scheduled_time(self) -> str:
+        """``lastScheduledTime`` when it belongs to the current spec, else "".
+
+        The scheduler writes ``spec.clusters`` first and stamps the status in a later write (recorded:
+        tens of ms later), so the event that shows a move still carries the previous decision's time;
+        ``lastScheduledTime`` is also restamped by schedules that move nothing.
+        """
+        current = self.generation > 0 and self.scheduler_observed_generation >= self.generation
+        return self.last_scheduled if current else ""
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def is_flink_binding(obj: Mapping[str, Any]) -> bool:

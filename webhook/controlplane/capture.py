@@ -28,7 +28,7 @@ RESCHEDULED = "Rescheduled"
 def observe(record: Record, binding: Binding, now: datetime) -> Record:
     stamp = format_time(now)
     record = _observe_jobs(record, binding, stamp)
-    record = _observe_tasks(record, binding)
+    record = _observe_tasks(record, binding, stamp)
     return _observe_placement(record, binding, stamp)
 
 
@@ -55,11 +55,25 @@ def _observe_jobs(record: Record, binding: Binding, stamp: str) -> Record:
     return record
 
 
-def _observe_tasks(record: Record, binding: Binding) -> Record:
+def same_eviction(last_seen: str | None, created: str) -> bool:
+    """Is a task from a cluster the one already open from there? Karmada keeps at most one task per
+    cluster, adds it without ``creationTimestamp`` and stamps it 14-346 ms later (recorded): a task that
+    gets its stamp is the same eviction; a stamp that differs, or a task appearing unstamped after a
+    stamped one, is a new eviction that replaced the old one between two observations."""
+    return last_seen is not None and (last_seen == "" or last_seen == created)
+
+
+def _observe_tasks(record: Record, binding: Binding, stamp: str) -> Record:
+    open_before = dict(record.open_evictions)
+    open_now: dict[str, str] = {}
     for task in binding.tasks:
-        if not task.from_cluster:
+        if not task.from_cluster or task.from_cluster in open_now:
             continue
-        known = any(
+        open_now[task.from_cluster] = task.created
+        if same_eviction(open_before.get(task.from_cluster), task.created):
+            continue
+        # Records written before openEvictions existed: the stamped task is in the history already.
+        known = bool(task.created) and any(
             e.type is HistoryType.EVICTION
             and e.from_clusters == (task.from_cluster,)
             and e.time == task.created
@@ -67,15 +81,27 @@ def _observe_tasks(record: Record, binding: Binding) -> Record:
             for e in record.history
         )
         # A task older than everything kept was seen before and trimmed: do not count it twice.
-        trimmed = len(record.history) >= MAX_HISTORY and task.created <= record.history[0].time
+        trimmed = (
+            bool(task.created)
+            and len(record.history) >= MAX_HISTORY
+            and task.created <= record.history[0].time
+        )
         if known or trimmed:
             continue
         to = tuple(sorted(c for c in binding.clusters if c != task.from_cluster))
+        # Unstamped: dated when first seen, and that date stays when Karmada stamps it (the stamp is the
+        # second of its successful write, often after several 409s; failover-time must not move).
         entry = HistoryEntry(
-            HistoryType.EVICTION, (task.from_cluster,), to, task.reason, task.created, task.purge_mode
+            HistoryType.EVICTION,
+            (task.from_cluster,),
+            to,
+            task.reason,
+            task.created or stamp,
+            task.purge_mode,
         )
         record = replace(record.with_history(entry), failover_count=record.failover_count + 1)
-    return record
+    opened = tuple(sorted(open_now.items()))
+    return record if opened == record.open_evictions else replace(record, open_evictions=opened)
 
 
 def _observe_placement(record: Record, binding: Binding, stamp: str) -> Record:
@@ -100,10 +126,10 @@ def _observe_placement(record: Record, binding: Binding, stamp: str) -> Record:
             if entry.type is HistoryType.EVICTION and set(entry.from_clusters) & left:
                 reason, purge_mode, explained = entry.reason or RESCHEDULED, entry.purge_mode, True
                 break
-    # The scheduler stamps lastScheduledTime in a separate status write: older than what we already
-    # recorded means it belongs to an earlier decision, and the move is dated when we first saw it.
-    moment = binding.last_scheduled
-    if not moment or any(moment < e.time for e in record.history):
+    # Dated when first seen, unless the scheduler's own stamp belongs to this very spec (a relist after
+    # capture was away): the event that shows a move still carries the previous schedule's time.
+    moment = binding.scheduled_time
+    if not moment or moment > stamp or any(moment < e.time for e in record.history):
         moment = stamp
     entry = HistoryEntry(HistoryType.PLACEMENT, old, new, reason, moment, purge_mode)
     count = record.failover_count + (1 if left and added and not explained else 0)

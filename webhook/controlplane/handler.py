@@ -1,15 +1,18 @@
 """``POST /mutate-work``: label the Flink workload inside a Work bound for a cluster it is relocating to.
 
-The same handler serves the server (watch cache, GET fallback) and ``review --role control-plane``
-(bindings from a file): only the :class:`BindingLookup` differs. It never denies a Work: anything
-unexpected answers allowed without a patch (see :func:`internal_error`), logged and counted.
+The same handler serves the server (the binding read fresh from the API server for every Flink Work)
+and ``review --role control-plane`` (bindings from a file): only the :class:`BindingLookup` differs.
+
+A Work that holds no Flink workload is never denied. A Flink Work is denied, retriably, only when no
+fresh binding can be had (API server unreachable, timeout, an internal error): admitting it without
+labels could let the job start from empty state, and Karmada retries a refused Work with backoff.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -19,10 +22,11 @@ from webhook.admission import AdmissionRequest, AdmissionResponse
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
 from webhook.controlplane.record import ANNOTATION_NAME, Record, read_annotation
-from webhook.controlplane.relocation import Decision, Outcome, decide
+from webhook.controlplane.relocation import Decision, Injection, Outcome, decide
 from webhook.controlplane.work import WORK_GROUP, NotForUs, injection_metadata, manifest_ops, parse_work
 from webhook.patch import Op
 from webhook.policy import RestorePolicy
+from webhook.untyped import as_map, str_map
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +42,10 @@ LOOKUPS = Counter(
 )
 WORK_ERRORS = Counter(
     "flink_failover_work_errors_total",
-    "Works answered allowed without a patch because of an internal problem",
+    "Flink Works refused (retriably) because no fresh binding could be read, or on an internal error",
     ["reason"],
 )
+RETRY_CODE = 503  # kube-apiserver passes the code on; Karmada's binding controller requeues with backoff
 
 Clock = Callable[[], datetime]
 
@@ -64,6 +69,7 @@ class NotFound:
 @dataclass(frozen=True)
 class LookupFailed:
     message: str
+    cached: Found | None = None  # what the watch cache held, for the one answer that stays safe
 
 
 LookupResult = Found | NotFound | LookupFailed
@@ -108,11 +114,16 @@ class WorkHandler:
             ref = manifest.binding
             result = self.lookup.lookup(ref.namespace, ref.name)
             if isinstance(result, LookupFailed):
+                result = _fallback(result, request.operation, target.cluster, self.policy, now)
+            if isinstance(result, LookupFailed):
                 WORK_ERRORS.labels("binding-unavailable").inc()
                 log.error(
-                    "no binding for Work %s/%s: %s", target.work_namespace, target.work_name, result.message
+                    "no fresh binding for Work %s/%s, refusing so that Karmada retries: %s",
+                    target.work_namespace,
+                    target.work_name,
+                    result.message,
                 )
-                return allowed("binding-unavailable", {"reason": result.message, "cluster": target.cluster})
+                return refused(request.uid, target.cluster, f"{ref.namespace}/{ref.name}", result.message)
             if isinstance(result, NotFound):
                 LOOKUPS.labels("not-found").inc()
                 outcomes.append("binding-not-found")
@@ -121,10 +132,11 @@ class WorkHandler:
             LOOKUPS.labels(result.source).inc()
             record = observe(result.record, result.binding, now)
             decision = decide(record, result.binding, target.cluster, self.policy.job_id_labels, now)
-            ops = self._ops(request.object, manifest.index, decision)
+            old = _old_metadata(request.old_object, manifest.index, request.object)
+            ops = self._ops(request.object, manifest.index, decision, old)
             patch += ops
             outcomes.append(_manifest_outcome(decision, ops))
-            decisions.append(_detail(ref.namespace, ref.name, decision, len(ops)))
+            decisions.append(_detail(ref.namespace, ref.name, decision, len(ops), result.source))
         detail: dict[str, Any] = {"cluster": target.cluster, "manifests": decisions}
         if decisions and decisions[-1].get("explanation"):
             detail["reason"] = decisions[-1]["explanation"]
@@ -132,14 +144,106 @@ class WorkHandler:
             uid=request.uid, allowed=True, patch=patch, decision=_overall(outcomes), detail=detail
         )
 
-    def _ops(self, work: Any, index: int, decision: Decision) -> list[Op]:
+    def _ops(self, work: Any, index: int, decision: Decision, old: Mapping[str, Any]) -> list[Op]:
         if decision.injection is None:
             return []
-        labels, annotations = injection_metadata(decision.injection, self.policy)
+        injection = stable(decision.injection, old, self.policy)
+        labels, annotations = injection_metadata(injection, self.policy)
+        if decision.outcome is Outcome.RUNNING_ON_TARGET:
+            labels = {}  # the restored job runs: the trigger labels go, the failover stays visible
         ops = manifest_ops(work, index, labels, annotations)
         if ops:
-            INJECTIONS.labels("job-id" if decision.injection.job_id else "failover-only").inc()
+            INJECTIONS.labels(_injected_label(decision)).inc()
         return ops
+
+
+def _injected_label(decision: Decision) -> str:
+    if decision.outcome is Outcome.RUNNING_ON_TARGET:
+        return "annotations-only"
+    return "job-id" if decision.injection is not None and decision.injection.job_id else "failover-only"
+
+
+def _fallback(
+    failed: LookupFailed, operation: str, cluster: str, policy: RestorePolicy, now: datetime
+) -> Found | LookupFailed:
+    """Without a fresh binding, the cached one may answer only what staleness cannot turn into an empty
+    start: an UPDATE (the object exists on the member, so initialSavepointPath no longer matters) of a
+    Work whose job has run on that cluster since the workload arrived there."""
+    cached = failed.cached
+    if operation != "UPDATE" or cached is None:
+        return failed
+    decision = decide(
+        observe(cached.record, cached.binding, now), cached.binding, cluster, policy.job_id_labels, now
+    )
+    if decision.outcome is not Outcome.RUNNING_ON_TARGET:
+        return failed
+    return Found(cached.binding, cached.record, "cache-fallback")
+
+
+def refused(uid: str, cluster: str, binding: str, problem: str) -> AdmissionResponse:
+    message = (
+        f"flink-failover cannot read ResourceBinding {binding} from the Karmada API server ({problem}); "
+        f"refusing this Flink Work for {cluster} so that it is retried, rather than created without its "
+        "failover labels"
+    )
+    return AdmissionResponse(
+        uid=uid,
+        allowed=False,
+        code=RETRY_CODE,
+        message=message,
+        decision="binding-unavailable",
+        detail={"reason": problem, "cluster": cluster, "binding": binding},
+    )
+
+
+def _old_metadata(
+    old_work: Mapping[str, Any] | None, index: int, work: Mapping[str, Any]
+) -> Mapping[str, Any]:
+    """The same manifest's metadata in the Work before this UPDATE ({} on CREATE or for another object)."""
+    if old_work is None:
+        return {}
+    new = _manifest(work, index)
+    for candidate in _manifests(old_work):
+        if (
+            candidate.get("kind") == new.get("kind")
+            and as_map(candidate.get("metadata")).get("name") == as_map(new.get("metadata")).get("name")
+            and as_map(candidate.get("metadata")).get("namespace")
+            == as_map(new.get("metadata")).get("namespace")
+        ):
+            return as_map(candidate.get("metadata"))
+    return {}
+
+
+def _manifests(work: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    raw = as_map(as_map(work.get("spec")).get("workload")).get("manifests")
+    return [m for m in raw if isinstance(m, Mapping)] if isinstance(raw, list) else []
+
+
+def _manifest(work: Mapping[str, Any], index: int) -> Mapping[str, Any]:
+    raw = as_map(as_map(work.get("spec")).get("workload")).get("manifests")
+    return as_map(raw[index]) if isinstance(raw, list) and 0 <= index < len(raw) else {}
+
+
+def stable(injection: Injection, old: Mapping[str, Any], policy: RestorePolicy) -> Injection:
+    """A re-apply of the same failover keeps the time and reason the Work was first labelled with.
+
+    The first answer may come before Karmada stamped the eviction task, a later one after it: the
+    failover is the same (same source, jobId and count), so what the member object shows must not move.
+    """
+    annotations = str_map(old.get("annotations"))
+    labels = str_map(old.get("labels"))
+    same = (
+        annotations.get(policy.key("source-cluster")) == injection.source_cluster
+        and annotations.get(policy.key("failover-count")) == str(injection.failover_count)
+        and labels.get(policy.key("job-id"), injection.job_id) == injection.job_id
+    )
+    if not same:
+        return injection
+    return replace(
+        injection,
+        failover_time=annotations.get(policy.key("failover-time")) or injection.failover_time,
+        reason=annotations.get(policy.key("reason")) or injection.reason,
+    )
 
 
 # When a Work holds several Flink manifests, the answer's decision is the most telling of theirs.
@@ -147,7 +251,7 @@ _PRIORITY = ("injected", "failover-only", "unchanged", "binding-not-found")
 
 
 def _manifest_outcome(decision: Decision, ops: list[Op]) -> str:
-    if decision.injection is None:
+    if decision.injection is None or decision.outcome is Outcome.RUNNING_ON_TARGET:
         return decision.outcome.value
     if not ops:
         return "unchanged"  # already labelled (an idempotent UPDATE)
@@ -161,9 +265,10 @@ def _overall(outcomes: list[str]) -> str:
     return outcomes[0] if outcomes else "no-flink-manifest"
 
 
-def _detail(namespace: str, name: str, decision: Decision, ops: int) -> dict[str, Any]:
+def _detail(namespace: str, name: str, decision: Decision, ops: int, source: str) -> dict[str, Any]:
     out: dict[str, Any] = {
         "binding": f"{namespace}/{name}",
+        "bindingFrom": source,
         "outcome": decision.outcome.value,
         "patchOps": ops,
         "explanation": decision.explanation,
@@ -183,9 +288,27 @@ def _allowed(uid: str) -> Callable[..., AdmissionResponse]:
 
 
 def internal_error(request: AdmissionRequest, exc: Exception) -> AdmissionResponse:
-    """The Work webhook never denies: an unexpected failure answers allowed, without a patch."""
+    """An unexpected failure: a Flink Work is refused (Karmada retries it), any other Work is allowed."""
+    problem = f"{type(exc).__name__}: {exc}"
     WORK_ERRORS.labels("internal").inc()
-    log.exception("control-plane webhook failed on %s; allowing without patch", request.uid, exc_info=exc)
+    try:
+        target = parse_work(request.object, request.namespace)
+    except Exception:  # the failure may be in parsing itself: then it is not known to be a Flink Work
+        target = NotForUs("unparsable")
+    flink = request.kind == "Work" and not isinstance(target, NotForUs)
+    log.exception(
+        "control-plane webhook failed on %s; %s",
+        request.uid,
+        "refusing" if flink else "allowing",
+        exc_info=exc,
+    )
+    if isinstance(target, NotForUs) or request.kind != "Work":
+        return AdmissionResponse(uid=request.uid, allowed=True, decision="error", detail={"reason": problem})
     return AdmissionResponse(
-        uid=request.uid, allowed=True, decision="error", detail={"reason": f"{type(exc).__name__}: {exc}"}
+        uid=request.uid,
+        allowed=False,
+        code=RETRY_CODE,
+        message=f"flink-failover could not decide on this Flink Work ({problem}); refused so it is retried",
+        decision="error",
+        detail={"reason": problem, "cluster": target.cluster},
     )

@@ -22,7 +22,10 @@ ResourceBinding annotations, so its controllers do not drop it). Schema (version
         {"type": "Placement", "from": ["member1"], "to": ["member2"], "reason": "TaintUntolerated",
          "time": "<when the move was first seen>", "purgeMode": ""}
       ],
-      "failoverCount": 1                  # evictions plus moves no eviction explains; never trimmed
+      "failoverCount": 1,                 # evictions plus moves no eviction explains; never trimmed
+      "openEvictions": {"member1": ""}    # eviction tasks in the binding now: fromCluster -> their
+                                          # creationTimestamp as last seen ("" while Karmada has not
+                                          # stamped it): the same task is never counted twice
     }
 
 Everything here is pure: parsing returns a value or a :class:`RecordError`, never raises.
@@ -166,6 +169,7 @@ class Record:
     placement: tuple[str, ...] = ()
     history: tuple[HistoryEntry, ...] = ()
     failover_count: int = 0
+    open_evictions: tuple[tuple[str, str], ...] = ()  # (fromCluster, creationTimestamp or ""), sorted
     version: int = VERSION
 
     def cluster(self, name: str) -> ClusterState:
@@ -192,6 +196,7 @@ class Record:
             "placement": list(self.placement),
             "history": [entry.to_json() for entry in self.history],
             "failoverCount": self.failover_count,
+            **({"openEvictions": dict(self.open_evictions)} if self.open_evictions else {}),
         }
 
     def dumps(self) -> str:
@@ -228,11 +233,15 @@ class Record:
         count = doc.get("failoverCount", 0)
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             return RecordError("failoverCount is not a non-negative integer")
+        raw_open = doc.get("openEvictions", {})
+        if not isinstance(raw_open, dict) or not all(isinstance(v, str) for v in raw_open.values()):
+            return RecordError("openEvictions is not an object of strings")
         return cls(
             clusters=tuple(sorted(clusters)),
             placement=tuple(placement),
             history=tuple(history[-MAX_HISTORY:]),
             failover_count=count,
+            open_evictions=tuple(sorted((str(k), v) for k, v in raw_open.items())),
         )
 
     @classmethod

@@ -92,38 +92,85 @@ def good_states(
 def decide(
     record: Record, binding: Binding, target: str, job_id_labels: Iterable[str], now: datetime
 ) -> Decision:
-    """``record`` must already have ``binding`` folded in (``capture.observe``)."""
+    """``record`` must already have ``binding`` folded in (``capture.observe``).
+
+    A good state on ``target`` means "the job runs there" only when it was seen after the workload's
+    latest arrival there: a job that ran on ``target`` before the workload left it is history, and a
+    return to ``target`` (A -> B -> A) is a relocation like any other.
+    """
     if target not in binding.clusters:
         # The cluster being left (its Work lingers with purge mode Gracefully or Never): never inject.
         return Decision(Outcome.LEAVING, explanation=f"{target} is not in spec.clusters")
     states = good_states(record, binding, job_id_labels, now)
     arrived = _arrived(record, binding, target)
-    on_target = record.cluster(target)
-    seen_on_target = parse_time(on_target.job_seen)
-    if on_target.good and arrived is not None and seen_on_target is not None and seen_on_target >= arrived:
-        # The restored job has run on target since the move: stop, even if a cluster that was left
-        # reports something newer later (its old object can live on for a while when it comes back).
-        here = GoodState(target, on_target.job_id, seen_on_target, "record")
-        return Decision(Outcome.RUNNING_ON_TARGET, newest=here, explanation="target ran a job since the move")
-    if states:
-        newest = max(states, key=lambda s: (s.seen, s.cluster == target))
-        if newest.cluster == target:
-            return Decision(
-                Outcome.RUNNING_ON_TARGET, newest=newest, explanation="newest good state is on target"
-            )
-        if newest.cluster in binding.clusters:
+    running_now = {s.job_id for s in binding.statuses if s.cluster == target and s.state == RUNNING}
+    current, prior = _split(states, target, arrived, running_now)
+    if current:
+        # The job has run on target since it arrived: stop the trigger labels, even if a cluster that
+        # was left reports something newer later (its old object can live on when it comes back). The
+        # failover that brought it here stays visible as annotations.
+        here = max(current, key=lambda s: s.seen)
+        why = "target ran a job since the workload arrived" if arrived else "newest good state is on target"
+        return Decision(Outcome.RUNNING_ON_TARGET, _arrival(record, binding, target, prior, now), here, why)
+    if prior:
+        newest = max(prior, key=lambda s: (s.seen, s.cluster == target))
+        if newest.cluster != target and newest.cluster in binding.clusters:
             # The job still runs where it is placed: target is an added cluster, not a move.
             return Decision(
                 Outcome.NO_FAILOVER,
                 newest=newest,
                 explanation=f"newest good state is on {newest.cluster}, still placed",
             )
-        return Decision(Outcome.RELOCATING, _injection(record, binding, target, newest, now), newest)
+        why = "returning: the newest good state ran on target before the workload left it"
+        explanation = why if newest.cluster == target else f"newest good state is on {newest.cluster}"
+        return Decision(
+            Outcome.RELOCATING, _injection(record, binding, target, newest, now), newest, explanation
+        )
+    injection = _no_state(record, binding, target, now)
+    if injection is None:
+        return Decision(Outcome.NO_FAILOVER, explanation="no good state seen and no eviction towards target")
+    return Decision(
+        Outcome.FAILOVER_NO_STATE, injection, explanation="eviction towards target, no good state"
+    )
+
+
+def _split(
+    states: list[GoodState], target: str, arrived: datetime | None, running_now: set[str]
+) -> tuple[list[GoodState], list[GoodState]]:
+    """(states of a job running on target now, every other state). A state counts as current when it
+    was first seen after the arrival, or when the binding in hand (read after the arrival) reports that
+    job RUNNING on target: a job that kept running while its Work lingered (purge mode Gracefully).
+    Without a known arrival (the workload has been on target as long as anything was recorded),
+    target's state is current only when nothing newer was seen elsewhere."""
+    if arrived is None:
+        newest = max(states, key=lambda s: (s.seen, s.cluster == target), default=None)
+        on_target = newest is not None and newest.cluster == target
+        current = [s for s in states if s.cluster == target] if on_target else []
+    else:
+        current = [
+            s for s in states if s.cluster == target and (s.seen >= arrived or s.job_id in running_now)
+        ]
+    return current, [s for s in states if s not in current]
+
+
+def _arrival(
+    record: Record, binding: Binding, target: str, prior: list[GoodState], now: datetime
+) -> Injection | None:
+    """The failover that brought the workload to target, for the annotations kept once the job runs."""
+    if prior:
+        newest = max(prior, key=lambda s: (s.seen, s.cluster == target))
+        if newest.cluster != target and newest.cluster in binding.clusters:
+            return None
+        return _injection(record, binding, target, newest, now)
+    return _no_state(record, binding, target, now)
+
+
+def _no_state(record: Record, binding: Binding, target: str, now: datetime) -> Injection | None:
     evidence = _failover_evidence(record, binding, target)
     if evidence is None:
-        return Decision(Outcome.NO_FAILOVER, explanation="no good state seen and no eviction towards target")
+        return None
     source, moment, reason = evidence
-    injection = Injection(
+    return Injection(
         source_cluster=source,
         job_id="",
         failover_time=moment or _fallback_time(binding, now),
@@ -131,13 +178,10 @@ def decide(
         reason=reason or RESCHEDULED,
         last_savepoint=record.cluster(source).savepoint,
     )
-    return Decision(
-        Outcome.FAILOVER_NO_STATE, injection, explanation="eviction towards target, no good state"
-    )
 
 
 def _fallback_time(binding: Binding, now: datetime) -> str:
-    return binding.last_scheduled or format_time(now)
+    return binding.scheduled_time or format_time(now)
 
 
 def _latest(entries: Iterable[HistoryEntry]) -> HistoryEntry | None:
@@ -150,7 +194,7 @@ def _latest(entries: Iterable[HistoryEntry]) -> HistoryEntry | None:
 def _arrived(record: Record, binding: Binding, target: str) -> datetime | None:
     """When the workload last moved to target: a recorded move, or an eviction task from elsewhere."""
     moments = [parse_time(e.time) for e in _moves_to(record, target)]
-    moments += [parse_time(t.created) for t in _other_tasks(binding, target)]
+    moments += [parse_time(task_time(record, t)) for t in _other_tasks(binding, target)]
     known = [m for m in moments if m is not None]
     return max(known) if known else None
 
@@ -161,6 +205,16 @@ def _moves_to(record: Record, target: str) -> list[HistoryEntry]:
         for e in record.history
         if e.type is HistoryType.PLACEMENT and target in e.to_clusters and target not in e.from_clusters
     ]
+
+
+def task_time(record: Record, task: EvictionTask) -> str:
+    """A task's creationTimestamp, or while Karmada has not stamped it yet, when it was first recorded."""
+    if task.created:
+        return task.created
+    for entry in reversed(record.history):
+        if entry.type is HistoryType.EVICTION and entry.from_clusters == (task.from_cluster,):
+            return entry.time
+    return ""
 
 
 def _other_tasks(binding: Binding, target: str) -> list[EvictionTask]:
@@ -175,7 +229,7 @@ def _injection(record: Record, binding: Binding, target: str, newest: GoodState,
     source = newest.cluster
     evictions: list[tuple[datetime, str, str, bool]] = []  # time, reason, from, still in the binding
     for task in _other_tasks(binding, target):
-        moment = parse_time(task.created)
+        moment = parse_time(task_time(record, task))
         if moment is not None:
             evictions.append((moment, task.reason, task.from_cluster, True))
     for entry in record.history:
@@ -212,7 +266,8 @@ def _failover_evidence(record: Record, binding: Binding, target: str) -> tuple[s
     """(source, time, reason) of an eviction that moved the workload to ``target``, if any."""
     others = _other_tasks(binding, target)
     if others:
-        return others[-1].from_cluster, others[-1].created, others[-1].reason
+        latest = max(others, key=lambda t: task_time(record, t))
+        return latest.from_cluster, task_time(record, latest), latest.reason
     for entry in reversed(record.history):
         if (
             entry.type is HistoryType.PLACEMENT

@@ -15,7 +15,7 @@ from typing import Any
 
 from webhook.controlplane.handler import WorkHandler, annotation_key, internal_error, utc_now
 from webhook.controlplane.kube import ApiFailure, ClientConfig, KarmadaApi
-from webhook.controlplane.watch import BindingCache, CachedLookup, Watcher
+from webhook.controlplane.watch import BindingCache, FreshLookup, Watcher
 from webhook.policy import RestorePolicy
 
 log = logging.getLogger(__name__)
@@ -58,9 +58,9 @@ def control_plane_config(
         watcher = Watcher(api, cache, annotation_key(policy), utc_now)
         threading.Thread(target=watcher.run, name="resourcebinding-watch", daemon=True).start()
     if capture_enabled:
-        lookup = CachedLookup(cache, api, policy, get_timeout=policy.deadline_seconds)
+        lookup = FreshLookup(cache, api, policy, get_timeout=policy.deadline_seconds)
     else:
-        lookup = CachedLookup(BindingCache(), api, policy, get_timeout=policy.deadline_seconds)
+        lookup = FreshLookup(BindingCache(), api, policy, get_timeout=policy.deadline_seconds)
     handler = WorkHandler(lookup, policy)
 
     def combined_ready() -> str | None:

@@ -57,6 +57,8 @@ class Entry:
     binding: Binding
     record: Record  # the newest record we hold; the annotation catches up through the patch
     written_at: int = -1  # resourceVersion our last successful patch produced (-1: none / unknown)
+    written: Record | None = None  # what that patch wrote
+    persisted: bool = True  # False while ``record`` is ahead of the annotation (patch pending or failed)
 
 
 class BindingCache:
@@ -213,9 +215,20 @@ class Watcher:
         if previous is not None and previous.binding.uid != binding.uid:
             previous = None  # deleted and created again under the same name: a new workload
         base, written_at = self._base(binding, stored, previous)
+        written = previous.written if previous is not None else None
         result = capture(base, stored, binding, self.annotation, self.clock())
-        self.cache.put(Entry(obj, binding, result.record, written_at))
-        if result.patch is not None:
+        patch = result.patch
+        if (
+            patch is not None
+            and result.record == written
+            and 0 <= _version(binding.resource_version) < written_at
+        ):
+            # The event predates our last write and its annotation is older than what we wrote: the same
+            # record again would be an identical patch (recorded: 107 of 209 before this check).
+            patch = None
+        entry = Entry(obj, binding, result.record, written_at, written, persisted=patch is None)
+        self.cache.put(entry)
+        if patch is not None:
             self._persist(binding, result.record)
         return binding.key
 
@@ -243,6 +256,8 @@ class Watcher:
         entry = self.cache.get(*binding.key)
         if entry is not None and entry.binding.uid == binding.uid:
             entry.written_at = _version(_resource_version(answer))
+            entry.written = record
+            entry.persisted = entry.record == record
 
     def _flush(self) -> None:
         """Retry the patches that failed; the next watch pass retries again if it fails once more."""
@@ -280,8 +295,15 @@ def _resource_version(obj: Mapping[str, Any]) -> str:
 
 
 @dataclass
-class CachedLookup:
-    """The webhook's view: the watch cache first, a GET on a miss (a binding newer than our last event)."""
+class FreshLookup:
+    """The webhook's view: the binding as the API server holds it now, never the watch cache alone.
+
+    Karmada creates a Work 1-25 ms after the scheduler's write that caused it (recorded), sooner than a
+    watch delivers that write. A GET without resourceVersion is a quorum read: it returns every write
+    that completed before it started, and the write that caused the Work completed before the Work
+    CREATE was even sent. The cache contributes only the record capture has folded but not persisted
+    yet, and is the fallback when the GET fails (see ``handler._fallback``).
+    """
 
     cache: BindingCache
     api: Api | None
@@ -289,14 +311,18 @@ class CachedLookup:
     get_timeout: float = 2.0
 
     def lookup(self, namespace: str, name: str) -> LookupResult:
+        # Taken before the GET: a record persisted by now is in what the GET returns.
         entry = self.cache.get(namespace, name)
-        if entry is not None:
-            return Found(entry.binding, entry.record, "cache")
+        ahead = entry is not None and not entry.persisted
+        cached = Found(entry.binding, entry.record, "cache") if entry is not None else None
         if self.api is None:
-            return LookupFailed("Karmada API client not available")
+            return LookupFailed("Karmada API client not available", cached)
         obj = self.api.get_binding(namespace, name, self.get_timeout)
         if isinstance(obj, ApiFailure):
-            return LookupFailed(obj.message)
+            return LookupFailed(obj.message, cached)
         if obj is None:
             return NotFound("api")
-        return found_from_object(obj, self.policy, "api")
+        fresh = found_from_object(obj, self.policy, "api")
+        if entry is not None and entry.binding.uid == fresh.binding.uid and (ahead or fresh.record.empty):
+            return Found(fresh.binding, entry.record, "api")
+        return fresh
