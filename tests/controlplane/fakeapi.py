@@ -1,9 +1,11 @@
 """A local HTTP server that speaks enough of the Kubernetes API for ResourceBindings.
 
 list (with resourceVersion, limit/continue), watch (chunked JSON lines: ADDED / MODIFIED / DELETED /
-BOOKMARK / ERROR), get, and merge-patch; plus knobs to expire the event history (410 Gone) and to
-drop a watch connection mid-stream. Objects are stored as JSON so a "restarted" client reads exactly
-what an earlier one persisted.
+BOOKMARK / ERROR), get, and merge-patch; plus knobs to expire the event history (410 Gone), to
+drop a watch connection mid-stream, and to deliver watch events late (``watch_lag`` seconds after the
+write, or not before ``release_watch``) while GET already serves the write, as a real API server's
+watch cache and a client's informer lag behind etcd. Objects are stored as JSON so a "restarted"
+client reads exactly what an earlier one persisted.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ class Event:
     rv: int
     type: str
     obj: dict[str, Any]
+    stored_at: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -50,6 +53,8 @@ class FakeKarmada:
     patched_while_watching: list[bool] = field(default_factory=list)
     cond: threading.Condition = field(default_factory=threading.Condition)
     closing: bool = False
+    watch_lag: float = 0.0  # seconds between a write and its watch event
+    watch_held_from: int | None = None  # events from this resourceVersion on wait for release_watch()
 
     # --- test-side API ---------------------------------------------------------------------------
     def upsert(self, obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -114,6 +119,29 @@ class FakeKarmada:
         with self.cond:
             self.watch_generation += 1
             self.cond.notify_all()
+
+    def hold_watch(self) -> None:
+        """Writes from now on are served by GET but reach no watch until :meth:`release_watch`."""
+        with self.cond:
+            self.watch_held_from = self.rv + 1
+
+    def release_watch(self) -> None:
+        with self.cond:
+            self.watch_held_from = None
+            self.cond.notify_all()
+
+    def deliverable(self, cursor: int) -> list[Event]:
+        """Events after ``cursor`` a watch may send now: in order, stopping at the first one still lagging."""
+        out = []
+        now = time.monotonic()
+        for event in self.events:
+            if event.rv <= cursor:
+                continue
+            held = self.watch_held_from is not None and event.rv >= self.watch_held_from
+            if held or now < event.stored_at + self.watch_lag:
+                break
+            out.append(event)
+        return out
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         with self.cond:
@@ -296,11 +324,11 @@ class _Handler(BaseHTTPRequestHandler):
         while True:
             with fake.cond:
                 gone = since < fake.oldest_watchable
-                pending = [] if gone else [e for e in fake.events if e.rv > cursor]
+                pending = [] if gone else fake.deliverable(cursor)
                 if not gone and not pending and not fake.closing:
-                    fake.cond.wait(0.05)
+                    fake.cond.wait(0.01 if fake.watch_lag else 0.05)
                     gone = since < fake.oldest_watchable
-                    pending = [] if gone else [e for e in fake.events if e.rv > cursor]
+                    pending = [] if gone else fake.deliverable(cursor)
                 closing = fake.closing or fake.watch_generation != generation
                 error, fake.pending_error = fake.pending_error, None
             if error is not None:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import copy
-import itertools
 import socket
-import threading
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -15,11 +13,12 @@ import pytest
 
 from tests.controlplane import fakeapi
 from tests.controlplane import support as s
+from tests.controlplane.loop import Loop
 from webhook.admission import review
 from webhook.controlplane.handler import Found, LookupFailed, NotFound, WorkHandler, internal_error
 from webhook.controlplane.kube import ClientConfig, KarmadaApi
 from webhook.controlplane.record import Record
-from webhook.controlplane.watch import Backoff, BindingCache, FreshLookup, Watcher
+from webhook.controlplane.watch import BindingCache, FreshLookup
 from webhook.policy import RestorePolicy
 
 pytestmark = pytest.mark.shared
@@ -34,61 +33,6 @@ def running(tmp_path: Path) -> Iterator[fakeapi.RunningFake]:
     server = fakeapi.start()
     yield server
     server.stop()
-
-
-class Loop:
-    """One capture component: its own API client, cache and thread, as a process would have."""
-
-    def __init__(
-        self,
-        server: fakeapi.RunningFake,
-        tmp_path: Path,
-        clock_offset: timedelta = timedelta(),
-        **config: Any,
-    ) -> None:
-        kubeconfig = server.kubeconfig(tmp_path / "kubeconfig")
-        options = {
-            "kubeconfig": str(kubeconfig),
-            "request_timeout": 5.0,
-            "watch_timeout": 1,
-            "watch_read_timeout": 10.0,
-        }
-        api = KarmadaApi.connect(ClientConfig(**{**options, **config}))
-        assert isinstance(api, KarmadaApi)
-        self.api = api
-        self.cache = BindingCache()
-        ticks = itertools.count()
-        self.watcher = Watcher(
-            api,
-            self.cache,
-            KEY,
-            clock=lambda: s.FIXED_NOW + clock_offset + timedelta(seconds=next(ticks)),
-            backoff=Backoff(initial=0.01, maximum=0.05),
-        )
-        self.thread = threading.Thread(target=self.watcher.run, daemon=True)
-        self.server = server
-
-    def __enter__(self) -> Loop:
-        self.thread.start()
-        assert self.cache.wait_synced(20)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.watcher.stop.set()
-        self.server.fake.end_watches()  # a blocked stream read returns; the loop sees stop
-        self.thread.join(20)
-        assert not self.thread.is_alive()
-
-    def caught_up(self) -> bool:
-        """The loop has handled every event the server has (no timing assumptions)."""
-        return self.server.fake.wait_for(lambda: self.watcher.resource_version == str(self.server.fake.rv))
-
-    def record(self) -> Record:
-        raw = self.server.fake.annotation(NS, NAME, KEY)
-        assert raw is not None, "no record persisted"
-        parsed = Record.loads(raw)
-        assert isinstance(parsed, Record), parsed
-        return parsed
 
 
 def _lists(server: fakeapi.RunningFake) -> int:

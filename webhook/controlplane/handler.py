@@ -225,24 +225,23 @@ def _manifest(work: Mapping[str, Any], index: int) -> Mapping[str, Any]:
 
 
 def stable(injection: Injection, old: Mapping[str, Any], policy: RestorePolicy) -> Injection:
-    """A re-apply of the same failover keeps the time and reason the Work was first labelled with.
+    """A re-apply of the same failover keeps what the Work was first labelled with.
 
-    The first answer may come before Karmada stamped the eviction task, a later one after it: the
-    failover is the same (same source, jobId and count), so what the member object shows must not move.
+    The failover count names the failover. The first answer may come before Karmada stamped the
+    eviction task, a later one after it; once the restored job runs, the job that ran before may be
+    known only as the one it replaced on that cluster. The member object must show the same failover
+    all along, so its source, time, reason and savepoint do not move until the count does.
     """
     annotations = str_map(old.get("annotations"))
-    labels = str_map(old.get("labels"))
-    same = (
-        annotations.get(policy.key("source-cluster")) == injection.source_cluster
-        and annotations.get(policy.key("failover-count")) == str(injection.failover_count)
-        and labels.get(policy.key("job-id"), injection.job_id) == injection.job_id
-    )
-    if not same:
+    source = annotations.get(policy.key("source-cluster"))
+    if not source or annotations.get(policy.key("failover-count")) != str(injection.failover_count):
         return injection
     return replace(
         injection,
+        source_cluster=source,
         failover_time=annotations.get(policy.key("failover-time")) or injection.failover_time,
         reason=annotations.get(policy.key("reason")) or injection.reason,
+        last_savepoint=annotations.get(policy.key("last-savepoint"), ""),
     )
 
 
