@@ -53,7 +53,7 @@ def admit(
 ) -> tuple[dict[str, str], dict[str, str], dict[str, Any], str]:
     """(our labels, our annotations, the Work as patched, the decision) for one Work admission."""
     handler = WorkHandler(Fixed(binding, record), POLICY, clock=lambda: now)
-    request, response = review(s.admission_review(work, operation, old), handler, internal_error)
+    _request, response = review(s.admission_review(work, operation, old), handler, internal_error)
     assert response.allowed, response.message
     patched = jsonpatch.apply_patch(work, response.patch) if response.patch else copy.deepcopy(work)
     meta = s.flink_metadata(patched)
@@ -116,7 +116,7 @@ def race() -> tuple[Record, list[r.Step], dict[str, Any]]:
 
 
 def test_gracefully_stale_cache_said_leaving_the_fresh_binding_injects() -> None:
-    record, steps, work = race()
+    record, _steps, work = race()
     stale = r.binding("gracefully-race/rb-1-evicted-not-yet-rescheduled.json")
     now = r.at("07:15:00.027")
     # What the webhook answered from its cache on the real run: nothing, the job started empty.
