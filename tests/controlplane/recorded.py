@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -114,6 +114,24 @@ def _status_entry(previous: dict[str, Any] | None, summary: dict[str, Any]) -> d
         status["error"] = summary["error"]
     entry["status"] = status
     return entry
+
+
+def shifted(obj: dict[str, Any], delta: timedelta) -> dict[str, Any]:
+    """The object with Karmada's timestamps moved by ``delta``: a server under test dates what it sees by
+    its own clock, and Karmada's stamps must be on that clock too (one clock, as in the recording)."""
+    out = copy.deepcopy(obj)
+
+    def move(text: str) -> str:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00")) + delta
+        return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    for task in out["spec"].get("gracefulEvictionTasks") or []:
+        if task.get("creationTimestamp"):
+            task["creationTimestamp"] = move(task["creationTimestamp"])
+    status = out.get("status", {})
+    if status.get("lastScheduledTime"):
+        status["lastScheduledTime"] = move(status["lastScheduledTime"])
+    return out
 
 
 def folders() -> list[Path]:

@@ -243,9 +243,8 @@ def test_a_task_seen_before_and_after_its_stamp_is_one_eviction() -> None:
         after = observe(record, Binding.from_object(stamped), r.at("07:00:00.400"))
         evictions = [e for e in after.history if e.type is HistoryType.EVICTION]
         assert len(evictions) == 1, example
-        assert (
-            evictions[0].time == "2026-12-01T07:00:00Z"
-        )  # dated when first seen; the stamp does not move it
+        # Dated when first seen; the stamp does not move it.
+        assert evictions[0].time == "2026-12-01T07:00:00.100Z"
         assert after.failover_count == 1, example
         # Seen in the other order (capture saw only the stamped one) it is still one.
         only_stamped = observe(Record(placement=(cluster,)), Binding.from_object(stamped), first_seen)
@@ -272,4 +271,4 @@ def test_a_move_is_dated_when_it_happened_not_by_a_stale_last_scheduled_time() -
     assert move.obj["status"]["lastScheduledTime"] == "2026-12-01T07:14:40Z"  # the previous schedule's
     placed = observe(record, Binding.from_object(move.obj), move.moment)
     moves = [e for e in placed.history if e.type is HistoryType.PLACEMENT]
-    assert moves[-1].to_clusters == ("member2",) and moves[-1].time == "2026-12-01T07:15:00Z"
+    assert moves[-1].to_clusters == ("member2",) and moves[-1].time == "2026-12-01T07:15:00.010Z"

@@ -10,119 +10,20 @@ from __future__ import annotations
 import base64
 import copy
 import json
-import os
 import socket
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
 import yaml
 
-from tests.conftest import REPO
 from tests.controlplane import fakeapi
 from tests.controlplane import support as s
-from tests.support.server import free_port, generate_certs
-from webhook.controlplane.record import Record
+from tests.controlplane.server import BIN, NS, Server, ours, stored_record
 
 pytestmark = [pytest.mark.shared, pytest.mark.slow]
-
-BIN = Path(sys.executable).parent / "flink-failover"
-KEY = "flink-failover.io/last-known-state"
-NS = "analytics"
-P = "flink-failover.io/"
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = generate_certs(tmp_path_factory.mktemp("certs"))
-    assert (out / "tls.crt").is_file() and (out / "tls.key").is_file() and (out / "ca.crt").is_file()
-    return out
-
-
-class Server:
-    def __init__(self, kubeconfig: Path, certs: Path, workdir: Path, *extra: str) -> None:
-        self.port = free_port()
-        self.ca = str(certs / "ca.crt")
-        self.log = workdir / f"server-{self.port}.log"
-        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-{self.port}")}
-        command = [
-            str(BIN), "serve", "--role", "control-plane", "--kubeconfig", str(kubeconfig),
-            "--cert-dir", str(certs), "--bind", f"127.0.0.1:{self.port}",
-            "--policy", str(REPO / "policies" / "restore-policy.yaml"), "--threads", "2", *extra,
-        ]  # fmt: skip
-        with self.log.open("wb") as log:
-            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir)
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
-
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"server exited {self.proc.returncode}:\n{self.log.read_text()}")
-            try:
-                if requests.get(self.url + "/readyz", verify=self.ca, timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"server not ready:\n{self.log.read_text()}")
-
-    def admit(self, work: dict[str, Any], operation: str = "CREATE") -> dict[str, Any]:
-        response = requests.post(
-            self.url + "/mutate-work", json=s.admission_review(work, operation), verify=self.ca, timeout=10
-        )
-        assert response.status_code == 200, response.text
-        body: dict[str, Any] = response.json()
-        return body
-
-    def metrics(self) -> str:
-        return requests.get(self.url + "/metrics", verify=self.ca, timeout=5).text
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-
-@pytest.fixture
-def karmada(tmp_path: Path) -> Iterator[fakeapi.RunningFake]:
-    server = fakeapi.start()
-    yield server
-    server.stop()
-
-
-def _record(fake: fakeapi.FakeKarmada, name: str) -> Record | None:
-    obj = fake.objects.get((NS, name))
-    raw = obj and obj["metadata"].get("annotations", {}).get(KEY)
-    parsed = Record.loads(raw) if raw else None
-    return parsed if isinstance(parsed, Record) else None
-
-
-def _ours(review: dict[str, Any], work: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
-    import jsonpatch
-
-    response = review["response"]
-    assert response["allowed"] is True
-    patched = (
-        jsonpatch.apply_patch(work, json.loads(base64.b64decode(response["patch"])))
-        if "patch" in response
-        else work
-    )
-    meta = s.flink_metadata(patched)
-    pick = lambda m: {k[len(P) :]: v for k, v in m.items() if k.startswith(P)}  # noqa: E731
-    return pick(meta.get("labels", {})), pick(meta.get("annotations", {}))
 
 
 def test_server_and_review_inject_and_the_record_survives_a_restart(
@@ -141,16 +42,18 @@ def test_server_and_review_inject_and_the_record_survives_a_restart(
     try:
         first.wait_ready()
         # With an eviction task (application failover, Directly): injected at once.
-        labels, annotations = _ours(first.admit(app_work), app_work)
+        labels, annotations = ours(first.admit(app_work), app_work)
         assert labels == {"failover": "true", "job-id": "1127e5e2ae706c014bdd6b0de37fc6af"}
         assert annotations["reason"] == "ApplicationFailure" and annotations["source-cluster"] == "member1"
         # Capture sees the job run on member1, then the failover with its eviction task.
         assert fake.wait_for(
-            lambda: (r := _record(fake, "orders-flinkdeployment")) is not None and r.cluster("member1").good
+            lambda: (
+                (r := stored_record(fake, "orders-flinkdeployment")) is not None and r.cluster("member1").good
+            )
         )
         fake.upsert(s.binding(shared_data, "scenA/rb-after-failover.json"))
         assert fake.wait_for(
-            lambda: (r := _record(fake, "orders-flinkdeployment")) is not None and r.failover_count == 1
+            lambda: (r := stored_record(fake, "orders-flinkdeployment")) is not None and r.failover_count == 1
         )
         metrics = first.metrics()
         assert 'flink_failover_work_injections_total{injected="job-id"} 1.0' in metrics
@@ -161,14 +64,14 @@ def test_server_and_review_inject_and_the_record_survives_a_restart(
 
     # While the component is down the task expires and member1's Work (and status) are gone first.
     fake.upsert(s.binding(shared_data, "scenA/rb-final.json"))
-    stored = _record(fake, "orders-flinkdeployment")
+    stored = stored_record(fake, "orders-flinkdeployment")
     assert stored is not None and stored.cluster("member1").job_id == s.JOB_A
 
     second = Server(kubeconfig, certs, tmp_path)
     try:
         second.wait_ready()
         served = second.admit(work2)
-        labels, annotations = _ours(served, work2)
+        labels, annotations = ours(served, work2)
         assert labels == {"failover": "true", "job-id": s.JOB_A}
         assert annotations == {
             "source-cluster": "member1",
@@ -212,7 +115,7 @@ def test_server_and_review_inject_and_the_record_survives_a_restart(
     )
     assert offline.returncode == 0, offline.stderr
     offline_answer = json.loads(offline.stdout)
-    assert _ours(offline_answer, work2) == _ours(served, work2)
+    assert ours(offline_answer, work2) == ours(served, work2)
 
 
 def test_no_capture_serves_the_webhook_alone(
@@ -226,7 +129,7 @@ def test_no_capture_serves_the_webhook_alone(
     server = Server(karmada.kubeconfig(tmp_path / "kubeconfig"), certs, tmp_path, "--no-capture")
     try:
         server.wait_ready()
-        labels, annotations = _ours(server.admit(work), work)
+        labels, annotations = ours(server.admit(work), work)
         assert labels["job-id"] == "a31b89ec42b1f335258909778303fcfc"
         assert annotations["source-cluster"] == "member1"
     finally:

@@ -19,6 +19,7 @@ from webhook.controlplane.record import (
     Record,
     StoredRecord,
     format_time,
+    parse_time,
 )
 from webhook.flink import is_job_id
 
@@ -81,11 +82,7 @@ def _observe_tasks(record: Record, binding: Binding, stamp: str) -> Record:
             for e in record.history
         )
         # A task older than everything kept was seen before and trimmed: do not count it twice.
-        trimmed = (
-            bool(task.created)
-            and len(record.history) >= MAX_HISTORY
-            and task.created <= record.history[0].time
-        )
+        trimmed = len(record.history) >= MAX_HISTORY and _at_or_before(task.created, record.history[0].time)
         if known or trimmed:
             continue
         to = tuple(sorted(c for c in binding.clusters if c != task.from_cluster))
@@ -129,11 +126,17 @@ def _observe_placement(record: Record, binding: Binding, stamp: str) -> Record:
     # Dated when first seen, unless the scheduler's own stamp belongs to this very spec (a relist after
     # capture was away): the event that shows a move still carries the previous schedule's time.
     moment = binding.scheduled_time
-    if not moment or moment > stamp or any(moment < e.time for e in record.history):
+    if not _at_or_before(moment, stamp) or any(not _at_or_before(e.time, moment) for e in record.history):
         moment = stamp
     entry = HistoryEntry(HistoryType.PLACEMENT, old, new, reason, moment, purge_mode)
     count = record.failover_count + (1 if left and added and not explained else 0)
     return replace(record.with_history(entry), placement=new, failover_count=count)
+
+
+def _at_or_before(first: str, second: str) -> bool:
+    """Both are times and ``first`` is not later than ``second`` (False when either is not a time)."""
+    a, b = parse_time(first), parse_time(second)
+    return a is not None and b is not None and a <= b
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,16 @@ MAX_ANNOTATION_BYTES = 64 * 1024
 
 
 def format_time(moment: datetime) -> str:
-    """RFC 3339, UTC, whole seconds: the form Kubernetes itself writes."""
-    return moment.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+    """RFC 3339, UTC; whole seconds as Kubernetes writes them, milliseconds when there are any.
+
+    What we observe is dated to the millisecond: a failover and the job that ran before it can fall
+    in the same second, and the order of the two decides between "running on target" and "returning".
+    Compare parsed times (:func:`parse_time`), never these strings.
+    """
+    moment = moment.astimezone(UTC)
+    millis = moment.microsecond // 1000
+    whole = moment.strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{whole}.{millis:03d}Z" if millis else f"{whole}Z"
 
 
 def parse_time(text: str) -> datetime | None:

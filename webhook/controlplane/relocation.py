@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from webhook.controlplane.binding import RUNNING, Binding, EvictionTask
@@ -208,13 +208,14 @@ def _moves_to(record: Record, target: str) -> list[HistoryEntry]:
 
 
 def task_time(record: Record, task: EvictionTask) -> str:
-    """A task's creationTimestamp, or while Karmada has not stamped it yet, when it was first recorded."""
-    if task.created:
-        return task.created
-    for entry in reversed(record.history):
-        if entry.type is HistoryType.EVICTION and entry.from_clusters == (task.from_cluster,):
-            return entry.time
-    return ""
+    """When the eviction happened: as recorded when the task was first seen (Karmada stamps it 14-346 ms
+    later, to the second of its successful write), else its creationTimestamp. One eviction, one time,
+    whether an answer comes before or after the stamp."""
+    if any(cluster == task.from_cluster for cluster, _ in record.open_evictions):
+        for entry in reversed(record.history):
+            if entry.type is HistoryType.EVICTION and entry.from_clusters == (task.from_cluster,):
+                return entry.time
+    return task.created
 
 
 def _other_tasks(binding: Binding, target: str) -> list[EvictionTask]:
@@ -266,7 +267,9 @@ def _failover_evidence(record: Record, binding: Binding, target: str) -> tuple[s
     """(source, time, reason) of an eviction that moved the workload to ``target``, if any."""
     others = _other_tasks(binding, target)
     if others:
-        latest = max(others, key=lambda t: task_time(record, t))
+        latest = max(
+            others, key=lambda t: parse_time(task_time(record, t)) or datetime.min.replace(tzinfo=UTC)
+        )
         return latest.from_cluster, task_time(record, latest), latest.reason
     for entry in reversed(record.history):
         if (

@@ -1,0 +1,105 @@
+"""The real control-plane server (``flink-failover serve --role control-plane``, gunicorn, TLS) in a
+subprocess, and how tests read its answers and the record it persists."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from tests.conftest import REPO
+from tests.controlplane import fakeapi
+from tests.controlplane import support as s
+from tests.support.server import free_port
+from webhook.controlplane.record import Record
+
+BIN = Path(sys.executable).parent / "flink-failover"
+KEY = "flink-failover.io/last-known-state"
+NS = "analytics"
+P = "flink-failover.io/"
+
+
+class Server:
+    def __init__(self, kubeconfig: Path, certs: Path, workdir: Path, *extra: str) -> None:
+        self.port = free_port()
+        self.ca = str(certs / "ca.crt")
+        self.log = workdir / f"server-{self.port}.log"
+        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-{self.port}")}
+        command = [
+            str(BIN), "serve", "--role", "control-plane", "--kubeconfig", str(kubeconfig),
+            "--cert-dir", str(certs), "--bind", f"127.0.0.1:{self.port}",
+            "--policy", str(REPO / "policies" / "restore-policy.yaml"), "--threads", "2", *extra,
+        ]  # fmt: skip
+        with self.log.open("wb") as log:
+            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir)
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"server exited {self.proc.returncode}:\n{self.log.read_text()}")
+            try:
+                if requests.get(self.url + "/readyz", verify=self.ca, timeout=2).status_code == 200:
+                    return
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"server not ready:\n{self.log.read_text()}")
+
+    def admit(
+        self, work: dict[str, Any], operation: str = "CREATE", old: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        response = requests.post(
+            self.url + "/mutate-work",
+            json=s.admission_review(work, operation, old),
+            verify=self.ca,
+            timeout=10,
+        )
+        assert response.status_code == 200, response.text
+        body: dict[str, Any] = response.json()
+        return body
+
+    def metrics(self) -> str:
+        return requests.get(self.url + "/metrics", verify=self.ca, timeout=5).text
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def stored_record(fake: fakeapi.FakeKarmada, name: str) -> Record | None:
+    obj = fake.objects.get((NS, name))
+    raw = obj and obj["metadata"].get("annotations", {}).get(KEY)
+    parsed = Record.loads(raw) if raw else None
+    return parsed if isinstance(parsed, Record) else None
+
+
+def ours(review: dict[str, Any], work: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    import jsonpatch
+
+    response = review["response"]
+    assert response["allowed"] is True
+    patched = (
+        jsonpatch.apply_patch(work, json.loads(base64.b64decode(response["patch"])))
+        if "patch" in response
+        else work
+    )
+    meta = s.flink_metadata(patched)
+    pick = lambda m: {k[len(P) :]: v for k, v in m.items() if k.startswith(P)}  # noqa: E731
+    return pick(meta.get("labels", {})), pick(meta.get("annotations", {}))
