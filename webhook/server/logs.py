@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import os
+import ssl
 import sys
 from datetime import UTC, datetime
 from typing import Any
@@ -67,6 +68,25 @@ class LineHandler(logging.Handler):
                 data = data[os.write(self.fd, data) :]
         except OSError:
             self.handleError(record)
+
+
+# How a client ends a connection: it idles out (our I/O bound), resets it, or closes TLS uncleanly.
+_CLIENT_ENDED = (TimeoutError, ConnectionError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
+
+
+class ClientDisconnects(logging.Filter):
+    """gunicorn logs a keep-alive connection that a client closed or let idle out as an ERROR with a
+    traceback ("Socket error processing request."). kube-apiserver does that all day: it becomes one
+    debug line without a traceback, and nothing at all above debug."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if not isinstance(error, _CLIENT_ENDED):
+            return True
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        record.msg, record.args = f"client connection ended: {type(error).__name__}: {error}", ()
+        record.exc_info, record.exc_text = None, None
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
 
 
 def configure(level: str = "INFO") -> None:

@@ -132,10 +132,16 @@ def _gunicorn_logging(level: str) -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": {"()": "webhook.server.logs.JsonFormatter"}},
+        "filters": {"client_disconnects": {"()": "webhook.server.logs.ClientDisconnects"}},
         "handlers": {"stderr": {"class": "webhook.server.logs.LineHandler", "formatter": "json", "fd": 2}},
         "root": {"level": level.upper(), "handlers": ["stderr"]},
         "loggers": {
-            "gunicorn.error": {"level": level.upper(), "handlers": ["stderr"], "propagate": False},
+            "gunicorn.error": {
+                "level": level.upper(),
+                "handlers": ["stderr"],
+                "propagate": False,
+                "filters": ["client_disconnects"],
+            },
             "gunicorn.access": {"level": "WARNING", "handlers": ["stderr"], "propagate": False},
         },
     }

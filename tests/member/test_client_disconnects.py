@@ -1,0 +1,94 @@
+"""A client that closes or idles out a keep-alive connection is normal life, not an error in the log.
+
+kube-apiserver keeps webhook connections alive and drops them when idle; the real server must log
+that at debug level at most and never with a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import ssl
+import struct
+import time
+from pathlib import Path
+
+from tests.support.server import RunningServer, serve
+from webhook.server.logs import ClientDisconnects
+
+REQUEST = b"GET /healthz HTTP/1.1\r\nHost: webhook\r\nConnection: keep-alive\r\n\r\n"
+
+
+def _connect(server: RunningServer) -> ssl.SSLSocket:
+    context = ssl.create_default_context(cafile=str(server.cert_dir / "ca.crt"))
+    raw = socket.create_connection(("127.0.0.1", server.port), timeout=10)
+    conn = context.wrap_socket(raw, server_hostname="localhost")
+    conn.sendall(REQUEST)
+    assert conn.recv(4096).startswith(b"HTTP/1.1 200")
+    return conn
+
+
+def _lines(server: RunningServer) -> list[dict[str, object]]:
+    out = []
+    for line in server.logs().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            out.append({"level": "unparsed", "msg": line})
+    return out
+
+
+def test_closed_reset_and_idle_keep_alive_connections_are_not_errors(cert_dir: Path, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("apiVersion: flink-failover.io/v1alpha1\nkind: RestorePolicy\n")
+    with serve(cert_dir, policy, tmp_path / "server.log", extra=["--log-level", "debug"]) as server:
+        _connect(server).close()  # closed without close_notify (a dropped idle connection)
+        reset = _connect(server)
+        reset.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        reset.close()  # TCP reset
+        idle = _connect(server)
+        idle.sendall(b"GET /healthz HTTP/1.1\r\nHo")  # a request started, then nothing: times out
+        deadline = time.monotonic() + 60
+        while not any("client connection ended" in str(e.get("msg")) for e in _lines(server)):
+            assert time.monotonic() < deadline, server.logs()
+            time.sleep(0.1)
+        idle.close()
+        assert _connect(server) is not None  # still serving
+    lines = _lines(server)
+    ended = [e for e in lines if "client connection ended" in str(e.get("msg"))]
+    assert ended and all(e["level"] == "debug" for e in ended)
+    assert not [e for e in lines if e.get("level") in ("error", "critical", "unparsed")], server.logs()
+    assert "Traceback" not in server.logs()
+
+
+def test_the_filter_drops_disconnects_above_debug_and_keeps_real_errors() -> None:
+    logger = logging.getLogger("test.client-disconnects")
+    logger.setLevel(logging.INFO)
+    quiet = ClientDisconnects()
+
+    def record(error: BaseException) -> logging.LogRecord:
+        try:
+            raise error
+        except BaseException:
+            import sys
+
+            return logger.makeRecord(
+                logger.name,
+                logging.ERROR,
+                __file__,
+                1,
+                "Socket error processing request.",
+                (),
+                sys.exc_info(),
+            )
+
+    for ended in (TimeoutError("The read operation timed out"), ConnectionResetError(104, "reset")):
+        assert quiet.filter(record(ended)) is False  # INFO logger: nothing at all
+    logger.setLevel(logging.DEBUG)
+    kept = record(TimeoutError("The read operation timed out"))
+    assert quiet.filter(kept) is True
+    assert kept.levelno == logging.DEBUG and kept.exc_info is None
+    assert kept.getMessage() == "client connection ended: TimeoutError: The read operation timed out"
+    real = record(PermissionError(13, "denied"))
+    assert quiet.filter(real) is True and real.levelno == logging.ERROR and real.exc_info is not None
