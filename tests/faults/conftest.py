@@ -8,6 +8,7 @@ and never answers. Only 127.0.0.1.
 from __future__ import annotations
 
 import json
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +21,6 @@ from tests.support.s3 import moto_server, s3_options
 from tests.support.server import RunningServer, generate_certs, serve
 
 DEADLINE = 2.0
-BUCKET = "fault-state"
 
 
 @dataclass
@@ -29,6 +29,13 @@ class FaultStack:
     checkpoint_root: Path
     proxy: S3Proxy
     s3: s3fs.S3FileSystem  # straight to moto, for setting up objects
+
+    def new_bucket(self) -> str:
+        """A bucket of one test's own. A lookup an earlier test abandoned at its deadline stalls only
+        its own bucket (the member handler answers "still waiting" for it), never this one."""
+        name = f"fault-{secrets.token_hex(6)}"
+        self.s3.mkdir(name)
+        return name
 
 
 @pytest.fixture(scope="session")
@@ -39,7 +46,6 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultStack]:
     root.mkdir()
     with moto_server(work / "moto.log") as moto, s3_proxy(moto) as proxy, blackhole() as hole:
         fs = s3fs.S3FileSystem(skip_instance_cache=True, **s3_options(moto))  # type: ignore[arg-type]
-        fs.mkdir(BUCKET)
         storage = {
             "s3": s3_options(proxy.endpoint),
             "s3a": s3_options(f"http://127.0.0.1:{closed_port()}"),

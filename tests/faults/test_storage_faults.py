@@ -21,7 +21,7 @@ import fsspec.implementations.local
 import pytest
 
 from tests.conftest import REPO
-from tests.faults.conftest import BUCKET, DEADLINE, FaultStack
+from tests.faults.conftest import DEADLINE, FaultStack
 from tests.support.objects import apply, decode_patch, flink_deployment, make_checkpoints, review
 from tests.support.server import ApiServerClient
 from webhook.admission import parse_review
@@ -74,13 +74,17 @@ def admit(
 
 
 def admit_once_storage_is_free(faults: FaultStack, obj: dict[str, Any], job_dir: str) -> dict[str, Any]:
-    """The patched object once a lookup abandoned at the deadline by an earlier fault has ended: until
-    then the handler answers "still waiting" at once (by design); bounded to 30 s."""
-    stop = time.monotonic() + 30
+    """The patched object once the lookup this test's fault left abandoned at the deadline has ended:
+    until then the handler answers "still waiting" at once (by design). Fails after 60 s."""
+    stop = time.monotonic() + 60
     while True:
         resp, patched, _ = admit(faults, obj, job_dir)
-        if resp["allowed"] or "still waiting" not in resp["status"]["message"] or time.monotonic() > stop:
+        if resp["allowed"] or "still waiting" not in resp["status"]["message"]:
             return patched
+        if time.monotonic() > stop:
+            raise AssertionError(
+                f"storage for {job_dir} still held by an abandoned lookup after 60 s: {resp}"
+            )
         time.sleep(0.2)
 
 
@@ -142,17 +146,18 @@ def test_many_concurrent_lookups_on_hung_storage_all_hold_the_deadline(faults: F
 
 def test_s3_access_denied_is_denied(faults: FaultStack) -> None:
     job = new_job()
-    faults.s3.pipe(f"{BUCKET}/denied/{job}/chk-4/_metadata", b"m")
-    obj = flink_deployment(checkpoint_dir=f"s3://{BUCKET}/denied", labels=labels(job))
+    bucket = faults.new_bucket()
+    faults.s3.pipe(f"{bucket}/denied/{job}/chk-4/_metadata", b"m")
+    obj = flink_deployment(checkpoint_dir=f"s3://{bucket}/denied", labels=labels(job))
     faults.proxy.mode = "deny"
     try:
-        resp, _, _ = admit(faults, obj, f"s3://{BUCKET}/denied/{job}")
+        resp, _, _ = admit(faults, obj, f"s3://{bucket}/denied/{job}")
     finally:
         faults.proxy.mode = "pass"
     assert denied_for(resp, "permission denied")
     # The same request with the reader allowed restores: the denial came from the injected 403.
-    patched = admit_once_storage_is_free(faults, obj, f"s3://{BUCKET}/denied/{job}")
-    assert restored_from(patched) == f"s3://{BUCKET}/denied/{job}/chk-4"
+    patched = admit_once_storage_is_free(faults, obj, f"s3://{bucket}/denied/{job}")
+    assert restored_from(patched) == f"s3://{bucket}/denied/{job}/chk-4"
 
 
 @pytest.mark.parametrize("mode", ["page2-500", "cut-list"])
@@ -160,19 +165,20 @@ def test_s3_listing_failing_half_way_is_never_a_partial_answer(faults: FaultStac
     """Listed in pages of two, chk-1 and chk-10 come first: a half listing would restore chk-10 (or
     chk-1) while chk-12 is the newest. A listing that breaks off is a storage error."""
     job = new_job()
-    prefix = f"{BUCKET}/half/{job}"
+    bucket = faults.new_bucket()
+    prefix = f"{bucket}/half/{job}"
     faults.s3.pipe({f"{prefix}/chk-{n}/_metadata": b"m" for n in (1, 10, 11, 12, 2, 3)})
-    obj = flink_deployment(checkpoint_dir=f"s3://{BUCKET}/half", labels=labels(job))
+    obj = flink_deployment(checkpoint_dir=f"s3://{bucket}/half", labels=labels(job))
     faults.proxy.mode = mode
     before = faults.proxy.failed
     try:
-        resp, _, _ = admit(faults, obj, f"s3://{BUCKET}/half/{job}")
+        resp, _, _ = admit(faults, obj, f"s3://{bucket}/half/{job}")
     finally:
         faults.proxy.mode = "pass"
     assert faults.proxy.failed > before  # the fault was really injected
     assert denied_for(resp, "failover restore refused", "storage")
-    patched = admit_once_storage_is_free(faults, obj, f"s3://{BUCKET}/half/{job}")
-    assert restored_from(patched) == f"s3://{BUCKET}/half/{job}/chk-12"
+    patched = admit_once_storage_is_free(faults, obj, f"s3://{bucket}/half/{job}")
+    assert restored_from(patched) == f"s3://{bucket}/half/{job}/chk-12"
 
 
 def test_permission_denied_on_local_storage(faults: FaultStack, tmp_path: Path) -> None:
