@@ -199,6 +199,9 @@ class FakeKarmada:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes: with Nagle on, each answer waits for the client's delayed
+    # ACK (~40 ms on Linux), a stall no real API server has.
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
