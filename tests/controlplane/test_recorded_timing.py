@@ -10,18 +10,22 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import jsonpatch
 
+from tests.controlplane import fakeapi
 from tests.controlplane import recorded as r
 from tests.controlplane import support as s
 from webhook.admission import review
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
 from webhook.controlplane.handler import Found, LookupResult, WorkHandler, internal_error
+from webhook.controlplane.kube import ClientConfig, KarmadaApi
 from webhook.controlplane.record import HistoryType, Record
 from webhook.controlplane.relocation import Outcome, decide
+from webhook.controlplane.watch import BindingCache, Entry, FreshLookup
 from webhook.policy import RestorePolicy
 
 P = "flink-failover.io/"
@@ -272,3 +276,62 @@ def test_a_move_is_dated_when_it_happened_not_by_a_stale_last_scheduled_time() -
     placed = observe(record, Binding.from_object(move.obj), move.moment)
     moves = [e for e in placed.history if e.type is HistoryType.PLACEMENT]
     assert moves[-1].to_clusters == ("member2",) and moves[-1].time == "2026-12-01T07:15:00.010Z"
+
+
+def test_a_later_failover_replaces_what_the_previous_one_left_on_the_work() -> None:
+    """The old Work carries the first failover's annotations (count 1): the return (count 2) overwrites
+    them instead of keeping them as a re-apply of the same failover would."""
+    record, fresh, work = round_trip()
+    old = copy.deepcopy(work)
+    old["spec"]["workload"]["manifests"][0]["metadata"].setdefault("annotations", {}).update(
+        {
+            P + "source-cluster": "member9",
+            P + "failover-count": "1",
+            P + "failover-time": "2026-01-01T00:00:00Z",
+        }
+    )
+    _, annotations, _, _ = admit(fresh, record, old, r.at("07:17:27.216"), "UPDATE", old)
+    assert annotations["source-cluster"] == "member1" and annotations["failover-count"] == "2"
+    assert annotations["failover-time"] != "2026-01-01T00:00:00Z"
+
+
+def test_without_a_fresh_binding_only_a_safe_update_is_answered_from_the_cache(tmp_path: Path) -> None:
+    record, fresh, work = round_trip()
+    running_job = "0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d0d"
+    fresh_record = observe(record, Binding.from_object(fresh), r.at("07:17:27.208"))
+    later = s.set_tasks(s.set_statuses(copy.deepcopy(fresh), {"member1": s.flink_status(running_job)}))
+    settled = observe(fresh_record, Binding.from_object(later), r.at("07:17:40"))
+    server = fakeapi.start()
+    try:
+        server.fake.upsert(later)
+        api = KarmadaApi.connect(
+            ClientConfig(kubeconfig=str(server.kubeconfig(tmp_path / "kc")), request_timeout=5)
+        )
+        assert isinstance(api, KarmadaApi)
+        cache = BindingCache()
+        lookup = FreshLookup(cache, api, POLICY)
+        handler = WorkHandler(lookup, POLICY, clock=lambda: r.at("07:17:41"))
+
+        def answer(operation: str) -> Any:
+            server.fake.fail_next_gets = 1
+            return review(
+                s.admission_review(work, operation, work if operation == "UPDATE" else None),
+                handler,
+                internal_error,
+            )[1]
+
+        # No cache entry: refused either way, so that Karmada retries.
+        assert [answer(op).code for op in ("CREATE", "UPDATE")] == [503, 503]
+        # The cache shows the restored job running on member1 since the return: a re-applied Work
+        # (UPDATE) can be answered from it; a CREATE still cannot.
+        binding = Binding.from_object(later)
+        cache.put(Entry(later, binding, settled))
+        update = answer("UPDATE")
+        assert update.allowed and update.decision == "running-on-target"
+        assert update.detail["manifests"][0]["bindingFrom"] == "cache-fallback"
+        assert answer("CREATE").code == 503
+        # The cache still at the move back (no job has run there since): refused.
+        cache.put(Entry(fresh, Binding.from_object(fresh), fresh_record))
+        assert answer("UPDATE").code == 503
+    finally:
+        server.stop()
