@@ -18,7 +18,6 @@ import itertools
 import statistics
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -103,15 +102,14 @@ def patches(work_dir: Path) -> None:
     for folder, name, start in scenarios:
         running = fakeapi.start()
         try:
-            delta = datetime.now(UTC) - r.at(r.load(f"{folder}/rb-watch-events.json")[0]["received"])
-            start = r.shifted(start, delta)
+            first = r.load(f"{folder}/rb-watch-events.json")[0]["received"]
+            start, steps = r.replay_now(folder, start, first)
             running.fake.upsert(start)
             with Loop(running, work_dir / folder) as loop:
                 assert loop.caught_up()
                 before = len(running.fake.patches)
-                steps = r.replay(folder, start)
                 for step in steps:  # as fast as Karmada wrote them: events queue behind each patch
-                    running.fake.upsert(r.shifted(step.obj, delta))
+                    running.fake.upsert(step.obj)
                 assert loop.caught_up()
                 time.sleep(0.5)
                 assert loop.caught_up()

@@ -134,5 +134,14 @@ def shifted(obj: dict[str, Any], delta: timedelta) -> dict[str, Any]:
     return out
 
 
+def replay_now(folder: str, start: dict[str, Any], first: str) -> tuple[dict[str, Any], list[Step]]:
+    """``start`` and the replay of ``folder`` with Karmada's stamps moved so that ``first`` (a receive
+    time) is now: for a server that dates what it sees by its own clock. The replay then runs faster
+    than it was recorded, so later stamps lie ahead of that clock, as they did of the first event."""
+    delta = datetime.now(UTC) - at(first)
+    moved = shifted(start, delta)
+    return moved, [Step(s.received, shifted(s.obj, delta), s.changed) for s in replay(folder, moved)]
+
+
 def folders() -> list[Path]:
     return sorted(p for p in FIXTURES.iterdir() if p.is_dir())

@@ -9,10 +9,12 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import requests
+import yaml
 
 from tests.conftest import REPO
 from tests.controlplane import fakeapi
@@ -103,3 +105,36 @@ def ours(review: dict[str, Any], work: dict[str, Any]) -> tuple[dict[str, str], 
     meta = s.flink_metadata(patched)
     pick = lambda m: {k[len(P) :]: v for k, v in m.items() if k.startswith(P)}  # noqa: E731
     return pick(meta.get("labels", {})), pick(meta.get("annotations", {}))
+
+
+def review_offline(workdir: Path, objects: list[dict[str, Any]], review: dict[str, Any]) -> dict[str, Any]:
+    """``flink-failover review --role control-plane`` on ResourceBindings from a file, as a user runs it."""
+    bindings = workdir / "bindings.yaml"
+    bindings.write_text(yaml.safe_dump_all(objects))
+    body = workdir / "review.json"
+    body.write_text(json.dumps(review))
+    done = subprocess.run(
+        [str(BIN), "review", "--role", "control-plane", "--objects", str(bindings), str(body)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    answer: dict[str, Any] = json.loads(done.stdout)
+    return answer
+
+
+def wait_record(fake: fakeapi.FakeKarmada, name: str, predicate: Callable[[Record], bool]) -> Record:
+    """The record persisted on binding ``name`` once it satisfies ``predicate``; fails after 20 s."""
+    found: list[Record] = []
+
+    def check() -> bool:
+        record = stored_record(fake, name)
+        if record is not None and predicate(record):
+            found.append(record)
+            return True
+        return False
+
+    assert fake.wait_for(check), f"record of {name} never matched; last: {stored_record(fake, name)}"
+    return found[-1]

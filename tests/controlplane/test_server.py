@@ -11,7 +11,6 @@ import base64
 import copy
 import json
 import socket
-import subprocess
 import time
 from pathlib import Path
 
@@ -21,7 +20,7 @@ import yaml
 
 from tests.controlplane import fakeapi
 from tests.controlplane import support as s
-from tests.controlplane.server import BIN, NS, Server, ours, stored_record
+from tests.controlplane.server import NS, Server, ours, review_offline, stored_record
 
 pytestmark = [pytest.mark.shared, pytest.mark.slow]
 
@@ -98,23 +97,11 @@ def test_server_and_review_inject_and_the_record_survives_a_restart(
         second.stop()
 
     # The same answer offline, from the binding as the fake API stores it (record included).
-    objects = tmp_path / "bindings.yaml"
-    objects.write_text(
-        yaml.safe_dump_all(
-            [fake.get(NS, "orders-flinkdeployment"), fake.get(NS, "orders-app-flinkdeployment")]
-        )
+    offline_answer = review_offline(
+        tmp_path,
+        [fake.get(NS, "orders-flinkdeployment"), fake.get(NS, "orders-app-flinkdeployment")],
+        s.admission_review(work2),
     )
-    review_file = tmp_path / "review.json"
-    review_file.write_text(json.dumps(s.admission_review(work2)))
-    offline = subprocess.run(
-        [str(BIN), "review", "--role", "control-plane", "--objects", str(objects), str(review_file)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert offline.returncode == 0, offline.stderr
-    offline_answer = json.loads(offline.stdout)
     assert ours(offline_answer, work2) == ours(served, work2)
 
 

@@ -9,19 +9,16 @@ from __future__ import annotations
 import base64
 import itertools
 import json
-import subprocess
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import jsonpatch
 import pytest
-import yaml
 
 from tests.controlplane import fakeapi
 from tests.controlplane import recorded as r
 from tests.controlplane import support as s
-from tests.controlplane.server import BIN, NS, Server, ours, stored_record
+from tests.controlplane.server import NS, Server, ours, review_offline, stored_record, wait_record
 
 pytestmark = [pytest.mark.slow]
 
@@ -41,54 +38,26 @@ def _patched(work: dict[str, Any], review: dict[str, Any]) -> dict[str, Any]:
     return patched
 
 
-def _offline(tmp_path: Path, objects: list[dict[str, Any]], review: dict[str, Any]) -> dict[str, Any]:
-    """``flink-failover review --role control-plane`` on the same objects, as a user would run it."""
-    bindings = tmp_path / "bindings.yaml"
-    bindings.write_text(yaml.safe_dump_all(objects))
-    body = tmp_path / "review.json"
-    body.write_text(json.dumps(review))
-    done = subprocess.run(
-        [str(BIN), "review", "--role", "control-plane", "--objects", str(bindings), str(body)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    answer: dict[str, Any] = json.loads(done.stdout)
-    return answer
-
-
 def test_gracefully_race_with_a_late_watch_injects_and_counts_once(
     karmada: fakeapi.RunningFake, certs: Path, tmp_path: Path
 ) -> None:
     fake = karmada.fake
     fake.watch_lag = 0.3  # every watch event arrives 300 ms after its write; GET sees it at once
     name = "orders-c-flinkdeployment"
-    start = r.binding("gracefully-race/rb-0-before-eviction.json")
-    delta = datetime.now(UTC) - r.at("07:14:44.980")
-    start = r.shifted(start, delta)
-    steps = [
-        r.Step(step.received, r.shifted(step.obj, delta), step.changed)
-        for step in r.replay("gracefully-race", start)
-    ]
+    start, steps = r.replay_now(
+        "gracefully-race", r.binding("gracefully-race/rb-0-before-eviction.json"), "07:14:44.980"
+    )
     work = r.work_create("gracefully-race/work-create-member2.audit.json")
     fake.upsert(r.running_before(start, "member1"))
     server = Server(karmada.kubeconfig(tmp_path / "kubeconfig"), certs, tmp_path)
     try:
         server.wait_ready()
-        assert fake.wait_for(
-            lambda: (rec := stored_record(fake, name)) is not None and rec.cluster("member1").job_id == J_RACE
-        )
+        wait_record(fake, name, lambda rec: rec.cluster("member1").job_id == J_RACE)
         # The eviction (spec.clusters emptied, task without creationTimestamp) reaches capture...
         for step in steps:
             if _rv(step) <= 2350:
                 fake.upsert(step.obj)
-        assert fake.wait_for(
-            lambda: (
-                (rec := stored_record(fake, name)) is not None and rec.open_evictions == (("member1", ""),)
-            )
-        )
+        wait_record(fake, name, lambda rec: rec.open_evictions == (("member1", ""),))
         # ...the scheduler's move does not, before the Work CREATE arrives.
         fake.hold_watch()
         moved = next(step for step in steps if _rv(step) == 2352)
@@ -105,13 +74,14 @@ def test_gracefully_race_with_a_late_watch_injects_and_counts_once(
         for step in steps:
             if _rv(step) > 2352:
                 fake.upsert(step.obj)
-        assert fake.wait_for(
-            lambda: (
-                (rec := stored_record(fake, name)) is not None
-                and rec.placement == ("member2",)
+        wait_record(
+            fake,
+            name,
+            lambda rec: (
+                rec.placement == ("member2",)
                 and len(rec.open_evictions) == 1
                 and rec.open_evictions[0][1] != ""
-            )
+            ),
         )
         again = server.admit(work, "UPDATE", old=_patched(work, answered))
         assert ours(again, work) == (labels, annotations)
@@ -126,42 +96,30 @@ def test_gracefully_race_with_a_late_watch_injects_and_counts_once(
     finally:
         server.stop()
     # The offline tool answers the same Work the same way from the binding as stored now.
-    offline = _offline(tmp_path, [fake.get(NS, name)], s.admission_review(work))
+    offline = review_offline(tmp_path, [fake.get(NS, name)], s.admission_review(work))
     assert ours(offline, work) == (labels, annotations)
 
 
-def test_return_to_previous_cluster_through_the_server_and_offline(
+def test_return_to_previous_cluster_through_the_server_andreview_offline(
     karmada: fakeapi.RunningFake, certs: Path, tmp_path: Path
 ) -> None:
     fake = karmada.fake
     fake.watch_lag = 0.2
     name = "orders-d-flinkdeployment"
-    start = r.binding("return-to-previous/rb-1-before-first-failover.json")
-    # Karmada's stamps on the server's clock: the recording starts now, and runs faster than it did.
-    delta = datetime.now(UTC) - r.at("07:17:11.034")
-    start = r.shifted(start, delta)
-    steps = [
-        r.Step(step.received, r.shifted(step.obj, delta), step.changed)
-        for step in r.replay("return-to-previous", start)
-    ]
+    start, steps = r.replay_now(
+        "return-to-previous", r.binding("return-to-previous/rb-1-before-first-failover.json"), "07:17:11.034"
+    )
     work = r.work_create("return-to-previous/work-create-member1-return.audit.json")
     fake.upsert(start)
     server = Server(karmada.kubeconfig(tmp_path / "kubeconfig"), certs, tmp_path)
     try:
         server.wait_ready()
-        assert fake.wait_for(
-            lambda: (rec := stored_record(fake, name)) is not None and rec.cluster("member1").job_id == J_HOME
-        )
+        wait_record(fake, name, lambda rec: rec.cluster("member1").job_id == J_HOME)
         for step in steps:
             if _rv(step) == 2836:
                 # Capture saw everything before the move back (as in the recording), then the move is
                 # served by GET only: the Work arrives before any watch has it.
-                assert fake.wait_for(
-                    lambda: (
-                        (rec := stored_record(fake, name)) is not None
-                        and [c for c, _ in rec.open_evictions] == ["member2"]
-                    )
-                )
+                wait_record(fake, name, lambda rec: [c for c, _ in rec.open_evictions] == ["member2"])
                 fake.hold_watch()
             fake.upsert(step.obj)
             if _rv(step) == 2836:
@@ -171,14 +129,8 @@ def test_return_to_previous_cluster_through_the_server_and_offline(
         assert labels == {"failover": "true", "job-id": J_HOME}
         assert annotations["source-cluster"] == "member1"
         assert annotations["failover-count"] == "2"
-        assert fake.wait_for(
-            lambda: (
-                (rec := stored_record(fake, name)) is not None
-                and rec.placement == ("member1",)
-                and rec.failover_count == 2
-            )
-        )
+        wait_record(fake, name, lambda rec: rec.placement == ("member1",) and rec.failover_count == 2)
     finally:
         server.stop()
-    offline = _offline(tmp_path, [fake.get(NS, name)], s.admission_review(work))
+    offline = review_offline(tmp_path, [fake.get(NS, name)], s.admission_review(work))
     assert ours(offline, work) == (labels, annotations)
