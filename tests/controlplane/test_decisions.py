@@ -13,7 +13,7 @@ from tests.controlplane import support as s
 from webhook.admission import review
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
-from webhook.controlplane.handler import LookupResult, WorkHandler, internal_error
+from webhook.controlplane.handler import BindingLookupResult, WorkHandler, internal_error
 from webhook.controlplane.record import Record
 from webhook.policy import RestorePolicy
 
@@ -481,7 +481,7 @@ def test_internal_error_refuses_a_flink_work_retriably_and_allows_any_other(
     scen_a: dict[str, Any], shared_data: Path
 ) -> None:
     class Broken:
-        def lookup(self, namespace: str, name: str) -> LookupResult:
+        def lookup(self, namespace: str, name: str) -> BindingLookupResult:
             raise RuntimeError("boom")
 
     policy = RestorePolicy()

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import capture, observe
 from webhook.controlplane.record import Record, read_annotation
-from webhook.controlplane.relocation import Outcome, decide
+from webhook.controlplane.relocation import Relocation, decide_relocation
 from webhook.flink import is_job_id
 from webhook.policy import RestorePolicy
 
@@ -109,20 +109,20 @@ def test_decisions_are_safe(sequence: list[dict[str, Any]], target: str) -> None
     for step, obj in enumerate(sequence):
         record = observe(record, Binding.from_object(obj), T0 + timedelta(minutes=40 + step))
     last = Binding.from_object(copy.deepcopy(sequence[-1]))
-    decision = decide(record, last, target, LABELS, T0 + timedelta(hours=2))
+    decision = decide_relocation(record, last, target, LABELS, T0 + timedelta(hours=2))
     if target not in last.clusters:
-        assert decision.outcome is Outcome.LEAVING and decision.injection is None
+        assert decision.outcome is Relocation.LEAVING and decision.injection is None
     if decision.injection is not None:
         injection = decision.injection
         assert injection.job_id == "" or is_job_id(injection.job_id)
         assert injection.source_cluster
         if injection.source_cluster == target:
             # Only a return: the newest good state ran on target before the workload left it.
-            assert decision.outcome is Outcome.RELOCATING and decision.explanation.startswith("returning")
+            assert decision.outcome is Relocation.RELOCATING and decision.explanation.startswith("returning")
         assert injection.failover_count >= 1
         assert injection.reason and injection.failover_time
-    if decision.outcome is Outcome.RELOCATING:
+    if decision.outcome is Relocation.RELOCATING:
         assert decision.newest is not None
         assert decision.newest.cluster not in last.clusters or decision.newest.cluster == target
     # Idempotent: the same inputs give the same answer.
-    assert decide(record, last, target, LABELS, T0 + timedelta(hours=2)) == decision
+    assert decide_relocation(record, last, target, LABELS, T0 + timedelta(hours=2)) == decision

@@ -21,10 +21,10 @@ from tests.controlplane import support as s
 from webhook.admission import review
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
-from webhook.controlplane.handler import Found, LookupResult, WorkHandler, internal_error
+from webhook.controlplane.handler import BindingLookupResult, Found, WorkHandler, internal_error
 from webhook.controlplane.kube import ClientConfig, KarmadaApi
 from webhook.controlplane.record import HistoryType, Record
-from webhook.controlplane.relocation import Outcome, decide
+from webhook.controlplane.relocation import Relocation, decide_relocation
 from webhook.controlplane.watch import BindingCache, Entry, FreshLookup
 from webhook.policy import RestorePolicy
 
@@ -43,7 +43,7 @@ class Fixed:
     binding: Mapping[str, Any]
     record: Record
 
-    def lookup(self, namespace: str, name: str) -> LookupResult:
+    def lookup(self, namespace: str, name: str) -> BindingLookupResult:
         return Found(Binding.from_object(self.binding), self.record, "api")
 
 
@@ -124,10 +124,10 @@ def test_gracefully_stale_cache_said_leaving_the_fresh_binding_injects() -> None
     stale = r.binding("gracefully-race/rb-1-evicted-not-yet-rescheduled.json")
     now = r.at("07:15:00.027")
     # What the webhook answered from its cache on the real run: nothing, the job started empty.
-    answer = decide(
+    answer = decide_relocation(
         observe(record, Binding.from_object(stale), now), Binding.from_object(stale), "member2", LABELS, now
     )
-    assert answer.outcome is Outcome.LEAVING and answer.injection is None
+    assert answer.outcome is Relocation.LEAVING and answer.injection is None
     # The binding as the API server held it when the Work CREATE came in.
     fresh = r.binding("gracefully-race/rb-2-scheduled-to-member2.json")
     labels, annotations, _, decision = admit(fresh, record, work, now)

@@ -22,7 +22,7 @@ from webhook.admission import AdmissionRequest, AdmissionResponse
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
 from webhook.controlplane.record import ANNOTATION_NAME, Record, read_annotation
-from webhook.controlplane.relocation import Decision, Injection, Outcome, decide
+from webhook.controlplane.relocation import Injection, Relocation, RelocationDecision, decide_relocation
 from webhook.controlplane.work import WORK_GROUP, NotForUs, injection_metadata, manifest_ops, parse_work
 from webhook.patch import Op
 from webhook.policy import RestorePolicy
@@ -72,11 +72,11 @@ class LookupFailed:
     cached: Found | None = None  # what the watch cache held, for the one answer that stays safe
 
 
-LookupResult = Found | NotFound | LookupFailed
+BindingLookupResult = Found | NotFound | LookupFailed
 
 
 class BindingLookup(Protocol):
-    def lookup(self, namespace: str, name: str) -> LookupResult: ...
+    def lookup(self, namespace: str, name: str) -> BindingLookupResult: ...
 
 
 def annotation_key(policy: RestorePolicy) -> str:
@@ -131,7 +131,9 @@ class WorkHandler:
                 continue
             LOOKUPS.labels(result.source).inc()
             record = observe(result.record, result.binding, now)
-            decision = decide(record, result.binding, target.cluster, self.policy.job_id_labels, now)
+            decision = decide_relocation(
+                record, result.binding, target.cluster, self.policy.job_id_labels, now
+            )
             old = _old_metadata(request.old_object, manifest.index, request.object)
             ops = self._ops(request.object, manifest.index, decision, old)
             patch += ops
@@ -144,12 +146,12 @@ class WorkHandler:
             uid=request.uid, allowed=True, patch=patch, decision=_overall(outcomes), detail=detail
         )
 
-    def _ops(self, work: Any, index: int, decision: Decision, old: Mapping[str, Any]) -> list[Op]:
+    def _ops(self, work: Any, index: int, decision: RelocationDecision, old: Mapping[str, Any]) -> list[Op]:
         if decision.injection is None:
             return []
         injection = stable(decision.injection, old, self.policy)
         labels, annotations = injection_metadata(injection, self.policy)
-        if decision.outcome is Outcome.RUNNING_ON_TARGET:
+        if decision.outcome is Relocation.RUNNING_ON_TARGET:
             labels = {}  # the restored job runs: the trigger labels go, the failover stays visible
         ops = manifest_ops(work, index, labels, annotations)
         if ops:
@@ -157,8 +159,8 @@ class WorkHandler:
         return ops
 
 
-def _injected_label(decision: Decision) -> str:
-    if decision.outcome is Outcome.RUNNING_ON_TARGET:
+def _injected_label(decision: RelocationDecision) -> str:
+    if decision.outcome is Relocation.RUNNING_ON_TARGET:
         return "annotations-only"
     return "job-id" if decision.injection is not None and decision.injection.job_id else "failover-only"
 
@@ -172,10 +174,10 @@ def _fallback(
     cached = failed.cached
     if operation != "UPDATE" or cached is None:
         return failed
-    decision = decide(
+    decision = decide_relocation(
         observe(cached.record, cached.binding, now), cached.binding, cluster, policy.job_id_labels, now
     )
-    if decision.outcome is not Outcome.RUNNING_ON_TARGET:
+    if decision.outcome is not Relocation.RUNNING_ON_TARGET:
         return failed
     return Found(cached.binding, cached.record, "cache-fallback")
 
@@ -249,12 +251,12 @@ def stable(injection: Injection, old: Mapping[str, Any], policy: RestorePolicy) 
 _PRIORITY = ("injected", "failover-only", "unchanged", "binding-not-found")
 
 
-def _manifest_outcome(decision: Decision, ops: list[Op]) -> str:
-    if decision.injection is None or decision.outcome is Outcome.RUNNING_ON_TARGET:
+def _manifest_outcome(decision: RelocationDecision, ops: list[Op]) -> str:
+    if decision.injection is None or decision.outcome is Relocation.RUNNING_ON_TARGET:
         return decision.outcome.value
     if not ops:
         return "unchanged"  # already labelled (an idempotent UPDATE)
-    return "injected" if decision.outcome is Outcome.RELOCATING else "failover-only"
+    return "injected" if decision.outcome is Relocation.RELOCATING else "failover-only"
 
 
 def _overall(outcomes: list[str]) -> str:
@@ -264,7 +266,7 @@ def _overall(outcomes: list[str]) -> str:
     return outcomes[0] if outcomes else "no-flink-manifest"
 
 
-def _detail(namespace: str, name: str, decision: Decision, ops: int, source: str) -> dict[str, Any]:
+def _detail(namespace: str, name: str, decision: RelocationDecision, ops: int, source: str) -> dict[str, Any]:
     out: dict[str, Any] = {
         "binding": f"{namespace}/{name}",
         "bindingFrom": source,

@@ -18,7 +18,7 @@ import yaml
 from webhook.admission import AdmissionRequest, AdmissionResponse, Handler
 from webhook.controlplane.binding import API_GROUP
 from webhook.controlplane.handler import (
-    LookupResult,
+    BindingLookupResult,
     NotFound,
     WorkHandler,
     found_from_object,
@@ -71,7 +71,7 @@ class StaticLookup:
     objects: Mapping[tuple[str, str], Mapping[str, Any]]
     policy: RestorePolicy
 
-    def lookup(self, namespace: str, name: str) -> LookupResult:
+    def lookup(self, namespace: str, name: str) -> BindingLookupResult:
         obj = self.objects.get((namespace, name))
         if obj is None:
             return NotFound("file")

@@ -21,7 +21,7 @@ from webhook.controlplane.record import HistoryEntry, HistoryType, Record, forma
 from webhook.flink import is_job_id
 
 
-class Outcome(StrEnum):
+class Relocation(StrEnum):
     RELOCATING = "relocating"  # inject the job and the annotations
     FAILOVER_NO_STATE = "failover-no-state"  # inject the failover label and the annotations only
     RUNNING_ON_TARGET = "running-on-target"  # the newest good state is on the target: stop
@@ -48,8 +48,8 @@ class Injection:
 
 
 @dataclass(frozen=True)
-class Decision:
-    outcome: Outcome
+class RelocationDecision:
+    outcome: Relocation
     injection: Injection | None = None
     newest: GoodState | None = None
     explanation: str = ""
@@ -89,9 +89,9 @@ def good_states(
     return confirmed + preserved if confirmed or preserved else doubtful
 
 
-def decide(
+def decide_relocation(
     record: Record, binding: Binding, target: str, job_id_labels: Iterable[str], now: datetime
-) -> Decision:
+) -> RelocationDecision:
     """``record`` must already have ``binding`` folded in (``capture.observe``).
 
     A good state on ``target`` means "the job runs there" only when it was seen after the workload's
@@ -100,7 +100,7 @@ def decide(
     """
     if target not in binding.clusters:
         # The cluster being left (its Work lingers with purge mode Gracefully or Never): never inject.
-        return Decision(Outcome.LEAVING, explanation=f"{target} is not in spec.clusters")
+        return RelocationDecision(Relocation.LEAVING, explanation=f"{target} is not in spec.clusters")
     states = good_states(record, binding, job_id_labels, now)
     arrived = _arrived(record, binding, target)
     running_now = {s.job_id for s in binding.statuses if s.cluster == target and s.state == RUNNING}
@@ -111,26 +111,30 @@ def decide(
         # failover that brought it here stays visible as annotations.
         here = max(current, key=lambda s: s.seen)
         why = "target ran a job since the workload arrived" if arrived else "newest good state is on target"
-        return Decision(Outcome.RUNNING_ON_TARGET, _arrival(record, binding, target, prior, now), here, why)
+        return RelocationDecision(
+            Relocation.RUNNING_ON_TARGET, _arrival(record, binding, target, prior, now), here, why
+        )
     if prior:
         newest = max(prior, key=lambda s: (s.seen, s.cluster == target))
         if newest.cluster != target and newest.cluster in binding.clusters:
             # The job still runs where it is placed: target is an added cluster, not a move.
-            return Decision(
-                Outcome.NO_FAILOVER,
+            return RelocationDecision(
+                Relocation.NO_FAILOVER,
                 newest=newest,
                 explanation=f"newest good state is on {newest.cluster}, still placed",
             )
         why = "returning: the newest good state ran on target before the workload left it"
         explanation = why if newest.cluster == target else f"newest good state is on {newest.cluster}"
-        return Decision(
-            Outcome.RELOCATING, _injection(record, binding, target, newest, now), newest, explanation
+        return RelocationDecision(
+            Relocation.RELOCATING, _injection(record, binding, target, newest, now), newest, explanation
         )
     injection = _no_state(record, binding, target, now)
     if injection is None:
-        return Decision(Outcome.NO_FAILOVER, explanation="no good state seen and no eviction towards target")
-    return Decision(
-        Outcome.FAILOVER_NO_STATE, injection, explanation="eviction towards target, no good state"
+        return RelocationDecision(
+            Relocation.NO_FAILOVER, explanation="no good state seen and no eviction towards target"
+        )
+    return RelocationDecision(
+        Relocation.FAILOVER_NO_STATE, injection, explanation="eviction towards target, no good state"
     )
 
 
@@ -169,14 +173,13 @@ def _no_state(record: Record, binding: Binding, target: str, now: datetime) -> I
     evidence = _failover_evidence(record, binding, target)
     if evidence is None:
         return None
-    source, moment, reason = evidence
     return Injection(
-        source_cluster=source,
+        source_cluster=evidence.source,
         job_id="",
-        failover_time=moment or _fallback_time(binding, now),
+        failover_time=evidence.time or _fallback_time(binding, now),
         failover_count=max(1, record.failover_count),
-        reason=reason or RESCHEDULED,
-        last_savepoint=record.cluster(source).savepoint,
+        reason=evidence.reason or RESCHEDULED,
+        last_savepoint=record.cluster(evidence.source).savepoint,
     )
 
 
@@ -228,27 +231,27 @@ def _injection(record: Record, binding: Binding, target: str, newest: GoodState,
     the binding or one recorded), or from a later eviction of a cluster the job passed through without
     running (A -> B -> C); without any, from when the move to target was first seen."""
     source = newest.cluster
-    evictions: list[tuple[datetime, str, str, bool]] = []  # time, reason, from, still in the binding
+    evictions: list[_Eviction] = []
     for task in _other_tasks(binding, target):
         moment = parse_time(task_time(record, task))
         if moment is not None:
-            evictions.append((moment, task.reason, task.from_cluster, True))
+            evictions.append(_Eviction(moment, task.reason, task.from_cluster, in_binding=True))
     for entry in record.history:
         moment = parse_time(entry.time)
         if entry.type is HistoryType.EVICTION and target not in entry.from_clusters and moment is not None:
             origin = entry.from_clusters[0] if entry.from_clusters else ""
-            evictions.append((moment, entry.reason, origin, False))
-    from_source = [e for e in evictions if e[2] == source]
-    chosen: tuple[datetime, str, str, bool] | None
+            evictions.append(_Eviction(moment, entry.reason, origin, in_binding=False))
+    from_source = [e for e in evictions if e.origin == source]
+    chosen: _Eviction | None
     if from_source:
-        base = max(e[0] for e in from_source)
-        chosen = max((e for e in evictions if e[0] >= base), key=lambda e: e[0])
+        base = max(e.moment for e in from_source)
+        chosen = max((e for e in evictions if e.moment >= base), key=lambda e: e.moment)
     else:
-        current = [e for e in evictions if e[3]]
-        chosen = max(current, key=lambda e: e[0]) if current else None
+        current = [e for e in evictions if e.in_binding]
+        chosen = max(current, key=lambda e: e.moment) if current else None
     move = _latest(_moves_to(record, target))
     if chosen is not None:
-        failover_time, reason = format_time(chosen[0]), chosen[1]
+        failover_time, reason = format_time(chosen.moment), chosen.reason
     elif move is not None:
         failover_time, reason = move.time, move.reason
     else:
@@ -263,14 +266,30 @@ def _injection(record: Record, binding: Binding, target: str, newest: GoodState,
     )
 
 
-def _failover_evidence(record: Record, binding: Binding, target: str) -> tuple[str, str, str] | None:
-    """(source, time, reason) of an eviction that moved the workload to ``target``, if any."""
+@dataclass(frozen=True)
+class _Eviction:
+    moment: datetime
+    reason: str
+    origin: str  # the cluster evicted from
+    in_binding: bool  # its task is still in the binding (else only recorded)
+
+
+@dataclass(frozen=True)
+class _Evidence:
+    """An eviction that moved the workload to the target."""
+
+    source: str
+    time: str
+    reason: str
+
+
+def _failover_evidence(record: Record, binding: Binding, target: str) -> _Evidence | None:
     others = _other_tasks(binding, target)
     if others:
         latest = max(
             others, key=lambda t: parse_time(task_time(record, t)) or datetime.min.replace(tzinfo=UTC)
         )
-        return latest.from_cluster, task_time(record, latest), latest.reason
+        return _Evidence(latest.from_cluster, task_time(record, latest), latest.reason)
     for entry in reversed(record.history):
         if (
             entry.type is HistoryType.PLACEMENT
@@ -278,8 +297,8 @@ def _failover_evidence(record: Record, binding: Binding, target: str) -> tuple[s
             and target not in entry.from_clusters
         ):
             if entry.reason != RESCHEDULED and entry.from_clusters:
-                return entry.from_clusters[0], entry.time, entry.reason
+                return _Evidence(entry.from_clusters[0], entry.time, entry.reason)
             return None  # the latest move here was a plain reschedule
         if entry.type is HistoryType.EVICTION and target in entry.to_clusters and entry.from_clusters:
-            return entry.from_clusters[0], entry.time, entry.reason
+            return _Evidence(entry.from_clusters[0], entry.time, entry.reason)
     return None

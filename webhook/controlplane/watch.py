@@ -19,7 +19,7 @@ from prometheus_client import Counter
 
 from webhook.controlplane.binding import Binding, is_flink_binding
 from webhook.controlplane.capture import capture
-from webhook.controlplane.handler import Found, LookupFailed, LookupResult, NotFound, found_from_object
+from webhook.controlplane.handler import BindingLookupResult, Found, LookupFailed, NotFound, found_from_object
 from webhook.controlplane.kube import ApiFailure, Listed, WatchEnded, WatchEvent
 from webhook.controlplane.record import Record, StoredRecord, read_annotation
 from webhook.policy import RestorePolicy
@@ -310,7 +310,7 @@ class FreshLookup:
     policy: RestorePolicy
     get_timeout: float = 2.0
 
-    def lookup(self, namespace: str, name: str) -> LookupResult:
+    def lookup(self, namespace: str, name: str) -> BindingLookupResult:
         # Taken before the GET: a record persisted by now is in what the GET returns.
         entry = self.cache.get(namespace, name)
         ahead = entry is not None and not entry.persisted

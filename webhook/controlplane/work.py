@@ -35,7 +35,6 @@ def cluster_of(namespace: str) -> str:
 class BindingRef:
     namespace: str
     name: str
-    from_annotations: bool
 
 
 @dataclass(frozen=True)
@@ -88,9 +87,9 @@ def parse_work(work: Mapping[str, Any], request_namespace: str = "") -> WorkTarg
         name = as_str(m_meta.get("name"))
         m_namespace = as_str(m_meta.get("namespace"))
         if rb_name:
-            ref = BindingRef(rb_namespace or m_namespace, rb_name, True)
+            ref = BindingRef(rb_namespace or m_namespace, rb_name)
         else:
-            ref = BindingRef(m_namespace, f"{name}-{kind.lower()}", False)
+            ref = BindingRef(m_namespace, f"{name}-{kind.lower()}")
         if not ref.name or not ref.namespace:
             continue
         found.append(FlinkManifest(index, kind, m_namespace, name, ref))
@@ -100,7 +99,7 @@ def parse_work(work: Mapping[str, Any], request_namespace: str = "") -> WorkTarg
 
 
 def injection_metadata(injection: Injection, policy: RestorePolicy) -> tuple[dict[str, str], dict[str, str]]:
-    """Labels and annotations of DESIGN section 3 for one relocation."""
+    """The labels and annotations of the contract (README, "Label and annotation contract")."""
     labels = {policy.failover_label: "true"}
     if injection.job_id:
         labels[policy.key("job-id")] = injection.job_id
