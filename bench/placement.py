@@ -18,15 +18,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.exact import exact_sets
+from tests.support.witness import witness_problems
 from webhook.placement.cluster import load_cluster_file
 from webhook.placement.components import load_workload
 from webhook.placement.estimate import estimate
-from webhook.placement.exact import exact_sets
 from webhook.placement.fields import load_documents
 from webhook.placement.firstfit import first_fit
 from webhook.placement.model import Cluster, Component, Node, Taint, Toleration
 from webhook.placement.prepare import prepare
-from webhook.placement.witness import witness_problems
 
 REPO = Path(__file__).resolve().parent.parent
 WORKLOADS = ("small", "medium", "large", "ha")

@@ -14,8 +14,8 @@ from typing import Any
 import jsonpatch
 import yaml
 
-from webhook.admission import AdmissionRequest, AdmissionResponse, BadReview, Handler, review
-from webhook.policy import PolicyError, load_policy
+from webhook.common.admission import AdmissionRequest, AdmissionResponse, BadReview, Handler, review
+from webhook.member.policy import PolicyError, load_policy
 from webhook.server.run import DEFAULT_POLICY
 
 EXIT_OK = 0
@@ -50,7 +50,7 @@ def load_body(source: str) -> Any:
 def build_handler(args: argparse.Namespace) -> tuple[Handler, Any]:
     policy = load_policy(args.policy)
     if args.role == "member":
-        from webhook.member import MemberHandler, internal_error
+        from webhook.member.handler import MemberHandler, internal_error
 
         return MemberHandler.from_policy(policy), internal_error
     from webhook.controlplane.offline import offline_handler

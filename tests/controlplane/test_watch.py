@@ -15,12 +15,12 @@ import pytest
 
 from tests.controlplane import fakeapi
 from tests.controlplane import support as s
-from webhook.admission import review
+from webhook.common.admission import review
 from webhook.controlplane.handler import Found, LookupFailed, NotFound, WorkHandler, internal_error
 from webhook.controlplane.kube import ClientConfig, KarmadaApi
 from webhook.controlplane.record import Record
 from webhook.controlplane.watch import Backoff, BindingCache, CachedLookup, Watcher
-from webhook.policy import RestorePolicy
+from webhook.member.policy import RestorePolicy
 
 pytestmark = pytest.mark.shared
 

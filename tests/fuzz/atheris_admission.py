@@ -26,10 +26,10 @@ import atheris
 
 with atheris.instrument_imports():
     from tests.support.objects import JOB_ID, flink_deployment, json_paths, make_checkpoints, review
-    from webhook.admission import AdmissionRequest, AdmissionResponse, BadReview
-    from webhook.admission import review as run_review
-    from webhook.member import MemberHandler
-    from webhook.policy import RestorePolicy
+    from webhook.common.admission import AdmissionRequest, AdmissionResponse, BadReview
+    from webhook.common.admission import review as run_review
+    from webhook.member.handler import MemberHandler
+    from webhook.member.policy import RestorePolicy
 
 ROOT = Path(tempfile.mkdtemp(prefix="atheris-ckpt-"))
 make_checkpoints(ROOT / JOB_ID, [1, 2])

@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.objects import JOB_ID, flink_deployment, json_paths, make_checkpoints, review
-from webhook.admission import AdmissionResponse, BadReview, parse_review
-from webhook.admission import review as run_review
-from webhook.member import MemberHandler
-from webhook.policy import RestorePolicy
+from webhook.common.admission import AdmissionResponse, BadReview, parse_review
+from webhook.common.admission import review as run_review
+from webhook.member.handler import MemberHandler
+from webhook.member.policy import RestorePolicy
 
 FAILOVER = "flink-failover.io/failover"
 JOB_LABEL = "flink-failover.io/job-id"

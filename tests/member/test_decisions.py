@@ -19,9 +19,9 @@ from tests.support.objects import (
     make_savepoint,
     review,
 )
-from webhook.admission import parse_review
-from webhook.member import MemberHandler
-from webhook.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
+from webhook.common.admission import parse_review
+from webhook.member.handler import MemberHandler
+from webhook.member.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
 
 FAILOVER = "flink-failover.io/failover"
 JOB_LABEL = "flink-failover.io/job-id"

@@ -4,12 +4,12 @@ from hypothesis import HealthCheck, given, settings
 
 from tests.placement import validator
 from tests.placement.strategies import instances, shared_instances
+from tests.support.exact import exact_sets
+from tests.support.witness import witness_problems
 from webhook.placement.estimate import estimate
-from webhook.placement.exact import exact_sets
 from webhook.placement.firstfit import first_fit
 from webhook.placement.model import Cluster, Component, Node, NodeSelectorTerm, Requirement, Taint, Toleration
 from webhook.placement.prepare import prepare
-from webhook.placement.witness import witness_problems
 
 SETTINGS = settings(
     max_examples=int(__import__("os").environ.get("PLACEMENT_EXAMPLES", "150")),

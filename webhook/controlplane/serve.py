@@ -16,7 +16,7 @@ from typing import Any
 from webhook.controlplane.handler import WorkHandler, annotation_key, internal_error, utc_now
 from webhook.controlplane.kube import ApiFailure, ClientConfig, KarmadaApi
 from webhook.controlplane.watch import BindingCache, CachedLookup, Watcher
-from webhook.policy import RestorePolicy
+from webhook.member.policy import RestorePolicy
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.flink import flatten_configuration
+from webhook.common.flink import flatten_configuration
 from webhook.placement import fields as f
 from webhook.placement.errors import PlacementInputError
 from webhook.placement.model import (

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from flask import Blueprint, Flask, Response, request
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from webhook.admission import AdmissionRequest, AdmissionResponse, BadReview, Handler, review
+from webhook.common.admission import AdmissionRequest, AdmissionResponse, BadReview, Handler, review
 from webhook.server import metrics
 
 log = logging.getLogger("webhook.admission")

@@ -13,7 +13,7 @@ from typing import Any
 
 from flask import Flask
 
-from webhook.policy import PolicyError, RestorePolicy, load_policy
+from webhook.member.policy import PolicyError, RestorePolicy, load_policy
 from webhook.server import logs
 from webhook.server.tls import CertificateReloader
 
@@ -83,7 +83,7 @@ def app_factory(
         from webhook.server.app import ServerConfig, create_app
 
         if args.role == "member":
-            from webhook.member import MemberHandler, internal_error
+            from webhook.member.handler import MemberHandler, internal_error
             from webhook.server.app import Endpoint
 
             handler = MemberHandler.from_policy(policy)

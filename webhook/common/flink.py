@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.untyped import as_map, str_map
+from webhook.common.untyped import as_map, str_map
 
 GROUP = "flink.apache.org"
 KINDS = ("FlinkDeployment", "FlinkSessionJob")

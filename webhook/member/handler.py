@@ -7,13 +7,13 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from webhook.admission import AdmissionRequest, AdmissionResponse
-from webhook.flink import GROUP, KINDS, FlinkResource
-from webhook.patch import plan
-from webhook.paths import StoragePath
-from webhook.policy import RestorePolicy
-from webhook.restore import LookupRequest, LookupResult, Outcome, RestoreDecision, decide
-from webhook.storage import CheckpointStorage, Deadline, DeadlineExceeded, StorageError
+from webhook.common.admission import AdmissionRequest, AdmissionResponse
+from webhook.common.flink import GROUP, KINDS, FlinkResource
+from webhook.common.patch import plan
+from webhook.member.paths import StoragePath
+from webhook.member.policy import RestorePolicy
+from webhook.member.restore import LookupRequest, LookupResult, Outcome, RestoreDecision, decide
+from webhook.member.storage import CheckpointStorage, Deadline, DeadlineExceeded, StorageError
 
 log = logging.getLogger(__name__)
 

@@ -191,7 +191,10 @@ def policy_from_dict(doc: Any) -> RestorePolicy:
     for key in ("defaultCheckpointDir", "defaultSavepointDir"):
         value = kw.get(_FIELDS[key], "")
         if value:
-            from webhook.paths import StoragePath, StoragePathError  # local: paths imports nothing of ours
+            from webhook.member.paths import (  # local: paths imports nothing of ours
+                StoragePath,
+                StoragePathError,
+            )
 
             try:
                 scheme = StoragePath.parse(value).scheme

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.untyped import as_map, as_str
+from webhook.common.untyped import as_map, as_str
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"

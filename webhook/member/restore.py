@@ -11,10 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from webhook.flink import FlinkResource, is_job_id
-from webhook.paths import StoragePath, StoragePathError
-from webhook.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
-from webhook.storage import Candidate, StorageError
+from webhook.common.flink import FlinkResource, is_job_id
+from webhook.member.paths import StoragePath, StoragePathError
+from webhook.member.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
+from webhook.member.storage import Candidate, StorageError
 
 _SAVEPOINT_NAME_RE = re.compile(r"^savepoint-([0-9a-f]{6})-[0-9a-f]{12}$")
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import fsspec
 
-from webhook.paths import StoragePath, StoragePathError
+from webhook.member.paths import StoragePath, StoragePathError
 
 METADATA = "_metadata"
 
