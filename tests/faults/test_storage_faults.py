@@ -190,9 +190,9 @@ def test_permission_denied_on_local_storage(faults: FaultStack, tmp_path: Path) 
     request.chmod(0o644)
     code = (
         "import json, sys, time\n"
-        "from webhook.admission import parse_review\n"
-        "from webhook.member import MemberHandler\n"
-        "from webhook.policy import RestorePolicy\n"
+        "from webhook.common.admission import parse_review\n"
+        "from webhook.member.handler import MemberHandler\n"
+        "from webhook.member.policy import RestorePolicy\n"
         f"h = MemberHandler.from_policy(RestorePolicy(deadline_seconds={DEADLINE}))\n"
         "body = json.load(open(sys.argv[1]))\n"
         "t = time.monotonic(); resp = h(parse_review(body)).to_review()['response']\n"

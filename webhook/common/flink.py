@@ -1,4 +1,4 @@
-"""What a FlinkDeployment / FlinkSessionJob says about its job and its state storage (DESIGN section 4)."""
+"""What a FlinkDeployment / FlinkSessionJob says about its job and its state storage."""
 
 from __future__ import annotations
 
@@ -97,10 +97,6 @@ class FlinkResource:
             configuration=flatten_configuration(spec.get("flinkConfiguration")),
             deleting=bool(meta.get("deletionTimestamp")),
         )
-
-    @property
-    def is_session_cluster(self) -> bool:
-        return self.kind == "FlinkDeployment" and self.job is None
 
     @property
     def checkpoint_dir(self) -> str:
