@@ -1,6 +1,6 @@
 """Hostile AdmissionReviews against the parser and the member handler, in process (hypothesis).
 
-The contract (DESIGN section 5): a body either is refused as a bad request (``BadReview`` -> HTTP 400)
+The contract: a body either is refused as a bad request (``BadReview`` -> HTTP 400)
 or gets a complete answer for its uid; an answer never comes from an internal error, its patch applies
 to the object it was computed for, and a restore path never leaves ``<checkpoint dir>/<jobId>/``.
 """

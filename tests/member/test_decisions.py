@@ -1,4 +1,4 @@
-"""The member role's decision table (issue 2, item 3), driven through the real handler and local storage."""
+"""The member role's decision table, driven through the real handler and local storage."""
 
 from __future__ import annotations
 

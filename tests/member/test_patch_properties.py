@@ -1,5 +1,5 @@
 """Property tests: every patch applies cleanly to the object it was computed for, and the result is a
-valid FlinkDeployment / FlinkSessionJob per the upstream CRDs (DESIGN section 5)."""
+valid FlinkDeployment / FlinkSessionJob per the upstream CRDs."""
 
 from __future__ import annotations
 

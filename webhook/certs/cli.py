@@ -144,7 +144,7 @@ def _save(args: argparse.Namespace, namespace: str, api: Any, files: Mapping[str
     print(f"Secret {namespace}/{args.secret} {what}", file=sys.stderr)
 
 
-def _describe(outcome: store.Outcome) -> str:
+def _describe(outcome: store.Issuance) -> str:
     cert = outcome.serving
     names = ", ".join(pki.dns_names(cert))
     return f"serial {cert.serial_number:x}, expires {cert.not_valid_after_utc.isoformat()}, SANs {names}"
