@@ -91,7 +91,11 @@ def imports_of(source: str, modules: frozenset[str]) -> set[str]:
 def import_graph() -> dict[str, set[str]]:
     files = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
     modules = frozenset(files)
-    return {name: imports_of(path.read_text(encoding="utf-8"), modules) for name, path in files.items()}
+    graph = {name: imports_of(path.read_text(encoding="utf-8"), modules) for name, path in files.items()}
+    for name, imported in graph.items():  # importing a module runs its parent packages' __init__ first
+        parts = name.split(".")
+        imported.update(".".join(parts[:n]) for n in range(2, len(parts)))  # webhook/__init__: a version
+    return graph
 
 
 def _within(name: str, package: str) -> bool:

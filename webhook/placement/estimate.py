@@ -21,7 +21,7 @@ from webhook.placement.bounds import Limit, cap_reached, capacity_left, group_bo
 from webhook.placement.firstfit import first_fit
 from webhook.placement.grouping import build_group, component_groups
 from webhook.placement.model import Cluster, Component
-from webhook.placement.packing import Packing, Search, fill, trim
+from webhook.placement.packing import Packed, Search, fill, trim
 from webhook.placement.prepare import prepare
 
 SEARCH_BUDGET_S = 1.0  # packing variants stop being tried after this long (the answer stays sound)
@@ -81,15 +81,15 @@ def estimate(
 
     deadline = started + budget_s
     sets = cap
-    group_result: dict[int, tuple[int, Packing | None]] = {}
+    group_result: dict[int, Packed] = {}
     for g in groups:
         if len(g) > 1:
             search = Search(prep, built[id(g)], deadline)
             hi = min(bounds[id(g)], cap)
             packing = search.feasible(hi) if hi > 0 else None
-            found = (hi, packing) if packing is not None else search.best(run_first_fit(), hi - 1)
+            found = Packed(hi, packing) if packing is not None else search.best(run_first_fit(), hi - 1)
             group_result[id(g)] = found
-            sets = min(sets, found[0])
+            sets = min(sets, found.sets)
     placed: list[dict[int, int]] = []
     if sets < cap:
         run_first_fit()

@@ -26,6 +26,13 @@ class Placement(NamedTuple):
 Packing = list[Placement]
 
 
+class Packed(NamedTuple):
+    """The most sets a search packed, and how (None when it packed none beyond its low end)."""
+
+    sets: int
+    packing: Packing | None
+
+
 @dataclass
 class _Bucket:
     """Nodes that currently accept exactly the same placements; ``vec`` is one of them, as representative."""
@@ -138,20 +145,20 @@ class Search:
                 return packing
         return None
 
-    def best(self, lo: int, hi: int) -> tuple[int, Packing | None]:
+    def best(self, lo: int, hi: int) -> Packed:
         """Largest k in (lo, hi] with a packing, or (lo, None) if none beats lo."""
-        found: tuple[int, Packing | None] = (lo, None)
+        found = Packed(lo, None)
         if hi <= lo:
             return found
         packing = self.feasible(hi)
         if packing is not None:
-            return hi, packing
+            return Packed(hi, packing)
         hi -= 1
         while lo < hi:
             mid = (lo + hi + 1) // 2
             packing = self.feasible(mid)
             if packing is not None:
-                found = (mid, packing)
+                found = Packed(mid, packing)
                 lo = mid
             else:
                 hi = mid - 1
