@@ -6,7 +6,6 @@ import concurrent.futures
 import logging
 import threading
 from dataclasses import dataclass
-from enum import StrEnum
 
 from prometheus_client import Counter
 
@@ -43,19 +42,6 @@ STORAGE_ERRORS = Counter(
 )
 
 
-class MemberDecision(StrEnum):
-    """The member role's answer, as logged and as the ``decision`` label of the admission metrics."""
-
-    SKIP = "skip"  # not ours to touch: allowed, no patch
-    RESTORED = "restored"
-    SUSPENDED = "suspended"
-    STATELESS = "stateless"
-    DENIED = "denied"
-    CARRIED = "carried"  # an UPDATE that lost our fields got them back from oldObject
-    UNCHANGED = "unchanged"  # an UPDATE that still has them
-    ERROR = "error"  # this webhook failed; denied so that the request is retried
-
-
 @dataclass(frozen=True)
 class RestoreAudit(Audit):
     """What the member role logs about one answer."""
@@ -88,7 +74,7 @@ class MemberHandler:
             or request.sub_resource
             or request.operation not in ("CREATE", "UPDATE")
         ):
-            return allowed(request, MemberDecision.SKIP)
+            return allowed(request, RestoreOutcome.SKIP)
         resource = FlinkResource.from_object(request.object)
         old = FlinkResource.from_object(request.old_object) if request.old_object is not None else None
         decision = decide_restore(
@@ -180,11 +166,11 @@ def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionRe
         storage_error=decision.storage_error,
     )
     if decision.outcome is RestoreOutcome.DENIED:
-        return denied(request, decision.reason, MemberDecision.DENIED, audit)
+        return denied(request, decision.reason, RestoreOutcome.DENIED, audit)
     ops = plan(request.object, decision.spec_job, decision.annotations)
-    answer = MemberDecision(decision.outcome.value)
+    answer = decision.outcome
     if decision.carried:
-        answer = MemberDecision.CARRIED if ops else MemberDecision.UNCHANGED
+        answer = RestoreOutcome.CARRIED if ops else RestoreOutcome.UNCHANGED
     return patched(request, ops, answer, audit, decision.warnings)
 
 
@@ -192,4 +178,4 @@ def internal_error(request: AdmissionRequest, exc: Exception) -> AdmissionRespon
     """An unexpected failure denies, so a failed-over job never starts empty (Karmada retries)."""
     log.exception("internal error handling %s", request.uid)
     message = f"flink-failover internal error: {type(exc).__name__}; the request will be retried"
-    return errored(request, message, MemberDecision.ERROR)
+    return errored(request, message, RestoreOutcome.ERROR)

@@ -21,11 +21,20 @@ _SAVEPOINT_NAME_RE = re.compile(r"^savepoint-([0-9a-f]{6})-[0-9a-f]{12}$")
 
 
 class RestoreOutcome(StrEnum):
+    """The member role's outcomes: what it logs, and the ``decision`` label of its admission metrics.
+
+    ``decide_restore`` returns one of the first five; the handler tells an UPDATE that got our fields
+    back (carried) from one that still had them (unchanged), and answers error when it failed.
+    """
+
     SKIP = "skip"  # not ours to touch: allowed, no patch
     RESTORED = "restored"
     SUSPENDED = "suspended"
     STATELESS = "stateless"
     DENIED = "denied"
+    CARRIED = "carried"
+    UNCHANGED = "unchanged"
+    ERROR = "error"
 
 
 @dataclass(frozen=True)
@@ -245,31 +254,21 @@ def _fallback(
     storage_error: bool = False,
 ) -> RestoreDecision:
     if choice is Fallback.DENY:
-        return RestoreDecision(
-            RestoreOutcome.DENIED,
-            f"failover restore refused: {why}",
-            job_id=job_id,
-            storage_error=storage_error,
-        )
+        refused = f"failover restore refused: {why}"
+        return RestoreDecision(RestoreOutcome.DENIED, refused, job_id=job_id, storage_error=storage_error)
     if choice is Fallback.SUSPEND:
-        warnings.append(f"job held suspended: {why}")
-        return RestoreDecision(
-            RestoreOutcome.SUSPENDED,
-            why,
-            job_id=job_id,
-            storage_error=storage_error,
-            warnings=tuple(warnings),
-            spec_job={"state": "suspended"},
-            annotations=_annotations(policy, RestoreOutcome.SUSPENDED, job_id),
-        )
-    warnings.append(f"job starts without state: {why}")
+        outcome, note, spec_job = RestoreOutcome.SUSPENDED, "job held suspended", {"state": "suspended"}
+    else:
+        outcome, note, spec_job = RestoreOutcome.STATELESS, "job starts without state", {}
+    warnings.append(f"{note}: {why}")
     return RestoreDecision(
-        RestoreOutcome.STATELESS,
+        outcome,
         why,
         job_id=job_id,
         storage_error=storage_error,
         warnings=tuple(warnings),
-        annotations=_annotations(policy, RestoreOutcome.STATELESS, job_id),
+        spec_job=spec_job,
+        annotations=_annotations(policy, outcome, job_id),
     )
 
 
