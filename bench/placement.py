@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import statistics
 import subprocess
 import sys
@@ -18,63 +17,24 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.support.exact import exact_sets
+from tests.support.karmada_figures import WORKLOADS, KarmadaRow, read_karmada_figures
+from tests.support.witness import witness_problems
 from webhook.placement.cluster import load_cluster_file
 from webhook.placement.components import load_workload
 from webhook.placement.estimate import estimate
-from webhook.placement.exact import exact_sets
 from webhook.placement.fields import load_documents
 from webhook.placement.firstfit import first_fit
 from webhook.placement.model import Cluster, Component, Node, Taint, Toleration
 from webhook.placement.prepare import prepare
-from webhook.placement.witness import witness_problems
 
 REPO = Path(__file__).resolve().parent.parent
-WORKLOADS = ("small", "medium", "large", "ha")
 RUNS = 5  # median of 5, like the Karmada figures
 
 
 def shared_bench_dir() -> Path:
     env = os.environ.get("FLINK_FAILOVER_SHARED_BENCH")
     return Path(env) if env else REPO.parent / "shared" / "bench"
-
-
-@dataclass(frozen=True)
-class KarmadaRow:
-    sets: int
-    ms: float
-    per_cluster: dict[str, tuple[int, float]]
-
-
-def _lead_number(cell: str) -> float:
-    match = re.match(r"\s*([\d,]+(?:\.\d+)?)", cell)
-    if not match:
-        raise ValueError(f"no number in {cell!r}")
-    return float(match.group(1).replace(",", ""))
-
-
-def read_karmada_figures(readme: Path) -> dict[tuple[str, str], KarmadaRow]:
-    """(instance file, workload) -> Karmada's sets and time, from the README's two result tables."""
-    rows: dict[tuple[str, str], KarmadaRow] = {}
-    per_cluster: dict[str, dict[str, tuple[int, float]]] = {w: {} for w in WORKLOADS}
-    detail_header: list[str] | None = None
-    for line in readme.read_text(encoding="utf-8").splitlines():
-        if not line.startswith("|"):
-            detail_header = None if not line.strip() else detail_header
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells and cells[0] == "cluster" and "small" in cells:
-            detail_header = cells
-            continue
-        if cells[0].startswith("clusters-") and len(cells) >= 6:
-            rows[(cells[0], cells[3])] = KarmadaRow(int(_lead_number(cells[4])), _lead_number(cells[5]), {})
-        elif detail_header and re.match(r"^[a-z]-\d+$", cells[0]):
-            for name, cell in zip(detail_header[1:], cells[1:], strict=False):
-                sets, ms = cell.split("/")
-                per_cluster[name][cells[0]] = (int(sets), float(ms))
-    for (instance, workload), row in list(rows.items()):
-        if instance == "clusters-20x500.yaml":
-            rows[(instance, workload)] = KarmadaRow(row.sets, row.ms, per_cluster.get(workload, {}))
-    return rows
 
 
 def generate(into: Path) -> None:

@@ -29,20 +29,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.latency import (
-    HEALTHZ,
-    JOB_EMPTY,
-    LoadRun,
-    LoadSpec,
-    Scenario,
-    _dump,
-    _labels,
-    http_request,
-    process_tree,
-    scenarios,
-    server,
-    stack,
-)
+from bench._load import HEALTHZ, LoadRun, LoadSpec, http_request
+from bench._procstat import process_tree
+from bench._stack import JOB_EMPTY, server, stack
+from bench.latency import Scenario, dump_json, failover_labels, scenarios
 from tests.support.objects import flink_deployment, review
 from tests.support.server import SERVICE_NAME
 
@@ -94,12 +84,12 @@ def mix(checkpoint_root: Path, with_s3: bool) -> list[tuple[bytes, int, bytes]]:
     extra = [
         Scenario(
             "nothing restorable",
-            _dump(review(flink_deployment(labels=_labels(JOB_EMPTY)), uid="soak-empty")),
+            dump_json(review(flink_deployment(labels=failover_labels(JOB_EMPTY)), uid="soak-empty")),
             expect=b'"patch"',
         ),
         Scenario(
             "bad jobId",
-            _dump(review(flink_deployment(labels=_labels("../../etc")), uid="soak-bad")),
+            dump_json(review(flink_deployment(labels=failover_labels("../../etc")), uid="soak-bad")),
             expect=b'"allowed":false',
         ),
         Scenario("not JSON", b"{not json", status=400, expect=b"not JSON"),
@@ -176,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(args: argparse.Namespace, samples: list[Sample], result: object, server_log: str) -> int:
-    from bench.latency import LoadResult
+    from bench._load import LoadResult
 
     assert isinstance(result, LoadResult)
     failures: list[str] = []

@@ -1,27 +1,59 @@
-"""Suite-wide fixtures: where the shared reference data lives, and how its absence is treated."""
+"""Suite-wide fixtures: where the shared reference data lives, and how its absence is treated.
+
+Tests that read ``../shared/data`` (upstream CRDs, recorded Karmada objects, the shared benchmark) are
+marked ``shared`` or take the ``shared_data`` fixture. In a clone without that folder they are left out
+with one summary line saying which and why; with REQUIRE_SHARED_DATA=1 they run and fail.
+"""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.support.repo import REPO, shared_data_dir, shared_data_required
+
+__all__ = ["REPO", "shared_data_dir"]
+
+_LEFT_OUT = pytest.StashKey[list[str]]()
 
 
-def shared_data_dir() -> Path:
-    """../shared/data beside the checkout, or FLINK_FAILOVER_SHARED_DATA."""
-    env = os.environ.get("FLINK_FAILOVER_SHARED_DATA")
-    return Path(env) if env else REPO.parent / "shared" / "data"
+def _missing_message(path: Path) -> str:
+    return f"shared reference data not found at {path} (set FLINK_FAILOVER_SHARED_DATA)"
+
+
+def needs_shared_data(item: pytest.Item) -> bool:
+    return item.get_closest_marker("shared") is not None or "shared_data" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if shared_data_dir().is_dir() or shared_data_required():
+        return
+    left_out = [item for item in items if needs_shared_data(item)]
+    if left_out:
+        items[:] = [item for item in items if not needs_shared_data(item)]
+        config.hook.pytest_deselected(items=left_out)
+    config.stash[_LEFT_OUT] = [item.nodeid for item in left_out]
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    left_out = config.stash.get(_LEFT_OUT, [])
+    if not left_out:
+        return
+    files = sorted({nodeid.split("::")[0] for nodeid in left_out})
+    terminalreporter.write_line(
+        f"{len(left_out)} tests need {shared_data_dir()} and were left out (not found; "
+        f"REQUIRE_SHARED_DATA=1 makes them fail): {', '.join(files)}",
+        yellow=True,
+    )
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     path = shared_data_dir()
     if not path.is_dir():
-        message = f"shared reference data not found at {path} (set FLINK_FAILOVER_SHARED_DATA)"
-        if os.environ.get("REQUIRE_SHARED_DATA") == "1":
+        message = _missing_message(path)
+        if shared_data_required():
             pytest.fail(message)
         pytest.skip(message)
     return path

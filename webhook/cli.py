@@ -11,7 +11,7 @@ from webhook import __version__
 
 # name -> (module, one-line help). A module exposes add_arguments(parser) and run(args) -> exit code.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("webhook.server.run", "run the admission webhook server (member or control-plane role)"),
+    "serve": ("webhook.roles", "run the admission webhook server (member or control-plane role)"),
     "review": ("webhook.review", "answer a sample AdmissionReview offline, through the server's code path"),
     "certs": ("webhook.certs.cli", "generate, renew and publish the webhook's TLS certificates"),
     "placement": ("webhook.placement.cli", "how many complete component sets fit each cluster, and where"),

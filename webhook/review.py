@@ -14,9 +14,10 @@ from typing import Any
 import jsonpatch
 import yaml
 
-from webhook.admission import AdmissionRequest, AdmissionResponse, BadReview, Handler, review
-from webhook.policy import PolicyError, load_policy
-from webhook.server.run import DEFAULT_POLICY
+from webhook.common.admission import AdmissionRequest, AdmissionResponse, BadReview, Handler, review
+from webhook.member.policy import DEFAULT_POLICY, PolicyError, load_policy
+from webhook.roles import ROLES, offline_handler
+from webhook.server.config import OnError
 
 EXIT_OK = 0
 EXIT_USAGE = 2
@@ -25,7 +26,7 @@ EXIT_USAGE = 2
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="AdmissionReview JSON (or YAML) file, '-' for standard input")
     parser.add_argument("--policy", default=DEFAULT_POLICY, help="restore policy file")
-    parser.add_argument("--role", choices=["member", "control-plane"], default="member")
+    parser.add_argument("--role", choices=list(ROLES), default="member")
     parser.add_argument(
         "--objects", help="control-plane: YAML stream of ResourceBindings standing in for Karmada"
     )
@@ -40,22 +41,19 @@ def _fail(message: str) -> int:
 
 
 def load_body(source: str) -> Any:
-    text = sys.stdin.read() if source == "-" else open(source, encoding="utf-8").read()  # noqa: SIM115
+    if source == "-":
+        text = sys.stdin.read()
+    else:
+        with open(source, encoding="utf-8") as file:
+            text = file.read()
     try:
         return json.loads(text)
     except ValueError:
         return yaml.safe_load(text)  # YAML is a superset; friendlier for hand-written samples
 
 
-def build_handler(args: argparse.Namespace) -> tuple[Handler, Any]:
-    policy = load_policy(args.policy)
-    if args.role == "member":
-        from webhook.member import MemberHandler, internal_error
-
-        return MemberHandler.from_policy(policy), internal_error
-    from webhook.controlplane.offline import offline_handler
-
-    return offline_handler(args, policy)
+def build_handler(args: argparse.Namespace) -> tuple[Handler, OnError]:
+    return offline_handler(args, load_policy(args.policy))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -17,11 +17,11 @@ NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 
 
 @pytest.fixture(scope="module")
-def issued() -> store.Outcome:
+def issued() -> store.Issuance:
     return store.generate({}, SERVICE, NAMESPACE, ["localhost", "127.0.0.1", "::1"], now=NOW)
 
 
-def test_serving_sans_are_the_service_names_then_extras(issued: store.Outcome) -> None:
+def test_serving_sans_are_the_service_names_then_extras(issued: store.Issuance) -> None:
     san = issued.serving.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     assert san.get_values_for_type(x509.DNSName) == [
         "flink-failover",
@@ -36,7 +36,7 @@ def test_serving_sans_are_the_service_names_then_extras(issued: store.Outcome) -
     ]
 
 
-def test_serving_key_usage_is_a_tls_server_leaf(issued: store.Outcome) -> None:
+def test_serving_key_usage_is_a_tls_server_leaf(issued: store.Issuance) -> None:
     ext = issued.serving.extensions
     bc = ext.get_extension_for_class(x509.BasicConstraints)
     assert bc.critical and bc.value.ca is False
@@ -46,7 +46,7 @@ def test_serving_key_usage_is_a_tls_server_leaf(issued: store.Outcome) -> None:
     assert list(ext.get_extension_for_class(x509.ExtendedKeyUsage).value) == [ExtendedKeyUsageOID.SERVER_AUTH]
 
 
-def test_ca_can_sign_and_is_self_signed(issued: store.Outcome) -> None:
+def test_ca_can_sign_and_is_self_signed(issued: store.Issuance) -> None:
     ca = pki.load_cert(issued.files[store.CA_CERT])
     bc = ca.extensions.get_extension_for_class(x509.BasicConstraints)
     assert bc.critical and bc.value.ca is True and bc.value.path_length == 0
@@ -56,7 +56,7 @@ def test_ca_can_sign_and_is_self_signed(issued: store.Outcome) -> None:
     assert ca.not_valid_after_utc - NOW > dt.timedelta(days=3649)
 
 
-def test_chain_verifies_for_the_service_hostname_only(issued: store.Outcome) -> None:
+def test_chain_verifies_for_the_service_hostname_only(issued: store.Issuance) -> None:
     ca = pki.load_cert(issued.files[store.CA_CERT])
     builder = PolicyBuilder().store(Store([ca])).time(NOW + dt.timedelta(days=1))
     chain = builder.build_server_verifier(x509.DNSName("flink-failover.ff-system.svc")).verify(
@@ -75,7 +75,7 @@ def test_chain_verifies_for_the_service_hostname_only(issued: store.Outcome) -> 
         other.build_server_verifier(x509.DNSName("flink-failover.ff-system.svc")).verify(issued.serving, [])
 
 
-def test_validity_is_backdated_and_bounded_by_the_ca(issued: store.Outcome) -> None:
+def test_validity_is_backdated_and_bounded_by_the_ca(issued: store.Issuance) -> None:
     cert = issued.serving
     assert cert.not_valid_before_utc < NOW
     assert cert.not_valid_after_utc - NOW == dt.timedelta(days=365)
@@ -84,7 +84,7 @@ def test_validity_is_backdated_and_bounded_by_the_ca(issued: store.Outcome) -> N
     assert leaf.cert.not_valid_after_utc == ca.cert.not_valid_after_utc
 
 
-def test_existing_ca_is_reused_and_a_good_serving_pair_kept(issued: store.Outcome) -> None:
+def test_existing_ca_is_reused_and_a_good_serving_pair_kept(issued: store.Issuance) -> None:
     again = store.generate(issued.files, SERVICE, NAMESPACE, ["localhost", "127.0.0.1", "::1"], now=NOW)
     assert not again.ca_created and not again.serving_issued
     assert again.files == issued.files
@@ -100,7 +100,7 @@ def test_existing_ca_is_reused_and_a_good_serving_pair_kept(issued: store.Outcom
     assert forced.serving_issued and forced.files[store.TLS_KEY] != issued.files[store.TLS_KEY]
 
 
-def test_half_a_ca_is_refused_rather_than_replaced(issued: store.Outcome) -> None:
+def test_half_a_ca_is_refused_rather_than_replaced(issued: store.Issuance) -> None:
     only_cert = {store.CA_CERT: issued.files[store.CA_CERT]}
     with pytest.raises(pki.CertError, match=r"ca\.key is missing"):
         store.generate(only_cert, SERVICE, NAMESPACE)
@@ -109,7 +109,7 @@ def test_half_a_ca_is_refused_rather_than_replaced(issued: store.Outcome) -> Non
         store.generate(mismatched, SERVICE, NAMESPACE)
 
 
-def test_renew_only_inside_the_window(issued: store.Outcome) -> None:
+def test_renew_only_inside_the_window(issued: store.Issuance) -> None:
     expiry = issued.serving.not_valid_after_utc
     early = store.renew(issued.files, before_days=30, now=expiry - dt.timedelta(days=31))
     assert not early.serving_issued and early.files == issued.files
@@ -144,7 +144,7 @@ def test_invalid_names_are_rejected(service: str, namespace: str, extra: str) ->
         pki.subject_alt_names(service, namespace, [extra] if extra else [])
 
 
-def test_ca_bundle_is_base64_of_ca_crt(issued: store.Outcome) -> None:
+def test_ca_bundle_is_base64_of_ca_crt(issued: store.Issuance) -> None:
     import base64
 
     assert base64.b64decode(store.ca_bundle(issued.files)) == issued.files[store.CA_CERT]

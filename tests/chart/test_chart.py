@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from webhook.policy import load_policy, policy_from_dict
+from webhook.member.policy import load_policy, policy_from_dict
 
 CHART = REPO / "charts" / "flink-failover"
 NS = "flink-failover"

@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from tests.controlplane import support as s
-from webhook.admission import review
+from webhook.common.admission import review
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
 from webhook.controlplane.handler import BindingLookupResult, WorkHandler, internal_error
 from webhook.controlplane.record import Record
-from webhook.policy import RestorePolicy
+from webhook.member.policy import RestorePolicy
 
 pytestmark = pytest.mark.shared
 

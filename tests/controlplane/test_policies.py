@@ -12,7 +12,7 @@ import yaml
 from tests.conftest import REPO
 from tests.controlplane import support as s
 from webhook.controlplane.serve import WORK_PATH
-from webhook.policy import RestorePolicy
+from webhook.member.policy import RestorePolicy
 
 pytestmark = pytest.mark.shared
 

@@ -9,12 +9,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from webhook.common.flink import is_job_id
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import capture, observe
 from webhook.controlplane.record import Record, read_annotation
 from webhook.controlplane.relocation import Relocation, decide_relocation
-from webhook.flink import is_job_id
-from webhook.policy import RestorePolicy
+from webhook.member.policy import RestorePolicy
 
 CLUSTERS = ("member1", "member2", "member3")
 JOBS = ("3c653dbe4c19bb72f8eb28445541bed6", "0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b", "not-a-job", "")

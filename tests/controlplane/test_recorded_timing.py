@@ -18,7 +18,7 @@ import jsonpatch
 from tests.controlplane import fakeapi
 from tests.controlplane import recorded as r
 from tests.controlplane import support as s
-from webhook.admission import review
+from webhook.common.admission import review
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
 from webhook.controlplane.handler import BindingLookupResult, Found, WorkHandler, internal_error
@@ -26,7 +26,7 @@ from webhook.controlplane.kube import ClientConfig, KarmadaApi
 from webhook.controlplane.record import HistoryType, Record
 from webhook.controlplane.relocation import Relocation, decide_relocation
 from webhook.controlplane.watch import BindingCache, Entry, FreshLookup
-from webhook.policy import RestorePolicy
+from webhook.member.policy import RestorePolicy
 
 P = "flink-failover.io/"
 J_RACE = "7b53faafa334fcbcb8092450d29784f6"  # orders-c on member1

@@ -14,12 +14,12 @@ import pytest
 from tests.controlplane import fakeapi
 from tests.controlplane import support as s
 from tests.controlplane.loop import Loop
-from webhook.admission import review
+from webhook.common.admission import review
 from webhook.controlplane.handler import Found, LookupFailed, NotFound, WorkHandler, internal_error
 from webhook.controlplane.kube import ClientConfig, KarmadaApi
 from webhook.controlplane.record import Record
 from webhook.controlplane.watch import BindingCache, FreshLookup
-from webhook.policy import RestorePolicy
+from webhook.member.policy import RestorePolicy
 
 pytestmark = pytest.mark.shared
 

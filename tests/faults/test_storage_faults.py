@@ -24,10 +24,10 @@ from tests.conftest import REPO
 from tests.faults.conftest import DEADLINE, FaultStack
 from tests.support.objects import apply, decode_patch, flink_deployment, make_checkpoints, review
 from tests.support.server import ApiServerClient
-from webhook.admission import parse_review
-from webhook.member import MemberHandler
-from webhook.policy import RestorePolicy
-from webhook.storage import CheckpointStorage
+from webhook.common.admission import parse_review
+from webhook.member.handler import MemberHandler
+from webhook.member.policy import RestorePolicy
+from webhook.member.storage import CheckpointStorage
 
 MARGIN = 1.5  # seconds beyond the deadline for TLS, JSON and a busy 2-core machine
 # Concurrent admissions on hung storage: more than the server's 2 x 8 worker threads. The deadline runs
@@ -196,9 +196,9 @@ def test_permission_denied_on_local_storage(faults: FaultStack, tmp_path: Path) 
     request.chmod(0o644)
     code = (
         "import json, sys, time\n"
-        "from webhook.admission import parse_review\n"
-        "from webhook.member import MemberHandler\n"
-        "from webhook.policy import RestorePolicy\n"
+        "from webhook.common.admission import parse_review\n"
+        "from webhook.member.handler import MemberHandler\n"
+        "from webhook.member.policy import RestorePolicy\n"
         f"h = MemberHandler.from_policy(RestorePolicy(deadline_seconds={DEADLINE}))\n"
         "body = json.load(open(sys.argv[1]))\n"
         "t = time.monotonic(); resp = h(parse_review(body)).to_review()['response']\n"
@@ -329,7 +329,7 @@ def test_thousands_of_checkpoints_one_listing_and_the_deadline_held(
         calls["info"] += 1
         return real_info(self, *a, **kw)
 
-    monkeypatch.setattr("webhook.storage.os.listdir", listdir)
+    monkeypatch.setattr("webhook.member.storage.os.listdir", listdir)
     monkeypatch.setattr(fsspec.implementations.local.LocalFileSystem, "ls", ls)
     monkeypatch.setattr(fsspec.implementations.local.LocalFileSystem, "info", info)
     handler = MemberHandler.from_policy(RestorePolicy(deadline_seconds=DEADLINE))

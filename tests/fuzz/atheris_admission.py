@@ -26,10 +26,10 @@ import atheris
 
 with atheris.instrument_imports():
     from tests.support.objects import JOB_ID, flink_deployment, json_paths, make_checkpoints, review
-    from webhook.admission import AdmissionRequest, AdmissionResponse, BadReview
-    from webhook.admission import review as run_review
-    from webhook.member import MemberHandler
-    from webhook.policy import RestorePolicy
+    from webhook.common.admission import AdmissionRequest, AdmissionResponse, BadReview
+    from webhook.common.admission import review as run_review
+    from webhook.member.handler import MemberHandler, RestoreAudit
+    from webhook.member.policy import RestorePolicy
 
 ROOT = Path(tempfile.mkdtemp(prefix="atheris-ckpt-"))
 make_checkpoints(ROOT / JOB_ID, [1, 2])
@@ -55,9 +55,11 @@ def _check(body: Any) -> None:
     out = response.to_review(request.api_version)
     json.dumps(out)
     assert out["response"]["uid"] == request.uid
-    path = response.detail.get("path", "")
-    if response.decision == "restored" and not response.detail.get("carried"):
-        assert path.startswith(f"{ROOT}/{response.detail['jobId']}/"), path
+    audit = response.audit
+    if response.decision == "restored":
+        assert isinstance(audit, RestoreAudit)
+        if not audit.carried:
+            assert audit.path.startswith(f"{ROOT}/{audit.job_id}/"), audit.path
 
 
 def test_one_input(data: bytes) -> None:

@@ -1,6 +1,6 @@
 """Hostile AdmissionReviews against the parser and the member handler, in process (hypothesis).
 
-The contract (DESIGN section 5): a body either is refused as a bad request (``BadReview`` -> HTTP 400)
+The contract: a body either is refused as a bad request (``BadReview`` -> HTTP 400)
 or gets a complete answer for its uid; an answer never comes from an internal error, its patch applies
 to the object it was computed for, and a restore path never leaves ``<checkpoint dir>/<jobId>/``.
 """
@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support.objects import JOB_ID, flink_deployment, json_paths, make_checkpoints, review
-from webhook.admission import AdmissionResponse, BadReview, parse_review
-from webhook.admission import review as run_review
-from webhook.member import MemberHandler
-from webhook.policy import RestorePolicy
+from webhook.common.admission import AdmissionResponse, BadReview, parse_review
+from webhook.common.admission import review as run_review
+from webhook.member.handler import MemberHandler, RestoreAudit
+from webhook.member.policy import RestorePolicy
 
 FAILOVER = "flink-failover.io/failover"
 JOB_LABEL = "flink-failover.io/job-id"
@@ -87,13 +87,15 @@ def check_answer(body: Any, handler: Any, ckpt: Path) -> AdmissionResponse | Non
         ops = json.loads(base64.b64decode(review_out["response"]["patch"]))
         patched = jsonpatch.apply_patch(copy.deepcopy(dict(request.object)), ops)
         path = patched["spec"]["job"].get("initialSavepointPath")
-        if path is not None and response.detail.get("carried"):
+        audit = response.audit
+        assert isinstance(audit, RestoreAudit)
+        if path is not None and audit.carried:
             # UPDATE: replayed from oldObject (the stored object), storage untouched, by design
             old = request.old_object or {}
             recorded = _get(old, "metadata", "annotations", "flink-failover.io/restored-from")
             assert path in (recorded, _get(old, "spec", "job", "initialSavepointPath")), path
         elif path is not None:
-            job_id = response.detail.get("jobId", "")
+            job_id = audit.job_id
             assert job_id and path.startswith(f"{ckpt}/{job_id}/") and ".." not in path, path
     return response
 
@@ -162,7 +164,7 @@ def test_job_id_labels_with_path_tricks_never_leave_the_job_dir(
         # anything but 32 lowercase hex is refused; never looked up
         assert response.allowed is False and "32 lowercase hex" in response.message
     elif value == JOB_ID:
-        assert response.decision == "restored" and response.detail["path"] == f"{ckpt}/{JOB_ID}/chk-2"
+        assert response.decision == "restored" and response.audit.path == f"{ckpt}/{JOB_ID}/chk-2"
 
 
 @SETTINGS
@@ -229,7 +231,7 @@ def test_deep_nesting_is_answered_or_a_bad_request_never_an_internal_error(
         assert depth > 200 and "nested too deeply" in str(exc)
         return
     assert response.to_review()["response"]["uid"] == request.uid
-    assert response.decision == "restored" and response.detail["path"] == f"{ckpt}/{JOB_ID}/chk-2"
+    assert response.decision == "restored" and response.audit.path == f"{ckpt}/{JOB_ID}/chk-2"
 
 
 def test_parse_review_rejects_what_is_not_an_admission_review() -> None:

@@ -1,4 +1,4 @@
-"""The member role's decision table (issue 2, item 3), driven through the real handler and local storage."""
+"""The member role's decision table, driven through the real handler and local storage."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from tests.support.objects import (
     make_savepoint,
     review,
 )
-from webhook.admission import parse_review
-from webhook.member import MemberHandler
-from webhook.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
+from webhook.common.admission import parse_review
+from webhook.member.handler import MemberHandler
+from webhook.member.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
 
 FAILOVER = "flink-failover.io/failover"
 JOB_LABEL = "flink-failover.io/job-id"

@@ -1,5 +1,5 @@
 """Property tests: every patch applies cleanly to the object it was computed for, and the result is a
-valid FlinkDeployment / FlinkSessionJob per the upstream CRDs (DESIGN section 5)."""
+valid FlinkDeployment / FlinkSessionJob per the upstream CRDs."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from tests.support.crds import crd_validator
 from tests.support.objects import JOB_ID, flink_deployment, make_checkpoints, review
-from webhook.admission import parse_review
-from webhook.member import MemberHandler
-from webhook.patch import escape, set_fields
-from webhook.policy import Fallback, RestorePolicy
+from webhook.common.admission import parse_review
+from webhook.common.patch import escape, set_fields
+from webhook.member.handler import MemberHandler
+from webhook.member.policy import Fallback, RestorePolicy
 
 label_keys = st.from_regex(
     r"\A([a-z0-9]([a-z0-9.~/-]{0,20}[a-z0-9])?/)?[a-zA-Z0-9]([a-zA-Z0-9_.~-]{0,20})?\Z"

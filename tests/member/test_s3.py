@@ -12,9 +12,9 @@ import s3fs
 
 from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment, review
 from tests.support.s3 import moto_server, s3_options
-from webhook.admission import parse_review
-from webhook.member import MemberHandler
-from webhook.policy import RestorePolicy
+from webhook.common.admission import parse_review
+from webhook.member.handler import MemberHandler
+from webhook.member.policy import RestorePolicy
 
 BUCKET = "flink-state"
 

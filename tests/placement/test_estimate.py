@@ -4,12 +4,13 @@ from hypothesis import HealthCheck, given, settings
 
 from tests.placement import validator
 from tests.placement.strategies import instances, shared_instances
+from tests.support.exact import exact_sets
+from tests.support.witness import witness_problems
+from webhook.placement.bounds import LimitCode
 from webhook.placement.estimate import estimate
-from webhook.placement.exact import exact_sets
 from webhook.placement.firstfit import first_fit
 from webhook.placement.model import Cluster, Component, Node, NodeSelectorTerm, Requirement, Taint, Toleration
 from webhook.placement.prepare import prepare
-from webhook.placement.witness import witness_problems
 
 SETTINGS = settings(
     max_examples=int(__import__("os").environ.get("PLACEMENT_EXAMPLES", "150")),
@@ -141,11 +142,18 @@ def test_unlimited_pods_and_empty_requests_stay_bounded() -> None:
 def test_empty_cluster_and_limit_text() -> None:
     result = estimate(cluster(), (comp("a", 1, 1000),))
     assert result.sets == 0 and result.upper_bound == 0
-    assert "no nodes" in result.limit
+    assert "no nodes" in result.limit.message
+    assert result.limit.code is LimitCode.NO_NODES
     tainted = estimate(cluster(node("t", 4000, taints=(Taint("k", "v"),))), (comp("a", 1, 1000),))
-    assert "no node passes its filters" in tainted.limit
+    assert "no node passes its filters" in tainted.limit.message
+    assert tainted.limit.code is LimitCode.NO_ELIGIBLE_NODE
     full = estimate(cluster(node("f", 500)), (comp("a", 1, 1000),))
-    assert "no eligible node has room" in full.limit
+    assert "no eligible node has room" in full.limit.message
+    assert full.limit.code is LimitCode.NO_ROOM
+    capped = estimate(cluster(node("n", 4000)), (comp("a", 1, 1000),), max_sets=2)
+    assert capped.sets == 2 and capped.limit.code is LimitCode.MAX_SETS
+    alone = estimate(cluster(node("n", 2500)), (comp("a", 1, 1000),))
+    assert alone.sets == 2 and alone.limit.code is LimitCode.COMPONENT_CAPACITY
 
 
 def test_zero_replica_component_is_ignored() -> None:

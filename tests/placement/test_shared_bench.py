@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from bench.placement import read_karmada_figures
 from tests.placement import validator
+from tests.support.karmada_figures import read_karmada_figures
 from webhook.placement.cluster import load_cluster_file
 from webhook.placement.components import load_workload
 from webhook.placement.estimate import estimate

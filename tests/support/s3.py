@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 from tests.support.server import free_port
 
 CREDENTIALS = {"key": "testing", "secret": "testing"}

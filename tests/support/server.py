@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import REPO
+from tests.support.repo import REPO
 
 SERVICE_NAME = "flink-failover.flink-failover.svc"
 

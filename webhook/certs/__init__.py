@@ -1,1 +1,1 @@
-"""TLS certificates for the webhook: build (``pki``), keep on disk (``store``), publish (``kube``)."""
+"""TLS certificates for the webhook: build (``pki``), keep on disk (``store``), publish (``secrets``)."""

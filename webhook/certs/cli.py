@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from webhook.certs import kube, pki, store
+from webhook.certs import pki, secrets, store
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
         return _inject(args)
     except BrokenPipeError:
         raise  # the caller closed our output (| head): not an error of ours
-    except (pki.CertError, kube.KubeError, OSError) as exc:
+    except (pki.CertError, secrets.KubeError, OSError) as exc:
         print(f"flink-failover certs: {exc}", file=sys.stderr)
         return EXIT_ERROR
 
@@ -115,14 +115,14 @@ def _load(args: argparse.Namespace, namespace: str) -> tuple[dict[str, bytes], A
     """Start from the Secrets with ``--secret`` (they are the source of truth), else from the directory."""
     if args.secret is None:
         return store.read_dir(args.out), None
-    api = kube.api_client(args.kubeconfig, args.context)
-    serving = kube.read_secret(api, namespace, args.secret) or {}
+    api = secrets.api_client(args.kubeconfig, args.context)
+    serving = secrets.read_secret(api, namespace, args.secret) or {}
     files = {k: v for k, v in serving.items() if k in store.SECRET_FILES}
     if args.ca_secret and args.ca_secret != args.secret:
         # the CA Secret owns the CA: a ca.crt copy in the serving Secret never decides anything
         files.pop(store.CA_CERT, None)
         files.pop(store.CA_KEY, None)
-        ca = kube.read_secret(api, namespace, args.ca_secret) or {}
+        ca = secrets.read_secret(api, namespace, args.ca_secret) or {}
         files.update({k: ca[k] for k in (store.CA_CERT, store.CA_KEY) if k in ca})
     return files, api
 
@@ -136,15 +136,15 @@ def _save(args: argparse.Namespace, namespace: str, api: Any, files: Mapping[str
     serving = {k: files[k] for k in (store.TLS_CERT, store.TLS_KEY, store.CA_CERT)}
     if args.ca_secret and args.ca_secret != args.secret:
         ca = {k: files[k] for k in (store.CA_CERT, store.CA_KEY)}
-        what = kube.write_secret(api, namespace, args.ca_secret, ca, "Opaque", SECRET_LABELS)
+        what = secrets.write_secret(api, namespace, args.ca_secret, ca, "Opaque", SECRET_LABELS)
         print(f"Secret {namespace}/{args.ca_secret} {what}", file=sys.stderr)
     else:
         serving[store.CA_KEY] = files[store.CA_KEY]
-    what = kube.write_secret(api, namespace, args.secret, serving, "kubernetes.io/tls", SECRET_LABELS)
+    what = secrets.write_secret(api, namespace, args.secret, serving, "kubernetes.io/tls", SECRET_LABELS)
     print(f"Secret {namespace}/{args.secret} {what}", file=sys.stderr)
 
 
-def _describe(outcome: store.Outcome) -> str:
+def _describe(outcome: store.Issuance) -> str:
     cert = outcome.serving
     names = ", ".join(pki.dns_names(cert))
     return f"serial {cert.serial_number:x}, expires {cert.not_valid_after_utc.isoformat()}, SANs {names}"
@@ -179,7 +179,7 @@ def _generate(args: argparse.Namespace) -> int:
 def _renew(args: argparse.Namespace) -> int:
     namespace = args.namespace
     if namespace is None:
-        namespace = kube.current_namespace()
+        namespace = secrets.current_namespace()
     files, api = _load(args, namespace)
     outcome = store.renew(files, before_days=args.before_days, days=args.days, force=args.force)
     if not outcome.serving_issued:
@@ -193,8 +193,8 @@ def _renew(args: argparse.Namespace) -> int:
 
 def _inject(args: argparse.Namespace) -> int:
     bundle = store.ca_bundle(store.read_dir(args.out))
-    api = kube.api_client(args.kubeconfig, args.context)
-    names = kube.inject_ca_bundle(api, args.webhook_config, bundle, validating=args.validating)
+    api = secrets.api_client(args.kubeconfig, args.context)
+    names = secrets.inject_ca_bundle(api, args.webhook_config, bundle, validating=args.validating)
     kind = "ValidatingWebhookConfiguration" if args.validating else "MutatingWebhookConfiguration"
     print(f"caBundle set on {len(names)} webhook(s) of {kind} {args.webhook_config}: {', '.join(names)}")
     return EXIT_OK

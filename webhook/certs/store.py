@@ -87,7 +87,9 @@ def load_ca(files: Mapping[str, bytes]) -> pki.Issued | None:
 
 
 @dataclass
-class Outcome:
+class Issuance:
+    """The certificate files after generate or renew, and what was changed to get them."""
+
     files: dict[str, bytes]
     ca_created: bool = False
     serving_issued: bool = False
@@ -133,7 +135,7 @@ def generate(
     before_days: int = pki.DEFAULT_RENEW_BEFORE_DAYS,
     force: bool = False,
     now: dt.datetime | None = None,
-) -> Outcome:
+) -> Issuance:
     """Reuse the CA in ``files`` (or create one) and make sure a matching serving certificate exists.
 
     An existing serving pair is kept when it is from this CA, carries exactly the requested names and
@@ -141,7 +143,7 @@ def generate(
     """
     out = dict(files)
     ca = load_ca(files)
-    outcome = Outcome(out)
+    outcome = Issuance(out)
     if ca is None:
         ca = pki.build_ca(f"{service}.{namespace} webhook CA", days=ca_days, now=now)
         out[CA_CERT], out[CA_KEY] = ca.cert_pem, ca.key_pem
@@ -163,7 +165,7 @@ def renew(
     days: int = pki.DEFAULT_DAYS,
     force: bool = False,
     now: dt.datetime | None = None,
-) -> Outcome:
+) -> Issuance:
     """Re-issue the serving certificate from the same CA (fresh key, same names) when it expires within
     ``before_days``; otherwise return ``files`` unchanged."""
     ca = load_ca(files)
@@ -172,7 +174,7 @@ def renew(
     if TLS_CERT not in files:
         raise pki.CertError("no tls.crt found: run `flink-failover certs generate` first")
     current = pki.load_cert(files[TLS_CERT])
-    outcome = Outcome(dict(files))
+    outcome = Issuance(dict(files))
     if not force and not pki.needs_renewal(current, before_days, now):
         outcome.reason = (
             f"valid until {current.not_valid_after_utc.isoformat()}, outside the {before_days}-day window"

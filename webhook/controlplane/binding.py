@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.flink import GROUP, KINDS
-from webhook.untyped import as_map, as_str, str_map
+from webhook.common.flink import GROUP, KINDS
+from webhook.common.untyped import as_map, as_str, str_map
 
 API_GROUP = "work.karmada.io"
 API_VERSION = "v1alpha2"
@@ -68,7 +68,7 @@ class JobObservation:
 
 def savepoint_location(job_status: Mapping[str, Any]) -> str:
     """``savepointInfo.lastSavepoint.location``, else ``upgradeSavepointPath`` when it is a real path."""
-    from webhook.paths import StoragePath, StoragePathError
+    from webhook.member.paths import StoragePath, StoragePathError
 
     last = as_map(as_map(job_status.get("savepointInfo")).get("lastSavepoint"))
     for candidate in (as_str(last.get("location")), as_str(job_status.get("upgradeSavepointPath"))):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
+from webhook.common.flink import is_job_id
 from webhook.controlplane.binding import RUNNING, Binding
 from webhook.controlplane.record import (
     MAX_HISTORY,
@@ -21,7 +22,6 @@ from webhook.controlplane.record import (
     format_time,
     parse_time,
 )
-from webhook.flink import is_job_id
 
 RESCHEDULED = "Rescheduled"
 

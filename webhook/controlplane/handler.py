@@ -18,15 +18,15 @@ from typing import Any, Protocol
 
 from prometheus_client import Counter
 
-from webhook.admission import AdmissionRequest, AdmissionResponse
+from webhook.common.admission import AdmissionRequest, AdmissionResponse
+from webhook.common.patch import Op
+from webhook.common.untyped import as_map, str_map
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
 from webhook.controlplane.record import ANNOTATION_NAME, Record, read_annotation
 from webhook.controlplane.relocation import Injection, Relocation, RelocationDecision, decide_relocation
 from webhook.controlplane.work import WORK_GROUP, NotForUs, injection_metadata, manifest_ops, parse_work
-from webhook.patch import Op
-from webhook.policy import RestorePolicy
-from webhook.untyped import as_map, str_map
+from webhook.member.policy import RestorePolicy
 
 log = logging.getLogger(__name__)
 

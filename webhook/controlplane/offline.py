@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from webhook.admission import AdmissionRequest, AdmissionResponse, Handler
+from webhook.common.admission import AdmissionRequest, AdmissionResponse, Handler
 from webhook.controlplane.binding import API_GROUP
 from webhook.controlplane.handler import (
     BindingLookupResult,
@@ -24,7 +24,7 @@ from webhook.controlplane.handler import (
     found_from_object,
     internal_error,
 )
-from webhook.policy import RestorePolicy
+from webhook.member.policy import RestorePolicy
 
 
 def _documents(text: str) -> list[Any]:

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from webhook.common.flink import is_job_id
 from webhook.controlplane.binding import RUNNING, Binding, EvictionTask
 from webhook.controlplane.capture import RESCHEDULED
 from webhook.controlplane.record import HistoryEntry, HistoryType, Record, format_time, parse_time
-from webhook.flink import is_job_id
 
 
 class Relocation(StrEnum):

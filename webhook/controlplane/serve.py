@@ -1,4 +1,4 @@
-"""``flink-failover serve --role control-plane``: the Work webhook, the capture loop and the placement API.
+"""The control-plane role started for serving: the Karmada client, the capture watch and the Work handler.
 
 Built inside the (single) gunicorn worker after fork, so the watch thread, its cache and the webhook
 share one process. ``--no-capture`` serves the webhook alone: no watch, no writes; every Work then
@@ -7,45 +7,48 @@ costs one GET of its ResourceBinding, and the records come from whichever instan
 
 from __future__ import annotations
 
-import argparse
 import logging
 import threading
-from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
-from webhook.controlplane.handler import WorkHandler, annotation_key, internal_error, utc_now
+from webhook.controlplane.handler import WorkHandler, annotation_key, utc_now
 from webhook.controlplane.kube import ApiFailure, ClientConfig, KarmadaApi
 from webhook.controlplane.watch import BindingCache, FreshLookup, Watcher
-from webhook.policy import RestorePolicy
+from webhook.member.policy import RestorePolicy
 
 log = logging.getLogger(__name__)
 
 WORK_PATH = "/mutate-work"
-ROLE = "control-plane"
 
 
-def placement_blueprints() -> list[Any]:
-    """The component-fit placement API, when that part of the package is present."""
-    try:
-        from webhook.placement.http import blueprint
-    except ImportError as exc:
-        log.info("placement API not served: %s", exc)
-        return []
-    from flask import Blueprint
-
-    made = blueprint if isinstance(blueprint, Blueprint) else blueprint()
-    return [made]
+@dataclass(frozen=True)
+class ControlPlaneOptions:
+    kubeconfig: str | None = None
+    context: str | None = None
+    capture: bool = True  # False: serve the webhook only (no watch, no writes)
 
 
-def control_plane_config(
-    args: argparse.Namespace, policy: RestorePolicy, ready: Callable[[], str | None]
-) -> Any:
-    from webhook.server.app import Endpoint, ServerConfig
+@dataclass(frozen=True)
+class ControlPlane:
+    """The Work webhook's handler, what it answers on an internal error, and its own readiness."""
 
-    capture_enabled = not getattr(args, "no_capture", False)
-    connected = KarmadaApi.connect(
-        ClientConfig(kubeconfig=getattr(args, "kubeconfig", None), context=getattr(args, "context", None))
-    )
+    handler: WorkHandler
+    problem: str  # why there is no Karmada API client, "" when there is one
+    cache: BindingCache
+    capture: bool
+
+    def ready(self) -> str | None:
+        if self.problem:
+            return f"no Karmada API client: {self.problem}"
+        if self.capture and not self.cache.synced:
+            return "ResourceBinding cache not synced yet"
+        return None
+
+
+def start_control_plane(policy: RestorePolicy, options: ControlPlaneOptions) -> ControlPlane:
+    """Connect to Karmada, start the capture watch (unless disabled) and build the Work handler."""
+    capture_enabled = options.capture
+    connected = KarmadaApi.connect(ClientConfig(kubeconfig=options.kubeconfig, context=options.context))
     cache = BindingCache()
     api: KarmadaApi | None = None
     problem = ""
@@ -61,17 +64,4 @@ def control_plane_config(
         lookup = FreshLookup(cache, api, policy, get_timeout=policy.deadline_seconds)
     else:
         lookup = FreshLookup(BindingCache(), api, policy, get_timeout=policy.deadline_seconds)
-    handler = WorkHandler(lookup, policy)
-
-    def combined_ready() -> str | None:
-        reason = ready()
-        if reason is not None:
-            return reason
-        if problem:
-            return f"no Karmada API client: {problem}"
-        if capture_enabled and not cache.synced:
-            return "ResourceBinding cache not synced yet"
-        return None
-
-    endpoint = Endpoint(WORK_PATH, ROLE, handler, internal_error)
-    return ServerConfig([endpoint], combined_ready, blueprints=placement_blueprints())
+    return ControlPlane(WorkHandler(lookup, policy), problem, cache, capture_enabled)

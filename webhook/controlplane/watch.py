@@ -22,7 +22,7 @@ from webhook.controlplane.capture import capture
 from webhook.controlplane.handler import BindingLookupResult, Found, LookupFailed, NotFound, found_from_object
 from webhook.controlplane.kube import ApiFailure, Listed, WatchEnded, WatchEvent
 from webhook.controlplane.record import Record, StoredRecord, read_annotation
-from webhook.policy import RestorePolicy
+from webhook.member.policy import RestorePolicy
 
 log = logging.getLogger(__name__)
 

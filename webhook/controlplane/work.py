@@ -12,11 +12,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.common.flink import GROUP, KINDS
+from webhook.common.patch import Op, escape, set_fields
+from webhook.common.untyped import as_map, as_str
 from webhook.controlplane.relocation import Injection
-from webhook.flink import GROUP, KINDS
-from webhook.patch import Op, escape, set_fields
-from webhook.policy import RestorePolicy
-from webhook.untyped import as_map, as_str
+from webhook.member.policy import RestorePolicy
 
 WORK_GROUP = "work.karmada.io"
 EXECUTION_NAMESPACE_PREFIX = "karmada-es-"

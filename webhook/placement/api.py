@@ -30,7 +30,7 @@ def estimate_all(
 def result_json(
     components: Sequence[Component], estimates: Sequence[Estimate], witness: bool = False
 ) -> dict[str, Any]:
-    """The answer's JSON shape (issue 5): components, clusters (with reasons for losers), selected."""
+    """The answer's JSON shape: components, clusters (with reasons for losers), selected."""
     selection = select(estimates)
     clusters = []
     for e in estimates:

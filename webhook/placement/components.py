@@ -1,6 +1,6 @@
 """Components of a workload: from a FlinkDeployment, or Karmada's ``spec.components`` list.
 
-A FlinkDeployment is read the way the Flink operator reads it (DESIGN section 4), not the way Karmada's
+A FlinkDeployment is read the way the Flink operator reads it, not the way Karmada's
 interpreter does: ``2048m`` of memory is 2048 MiB, not 2.048 bytes.
 """
 
@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.flink import flatten_configuration
+from webhook.common.flink import flatten_configuration
 from webhook.placement import fields as f
 from webhook.placement.errors import PlacementInputError
 from webhook.placement.model import (
@@ -178,7 +178,7 @@ def _flink_component(
 
 
 def taskmanager_replicas(spec: Mapping[str, Any]) -> int:
-    """``taskManager.replicas``, else ceil(parallelism / slots), else 1 (DESIGN section 4).
+    """``taskManager.replicas``, else ceil(parallelism / slots), else 1.
 
     Slots default to Flink's own default of 1 when only the parallelism is given; a non-positive slot
     count is a broken configuration and falls back to 1 replica rather than dividing by it.

@@ -29,7 +29,7 @@ def select(estimates: Sequence[Estimate]) -> Selection:
         if e.not_ready:
             reasons[e.cluster] = e.not_ready
         elif e.sets < 1:
-            reasons[e.cluster] = f"no complete set fits: {e.limit}"
+            reasons[e.cluster] = f"no complete set fits: {e.limit.message}"
         elif winner is None:  # pragma: no cover - a candidate exists whenever this cluster qualifies
             continue
         elif e.sets < winner.sets:

@@ -1,4 +1,5 @@
-"""Prometheus metrics, shared across gunicorn workers through the multiprocess directory."""
+"""Prometheus metrics every role shares (a role's own live with that role), summed across gunicorn
+workers through the multiprocess directory."""
 
 from __future__ import annotations
 
@@ -16,9 +17,6 @@ LATENCY = Histogram(
     "Time to answer one admission request",
     ["role"],
     buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-)
-STORAGE_ERRORS = Counter(
-    "flink_failover_storage_errors_total", "Checkpoint storage lookups that failed or timed out"
 )
 BAD_REQUESTS = Counter("flink_failover_bad_requests_total", "Bodies rejected before admission", ["code"])
 INTERNAL_ERRORS = Counter(

@@ -1,4 +1,8 @@
-"""Serve the admission webhook over HTTPS with gunicorn (threaded workers, keep-alive, hot-reloaded TLS)."""
+"""Serve admission endpoints over HTTPS with gunicorn (threaded workers, keep-alive, hot-reloaded TLS).
+
+Knows no role: the composition root (``webhook.roles``) passes a function that builds the endpoints in
+each worker after fork.
+"""
 
 from __future__ import annotations
 
@@ -9,26 +13,27 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flask import Flask
-
-from webhook.policy import PolicyError, RestorePolicy, load_policy
 from webhook.server import logs
+from webhook.server.config import Ready, ServerConfig
 from webhook.server.tls import CertificateReloader
+
+if TYPE_CHECKING:
+    from flask import Flask
 
 log = logging.getLogger(__name__)
 
-DEFAULT_POLICY = "policies/restore-policy.yaml"
 # Two workers x eight threads: one process per core for CPU-bound admission work, threads to
 # overlap storage round-trips. bench/ measures this setting (see README "Performance").
 DEFAULT_WORKERS = 2
 DEFAULT_THREADS = 8
 
+BuildConfig = Callable[[Ready], ServerConfig]
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--role", choices=["member", "control-plane"], default="member")
-    parser.add_argument("--policy", default=os.environ.get("FLINK_FAILOVER_POLICY", DEFAULT_POLICY))
+    """The server's own options; a role adds its own beside them."""
     parser.add_argument("--cert-dir", default=os.environ.get("FLINK_FAILOVER_CERT_DIR", "certs"))
     parser.add_argument("--bind", default=os.environ.get("FLINK_FAILOVER_BIND", "0.0.0.0:8443"))
     parser.add_argument(
@@ -41,20 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="development only: serve plain HTTP without TLS (kube-apiserver never accepts this)",
     )
-    parser.add_argument(
-        "--kubeconfig", default=None, help="control-plane: kubeconfig of the Karmada API server"
-    )
-    parser.add_argument("--context", default=None, help="control-plane: kubeconfig context")
-    parser.add_argument("--no-capture", action="store_true", help="control-plane: serve the webhook only")
 
 
-def run(args: argparse.Namespace) -> int:
+def serve(args: argparse.Namespace, name: str, build: BuildConfig, default_workers: int) -> int:
+    """Check the certificates, then run gunicorn; ``build`` makes the endpoints in each worker."""
     logs.configure(args.log_level)
-    try:
-        policy = load_policy(args.policy)
-    except PolicyError as exc:
-        print(f"flink-failover: {exc}", file=sys.stderr)
-        return 2
     reloader = None
     if not args.insecure_plain_http:
         reloader = CertificateReloader(args.cert_dir)
@@ -62,39 +58,27 @@ def run(args: argparse.Namespace) -> int:
         if reason is not None:
             print(f"flink-failover: {reason}", file=sys.stderr)
             return 2
-    workers = args.workers or (1 if args.role == "control-plane" else DEFAULT_WORKERS)
-    factory = app_factory(args, policy, reloader)
+    workers = args.workers or default_workers
+    factory = app_factory(build, reloader)
     options = gunicorn_options(args.bind, workers, args.threads, args.log_level, reloader)
     _prepare_metrics_dir()
-    log.info("starting", extra={"fields": {"role": args.role, "bind": args.bind, "workers": workers}})
+    log.info("starting", extra={"fields": {"role": name, "bind": args.bind, "workers": workers}})
     WebhookServer(factory, options).run()
     return 0
 
 
-def app_factory(
-    args: argparse.Namespace, policy: RestorePolicy, reloader: CertificateReloader | None
-) -> Callable[[], Flask]:
+def app_factory(build: BuildConfig, reloader: CertificateReloader | None) -> Callable[[], Flask]:
     """Built in each worker after fork, so thread pools and storage clients are per process."""
 
     def ready() -> str | None:
         return reloader.ready() if reloader is not None else None
 
-    def build() -> Flask:
-        from webhook.server.app import ServerConfig, create_app
+    def make() -> Flask:
+        from webhook.server.app import create_app
 
-        if args.role == "member":
-            from webhook.member import MemberHandler, internal_error
-            from webhook.server.app import Endpoint
+        return create_app(build(ready))
 
-            handler = MemberHandler.from_policy(policy)
-            config = ServerConfig([Endpoint("/mutate", "member", handler, internal_error)], ready)
-        else:
-            from webhook.controlplane.serve import control_plane_config
-
-            config = control_plane_config(args, policy, ready)
-        return create_app(config)
-
-    return build
+    return make
 
 
 def gunicorn_options(

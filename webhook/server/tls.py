@@ -50,7 +50,6 @@ class CertificateReloader:
         self._fingerprint: tuple[int, ...] | None = None
         self._checked = 0.0
         self.error = ""
-        self.reloads = 0
 
     def _stat(self) -> tuple[int, ...]:
         out: list[int] = []
@@ -80,7 +79,6 @@ class CertificateReloader:
                 if fingerprint != self._fingerprint or self._context is None:
                     context = self._build()
                     if self._context is not None:
-                        self.reloads += 1
                         log.info("serving certificate reloaded from %s", self.cert_file)
                     self._context, self._fingerprint, self.error = context, fingerprint, ""
             except (OSError, ssl.SSLError, ValueError) as exc:

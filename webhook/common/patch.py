@@ -8,9 +8,15 @@ keys are escaped (``~`` -> ``~0``, ``/`` -> ``~1``), unchanged values produce no
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, TypedDict
 
-Op = dict[str, Any]
+
+class Op(TypedDict):
+    """One JSON Patch operation; only ``add`` and ``replace`` are ever produced."""
+
+    op: Literal["add", "replace"]
+    path: str
+    value: Any
 
 
 def escape(key: str) -> str:
@@ -30,8 +36,10 @@ def set_fields(obj: Mapping[str, Any], path: tuple[str, ...], values: Mapping[st
             value: Any = dict(values)
             for inner in reversed(path[depth + 1 :]):
                 value = {inner: value}
-            op = "replace" if isinstance(node, Mapping) and key in node else "add"
-            return [{"op": op, "path": f"{pointer}/{escape(key)}", "value": value}]
+            kind: Literal["add", "replace"] = (
+                "replace" if isinstance(node, Mapping) and key in node else "add"
+            )
+            return [{"op": kind, "path": f"{pointer}/{escape(key)}", "value": value}]
         node = child
         pointer += f"/{escape(key)}"
     ops: list[Op] = []

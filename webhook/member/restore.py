@@ -9,27 +9,37 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from enum import StrEnum
 
-from webhook.flink import FlinkResource, is_job_id
-from webhook.paths import StoragePath, StoragePathError
-from webhook.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
-from webhook.storage import Candidate, StorageError
+from webhook.common.contract import LAST_SAVEPOINT, RESTORE_DECISION, RESTORED_FROM, RESTORED_JOB_ID
+from webhook.common.flink import FlinkResource, is_job_id
+from webhook.member.paths import StoragePath, StoragePathError
+from webhook.member.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
 
 _SAVEPOINT_NAME_RE = re.compile(r"^savepoint-([0-9a-f]{6})-[0-9a-f]{12}$")
 
 
-class Outcome(StrEnum):
+class RestoreOutcome(StrEnum):
+    """The member role's outcomes: what it logs, and the ``decision`` label of its admission metrics.
+
+    ``decide_restore`` returns one of the first five; the handler tells an UPDATE that got our fields
+    back (carried) from one that still had them (unchanged), and answers error when it failed.
+    """
+
     SKIP = "skip"  # not ours to touch: allowed, no patch
     RESTORED = "restored"
     SUSPENDED = "suspended"
     STATELESS = "stateless"
     DENIED = "denied"
+    CARRIED = "carried"
+    UNCHANGED = "unchanged"
+    ERROR = "error"
 
 
 @dataclass(frozen=True)
 class RestoreDecision:
-    outcome: Outcome
+    outcome: RestoreOutcome
     reason: str = ""  # why; the denial message when DENIED
     job_id: str = ""
     path: str = ""  # restore path, in the job's own scheme spelling
@@ -41,8 +51,21 @@ class RestoreDecision:
     annotations: Mapping[str, str] = field(default_factory=dict)  # annotations the object must have
 
 
+class StorageError(Exception):
+    """Storage did not answer usefully (unreachable, denied, broken listing): the state is unknown."""
+
+
 @dataclass(frozen=True)
-class LookupRequest:
+class Candidate:
+    """A restorable snapshot: a completed checkpoint or a savepoint, both marked by ``_metadata``."""
+
+    path: StoragePath
+    kind: str  # "checkpoint" | "savepoint"
+    modified: datetime | None
+
+
+@dataclass(frozen=True)
+class SnapshotQuery:
     """What to look for in storage; either part may be absent."""
 
     job_dir: StoragePath | None
@@ -51,12 +74,12 @@ class LookupRequest:
 
 
 @dataclass(frozen=True)
-class LookupResult:
+class Snapshots:
     checkpoint: Candidate | None
     savepoint: Candidate | None
 
 
-Lookup = Callable[[LookupRequest], LookupResult]  # raises StorageError
+SnapshotLookup = Callable[[SnapshotQuery], Snapshots]  # raises StorageError
 
 
 def choose(checkpoint: Candidate | None, savepoint: Candidate | None, prefer: Prefer) -> Candidate | None:
@@ -87,20 +110,20 @@ def job_id_label(resource: FlinkResource, policy: RestorePolicy) -> tuple[str, s
     return None
 
 
-def decide(
+def decide_restore(
     operation: str,
     resource: FlinkResource,
     old: FlinkResource | None,
     policy: RestorePolicy,
-    lookup: Lookup,
+    lookup: SnapshotLookup,
 ) -> RestoreDecision:
-    """The member role's whole decision for one admission (DESIGN sections 3-5)."""
+    """The member role's whole decision for one admission (docs/architecture.md has the map)."""
     if operation not in ("CREATE", "UPDATE") or not triggered(resource, policy):
-        return RestoreDecision(Outcome.SKIP, "no failover label")
+        return RestoreDecision(RestoreOutcome.SKIP, "no failover label")
     if resource.job is None:
-        return RestoreDecision(Outcome.SKIP, "session cluster without spec.job")
+        return RestoreDecision(RestoreOutcome.SKIP, "session cluster without spec.job")
     if resource.deleting:
-        return RestoreDecision(Outcome.SKIP, "object is being deleted")
+        return RestoreDecision(RestoreOutcome.SKIP, "object is being deleted")
 
     found = job_id_label(resource, policy)
     job_id = ""
@@ -108,7 +131,7 @@ def decide(
         label, value = found
         if not is_job_id(value):
             return RestoreDecision(
-                Outcome.DENIED,
+                RestoreOutcome.DENIED,
                 f"label {label}={value[:64]!r} is not a Flink jobId (32 lowercase hex characters)",
             )
         job_id = value
@@ -119,13 +142,15 @@ def decide(
     return _resolve(resource, job_id, policy, lookup)
 
 
-def _resolve(resource: FlinkResource, job_id: str, policy: RestorePolicy, lookup: Lookup) -> RestoreDecision:
+def _resolve(
+    resource: FlinkResource, job_id: str, policy: RestorePolicy, lookup: SnapshotLookup
+) -> RestoreDecision:
     warnings: list[str] = []
     try:
         checkpoint_dir = _storage_dir(resource.checkpoint_dir or policy.default_checkpoint_dir, policy)
         savepoint_dir = _storage_dir(resource.savepoint_dir or policy.default_savepoint_dir, policy)
     except _Refused as exc:
-        return RestoreDecision(Outcome.DENIED, str(exc), job_id=job_id)
+        return RestoreDecision(RestoreOutcome.DENIED, str(exc), job_id=job_id)
 
     job_dir: StoragePath | None = None
     if checkpoint_dir is not None and job_id:
@@ -140,7 +165,7 @@ def _resolve(resource: FlinkResource, job_id: str, policy: RestorePolicy, lookup
         return _fallback(policy.on_missing_state, f"nothing to restore: {why}", job_id, warnings, policy)
 
     try:
-        result = lookup(LookupRequest(job_dir, savepoint, checkpoint_dir))
+        result = lookup(SnapshotQuery(job_dir, savepoint, checkpoint_dir))
     except StorageError as exc:
         return _fallback(policy.on_storage_error, f"storage error: {exc}", job_id, warnings, policy, True)
 
@@ -180,13 +205,13 @@ def _restored(
     if policy.state is StatePolicy.RUNNING:
         spec_job["state"] = "running"
     annotations = {
-        policy.key("restore-decision"): Outcome.RESTORED.value,
-        policy.key("restored-from"): path,
+        policy.key(RESTORE_DECISION): RestoreOutcome.RESTORED.value,
+        policy.key(RESTORED_FROM): path,
     }
     if job_id:
-        annotations[policy.key("restored-job-id")] = job_id
+        annotations[policy.key(RESTORED_JOB_ID)] = job_id
     return RestoreDecision(
-        Outcome.RESTORED,
+        RestoreOutcome.RESTORED,
         f"restoring from {source} {path}",
         job_id=job_id,
         path=path,
@@ -229,50 +254,47 @@ def _fallback(
     storage_error: bool = False,
 ) -> RestoreDecision:
     if choice is Fallback.DENY:
-        return RestoreDecision(
-            Outcome.DENIED, f"failover restore refused: {why}", job_id=job_id, storage_error=storage_error
-        )
+        refused = f"failover restore refused: {why}"
+        return RestoreDecision(RestoreOutcome.DENIED, refused, job_id=job_id, storage_error=storage_error)
     if choice is Fallback.SUSPEND:
-        warnings.append(f"job held suspended: {why}")
-        return RestoreDecision(
-            Outcome.SUSPENDED,
-            why,
-            job_id=job_id,
-            storage_error=storage_error,
-            warnings=tuple(warnings),
-            spec_job={"state": "suspended"},
-            annotations=_annotations(policy, Outcome.SUSPENDED, job_id),
-        )
-    warnings.append(f"job starts without state: {why}")
+        outcome, note, spec_job = RestoreOutcome.SUSPENDED, "job held suspended", {"state": "suspended"}
+    else:
+        outcome, note, spec_job = RestoreOutcome.STATELESS, "job starts without state", {}
+    warnings.append(f"{note}: {why}")
     return RestoreDecision(
-        Outcome.STATELESS,
+        outcome,
         why,
         job_id=job_id,
         storage_error=storage_error,
         warnings=tuple(warnings),
-        annotations=_annotations(policy, Outcome.STATELESS, job_id),
+        spec_job=spec_job,
+        annotations=_annotations(policy, outcome, job_id),
     )
 
 
-def _annotations(policy: RestorePolicy, outcome: Outcome, job_id: str) -> dict[str, str]:
-    out = {policy.key("restore-decision"): outcome.value}
+def _annotations(policy: RestorePolicy, outcome: RestoreOutcome, job_id: str) -> dict[str, str]:
+    out = {policy.key(RESTORE_DECISION): outcome.value}
     if job_id:
-        out[policy.key("restored-job-id")] = job_id
+        out[policy.key(RESTORED_JOB_ID)] = job_id
     return out
 
 
 def _carry_over(resource: FlinkResource, old: FlinkResource | None, policy: RestorePolicy) -> RestoreDecision:
     """Karmada re-applied its template and dropped what we set at CREATE: put it back, storage untouched."""
-    recorded = old.annotations.get(policy.key("restore-decision"), "") if old is not None else ""
-    if old is None or recorded not in (Outcome.RESTORED, Outcome.SUSPENDED, Outcome.STATELESS):
-        return RestoreDecision(Outcome.SKIP, "update of an object this webhook did not restore")
-    job_id = old.annotations.get(policy.key("restored-job-id"), "")
-    if recorded == Outcome.RESTORED:
-        path = old.annotations.get(policy.key("restored-from"), "") or old.initial_savepoint_path
+    recorded = old.annotations.get(policy.key(RESTORE_DECISION), "") if old is not None else ""
+    if old is None or recorded not in (
+        RestoreOutcome.RESTORED,
+        RestoreOutcome.SUSPENDED,
+        RestoreOutcome.STATELESS,
+    ):
+        return RestoreDecision(RestoreOutcome.SKIP, "update of an object this webhook did not restore")
+    job_id = old.annotations.get(policy.key(RESTORED_JOB_ID), "")
+    if recorded == RestoreOutcome.RESTORED:
+        path = old.annotations.get(policy.key(RESTORED_FROM), "") or old.initial_savepoint_path
         if not path:
-            return RestoreDecision(Outcome.SKIP, "restored object without a recorded path")
+            return RestoreDecision(RestoreOutcome.SKIP, "restored object without a recorded path")
         if resource.initial_savepoint_path and resource.initial_savepoint_path != path:
-            return RestoreDecision(Outcome.SKIP, "initialSavepointPath set explicitly")
+            return RestoreDecision(RestoreOutcome.SKIP, "initialSavepointPath set explicitly")
         has_sp = bool(resource.savepoint_dir or policy.default_savepoint_dir)
         decision = _restored(resource, job_id, path, "carried", policy, has_sp, (), carried=True)
         # Keep upgradeMode as it was after CREATE rather than recomputing it from a changed spec.
@@ -281,16 +303,19 @@ def _carry_over(resource: FlinkResource, old: FlinkResource | None, policy: Rest
             spec_job["upgradeMode"] = str(old.job_field("upgradeMode"))
         return replace(decision, spec_job=spec_job)
     spec_job = {}
-    if recorded == Outcome.SUSPENDED and not resource.initial_savepoint_path:
+    if recorded == RestoreOutcome.SUSPENDED and not resource.initial_savepoint_path:
         spec_job["state"] = "suspended"  # a re-applied template must not start the held job empty
     return RestoreDecision(
-        Outcome(recorded),
+        RestoreOutcome(recorded),
         "carried over from the previous object",
         job_id=job_id,
         carried=True,
         spec_job=spec_job,
-        annotations=_annotations(policy, Outcome(recorded), job_id),
+        annotations=_annotations(policy, RestoreOutcome(recorded), job_id),
     )
+
+
+_RECORDED = (RestoreOutcome.RESTORED, RestoreOutcome.SUSPENDED, RestoreOutcome.STATELESS)
 
 
 class _Refused(Exception):
@@ -320,7 +345,7 @@ def _reported_savepoint(
     warnings: list[str],
 ) -> StoragePath | None:
     """The last-savepoint annotation, when it can belong to this job and lives where the job keeps state."""
-    raw = resource.annotations.get(policy.key("last-savepoint"), "").strip()
+    raw = resource.annotations.get(policy.key(LAST_SAVEPOINT), "").strip()
     if not raw:
         return None
     try:

@@ -6,6 +6,7 @@ a webhook guarding against data loss must never run on a half-understood policy.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -14,15 +15,13 @@ from typing import Any
 
 import yaml
 
+from webhook.common.contract import DEFAULT_JOB_ID_LABELS, DEFAULT_PREFIX, Contract
+from webhook.member.paths import StoragePath, StoragePathError
+
+DEFAULT_POLICY = "policies/restore-policy.yaml"  # relative to the working directory, as in the image
 API_VERSION = "flink-failover.io/v1alpha1"
 KIND = "RestorePolicy"
 
-DEFAULT_JOB_ID_LABELS: tuple[str, ...] = (
-    "flink-failover.io/job-id",
-    "application.karmada.io/failover-jobid",
-    "application.karmada.io/cluster-failover-jobid",
-    "resourcebinding.karmada.io/failover-jobid",
-)
 KNOWN_SCHEMES = ("s3", "s3a", "s3p", "gs", "hdfs", "abfs", "abfss", "oss", "wasb", "wasbs", "file")
 DEFAULT_ALLOWED_SCHEMES: tuple[str, ...] = ("s3", "s3a", "s3p", "gs", "hdfs", "abfs", "abfss", "oss", "file")
 
@@ -77,19 +76,19 @@ class RestorePolicy:
     state: StatePolicy = StatePolicy.KEEP
     deadline_seconds: float = 5.0
     storage_options: dict[str, dict[str, Any]] = field(default_factory=dict)
-    prefix: str = "flink-failover.io"
+    prefix: str = DEFAULT_PREFIX
 
-    # Contract keys derived from the prefix (DESIGN section 3).
+    @functools.cached_property
+    def contract(self) -> Contract:
+        """The label and annotation keys under this policy's prefix."""
+        return Contract(self.prefix, self.job_id_labels)
+
     def key(self, name: str) -> str:
-        return f"{self.prefix}/{name}"
+        return self.contract.key(name)
 
     @property
     def failover_label(self) -> str:
-        return self.key("failover")
-
-    @property
-    def trigger_labels(self) -> tuple[str, ...]:
-        return (self.failover_label, *self.job_id_labels)
+        return self.contract.failover_label
 
 
 _FIELDS: dict[str, str] = {
@@ -191,8 +190,6 @@ def policy_from_dict(doc: Any) -> RestorePolicy:
     for key in ("defaultCheckpointDir", "defaultSavepointDir"):
         value = kw.get(_FIELDS[key], "")
         if value:
-            from webhook.paths import StoragePath, StoragePathError  # local: paths imports nothing of ours
-
             try:
                 scheme = StoragePath.parse(value).scheme
             except StoragePathError as exc:

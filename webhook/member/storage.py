@@ -12,13 +12,13 @@ import stat
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import fsspec
 
-from webhook.paths import StoragePath, StoragePathError
+from webhook.member.paths import StoragePath, StoragePathError
+from webhook.member.restore import Candidate, StorageError
 
 METADATA = "_metadata"
 
@@ -36,22 +36,8 @@ _S3_DEFAULTS: dict[str, Any] = {
 _S3FS_RETRIES = 1  # s3fs-level tries; botocore's own max_attempts above still applies
 
 
-class StorageError(Exception):
-    """Storage did not answer usefully (unreachable, denied, broken listing): the state is unknown."""
-
-
 class DeadlineExceeded(StorageError):
     pass
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A restorable snapshot: a completed checkpoint or a savepoint, both marked by ``_metadata``."""
-
-    path: StoragePath
-    kind: str  # "checkpoint" | "savepoint"
-    modified: datetime | None
-    checkpoint_id: int | None = None
 
 
 def checkpoint_ids(names: list[str]) -> list[int]:
@@ -143,7 +129,7 @@ class CheckpointStorage:
                 continue  # a symlink leading out of the checkpoint dir is never a restore path
             found = self._metadata(fs, chk)
             if found is not None:
-                return Candidate(chk, "checkpoint", found, n)
+                return Candidate(chk, "checkpoint", found)
         return None
 
     def _require_dir(self, fs: fsspec.AbstractFileSystem, path: StoragePath) -> None:

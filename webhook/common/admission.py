@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.untyped import as_map, as_str
+from webhook.common.patch import Op
+from webhook.common.untyped import as_map, as_str
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -42,16 +43,39 @@ class AdmissionRequest:
 
 
 @dataclass(frozen=True)
+class Audit:
+    """What the server logs about an answer beside the request; never sent to the API server.
+
+    A role may extend it with fields of its own (the member role records the jobId and the storage
+    outcome); the server logs ``path`` and ``reason``.
+    """
+
+    path: str = ""  # the restore path the answer sets, when it sets one
+    reason: str = ""  # why, in words
+
+
+@dataclass(frozen=True)
 class AdmissionResponse:
+    """One answer. Build it with :func:`allowed`, :func:`patched`, :func:`denied` or :func:`errored`."""
+
     uid: str
     allowed: bool
-    patch: list[dict[str, Any]] = field(default_factory=list)
+    patch: list[Op] = field(default_factory=list)
     message: str = ""
     code: int = 0
     warnings: tuple[str, ...] = ()
-    # What happened, for logs and metrics (never sent to the API server).
+    # What happened, for logs and metrics (never sent to the API server): the role's decision (its enum
+    # is a str), and the audit record.
     decision: str = ""
+    audit: Audit = field(default_factory=Audit)
+    # Free-form record of the control-plane answers until they build an Audit; read by logged() only.
     detail: Mapping[str, Any] = field(default_factory=dict)
+
+    def logged(self) -> Audit:
+        """The audit record the server logs."""
+        if self.audit != Audit() or not self.detail:
+            return self.audit
+        return Audit(path=str(self.detail.get("path", "")), reason=str(self.detail.get("reason", "")))
 
     def to_review(self, api_version: str = API_VERSION) -> dict[str, Any]:
         response: dict[str, Any] = {"uid": self.uid, "allowed": self.allowed}
@@ -70,6 +94,40 @@ class AdmissionResponse:
         if self.warnings:
             response["warnings"] = [_short(w) for w in self.warnings[:MAX_WARNINGS]]
         return {"apiVersion": api_version, "kind": KIND, "response": response}
+
+
+def allowed(
+    request: AdmissionRequest, decision: str, audit: Audit | None = None, warnings: tuple[str, ...] = ()
+) -> AdmissionResponse:
+    """Admit the object as it is."""
+    return AdmissionResponse(request.uid, True, warnings=warnings, decision=decision, audit=audit or Audit())
+
+
+def patched(
+    request: AdmissionRequest,
+    patch: list[Op],
+    decision: str,
+    audit: Audit | None = None,
+    warnings: tuple[str, ...] = (),
+) -> AdmissionResponse:
+    """Admit the object after the JSON patch (an empty patch admits it unchanged)."""
+    return AdmissionResponse(
+        request.uid, True, patch=patch, warnings=warnings, decision=decision, audit=audit or Audit()
+    )
+
+
+def denied(
+    request: AdmissionRequest, message: str, decision: str, audit: Audit | None = None
+) -> AdmissionResponse:
+    """Refuse the object (403): the client sees ``message``."""
+    return AdmissionResponse(
+        request.uid, False, message=message, code=403, decision=decision, audit=audit or Audit()
+    )
+
+
+def errored(request: AdmissionRequest, message: str, decision: str) -> AdmissionResponse:
+    """Refuse because this webhook failed (500), so the client retries."""
+    return AdmissionResponse(request.uid, False, message=message, code=500, decision=decision)
 
 
 Handler = Callable[[AdmissionRequest], AdmissionResponse]

@@ -1,4 +1,4 @@
-"""What a FlinkDeployment / FlinkSessionJob says about its job and its state storage (DESIGN section 4)."""
+"""What a FlinkDeployment / FlinkSessionJob says about its job and its state storage."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.untyped import as_map, str_map
+from webhook.common.untyped import as_map, str_map
 
 GROUP = "flink.apache.org"
 KINDS = ("FlinkDeployment", "FlinkSessionJob")
@@ -97,10 +97,6 @@ class FlinkResource:
             configuration=flatten_configuration(spec.get("flinkConfiguration")),
             deleting=bool(meta.get("deletionTimestamp")),
         )
-
-    @property
-    def is_session_cluster(self) -> bool:
-        return self.kind == "FlinkDeployment" and self.job is None
 
     @property
     def checkpoint_dir(self) -> str:

@@ -7,18 +7,48 @@ import logging
 import threading
 from dataclasses import dataclass
 
-from webhook.admission import AdmissionRequest, AdmissionResponse
-from webhook.flink import GROUP, KINDS, FlinkResource
-from webhook.patch import plan
-from webhook.paths import StoragePath
-from webhook.policy import RestorePolicy
-from webhook.restore import LookupRequest, LookupResult, Outcome, RestoreDecision, decide
-from webhook.storage import CheckpointStorage, Deadline, DeadlineExceeded, StorageError
+from prometheus_client import Counter
+
+from webhook.common.admission import (
+    AdmissionRequest,
+    AdmissionResponse,
+    Audit,
+    allowed,
+    denied,
+    errored,
+    patched,
+)
+from webhook.common.flink import GROUP, KINDS, FlinkResource
+from webhook.common.patch import plan
+from webhook.member.paths import StoragePath
+from webhook.member.policy import RestorePolicy
+from webhook.member.restore import (
+    RestoreDecision,
+    RestoreOutcome,
+    SnapshotQuery,
+    Snapshots,
+    StorageError,
+    decide_restore,
+)
+from webhook.member.storage import CheckpointStorage, Deadline, DeadlineExceeded
 
 log = logging.getLogger(__name__)
 
 # Storage calls that outlive their deadline keep running in the background; the pool bounds how many.
 _POOL_SIZE = 32
+
+STORAGE_ERRORS = Counter(
+    "flink_failover_storage_errors_total", "Checkpoint storage lookups that failed or timed out"
+)
+
+
+@dataclass(frozen=True)
+class RestoreAudit(Audit):
+    """What the member role logs about one answer."""
+
+    job_id: str = ""
+    carried: bool = False  # replayed from oldObject on UPDATE, storage untouched
+    storage_error: bool = False  # the state is unknown because storage failed
 
 
 @dataclass
@@ -44,13 +74,17 @@ class MemberHandler:
             or request.sub_resource
             or request.operation not in ("CREATE", "UPDATE")
         ):
-            return AdmissionResponse(request.uid, True, decision=Outcome.SKIP.value)
+            return allowed(request, RestoreOutcome.SKIP)
         resource = FlinkResource.from_object(request.object)
         old = FlinkResource.from_object(request.old_object) if request.old_object is not None else None
-        decision = decide(request.operation, resource, old, self.policy, lambda q: self._lookup(q, deadline))
+        decision = decide_restore(
+            request.operation, resource, old, self.policy, lambda q: self._lookup(q, deadline)
+        )
+        if decision.storage_error:
+            STORAGE_ERRORS.inc()
         return respond(request, decision)
 
-    def _lookup(self, query: LookupRequest, deadline: Deadline) -> LookupResult:
+    def _lookup(self, query: SnapshotQuery, deadline: Deadline) -> Snapshots:
         """Run the storage lookup on the pool and wait at most until the deadline.
 
         A storage that left a lookup running past its deadline is not asked again until that lookup
@@ -67,14 +101,14 @@ class MemberHandler:
                 f"(an earlier lookup on {_describe(hung[0])} is still waiting for it)"
             )
 
-        def work() -> LookupResult:
+        def work() -> Snapshots:
             checkpoint = (
                 self.storage.latest_checkpoint(query.job_dir, deadline, query.checkpoint_dir)
                 if query.job_dir
                 else None
             )
             savepoint = self.storage.savepoint(query.savepoint, deadline) if query.savepoint else None
-            return LookupResult(checkpoint, savepoint)
+            return Snapshots(checkpoint, savepoint)
 
         future = self._pool.submit(work)
         try:
@@ -90,14 +124,12 @@ class MemberHandler:
         except Exception as exc:  # an fsspec backend failing in an unexpected way is still a storage error
             raise StorageError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
-    def _abandon(
-        self, future: concurrent.futures.Future[LookupResult], keys: set[tuple[str, str, str]]
-    ) -> None:
+    def _abandon(self, future: concurrent.futures.Future[Snapshots], keys: set[tuple[str, str, str]]) -> None:
         with self._pool_lock:
             for key in keys:
                 self._abandoned[key] = self._abandoned.get(key, 0) + 1
 
-        def finished(_: concurrent.futures.Future[LookupResult]) -> None:
+        def finished(_: concurrent.futures.Future[Snapshots]) -> None:
             with self._pool_lock:
                 for key in keys:
                     left = self._abandoned.get(key, 0) - 1
@@ -126,43 +158,24 @@ def _describe(key: tuple[str, str, str]) -> str:
 
 def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionResponse:
     """Turn a decision into the admission answer (the only place that does)."""
-    detail = {
-        "jobId": decision.job_id,
-        "path": decision.path,
-        "reason": decision.reason,
-        "carried": decision.carried,
-        "storageError": decision.storage_error,
-    }
-    if decision.outcome is Outcome.DENIED:
-        return AdmissionResponse(
-            request.uid,
-            False,
-            message=decision.reason,
-            code=403,
-            decision=decision.outcome.value,
-            detail=detail,
-        )
-    ops = plan(request.object, decision.spec_job, decision.annotations)
-    outcome = decision.outcome.value
-    if decision.carried:
-        outcome = "carried" if ops else "unchanged"
-    return AdmissionResponse(
-        request.uid,
-        True,
-        patch=ops,
-        warnings=decision.warnings,
-        decision=outcome,
-        detail=detail,
+    audit = RestoreAudit(
+        path=decision.path,
+        reason=decision.reason,
+        job_id=decision.job_id,
+        carried=decision.carried,
+        storage_error=decision.storage_error,
     )
+    if decision.outcome is RestoreOutcome.DENIED:
+        return denied(request, decision.reason, RestoreOutcome.DENIED, audit)
+    ops = plan(request.object, decision.spec_job, decision.annotations)
+    answer = decision.outcome
+    if decision.carried:
+        answer = RestoreOutcome.CARRIED if ops else RestoreOutcome.UNCHANGED
+    return patched(request, ops, answer, audit, decision.warnings)
 
 
 def internal_error(request: AdmissionRequest, exc: Exception) -> AdmissionResponse:
     """An unexpected failure denies, so a failed-over job never starts empty (Karmada retries)."""
     log.exception("internal error handling %s", request.uid)
-    return AdmissionResponse(
-        request.uid,
-        False,
-        message=f"flink-failover internal error: {type(exc).__name__}; the request will be retried",
-        code=500,
-        decision="error",
-    )
+    message = f"flink-failover internal error: {type(exc).__name__}; the request will be retried"
+    return errored(request, message, RestoreOutcome.ERROR)

@@ -1,0 +1,217 @@
+"""Imports run one way: the server knows no role, the shared code knows no role, roles know no other
+role, one composition root wires them, and the pure core reaches no I/O library, not even indirectly.
+
+Read from the source (every import statement, also inside functions; not the ones under
+``if TYPE_CHECKING:``), so a lazy import cannot hide a wrong direction.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "webhook"
+
+ROLES = ("webhook.member", "webhook.controlplane", "webhook.estimator")
+COMPOSITION_ROOT = "webhook.roles"
+# Libraries that do I/O (storage, HTTP, Kubernetes, serving, metrics) and the stdlib's network modules.
+IO_LIBRARIES = (
+    "fsspec", "s3fs", "gcsfs", "adlfs", "boto3", "botocore", "flask", "werkzeug", "gunicorn",
+    "kubernetes", "prometheus_client", "requests", "urllib3", "socket", "ssl", "http", "subprocess",
+)  # fmt: skip
+# Decisions over plain data: tests drive them without servers, storage or clusters.
+PURE_CORE = (
+    "webhook.common.admission",
+    "webhook.common.contract",
+    "webhook.common.flink",
+    "webhook.common.patch",
+    "webhook.common.untyped",
+    "webhook.member.paths",
+    "webhook.member.restore",
+    "webhook.controlplane.relocation",
+    "webhook.controlplane.capture",
+    "webhook.controlplane.record",
+    "webhook.placement.model",
+    "webhook.placement.quantity",
+    "webhook.placement.prepare",
+    "webhook.placement.grouping",
+    "webhook.placement.bounds",
+    "webhook.placement.packing",
+    "webhook.placement.firstfit",
+    "webhook.placement.estimate",
+    "webhook.placement.select",
+)
+# Cross-role imports still in the tree, each a known debt: the control plane reads its settings (label
+# prefix, jobId labels, deadline) from the member's restore policy and checks a savepoint path with the
+# member's StoragePath. They go when the control plane takes webhook.common.contract directly.
+KNOWN_CROSS_ROLE = {
+    ("webhook.controlplane", "webhook.member.policy"),
+    ("webhook.controlplane", "webhook.member.paths"),
+}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_nodes(tree: ast.AST) -> Iterable[ast.AST]:
+    """Every node except those under ``if TYPE_CHECKING:`` (imports for annotations only)."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING":
+            todo.extend(node.orelse)
+            continue
+        yield node
+        todo.extend(ast.iter_child_nodes(node))
+
+
+def imports_of(source: str, modules: frozenset[str]) -> set[str]:
+    """Absolute module names one module imports (``from pkg import mod`` counts as ``pkg.mod``)."""
+    found: set[str] = set()
+    for node in _runtime_nodes(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+            found.update(
+                f"{node.module}.{a.name}" for a in node.names if f"{node.module}.{a.name}" in modules
+            )
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+    modules = frozenset(files)
+    graph = {name: imports_of(path.read_text(encoding="utf-8"), modules) for name, path in files.items()}
+    for name, imported in graph.items():  # importing a module runs its parent packages' __init__ first
+        parts = name.split(".")
+        imported.update(".".join(parts[:n]) for n in range(2, len(parts)))  # webhook/__init__: a version
+    return graph
+
+
+def _within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def _role_of(name: str) -> str | None:
+    return next((role for role in ROLES if _within(name, role)), None)
+
+
+def violations(graph: Mapping[str, set[str]]) -> list[str]:
+    """Every import that points the wrong way, as 'importer -> imported: rule'."""
+    out = []
+    for module, imported in sorted(graph.items()):
+        own_role = _role_of(module)
+        roles_used = {r for name in imported if (r := _role_of(name)) is not None and r != own_role}
+        for name in sorted(imported):
+            if not _within(name, "webhook"):
+                continue
+            role = _role_of(name)
+            if _within(module, "webhook.server") and not (
+                _within(name, "webhook.server") or _within(name, "webhook.common")
+            ):
+                out.append(f"{module} -> {name}: the server knows no role")
+            if _within(module, "webhook.common") and not _within(name, "webhook.common"):
+                out.append(f"{module} -> {name}: shared code imports only shared code")
+            if _within(module, "webhook.placement") and role is not None:
+                out.append(f"{module} -> {name}: placement is used by roles and imports none")
+            if (
+                own_role is not None
+                and role is not None
+                and role != own_role
+                and (own_role, name) not in KNOWN_CROSS_ROLE
+            ):
+                out.append(f"{module} -> {name}: a role imports no other role")
+        if module != COMPOSITION_ROOT and own_role is None and len(roles_used) > 1:
+            out.append(f"{module} -> {sorted(roles_used)}: only {COMPOSITION_ROOT} wires several roles")
+    for module in PURE_CORE:
+        for reached, library in _io_reached(graph, module):
+            out.append(f"{module} -> {library} (through {reached}): the pure core reaches no I/O library")
+    return out
+
+
+def _io_reached(graph: Mapping[str, set[str]], start: str) -> list[tuple[str, str]]:
+    seen, todo, hits = {start}, [start], []
+    while todo:
+        module = todo.pop()
+        for name in sorted(graph.get(module, ())):
+            top = name.split(".")[0]
+            if top in IO_LIBRARIES:
+                hits.append((module, name))
+            elif name in graph and name not in seen:
+                seen.add(name)
+                todo.append(name)
+    return hits
+
+
+def test_imports_point_one_way() -> None:
+    graph = import_graph()
+    assert all(module in graph for module in PURE_CORE), sorted(set(PURE_CORE) - set(graph))
+    assert violations(graph) == []
+
+
+def test_known_cross_role_imports_still_exist() -> None:
+    """An allowance nothing needs any more is removed, so the list only shrinks."""
+    graph = import_graph()
+    used = {
+        (role, name)
+        for module, imported in graph.items()
+        if (role := _role_of(module)) is not None
+        for name in imported
+        if (role, name) in KNOWN_CROSS_ROLE
+    }
+    assert used == KNOWN_CROSS_ROLE
+
+
+@pytest.mark.parametrize(
+    ("graph", "rule"),
+    [
+        ({"webhook.server.app": {"webhook.member.handler"}}, "the server knows no role"),
+        ({"webhook.common.flink": {"webhook.member.policy"}}, "shared code imports only shared code"),
+        ({"webhook.member.handler": {"webhook.controlplane.work"}}, "a role imports no other role"),
+        ({"webhook.placement.api": {"webhook.controlplane.binding"}}, "placement is used by roles"),
+        (
+            {"webhook.review": {"webhook.member.handler", "webhook.controlplane.offline"}},
+            f"only {COMPOSITION_ROOT} wires several roles",
+        ),
+        (
+            {"webhook.member.restore": {"webhook.member.storage"}, "webhook.member.storage": {"fsspec"}},
+            "the pure core reaches no I/O library",
+        ),
+    ],
+)
+def test_a_wrong_direction_is_caught(graph: dict[str, set[str]], rule: str) -> None:
+    assert any(rule in v for v in violations(graph)), violations(graph)
+
+
+def test_lazy_imports_count_and_type_checking_ones_do_not() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    import flask\n"
+        "def f():\n    from webhook.member import handler\n"
+    )
+    found = imports_of(source, frozenset({"webhook.member.handler"}))
+    assert "webhook.member.handler" in found and "flask" not in found
+
+
+def test_offline_review_and_serve_arguments_load_no_web_framework() -> None:
+    """``flink-failover review`` runs without Flask or gunicorn in the process."""
+    code = (
+        "import sys, webhook.review, webhook.roles, webhook.cli\n"
+        "webhook.cli.build_parser()\n"
+        "print(sorted(m for m in ('flask', 'werkzeug', 'gunicorn', 'fsspec') if m in sys.modules))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -1,0 +1,36 @@
+"""A clone without ../shared/data says in one line which tests need it; CI makes them fail instead."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import REPO
+
+TARGET = "tests/placement/test_shared_bench.py"  # one test, marked shared
+
+
+def _pytest(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if k != "REQUIRE_SHARED_DATA"}
+    environment.update(FLINK_FAILOVER_SHARED_DATA=str(tmp_path / "absent"), **env)
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", TARGET]
+    return subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=120)
+
+
+def test_missing_shared_data_is_one_summary_line(tmp_path: Path) -> None:
+    result = _pytest(tmp_path)
+    assert result.returncode == 5, result.stdout  # nothing left to run is not a pass either
+    lines = [line for line in result.stdout.splitlines() if "tests need" in line]
+    assert len(lines) == 1, result.stdout
+    assert f"1 tests need {tmp_path / 'absent'} and were left out" in lines[0]
+    assert TARGET in lines[0] and "REQUIRE_SHARED_DATA=1" in lines[0]
+    assert "1 deselected" in result.stdout and "skipped" not in result.stdout
+
+
+def test_required_shared_data_fails_the_tests_that_need_it(tmp_path: Path) -> None:
+    result = _pytest(tmp_path, REQUIRE_SHARED_DATA="1")
+    assert result.returncode == 1, result.stdout
+    assert "shared reference data not found" in result.stdout
+    assert "tests need" not in result.stdout

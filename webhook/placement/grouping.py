@@ -1,0 +1,154 @@
+"""Which components share nodes, and the shared nodes merged into classes that accept the same mixes.
+
+Components that share no node with any other are independent. Components that share nodes form a group;
+its nodes are merged into classes with the same set of feasible (n_1, ..., n_m) pod mixes (the Pareto
+frontier of what fits), so thousands of nodes become a few hundred classes without losing anything:
+equal frontiers accept exactly the same placements.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from webhook.placement.prepare import Prepared, fit_count
+
+FRONTIER_LIMIT = 256  # two components: largest smaller fit walked per node for its frontier
+FRONTIER_LIMIT_MANY = 48  # three or more: mixes enumerated per node before falling back to raw vectors
+
+Mix = tuple[int, ...]  # replicas per component of a group on one node
+
+
+class NodeClass(NamedTuple):
+    """Nodes that accept the same mixes; ``vec`` is the free capacity of the first, as representative."""
+
+    vec: tuple[int, ...]
+    eligible: tuple[bool, ...]  # per component of the group
+    nodes: list[int]
+
+
+@dataclass
+class Group:
+    """Components linked by shared nodes, their node classes and each class's frontier (None: too many)."""
+
+    comps: list[int]
+    classes: list[NodeClass]
+    frontiers: list[list[Mix] | None]
+
+
+def component_groups(prep: Prepared, active: list[int]) -> list[list[int]]:
+    """Components linked by a node that can hold both (union-find over shared nodes)."""
+    parent = {c: c for c in active}
+
+    def root(c: int) -> int:
+        while parent[c] != c:
+            parent[c] = parent[parent[c]]
+            c = parent[c]
+        return c
+
+    for a, b in itertools.combinations(active, 2):
+        if any(map(operator.mul, prep.fits[a], prep.fits[b])):
+            parent[root(a)] = root(b)
+    groups: dict[int, list[int]] = {}
+    for c in active:
+        groups.setdefault(root(c), []).append(c)
+    return list(groups.values())
+
+
+def _frontier(vec: Sequence[int], reqs: list[tuple[int, ...]], fits: list[int]) -> list[Mix] | None:
+    """Pareto-maximal pod mixes that fit ``vec``; None when there are too many to enumerate."""
+    m = len(reqs)
+    if m == 2:
+        return _frontier2(vec, reqs, fits) if min(fits) <= FRONTIER_LIMIT else None
+    order = sorted(range(m), key=lambda j: fits[j])  # enumerate the small fits, solve the largest
+    last = order[-1]
+    ranges = [range(fits[j] + 1) for j in order[:-1]]
+    size = 1
+    for r in ranges:
+        size *= len(r)
+        if size > FRONTIER_LIMIT_MANY:
+            return None
+    points: list[tuple[int, ...]] = []
+    dims = len(vec)
+    for combo in itertools.product(*ranges):
+        rem = list(vec)
+        ok = True
+        for j, count in zip(order[:-1], combo, strict=True):
+            if count:
+                req = reqs[j]
+                for d in range(dims):
+                    rem[d] -= count * req[d]
+                    if rem[d] < 0:
+                        ok = False
+        if not ok:
+            continue
+        point = [0] * m
+        for j, count in zip(order[:-1], combo, strict=True):
+            point[j] = count
+        point[last] = min(fits[last], fit_count(rem, reqs[last]))
+        points.append(tuple(point))
+    # keep the maximal ones
+    points.sort(reverse=True)
+    maximal: list[tuple[int, ...]] = []
+    for p in points:
+        if not any(all(a >= b for a, b in zip(q, p, strict=True)) for q in maximal):
+            maximal.append(p)
+    return sorted(maximal)
+
+
+def _frontier2(vec: Sequence[int], reqs: list[tuple[int, ...]], fits: list[int]) -> list[tuple[int, ...]]:
+    """Two components: walk the smaller fit down; the other's fit only grows, each rise is a maximal mix."""
+    a, b = (0, 1) if fits[0] <= fits[1] else (1, 0)
+    qa, qb = reqs[a], reqs[b]
+    dims = [(vec[d], qa[d], qb[d]) for d in range(len(vec)) if qb[d]]
+    points = []
+    previous = -1
+    for n in range(fits[a], -1, -1):
+        other = min([(have - n * need_a) // need_b for have, need_a, need_b in dims])
+        if other > previous:
+            points.append((n, other) if a == 0 else (other, n))
+            previous = other
+    return sorted(points)
+
+
+def build_group(prep: Prepared, comps: list[int]) -> Group:
+    reqs = [prep.requests[c] for c in comps]
+    relevant = [d for d in range(len(prep.dims)) if any(r[d] for r in reqs)]
+    keyed: dict[object, int] = {}
+    classes: list[NodeClass] = []
+    frontiers: list[list[Mix] | None] = []
+    # Lossless canonical form: in each resource every mix uses a multiple of the requests' gcd, and never
+    # more than all the node's fits together, so free capacity is divided by the gcd and clamped there.
+    # Nodes that differ only below that resolution share one frontier, computed once.
+    step = [math.gcd(*(r[d] for r in reqs)) for d in relevant]
+    sub_reqs = [tuple(r[d] // g for d, g in zip(relevant, step, strict=True)) for r in reqs]
+    memo: dict[tuple[tuple[int, ...], ...], int] = {}  # canonical node -> class
+    per_dim = [(d, g, [r[k] for r in sub_reqs]) for k, (d, g) in enumerate(zip(relevant, step, strict=True))]
+    columns = [prep.fits[c] for c in comps]
+    for i, fit_row in enumerate(zip(*columns, strict=True)):
+        holders = len(fit_row) - fit_row.count(0)
+        if not holders:
+            continue
+        vec = prep.vecs[i]
+        if holders == 1:  # one component only: its fit says everything
+            memo_key: tuple[tuple[int, ...], ...] = (fit_row,)
+        else:
+            fits = list(fit_row)
+            sub = tuple(min(vec[d] // g, sum(map(operator.mul, fits, needs))) for d, g, needs in per_dim)
+            memo_key = (sub, fit_row)
+        at = memo.get(memo_key)
+        if at is None:
+            front = [fit_row] if holders == 1 else _frontier(memo_key[0], sub_reqs, list(fit_row))
+            key = ("f", tuple(front)) if front is not None else ("v", memo_key)
+            at = keyed.get(key)
+            if at is None:
+                at = keyed[key] = len(classes)
+                classes.append(NodeClass(vec, tuple(x > 0 for x in fit_row), []))
+                frontiers.append(front)
+            memo[memo_key] = at
+        classes[at].nodes.append(i)
+    return Group(comps, classes, frontiers)

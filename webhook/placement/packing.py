@@ -1,0 +1,190 @@
+"""Greedy packings of k sets on a group's node classes, and the search for the largest k that packs.
+
+The search probes the upper bound first, then binary-searches below it, trying several component orders
+and node orders; whichever variant worked last is tried first next time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from webhook.placement.grouping import Group
+from webhook.placement.prepare import Prepared, fit_count
+
+
+class Placement(NamedTuple):
+    """``each`` replicas of ``component`` on every node in ``nodes``."""
+
+    component: int
+    nodes: list[int]
+    each: int
+
+
+Packing = list[Placement]
+
+
+class Packed(NamedTuple):
+    """The most sets a search packed, and how (None when it packed none beyond its low end)."""
+
+    sets: int
+    packing: Packing | None
+
+
+@dataclass
+class _Bucket:
+    """Nodes that currently accept exactly the same placements; ``vec`` is one of them, as representative."""
+
+    vec: list[int]
+    elig: tuple[bool, ...]
+    nodes: list[int]
+
+
+def _orders(prep: Prepared, group: Group) -> list[list[int]]:
+    """Component orders to try, likeliest first: most constrained (fewest sets on its own), largest
+    dominant share of the group's free capacity; then every other order for groups of up to 3."""
+    idx = list(range(len(group.comps)))
+    caps = [sum(prep.fits[c]) / max(1, prep.replicas[c]) for c in group.comps]
+    totals = [0] * len(prep.dims)
+    for vec, _elig, nodes in group.classes:
+        for d, have in enumerate(vec):
+            totals[d] += have * len(nodes)
+    share = [
+        max((q / totals[d] for d, q in enumerate(prep.requests[c]) if q and totals[d]), default=0.0)
+        for c in group.comps
+    ]
+    orders = [sorted(idx, key=lambda j: caps[j]), sorted(idx, key=lambda j: -share[j]), idx]
+    if len(idx) <= 3:
+        orders += [list(p) for p in itertools.permutations(idx)]
+    unique: list[list[int]] = []
+    for o in orders:
+        if o not in unique:
+            unique.append(o)
+    return unique
+
+
+def pack(prep: Prepared, group: Group, k: int, order: list[int], rule: str) -> Packing | None:
+    """Greedy packing of k sets on the group's classes; placements (component, nodes, each) or None."""
+    comps = group.comps
+    reqs = [prep.requests[c] for c in comps]
+    buckets = [_Bucket(list(vec), elig, list(nodes)) for vec, elig, nodes in group.classes]
+    need = [k * prep.replicas[c] for c in comps]
+    placements: Packing = []
+    for pos, j in enumerate(order):
+        if not need[j]:
+            continue
+        later = order[pos + 1 :]
+        req = reqs[j]
+        scored = []
+        for b in buckets:
+            if not b.elig[j] or not b.nodes:
+                continue
+            fit = fit_count(b.vec, req)
+            if not fit:
+                continue
+            others = [x for x in later if b.elig[x] and need[x]]
+            score: float
+            if rule == "input":
+                score = b.nodes[0]
+            elif rule == "big":
+                score = -fit
+            else:  # harm: replicas of the components still to place lost per replica placed here
+                after = [h - fit * q for h, q in zip(b.vec, req, strict=True)]
+                harm = 0.0
+                for x in others:
+                    harm += (fit_count(b.vec, reqs[x]) - fit_count(after, reqs[x])) / need[x]
+                score = harm / fit
+            scored.append((len(others), score, b.nodes[0], b, fit))
+        scored.sort(key=lambda t: (t[0], t[1], t[2]))
+        left = need[j]
+        for _n, _s, _first, b, fit in scored:
+            if not left:
+                break
+            count = len(b.nodes)
+            if fit * count <= left:
+                placements.append(Placement(comps[j], b.nodes, fit))
+                b.vec = [h - fit * q for h, q in zip(b.vec, req, strict=True)]
+                left -= fit * count
+                continue
+            full, rest = divmod(left, fit)
+            if full:
+                taken = b.nodes[:full]
+                placements.append(Placement(comps[j], taken, fit))
+                buckets.append(_Bucket([h - fit * q for h, q in zip(b.vec, req, strict=True)], b.elig, taken))
+            if rest:
+                one = b.nodes[full : full + 1]
+                placements.append(Placement(comps[j], one, rest))
+                buckets.append(_Bucket([h - rest * q for h, q in zip(b.vec, req, strict=True)], b.elig, one))
+            b.nodes = b.nodes[full + (1 if rest else 0) :]
+            left = 0
+        if left:
+            return None
+        need[j] = 0
+    return placements
+
+
+class Search:
+    """Binary search on k with the packing variants; remembers which variant worked last."""
+
+    def __init__(self, prep: Prepared, group: Group, deadline: float) -> None:
+        self.prep = prep
+        self.group = group
+        self.deadline = deadline
+        self.variants = [(o, rule) for o in _orders(prep, group) for rule in ("harm", "input", "big")]
+
+    def feasible(self, k: int) -> Packing | None:
+        for at, (order, rule) in enumerate(self.variants):
+            if at and time.perf_counter() > self.deadline:
+                return None  # out of time: only the likeliest variant is still tried
+            packing = pack(self.prep, self.group, k, order, rule)
+            if packing is not None:
+                if at:
+                    self.variants.insert(0, self.variants.pop(at))
+                return packing
+        return None
+
+    def best(self, lo: int, hi: int) -> Packed:
+        """Largest k in (lo, hi] with a packing, or (lo, None) if none beats lo."""
+        found = Packed(lo, None)
+        if hi <= lo:
+            return found
+        packing = self.feasible(hi)
+        if packing is not None:
+            return Packed(hi, packing)
+        hi -= 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            packing = self.feasible(mid)
+            if packing is not None:
+                found = Packed(mid, packing)
+                lo = mid
+            else:
+                hi = mid - 1
+        return found
+
+
+def fill(prep: Prepared, c: int, count: int) -> dict[int, int]:
+    """Greedy fill of ``count`` replicas of a component that shares no node: exact by construction."""
+    out: dict[int, int] = {}
+    for i, fit in enumerate(prep.fits[c]):
+        if count <= 0:
+            break
+        if fit:
+            take = min(fit, count)
+            out[i] = take
+            count -= take
+    return out
+
+
+def trim(placed: dict[int, int], drop: int) -> None:
+    """Remove ``drop`` replicas (last nodes first): fewer pods on a node never breaks a valid assignment."""
+    for i in sorted(placed, reverse=True):
+        if drop <= 0:
+            return
+        take = min(drop, placed[i])
+        placed[i] -= take
+        drop -= take
+        if not placed[i]:
+            del placed[i]

@@ -1,0 +1,39 @@
+"""What a role hands the server: its admission endpoints, its readiness, any extra routes.
+
+Kept apart from the Flask app so that the composition root (``webhook.roles``) and the offline
+``review`` command can describe endpoints without importing a web framework.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from webhook.common.admission import AdmissionRequest, AdmissionResponse, Handler
+
+if TYPE_CHECKING:
+    from flask import Blueprint
+
+MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's own request limit is 3 MiB
+
+OnError = Callable[[AdmissionRequest, Exception], AdmissionResponse]
+Ready = Callable[[], str | None]  # None when ready, else the reason
+
+
+@dataclass
+class Endpoint:
+    """One admission route: its handler and what an unexpected failure answers for that role."""
+
+    path: str
+    role: str  # a label for logs and metrics; the server attaches no meaning to it
+    handler: Handler
+    on_error: OnError
+
+
+@dataclass
+class ServerConfig:
+    endpoints: list[Endpoint]
+    ready: Ready
+    blueprints: Iterable[Blueprint] = field(default_factory=tuple)
+    max_body_bytes: int = MAX_BODY_BYTES
