@@ -33,7 +33,7 @@ PURE_CORE = (
     "webhook.common.flink",
     "webhook.common.patch",
     "webhook.common.untyped",
-    "webhook.member.paths",
+    "webhook.common.paths",
     "webhook.member.restore",
     "webhook.controlplane.relocation",
     "webhook.controlplane.capture",
@@ -48,13 +48,8 @@ PURE_CORE = (
     "webhook.placement.estimate",
     "webhook.placement.select",
 )
-# Cross-role imports still in the tree, each a known debt: the control plane reads its settings (label
-# prefix, jobId labels, deadline) from the member's restore policy and checks a savepoint path with the
-# member's StoragePath. They go when the control plane takes webhook.common.contract directly.
-KNOWN_CROSS_ROLE = {
-    ("webhook.controlplane", "webhook.member.policy"),
-    ("webhook.controlplane", "webhook.member.paths"),
-}
+# Cross-role imports still in the tree, each a known debt (none today).
+KNOWN_CROSS_ROLE: set[tuple[str, str]] = set()
 
 
 def _module_name(path: Path) -> str:

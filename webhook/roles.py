@@ -51,8 +51,10 @@ def _control_plane_endpoints(args: argparse.Namespace, policy: RestorePolicy, re
     from webhook.controlplane.serve import WORK_PATH, ControlPlaneOptions, start_control_plane
     from webhook.placement.http import blueprint
 
-    options = ControlPlaneOptions(args.kubeconfig, args.context, capture=not args.no_capture)
-    plane = start_control_plane(policy, options)
+    options = ControlPlaneOptions(
+        args.kubeconfig, args.context, capture=not args.no_capture, get_timeout=policy.deadline_seconds
+    )
+    plane = start_control_plane(policy.contract, options)
 
     def combined_ready() -> str | None:
         return ready() or plane.ready()
@@ -64,7 +66,7 @@ def _control_plane_endpoints(args: argparse.Namespace, policy: RestorePolicy, re
 def _control_plane_offline(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
     from webhook.controlplane.offline import offline_handler
 
-    return offline_handler(args, policy)
+    return offline_handler(args, policy.contract)
 
 
 ROLES: dict[str, Role] = {

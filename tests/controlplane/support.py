@@ -267,7 +267,7 @@ def answer(
     for obj in bindings:  # every derived variant must still be an object Karmada could store
         validate_binding(shared, obj)
     validate_work(shared, work)
-    handler = WorkHandler(static_lookup(bindings, policy), policy, clock=lambda: now)
+    handler = WorkHandler(static_lookup(bindings, policy.contract), policy.contract, clock=lambda: now)
     request, response = review(admission_review(work, operation), handler, internal_error)
     wire = response.to_review(request.api_version)
     assert wire["response"]["allowed"] is True  # the Work webhook never denies

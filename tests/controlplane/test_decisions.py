@@ -416,7 +416,9 @@ def _wire(bindings: list[dict[str, Any]], work: dict[str, Any]) -> dict[str, Any
     policy = RestorePolicy()
     from webhook.controlplane.offline import static_lookup
 
-    handler = WorkHandler(static_lookup(bindings, policy), policy, clock=lambda: s.FIXED_NOW)
+    handler = WorkHandler(
+        static_lookup(bindings, policy.contract), policy.contract, clock=lambda: s.FIXED_NOW
+    )
     request, response = review(s.admission_review(work), handler, internal_error)
     return response.to_review(request.api_version)
 
@@ -485,7 +487,7 @@ def test_internal_error_refuses_a_flink_work_retriably_and_allows_any_other(
             raise RuntimeError("boom")
 
     policy = RestorePolicy()
-    handler = WorkHandler(Broken(), policy)
+    handler = WorkHandler(Broken(), policy.contract)
     request, response = review(s.admission_review(scen_a["work2"]), handler, internal_error)
     wire = response.to_review(request.api_version)["response"]
     assert wire["allowed"] is False and "patch" not in wire
@@ -502,7 +504,9 @@ def test_dry_run_and_delete_have_no_effect(scen_a: dict[str, Any]) -> None:
     policy = RestorePolicy()
     from webhook.controlplane.offline import static_lookup
 
-    handler = WorkHandler(static_lookup([scen_a["after"]], policy), policy, clock=lambda: s.FIXED_NOW)
+    handler = WorkHandler(
+        static_lookup([scen_a["after"]], policy.contract), policy.contract, clock=lambda: s.FIXED_NOW
+    )
     body = s.admission_review(scen_a["work2"], operation="DELETE")
     _, response = review(body, handler, internal_error)
     assert response.allowed and not response.patch

@@ -32,7 +32,7 @@ P = "flink-failover.io/"
 J_RACE = "7b53faafa334fcbcb8092450d29784f6"  # orders-c on member1
 J_HOME = "19d073578ceb25b2cdfc76aba64510ab"  # orders-d on member1, before it left
 J_NEVER = "47700028077177541df3226b38cef301"  # orders-d on member2, never RUNNING
-POLICY = RestorePolicy()
+POLICY = RestorePolicy().contract
 LABELS = POLICY.job_id_labels
 
 

@@ -154,7 +154,7 @@ def test_restart_rebuilds_from_the_annotation(
         )
         # And the webhook of the restarted component answers, reading the binding fresh each time.
         policy = RestorePolicy()
-        handler = WorkHandler(FreshLookup(second.cache, second.api, policy), policy)
+        handler = WorkHandler(FreshLookup(second.cache, second.api, policy.contract), policy.contract)
         work = s.flink_work(shared_data, "scenA/works-member2-final.json", NAME)
         _, response = review(s.admission_review(work), handler, internal_error)
         assert response.decision == "injected"
@@ -210,7 +210,7 @@ def test_cache_miss_falls_back_to_get(
         ClientConfig(kubeconfig=str(running.kubeconfig(tmp_path / "kc")), request_timeout=5.0)
     )
     assert isinstance(api, KarmadaApi)
-    lookup = FreshLookup(BindingCache(), api, RestorePolicy())
+    lookup = FreshLookup(BindingCache(), api, RestorePolicy().contract)
     found = lookup.lookup(NS, NAME)
     assert isinstance(found, Found) and found.source == "api" and found.binding.clusters == ("member2",)
     assert isinstance(lookup.lookup(NS, "missing-flinkdeployment"), NotFound)
@@ -221,7 +221,7 @@ def test_cache_miss_falls_back_to_get(
     policy = RestorePolicy()
     work = s.flink_work(shared_data, "scenA/works-member2-final.json", NAME)
     running.fake.fail_next_gets = 1
-    _, response = review(s.admission_review(work), WorkHandler(lookup, policy), internal_error)
+    _, response = review(s.admission_review(work), WorkHandler(lookup, policy.contract), internal_error)
     assert not response.allowed and response.code == 503 and not response.patch
     assert response.decision == "binding-unavailable" and "etcd is not ready" in response.message
     # Nothing listening at all.
@@ -234,7 +234,7 @@ def test_cache_miss_falls_back_to_get(
     )
     dead_api = KarmadaApi.connect(ClientConfig(kubeconfig=str(dead), request_timeout=2.0))
     assert isinstance(dead_api, KarmadaApi)
-    refused = FreshLookup(BindingCache(), dead_api, policy).lookup(NS, NAME)
+    refused = FreshLookup(BindingCache(), dead_api, policy.contract).lookup(NS, NAME)
     assert isinstance(refused, LookupFailed)
 
 

@@ -10,8 +10,8 @@ from tests.conftest import REPO
 from tests.support.objects import flink_deployment, review
 from webhook.common.admission import AdmissionRequest, BadReview, parse_review
 from webhook.common.admission import review as handle
+from webhook.common.paths import StoragePath, StoragePathError
 from webhook.member.handler import internal_error
-from webhook.member.paths import StoragePath, StoragePathError
 from webhook.member.policy import PolicyError, RestorePolicy, load_policy, policy_from_dict
 
 HEADER = {"apiVersion": "flink-failover.io/v1alpha1", "kind": "RestorePolicy"}

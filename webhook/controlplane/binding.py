@@ -68,7 +68,7 @@ class JobObservation:
 
 def savepoint_location(job_status: Mapping[str, Any]) -> str:
     """``savepointInfo.lastSavepoint.location``, else ``upgradeSavepointPath`` when it is a real path."""
-    from webhook.member.paths import StoragePath, StoragePathError
+    from webhook.common.paths import StoragePath, StoragePathError
 
     last = as_map(as_map(job_status.get("savepointInfo")).get("lastSavepoint"))
     for candidate in (as_str(last.get("location")), as_str(job_status.get("upgradeSavepointPath"))):

@@ -18,7 +18,9 @@ from typing import Any, Protocol
 
 from prometheus_client import Counter
 
+from webhook.common import contract as keys
 from webhook.common.admission import AdmissionRequest, AdmissionResponse
+from webhook.common.contract import Contract
 from webhook.common.patch import Op
 from webhook.common.untyped import as_map, str_map
 from webhook.controlplane.binding import Binding
@@ -26,7 +28,6 @@ from webhook.controlplane.capture import observe
 from webhook.controlplane.record import ANNOTATION_NAME, Record, read_annotation
 from webhook.controlplane.relocation import Injection, Relocation, RelocationDecision, decide_relocation
 from webhook.controlplane.work import WORK_GROUP, NotForUs, injection_metadata, manifest_ops, parse_work
-from webhook.member.policy import RestorePolicy
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +80,13 @@ class BindingLookup(Protocol):
     def lookup(self, namespace: str, name: str) -> BindingLookupResult: ...
 
 
-def annotation_key(policy: RestorePolicy) -> str:
-    return policy.key(ANNOTATION_NAME)
+def annotation_key(contract: Contract) -> str:
+    return contract.key(ANNOTATION_NAME)
 
 
-def found_from_object(obj: Any, policy: RestorePolicy, source: str) -> Found:
+def found_from_object(obj: Any, contract: Contract, source: str) -> Found:
     binding = Binding.from_object(obj)
-    stored = read_annotation(obj.get("metadata", {}).get("annotations"), annotation_key(policy))
+    stored = read_annotation(obj.get("metadata", {}).get("annotations"), annotation_key(contract))
     if stored.error:
         log.warning("ignoring unreadable record on %s/%s: %s", binding.namespace, binding.name, stored.error)
     return Found(binding, stored.record, source)
@@ -94,7 +95,7 @@ def found_from_object(obj: Any, policy: RestorePolicy, source: str) -> Found:
 @dataclass
 class WorkHandler:
     lookup: BindingLookup
-    policy: RestorePolicy
+    contract: Contract
     clock: Clock = utc_now
 
     def __call__(self, request: AdmissionRequest) -> AdmissionResponse:
@@ -114,7 +115,7 @@ class WorkHandler:
             ref = manifest.binding
             result = self.lookup.lookup(ref.namespace, ref.name)
             if isinstance(result, LookupFailed):
-                result = _fallback(result, request.operation, target.cluster, self.policy, now)
+                result = _fallback(result, request.operation, target.cluster, self.contract, now)
             if isinstance(result, LookupFailed):
                 WORK_ERRORS.labels("binding-unavailable").inc()
                 log.error(
@@ -132,7 +133,7 @@ class WorkHandler:
             LOOKUPS.labels(result.source).inc()
             record = observe(result.record, result.binding, now)
             decision = decide_relocation(
-                record, result.binding, target.cluster, self.policy.job_id_labels, now
+                record, result.binding, target.cluster, self.contract.job_id_labels, now
             )
             old = _old_metadata(request.old_object, manifest.index, request.object)
             ops = self._ops(request.object, manifest.index, decision, old)
@@ -149,8 +150,8 @@ class WorkHandler:
     def _ops(self, work: Any, index: int, decision: RelocationDecision, old: Mapping[str, Any]) -> list[Op]:
         if decision.injection is None:
             return []
-        injection = stable(decision.injection, old, self.policy)
-        labels, annotations = injection_metadata(injection, self.policy)
+        injection = stable(decision.injection, old, self.contract)
+        labels, annotations = injection_metadata(injection, self.contract)
         if decision.outcome is Relocation.RUNNING_ON_TARGET:
             labels = {}  # the restored job runs: the trigger labels go, the failover stays visible
         ops = manifest_ops(work, index, labels, annotations)
@@ -166,7 +167,7 @@ def _injected_label(decision: RelocationDecision) -> str:
 
 
 def _fallback(
-    failed: LookupFailed, operation: str, cluster: str, policy: RestorePolicy, now: datetime
+    failed: LookupFailed, operation: str, cluster: str, contract: Contract, now: datetime
 ) -> Found | LookupFailed:
     """Without a fresh binding, the cached one may answer only what staleness cannot turn into an empty
     start: an UPDATE (the object exists on the member, so initialSavepointPath no longer matters) of a
@@ -175,7 +176,7 @@ def _fallback(
     if operation != "UPDATE" or cached is None:
         return failed
     decision = decide_relocation(
-        observe(cached.record, cached.binding, now), cached.binding, cluster, policy.job_id_labels, now
+        observe(cached.record, cached.binding, now), cached.binding, cluster, contract.job_id_labels, now
     )
     if decision.outcome is not Relocation.RUNNING_ON_TARGET:
         return failed
@@ -226,7 +227,7 @@ def _manifest(work: Mapping[str, Any], index: int) -> Mapping[str, Any]:
     return as_map(raw[index]) if isinstance(raw, list) and 0 <= index < len(raw) else {}
 
 
-def stable(injection: Injection, old: Mapping[str, Any], policy: RestorePolicy) -> Injection:
+def stable(injection: Injection, old: Mapping[str, Any], contract: Contract) -> Injection:
     """A re-apply of the same failover keeps what the Work was first labelled with.
 
     The failover count names the failover. The first answer may come before Karmada stamped the
@@ -235,15 +236,15 @@ def stable(injection: Injection, old: Mapping[str, Any], policy: RestorePolicy) 
     all along, so its source, time, reason and savepoint do not move until the count does.
     """
     annotations = str_map(old.get("annotations"))
-    source = annotations.get(policy.key("source-cluster"))
-    if not source or annotations.get(policy.key("failover-count")) != str(injection.failover_count):
+    source = annotations.get(contract.key(keys.SOURCE_CLUSTER))
+    if not source or annotations.get(contract.key(keys.FAILOVER_COUNT)) != str(injection.failover_count):
         return injection
     return replace(
         injection,
         source_cluster=source,
-        failover_time=annotations.get(policy.key("failover-time")) or injection.failover_time,
-        reason=annotations.get(policy.key("reason")) or injection.reason,
-        last_savepoint=annotations.get(policy.key("last-savepoint"), ""),
+        failover_time=annotations.get(contract.key(keys.FAILOVER_TIME)) or injection.failover_time,
+        reason=annotations.get(contract.key(keys.REASON)) or injection.reason,
+        last_savepoint=annotations.get(contract.key(keys.LAST_SAVEPOINT), ""),
     )
 
 

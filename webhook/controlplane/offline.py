@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from webhook.common.admission import AdmissionRequest, AdmissionResponse, Handler
+from webhook.common.contract import Contract
 from webhook.controlplane.binding import API_GROUP
 from webhook.controlplane.handler import (
     BindingLookupResult,
@@ -24,7 +25,6 @@ from webhook.controlplane.handler import (
     found_from_object,
     internal_error,
 )
-from webhook.member.policy import RestorePolicy
 
 
 def _documents(text: str) -> list[Any]:
@@ -69,30 +69,30 @@ def load_bindings(path: str) -> list[Mapping[str, Any]]:
 @dataclass
 class StaticLookup:
     objects: Mapping[tuple[str, str], Mapping[str, Any]]
-    policy: RestorePolicy
+    contract: Contract
 
     def lookup(self, namespace: str, name: str) -> BindingLookupResult:
         obj = self.objects.get((namespace, name))
         if obj is None:
             return NotFound("file")
-        return found_from_object(obj, self.policy, "file")
+        return found_from_object(obj, self.contract, "file")
 
 
-def static_lookup(bindings: Iterable[Mapping[str, Any]], policy: RestorePolicy) -> StaticLookup:
+def static_lookup(bindings: Iterable[Mapping[str, Any]], contract: Contract) -> StaticLookup:
     objects = {}
     for obj in bindings:
         raw_meta = obj.get("metadata")
         meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
         objects[(str(meta.get("namespace", "")), str(meta.get("name", "")))] = obj
-    return StaticLookup(objects, policy)
+    return StaticLookup(objects, contract)
 
 
 def offline_handler(
-    args: argparse.Namespace, policy: RestorePolicy
+    args: argparse.Namespace, contract: Contract
 ) -> tuple[Handler, Callable[[AdmissionRequest, Exception], AdmissionResponse]]:
     objects = getattr(args, "objects", None)
     if not objects:
         raise ValueError(
             "--role control-plane needs --objects FILE (ResourceBindings standing in for Karmada)"
         )
-    return WorkHandler(static_lookup(load_bindings(objects), policy), policy), internal_error
+    return WorkHandler(static_lookup(load_bindings(objects), contract), contract), internal_error

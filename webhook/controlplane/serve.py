@@ -1,8 +1,9 @@
 """The control-plane role started for serving: the Karmada client, the capture watch and the Work handler.
 
 Built inside the (single) gunicorn worker after fork, so the watch thread, its cache and the webhook
-share one process. ``--no-capture`` serves the webhook alone: no watch, no writes; every Work then
-costs one GET of its ResourceBinding, and the records come from whichever instance captures.
+share one process. Every Flink Work costs one GET of its ResourceBinding (a decision is never made on
+the watch cache alone). ``--no-capture`` serves the webhook alone: no watch, no writes, and the
+records come from whichever instance captures.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import logging
 import threading
 from dataclasses import dataclass
 
+from webhook.common.contract import Contract
 from webhook.controlplane.handler import WorkHandler, annotation_key, utc_now
 from webhook.controlplane.kube import ApiFailure, ClientConfig, KarmadaApi
 from webhook.controlplane.watch import BindingCache, FreshLookup, Watcher
-from webhook.member.policy import RestorePolicy
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +27,7 @@ class ControlPlaneOptions:
     kubeconfig: str | None = None
     context: str | None = None
     capture: bool = True  # False: serve the webhook only (no watch, no writes)
+    get_timeout: float = 2.0  # seconds for the fresh GET of a binding (the restore policy's deadline)
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ class ControlPlane:
         return None
 
 
-def start_control_plane(policy: RestorePolicy, options: ControlPlaneOptions) -> ControlPlane:
+def start_control_plane(contract: Contract, options: ControlPlaneOptions) -> ControlPlane:
     """Connect to Karmada, start the capture watch (unless disabled) and build the Work handler."""
     capture_enabled = options.capture
     connected = KarmadaApi.connect(ClientConfig(kubeconfig=options.kubeconfig, context=options.context))
@@ -58,10 +60,7 @@ def start_control_plane(policy: RestorePolicy, options: ControlPlaneOptions) -> 
     else:
         api = connected
     if api is not None and capture_enabled:
-        watcher = Watcher(api, cache, annotation_key(policy), utc_now)
+        watcher = Watcher(api, cache, annotation_key(contract), utc_now)
         threading.Thread(target=watcher.run, name="resourcebinding-watch", daemon=True).start()
-    if capture_enabled:
-        lookup = FreshLookup(cache, api, policy, get_timeout=policy.deadline_seconds)
-    else:
-        lookup = FreshLookup(BindingCache(), api, policy, get_timeout=policy.deadline_seconds)
-    return ControlPlane(WorkHandler(lookup, policy), problem, cache, capture_enabled)
+    lookup = FreshLookup(cache, api, contract, get_timeout=options.get_timeout)
+    return ControlPlane(WorkHandler(lookup, contract), problem, cache, capture_enabled)

@@ -17,12 +17,12 @@ from typing import Any, Protocol
 
 from prometheus_client import Counter
 
+from webhook.common.contract import Contract
 from webhook.controlplane.binding import Binding, is_flink_binding
 from webhook.controlplane.capture import capture
 from webhook.controlplane.handler import BindingLookupResult, Found, LookupFailed, NotFound, found_from_object
 from webhook.controlplane.kube import ApiFailure, Listed, WatchEnded, WatchEvent
 from webhook.controlplane.record import Record, StoredRecord, read_annotation
-from webhook.member.policy import RestorePolicy
 
 log = logging.getLogger(__name__)
 
@@ -307,7 +307,7 @@ class FreshLookup:
 
     cache: BindingCache
     api: Api | None
-    policy: RestorePolicy
+    contract: Contract
     get_timeout: float = 2.0
 
     def lookup(self, namespace: str, name: str) -> BindingLookupResult:
@@ -322,7 +322,7 @@ class FreshLookup:
             return LookupFailed(obj.message, cached)
         if obj is None:
             return NotFound("api")
-        fresh = found_from_object(obj, self.policy, "api")
+        fresh = found_from_object(obj, self.contract, "api")
         if entry is not None and entry.binding.uid == fresh.binding.uid and (ahead or fresh.record.empty):
             return Found(fresh.binding, entry.record, "api")
         return fresh

@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.common import contract as keys
+from webhook.common.contract import Contract
 from webhook.common.flink import GROUP, KINDS
 from webhook.common.patch import Op, escape, set_fields
 from webhook.common.untyped import as_map, as_str
 from webhook.controlplane.relocation import Injection
-from webhook.member.policy import RestorePolicy
 
 WORK_GROUP = "work.karmada.io"
 EXECUTION_NAMESPACE_PREFIX = "karmada-es-"
@@ -98,19 +99,19 @@ def parse_work(work: Mapping[str, Any], request_namespace: str = "") -> WorkTarg
     return WorkTarget(cluster, namespace, as_str(meta.get("name")), tuple(found))
 
 
-def injection_metadata(injection: Injection, policy: RestorePolicy) -> tuple[dict[str, str], dict[str, str]]:
+def injection_metadata(injection: Injection, contract: Contract) -> tuple[dict[str, str], dict[str, str]]:
     """The labels and annotations of the contract (README, "Label and annotation contract")."""
-    labels = {policy.failover_label: "true"}
+    labels = {contract.failover_label: "true"}
     if injection.job_id:
-        labels[policy.key("job-id")] = injection.job_id
+        labels[contract.key(keys.JOB_ID)] = injection.job_id
     annotations = {
-        policy.key("source-cluster"): injection.source_cluster,
-        policy.key("failover-time"): injection.failover_time,
-        policy.key("failover-count"): str(injection.failover_count),
-        policy.key("reason"): injection.reason,
+        contract.key(keys.SOURCE_CLUSTER): injection.source_cluster,
+        contract.key(keys.FAILOVER_TIME): injection.failover_time,
+        contract.key(keys.FAILOVER_COUNT): str(injection.failover_count),
+        contract.key(keys.REASON): injection.reason,
     }
     if injection.last_savepoint:
-        annotations[policy.key("last-savepoint")] = injection.last_savepoint
+        annotations[contract.key(keys.LAST_SAVEPOINT)] = injection.last_savepoint
     return labels, {k: v for k, v in annotations.items() if v}
 
 

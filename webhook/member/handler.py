@@ -20,7 +20,7 @@ from webhook.common.admission import (
 )
 from webhook.common.flink import GROUP, KINDS, FlinkResource
 from webhook.common.patch import plan
-from webhook.member.paths import StoragePath
+from webhook.common.paths import StoragePath
 from webhook.member.policy import RestorePolicy
 from webhook.member.restore import (
     RestoreDecision,

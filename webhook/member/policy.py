@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from webhook.common.contract import DEFAULT_JOB_ID_LABELS, DEFAULT_PREFIX, Contract
-from webhook.member.paths import StoragePath, StoragePathError
+from webhook.common.paths import StoragePath, StoragePathError
 
 DEFAULT_POLICY = "policies/restore-policy.yaml"  # relative to the working directory, as in the image
 API_VERSION = "flink-failover.io/v1alpha1"

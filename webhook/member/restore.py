@@ -14,7 +14,7 @@ from enum import StrEnum
 
 from webhook.common.contract import LAST_SAVEPOINT, RESTORE_DECISION, RESTORED_FROM, RESTORED_JOB_ID
 from webhook.common.flink import FlinkResource, is_job_id
-from webhook.member.paths import StoragePath, StoragePathError
+from webhook.common.paths import StoragePath, StoragePathError
 from webhook.member.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
 
 _SAVEPOINT_NAME_RE = re.compile(r"^savepoint-([0-9a-f]{6})-[0-9a-f]{12}$")

@@ -17,7 +17,7 @@ from typing import Any
 
 import fsspec
 
-from webhook.member.paths import StoragePath, StoragePathError
+from webhook.common.paths import StoragePath, StoragePathError
 from webhook.member.restore import Candidate, StorageError
 
 METADATA = "_metadata"
