@@ -19,6 +19,7 @@ from tests.controlplane import fakeapi
 from tests.controlplane import recorded as r
 from tests.controlplane import support as s
 from webhook.common.admission import review
+from webhook.controlplane.answer import WorkAudit
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
 from webhook.controlplane.handler import BindingLookupResult, Found, WorkHandler, internal_error
@@ -328,7 +329,9 @@ def test_without_a_fresh_binding_only_a_safe_update_is_answered_from_the_cache(t
         cache.put(Entry(later, binding, settled))
         update = answer("UPDATE")
         assert update.allowed and update.decision == "running-on-target"
-        assert update.detail["manifests"][0]["bindingFrom"] == "cache-fallback"
+        assert (
+            isinstance(update.audit, WorkAudit) and update.audit.manifests[0].binding_from == "cache-fallback"
+        )
         assert answer("CREATE").code == 503
         # The cache still at the move back (no job has run there since): refused.
         cache.put(Entry(fresh, Binding.from_object(fresh), fresh_record))

@@ -15,6 +15,7 @@ from tests.controlplane import fakeapi
 from tests.controlplane import support as s
 from tests.controlplane.loop import Loop
 from webhook.common.admission import review
+from webhook.controlplane.answer import WorkAudit
 from webhook.controlplane.handler import Found, LookupFailed, NotFound, WorkHandler, internal_error
 from webhook.controlplane.kube import ClientConfig, KarmadaApi
 from webhook.controlplane.record import Record
@@ -158,7 +159,7 @@ def test_restart_rebuilds_from_the_annotation(
         work = s.flink_work(shared_data, "scenA/works-member2-final.json", NAME)
         _, response = review(s.admission_review(work), handler, internal_error)
         assert response.decision == "injected"
-        assert response.detail["manifests"][0]["jobId"] == s.JOB_A
+        assert isinstance(response.audit, WorkAudit) and response.audit.manifests[0].job_id == s.JOB_A
         requests_before = len(running.fake.requests)
         _, again = review(s.admission_review(work), handler, internal_error)
         assert again.patch == response.patch

@@ -53,6 +53,10 @@ class Audit:
     path: str = ""  # the restore path the answer sets, when it sets one
     reason: str = ""  # why, in words
 
+    def fields(self) -> dict[str, Any]:
+        """A role's own fields for the log line, beside ``path`` and ``reason``."""
+        return {}
+
 
 @dataclass(frozen=True)
 class AdmissionResponse:
@@ -68,14 +72,6 @@ class AdmissionResponse:
     # is a str), and the audit record.
     decision: str = ""
     audit: Audit = field(default_factory=Audit)
-    # Free-form record of the control-plane answers until they build an Audit; read by logged() only.
-    detail: Mapping[str, Any] = field(default_factory=dict)
-
-    def logged(self) -> Audit:
-        """The audit record the server logs."""
-        if self.audit != Audit() or not self.detail:
-            return self.audit
-        return Audit(path=str(self.detail.get("path", "")), reason=str(self.detail.get("reason", "")))
 
     def to_review(self, api_version: str = API_VERSION) -> dict[str, Any]:
         response: dict[str, Any] = {"uid": self.uid, "allowed": self.allowed}
@@ -125,9 +121,14 @@ def denied(
     )
 
 
-def errored(request: AdmissionRequest, message: str, decision: str) -> AdmissionResponse:
-    """Refuse because this webhook failed (500), so the client retries."""
-    return AdmissionResponse(request.uid, False, message=message, code=500, decision=decision)
+def errored(
+    request: AdmissionRequest, message: str, decision: str, audit: Audit | None = None, code: int = 500
+) -> AdmissionResponse:
+    """Refuse because this webhook failed (500) or could not read what it decides on (503), so the
+    client retries."""
+    return AdmissionResponse(
+        request.uid, False, message=message, code=code, decision=decision, audit=audit or Audit()
+    )
 
 
 Handler = Callable[[AdmissionRequest], AdmissionResponse]

@@ -19,10 +19,11 @@ from typing import Any, Protocol
 from prometheus_client import Counter
 
 from webhook.common import contract as keys
-from webhook.common.admission import AdmissionRequest, AdmissionResponse
+from webhook.common.admission import AdmissionRequest, AdmissionResponse, allowed, errored, patched
 from webhook.common.contract import Contract
 from webhook.common.patch import Op
 from webhook.common.untyped import as_map, str_map
+from webhook.controlplane.answer import ManifestAudit, WorkAudit, WorkDecision, overall
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
 from webhook.controlplane.record import ANNOTATION_NAME, Record, read_annotation
@@ -99,36 +100,34 @@ class WorkHandler:
     clock: Clock = utc_now
 
     def __call__(self, request: AdmissionRequest) -> AdmissionResponse:
-        allowed = _allowed(request.uid)
         if request.group != WORK_GROUP or request.kind != "Work" or request.sub_resource:
-            return allowed("not-a-work")
+            return allowed(request, WorkDecision.NOT_A_WORK)
         if request.operation not in ("CREATE", "UPDATE"):
-            return allowed("ignored-operation")
+            return allowed(request, WorkDecision.IGNORED_OPERATION)
         target = parse_work(request.object, request.namespace)
         if isinstance(target, NotForUs):
-            return allowed(target.reason)
+            return allowed(request, target.reason)
         now = self.clock()
         patch: list[Op] = []
-        decisions: list[dict[str, Any]] = []
-        outcomes: list[str] = []
+        audits: list[ManifestAudit] = []
         for manifest in target.manifests:
             ref = manifest.binding
+            name = f"{ref.namespace}/{ref.name}"
             result = self.lookup.lookup(ref.namespace, ref.name)
             if isinstance(result, LookupFailed):
                 result = _fallback(result, request.operation, target.cluster, self.contract, now)
             if isinstance(result, LookupFailed):
-                WORK_ERRORS.labels("binding-unavailable").inc()
+                WORK_ERRORS.labels(WorkDecision.BINDING_UNAVAILABLE).inc()
                 log.error(
                     "no fresh binding for Work %s/%s, refusing so that Karmada retries: %s",
                     target.work_namespace,
                     target.work_name,
                     result.message,
                 )
-                return refused(request.uid, target.cluster, f"{ref.namespace}/{ref.name}", result.message)
+                return refused(request, target.cluster, name, result.message)
             if isinstance(result, NotFound):
                 LOOKUPS.labels("not-found").inc()
-                outcomes.append("binding-not-found")
-                decisions.append({"binding": f"{ref.namespace}/{ref.name}", "outcome": "binding-not-found"})
+                audits.append(ManifestAudit(name, WorkDecision.BINDING_NOT_FOUND, result.source))
                 continue
             LOOKUPS.labels(result.source).inc()
             record = observe(result.record, result.binding, now)
@@ -138,14 +137,10 @@ class WorkHandler:
             old = _old_metadata(request.old_object, manifest.index, request.object)
             ops = self._ops(request.object, manifest.index, decision, old)
             patch += ops
-            outcomes.append(_manifest_outcome(decision, ops))
-            decisions.append(_detail(ref.namespace, ref.name, decision, len(ops), result.source))
-        detail: dict[str, Any] = {"cluster": target.cluster, "manifests": decisions}
-        if decisions and decisions[-1].get("explanation"):
-            detail["reason"] = decisions[-1]["explanation"]
-        return AdmissionResponse(
-            uid=request.uid, allowed=True, patch=patch, decision=_overall(outcomes), detail=detail
-        )
+            audits.append(_manifest_audit(name, decision, ops, result.source))
+        reason = next((m.explanation for m in reversed(audits) if m.explanation), "")
+        audit = WorkAudit(reason=reason, cluster=target.cluster, manifests=tuple(audits))
+        return patched(request, patch, overall([m.decision for m in audits]), audit)
 
     def _ops(self, work: Any, index: int, decision: RelocationDecision, old: Mapping[str, Any]) -> list[Op]:
         if decision.injection is None:
@@ -183,20 +178,14 @@ def _fallback(
     return Found(cached.binding, cached.record, "cache-fallback")
 
 
-def refused(uid: str, cluster: str, binding: str, problem: str) -> AdmissionResponse:
+def refused(request: AdmissionRequest, cluster: str, binding: str, problem: str) -> AdmissionResponse:
     message = (
         f"flink-failover cannot read ResourceBinding {binding} from the Karmada API server ({problem}); "
         f"refusing this Flink Work for {cluster} so that it is retried, rather than created without its "
         "failover labels"
     )
-    return AdmissionResponse(
-        uid=uid,
-        allowed=False,
-        code=RETRY_CODE,
-        message=message,
-        decision="binding-unavailable",
-        detail={"reason": problem, "cluster": cluster, "binding": binding},
-    )
+    audit = WorkAudit(reason=problem, cluster=cluster, binding=binding)
+    return errored(request, message, WorkDecision.BINDING_UNAVAILABLE, audit, code=RETRY_CODE)
 
 
 def _old_metadata(
@@ -248,55 +237,36 @@ def stable(injection: Injection, old: Mapping[str, Any], contract: Contract) -> 
     )
 
 
-# When a Work holds several Flink manifests, the answer's decision is the most telling of theirs.
-_PRIORITY = ("injected", "failover-only", "unchanged", "binding-not-found")
+def _manifest_audit(name: str, decision: RelocationDecision, ops: list[Op], source: str) -> ManifestAudit:
+    injection = decision.injection
+    return ManifestAudit(
+        binding=name,
+        decision=_manifest_decision(decision, ops),
+        binding_from=source,
+        patch_ops=len(ops),
+        explanation=decision.explanation,
+        job_id=injection.job_id if injection is not None else "",
+        source_cluster=injection.source_cluster if injection is not None else "",
+        failover_count=injection.failover_count if injection is not None else 0,
+    )
 
 
-def _manifest_outcome(decision: RelocationDecision, ops: list[Op]) -> str:
+def _manifest_decision(decision: RelocationDecision, ops: list[Op]) -> WorkDecision:
     if decision.injection is None or decision.outcome is Relocation.RUNNING_ON_TARGET:
-        return decision.outcome.value
+        return WorkDecision(decision.outcome.value)
     if not ops:
-        return "unchanged"  # already labelled (an idempotent UPDATE)
-    return "injected" if decision.outcome is Relocation.RELOCATING else "failover-only"
-
-
-def _overall(outcomes: list[str]) -> str:
-    for candidate in _PRIORITY:
-        if candidate in outcomes:
-            return candidate
-    return outcomes[0] if outcomes else "no-flink-manifest"
-
-
-def _detail(namespace: str, name: str, decision: RelocationDecision, ops: int, source: str) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "binding": f"{namespace}/{name}",
-        "bindingFrom": source,
-        "outcome": decision.outcome.value,
-        "patchOps": ops,
-        "explanation": decision.explanation,
-    }
-    if decision.injection is not None:
-        out["jobId"] = decision.injection.job_id
-        out["sourceCluster"] = decision.injection.source_cluster
-        out["failoverCount"] = decision.injection.failover_count
-    return out
-
-
-def _allowed(uid: str) -> Callable[..., AdmissionResponse]:
-    def answer(decision: str, detail: dict[str, Any] | None = None) -> AdmissionResponse:
-        return AdmissionResponse(uid=uid, allowed=True, decision=decision, detail=detail or {})
-
-    return answer
+        return WorkDecision.UNCHANGED  # already labelled (an idempotent UPDATE)
+    return WorkDecision.INJECTED if decision.outcome is Relocation.RELOCATING else WorkDecision.FAILOVER_ONLY
 
 
 def internal_error(request: AdmissionRequest, exc: Exception) -> AdmissionResponse:
     """An unexpected failure: a Flink Work is refused (Karmada retries it), any other Work is allowed."""
     problem = f"{type(exc).__name__}: {exc}"
-    WORK_ERRORS.labels("internal").inc()
+    WORK_ERRORS.labels(WorkDecision.ERROR).inc()
     try:
         target = parse_work(request.object, request.namespace)
     except Exception:  # the failure may be in parsing itself: then it is not known to be a Flink Work
-        target = NotForUs("unparsable")
+        target = NotForUs(WorkDecision.NO_MANIFESTS)
     flink = request.kind == "Work" and not isinstance(target, NotForUs)
     log.exception(
         "control-plane webhook failed on %s; %s",
@@ -304,13 +274,9 @@ def internal_error(request: AdmissionRequest, exc: Exception) -> AdmissionRespon
         "refusing" if flink else "allowing",
         exc_info=exc,
     )
-    if isinstance(target, NotForUs) or request.kind != "Work":
-        return AdmissionResponse(uid=request.uid, allowed=True, decision="error", detail={"reason": problem})
-    return AdmissionResponse(
-        uid=request.uid,
-        allowed=False,
-        code=RETRY_CODE,
-        message=f"flink-failover could not decide on this Flink Work ({problem}); refused so it is retried",
-        decision="error",
-        detail={"reason": problem, "cluster": target.cluster},
+    if isinstance(target, NotForUs) or not flink:
+        return allowed(request, WorkDecision.ERROR, WorkAudit(reason=problem))
+    message = f"flink-failover could not decide on this Flink Work ({problem}); refused so it is retried"
+    return errored(
+        request, message, WorkDecision.ERROR, WorkAudit(reason=problem, cluster=target.cluster), RETRY_CODE
     )

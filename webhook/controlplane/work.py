@@ -17,6 +17,7 @@ from webhook.common.contract import Contract
 from webhook.common.flink import GROUP, KINDS
 from webhook.common.patch import Op, escape, set_fields
 from webhook.common.untyped import as_map, as_str
+from webhook.controlplane.answer import WorkDecision
 from webhook.controlplane.relocation import Injection
 
 WORK_GROUP = "work.karmada.io"
@@ -59,7 +60,7 @@ class WorkTarget:
 class NotForUs:
     """The Work is none of our business; ``reason`` says why (for logs and metrics)."""
 
-    reason: str
+    reason: WorkDecision
 
 
 def is_flink_manifest(manifest: Mapping[str, Any]) -> bool:
@@ -72,10 +73,10 @@ def parse_work(work: Mapping[str, Any], request_namespace: str = "") -> WorkTarg
     namespace = request_namespace or as_str(meta.get("namespace"))
     cluster = cluster_of(namespace)
     if not cluster:
-        return NotForUs("not-execution-namespace")
+        return NotForUs(WorkDecision.NOT_EXECUTION_NAMESPACE)
     manifests = as_map(as_map(work.get("spec")).get("workload")).get("manifests")
     if not isinstance(manifests, list):
-        return NotForUs("no-manifests")
+        return NotForUs(WorkDecision.NO_MANIFESTS)
     annotations = as_map(meta.get("annotations"))
     rb_name = as_str(annotations.get(BINDING_NAME_ANNOTATION))
     rb_namespace = as_str(annotations.get(BINDING_NAMESPACE_ANNOTATION))
@@ -95,7 +96,7 @@ def parse_work(work: Mapping[str, Any], request_namespace: str = "") -> WorkTarg
             continue
         found.append(FlinkManifest(index, kind, m_namespace, name, ref))
     if not found:
-        return NotForUs("no-flink-manifest")
+        return NotForUs(WorkDecision.NO_FLINK_MANIFEST)
     return WorkTarget(cluster, namespace, as_str(meta.get("name")), tuple(found))
 
 

@@ -67,7 +67,7 @@ def with_audit_log(role: str, handler: Handler) -> Handler:
 
 
 def _log(role: str, req: AdmissionRequest, resp: AdmissionResponse, elapsed: float) -> None:
-    audit = resp.logged()
+    audit = resp.audit
     fields = {
         "role": role,
         "uid": req.uid,
@@ -84,6 +84,7 @@ def _log(role: str, req: AdmissionRequest, resp: AdmissionResponse, elapsed: flo
     }
     if audit.reason:
         fields["reason"] = audit.reason
+    fields.update(audit.fields())
     log.info("admission", extra={"fields": fields})
 
 
