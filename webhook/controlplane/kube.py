@@ -90,24 +90,8 @@ class KarmadaApi:
 
     @classmethod
     def connect(cls, config: ClientConfig) -> KarmadaApi | ApiFailure:
-        from kubernetes import client
-        from kubernetes import config as kube_config
-        from kubernetes.config.config_exception import ConfigException
-
-        configuration = client.Configuration()
-        # Our own loops retry with backoff; urllib3's silent retries would only stretch the deadlines.
-        configuration.retries = False
-        try:
-            if config.kubeconfig or not _in_cluster():
-                kube_config.load_kube_config(  # type: ignore[no-untyped-call]
-                    config_file=config.kubeconfig, context=config.context, client_configuration=configuration
-                )
-            else:
-                kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except (ConfigException, OSError, ValueError, TypeError) as exc:
-            return ApiFailure(0, f"cannot load Karmada API credentials: {exc}")
-        api_client = client.ApiClient(configuration)
-        return cls(api_client, config)
+        api_client = new_api_client(config, "Karmada API")
+        return api_client if isinstance(api_client, ApiFailure) else cls(api_client, config)
 
     def list_bindings(self) -> Listed | ApiFailure:
         items: list[Mapping[str, Any]] = []
@@ -205,6 +189,27 @@ class KarmadaApi:
         except _api_errors() as exc:
             return _failure(exc)
         return obj if isinstance(obj, Mapping) else ApiFailure(0, "patch answer is not an object")
+
+
+def new_api_client(config: ClientConfig, what: str) -> Any:
+    """A ``kubernetes`` ApiClient from the kubeconfig (or the in-cluster account), or an ApiFailure."""
+    from kubernetes import client
+    from kubernetes import config as kube_config
+    from kubernetes.config.config_exception import ConfigException
+
+    configuration = client.Configuration()
+    # Our own loops retry with backoff; urllib3's silent retries would only stretch the deadlines.
+    configuration.retries = False
+    try:
+        if config.kubeconfig or not _in_cluster():
+            kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=config.kubeconfig, context=config.context, client_configuration=configuration
+            )
+        else:
+            kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError, ValueError, TypeError) as exc:
+        return ApiFailure(0, f"cannot load {what} credentials: {exc}")
+    return client.ApiClient(configuration)
 
 
 def _in_cluster() -> bool:

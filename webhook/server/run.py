@@ -27,7 +27,7 @@ DEFAULT_THREADS = 8
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--role", choices=["member", "control-plane"], default="member")
+    parser.add_argument("--role", choices=["member", "control-plane", "estimator"], default="member")
     parser.add_argument("--policy", default=os.environ.get("FLINK_FAILOVER_POLICY", DEFAULT_POLICY))
     parser.add_argument("--cert-dir", default=os.environ.get("FLINK_FAILOVER_CERT_DIR", "certs"))
     parser.add_argument("--bind", default=os.environ.get("FLINK_FAILOVER_BIND", "0.0.0.0:8443"))
@@ -42,13 +42,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="development only: serve plain HTTP without TLS (kube-apiserver never accepts this)",
     )
     parser.add_argument(
-        "--kubeconfig", default=None, help="control-plane: kubeconfig of the Karmada API server"
+        "--kubeconfig", default=None, help="control-plane: the Karmada API server; estimator: the member cluster"
     )
     parser.add_argument("--context", default=None, help="control-plane: kubeconfig context")
     parser.add_argument("--no-capture", action="store_true", help="control-plane: serve the webhook only")
+    from webhook.estimator import run as estimator  # the estimator role: gRPC, not gunicorn
+
+    estimator.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.role == "estimator":
+        from webhook.estimator import run as estimator
+
+        return estimator.run(args)
     logs.configure(args.log_level)
     try:
         policy = load_policy(args.policy)

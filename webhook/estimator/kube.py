@@ -1,0 +1,213 @@
+"""List and watch a member cluster's nodes and pods (the only module here that talks to an API server).
+
+Raw JSON throughout (``_preload_content=False``): the client's model objects would cost seconds and
+hundreds of megabytes on a large pod list. Lists are paginated and handed on page by page, so only one
+page of raw pods is in memory at a time. Pods are filtered server-side to the ones that can hold a
+node (not Succeeded, not Failed), as Karmada's estimator does. Errors come back as values.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import Counter
+
+from webhook.controlplane.kube import (
+    ApiFailure,
+    ClientConfig,
+    WatchEnded,
+    WatchEvent,
+    _api_errors,
+    _failure,
+    _lines,
+    _short,
+    new_api_client,
+)
+from webhook.controlplane.watch import Backoff
+
+log = logging.getLogger(__name__)
+
+NODES = "nodes"
+PODS = "pods"
+POD_FIELDS = "status.phase!=Succeeded,status.phase!=Failed"
+
+WATCH_RESTARTS = Counter(
+    "flink_failover_estimator_watch_restarts_total",
+    "Node and pod watch restarts, by resource and cause",
+    ["resource", "cause"],
+)
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Mapping[str, Any]]
+    resource_version: str
+    more: bool
+
+
+class MemberApi:
+    """Nodes and pods of one member cluster. Build with :meth:`connect`."""
+
+    def __init__(self, api_client: Any, config: ClientConfig) -> None:
+        from kubernetes import client
+
+        self._core = client.CoreV1Api(api_client)
+        self.config = config
+
+    @classmethod
+    def connect(cls, config: ClientConfig) -> MemberApi | ApiFailure:
+        api_client = new_api_client(config, "member cluster")
+        return api_client if isinstance(api_client, ApiFailure) else cls(api_client, config)
+
+    def _call(self, resource: str, **kwargs: Any) -> Any:
+        if resource == NODES:
+            return self._core.list_node(_preload_content=False, **kwargs)
+        return self._core.list_pod_for_all_namespaces(
+            field_selector=POD_FIELDS, _preload_content=False, **kwargs
+        )
+
+    def pages(self, resource: str) -> Iterator[Page | ApiFailure]:
+        """One full list, page by page; ends after the last page or the first failure."""
+        token: str | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "limit": self.config.list_page,
+                "_request_timeout": self.config.request_timeout,
+            }
+            if token:
+                kwargs["_continue"] = token
+            try:
+                response = self._call(resource, **kwargs)
+                doc = json.loads(response.data)
+            except _api_errors() as exc:
+                yield _failure(exc)
+                return
+            if not isinstance(doc, Mapping) or not isinstance(doc.get("items"), list):
+                yield ApiFailure(0, f"list of {resource} is not a List")
+                return
+            raw_meta = doc.get("metadata")
+            meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
+            token = str(meta.get("continue") or "") or None
+            items = [i for i in doc["items"] if isinstance(i, Mapping)]
+            yield Page(items, str(meta.get("resourceVersion") or ""), token is not None)
+            if token is None:
+                return
+
+    def watch(self, resource: str, resource_version: str) -> Iterator[WatchEvent | WatchEnded | ApiFailure]:
+        try:
+            response = self._call(
+                resource,
+                watch=True,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=self.config.watch_timeout,
+                _request_timeout=(self.config.request_timeout, self.config.watch_read_timeout),
+            )
+        except _api_errors() as exc:
+            yield _failure(exc)
+            return
+        try:
+            for line in _lines(response):
+                try:
+                    doc = json.loads(line)
+                except ValueError:
+                    yield ApiFailure(0, f"watch sent a line that is not JSON: {_short(line)}")
+                    return
+                if not isinstance(doc, Mapping) or not isinstance(doc.get("object"), Mapping):
+                    yield ApiFailure(0, f"watch sent something that is not an event: {_short(line)}")
+                    return
+                yield WatchEvent(str(doc.get("type", "")), doc["object"])
+        except _api_errors() as exc:
+            yield _failure(exc)
+            return
+        finally:
+            response.release_conn()
+        yield WatchEnded()
+
+
+class _ListFailed(Exception):
+    def __init__(self, failure: ApiFailure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+@dataclass
+class Feed:
+    """Keeps one resource of the state current: list, then watch from the list's version; relist on 410."""
+
+    api: MemberApi
+    resource: str
+    replace: Callable[[Iterable[Mapping[str, Any]]], None]
+    apply: Callable[[str, Mapping[str, Any]], None]
+    stop: threading.Event
+    backoff: Backoff = field(default_factory=Backoff)
+    resource_version: str = ""
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            if not self.resource_version and not self._relist():
+                self._pause("list-failed")
+                continue
+            self._watch_once()
+
+    def _pause(self, cause: str) -> None:
+        WATCH_RESTARTS.labels(self.resource, cause).inc()
+        self.stop.wait(self.backoff.next())
+
+    def _relist(self) -> bool:
+        version = ""
+
+        def items() -> Iterator[Mapping[str, Any]]:
+            nonlocal version
+            for page in self.api.pages(self.resource):
+                if isinstance(page, ApiFailure):
+                    raise _ListFailed(page)
+                version = page.resource_version or version
+                yield from page.items
+
+        try:
+            self.replace(items())  # the state swaps only after the last page arrived
+        except _ListFailed as exc:
+            log.warning("listing %s failed: %s", self.resource, exc.failure.message)
+            return False
+        self.resource_version = version
+        self.backoff.reset()
+        log.info("%s listed", self.resource, extra={"fields": {"rv": version}})
+        return True
+
+    def _watch_once(self) -> None:
+        for item in self.api.watch(self.resource, self.resource_version):
+            if self.stop.is_set():
+                return
+            if isinstance(item, WatchEnded):
+                return
+            if isinstance(item, ApiFailure):
+                if item.gone:
+                    self._gone()
+                else:
+                    log.warning("%s watch broke: %s", self.resource, item.message)
+                    self._pause("disconnected")
+                return
+            if item.type == "ERROR":
+                if item.object.get("code") == 410:
+                    self._gone()
+                else:
+                    log.warning("%s watch error event: %s", self.resource, item.object.get("message"))
+                    self._pause("error-event")
+                return
+            if item.type in ("ADDED", "MODIFIED", "DELETED"):
+                self.apply(item.type, item.object)
+            meta = item.object.get("metadata")
+            if isinstance(meta, Mapping) and meta.get("resourceVersion"):
+                self.resource_version = str(meta["resourceVersion"])
+            self.backoff.reset()
+
+    def _gone(self) -> None:
+        log.info("%s watch expired (410 Gone): relisting", self.resource)
+        WATCH_RESTARTS.labels(self.resource, "gone").inc()
+        self.resource_version = ""
