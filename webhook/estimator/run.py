@@ -95,7 +95,6 @@ class _Side(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:
-        state = self.server.state
         path = self.path.split("?", 1)[0]
         if path == "/metrics":
             body, content_type = exposition()
@@ -103,7 +102,7 @@ class _Side(BaseHTTPRequestHandler):
         elif path == "/healthz":
             self._send(200, b"ok\n")
         elif path == "/readyz":
-            ok = state.synced
+            ok = self.server.ready.is_set()
             self._send(200 if ok else 503, b"ok\n" if ok else b"nodes and pods not listed yet\n")
         elif path == "/debug/estimates":
             body = json.dumps(list(self.server.service.recent), indent=2).encode()
@@ -114,13 +113,13 @@ class _Side(BaseHTTPRequestHandler):
 
 class _SideServer(ThreadingHTTPServer):
     daemon_threads = True
-    state: ClusterState
+    ready: threading.Event  # set together with gRPC health SERVING
     service: grpcserver.EstimatorService
 
 
-def start_side(bind: str, state: ClusterState, service: grpcserver.EstimatorService) -> _SideServer:
+def start_side(bind: str, service: grpcserver.EstimatorService) -> _SideServer:
     server = _SideServer(_split(bind), _Side)
-    server.state = state
+    server.ready = threading.Event()
     server.service = service
     threading.Thread(target=server.serve_forever, name="estimator-http", daemon=True).start()
     return server
@@ -159,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         running = grpcserver.start(
             state, f"{args.server_address}:{args.server_port}", tls, workers=args.grpc_workers
         )
-        side = start_side(args.metrics_bind, state, running.service)
+        side = start_side(args.metrics_bind, running.service)
     except (OSError, ValueError) as exc:
         print(f"flink-failover: cannot listen: {exc}", file=sys.stderr)
         return 2
@@ -180,6 +179,7 @@ def run(args: argparse.Namespace) -> int:
     if state.synced:
         nodes, pods = state.counts()
         running.serving(True)
+        side.ready.set()
         log.info("estimator ready", extra={"fields": {"nodes": nodes, "pods": pods, "port": running.port}})
     stop.wait()
     log.info("estimator stopping")

@@ -42,7 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="development only: serve plain HTTP without TLS (kube-apiserver never accepts this)",
     )
     parser.add_argument(
-        "--kubeconfig", default=None, help="control-plane: the Karmada API server; estimator: the member cluster"
+        "--kubeconfig",
+        default=None,
+        help="control-plane: the Karmada API server; estimator: the member cluster",
     )
     parser.add_argument("--context", default=None, help="control-plane: kubeconfig context")
     parser.add_argument("--no-capture", action="store_true", help="control-plane: serve the webhook only")
