@@ -1,4 +1,4 @@
-"""The real gRPC server over loopback TLS (client certificates required), answering Karmada's recorded bytes."""
+"""The real gRPC server over loopback TLS with client certificates, answering Karmada's recorded bytes."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``flink-failover serve --role estimator`` as a process: watches a (fake) member API server, serves TLS gRPC."""
+"""``serve --role estimator`` as a process: watches a (fake) member API server, serves TLS gRPC."""
 
 from __future__ import annotations
 

@@ -16,7 +16,6 @@ from collections import deque
 from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import grpc
@@ -24,6 +23,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import Counter, Histogram
 
 from webhook.estimator import answer, wire
+from webhook.estimator.options import TlsFiles
 from webhook.estimator.proto import estimator_pb2 as pb
 from webhook.estimator.proto import service_pb2, service_pb2_grpc
 from webhook.placement.model import Cluster
@@ -159,14 +159,6 @@ class EstimatorService(service_pb2_grpc.EstimatorServicer):
             )
 
         return self._serve("GetUnschedulableReplicas", context, compute)
-
-
-@dataclass(frozen=True)
-class TlsFiles:
-    cert: Path
-    key: Path
-    client_ca: Path | None = None  # require and verify client certificates against it
-    skip_client_verify: bool = False
 
 
 def _stamp(tls: TlsFiles) -> tuple[float, ...]:

@@ -10,12 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import signal
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 from prometheus_client import Gauge
@@ -23,62 +21,18 @@ from prometheus_client import Gauge
 from webhook.controlplane.kube import ApiFailure, ClientConfig
 from webhook.estimator import grpcserver
 from webhook.estimator.kube import NODES, PODS, Feed, MemberApi
+from webhook.estimator.options import tls_files
 from webhook.estimator.state import ClusterState
 from webhook.server import logs
 from webhook.server.metrics import exposition
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PORT = 10352  # Karmada's --scheduler-estimator-port and its estimator's --server-port
-DEFAULT_METRICS = "0.0.0.0:10351"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The estimator role's options (``--kubeconfig``/``--context`` are shared with the other roles)."""
-    group = parser.add_argument_group("estimator role")
-    group.add_argument(
-        "--cluster",
-        default=os.environ.get("FLINK_FAILOVER_CLUSTER", ""),
-        help="estimator: the member cluster's name in Karmada (requests for others are refused)",
-    )
-    group.add_argument("--server-port", type=int, default=DEFAULT_PORT, help="estimator: gRPC port")
-    group.add_argument("--server-address", default="[::]", help="estimator: gRPC listen address")
-    group.add_argument(
-        "--metrics-bind",
-        default=DEFAULT_METRICS,
-        help="estimator: HTTP host:port for /metrics, /healthz, /readyz, /debug/estimates",
-    )
-    group.add_argument("--grpc-auth-cert-file", default="", help="estimator: serve TLS with this certificate")
-    group.add_argument("--grpc-auth-key-file", default="", help="estimator: ... and this key")
-    group.add_argument(
-        "--grpc-client-ca-file", default="", help="estimator: require client certificates signed by this CA"
-    )
-    group.add_argument(
-        "--insecure-skip-grpc-client-verify",
-        action="store_true",
-        help="estimator: with --grpc-client-ca-file, do not verify client certificates",
-    )
-    group.add_argument("--grpc-workers", type=int, default=8, help="estimator: gRPC worker threads")
-
-
-def tls_files(args: argparse.Namespace) -> grpcserver.TlsFiles | str | None:
-    """The TLS option set, None for plaintext, or a message saying what is wrong."""
-    cert, key, ca = args.grpc_auth_cert_file, args.grpc_auth_key_file, args.grpc_client_ca_file
-    if bool(cert) != bool(key):
-        return "--grpc-auth-cert-file and --grpc-auth-key-file go together"
-    if not cert:
-        return "--grpc-client-ca-file needs --grpc-auth-cert-file and --grpc-auth-key-file" if ca else None
-    for path in (cert, key, ca):
-        if path and not Path(path).is_file():
-            return f"{path}: no such file"
-    return grpcserver.TlsFiles(
-        Path(cert), Path(key), Path(ca) if ca else None, bool(args.insecure_skip_grpc_client_verify)
-    )
-
 
 def _split(bind: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``); an empty host means every interface."""
     host, _, port = bind.rpartition(":")
-    return host.strip("[]") or "0.0.0.0", int(port)  # noqa: S104 - a server port, set by the operator
+    return host.strip("[]"), int(port)
 
 
 class _Side(BaseHTTPRequestHandler):

@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--context", default=None, help="control-plane: kubeconfig context")
     parser.add_argument("--no-capture", action="store_true", help="control-plane: serve the webhook only")
-    from webhook.estimator import run as estimator  # the estimator role: gRPC, not gunicorn
+    from webhook.estimator import options as estimator  # the estimator role: gRPC, not gunicorn
 
     estimator.add_arguments(parser)
 
