@@ -169,7 +169,7 @@ def main(argv: list[str]) -> int:
         return 1
     rows = round_trips(args.calls)
     print(
-        f"Estimator gRPC round trip (loopback, plaintext) beside the estimate alone; {args.calls} calls a row."
+        f"Estimator gRPC round trip (loopback, plaintext) and the estimate alone; {args.calls} calls a row."
     )
     header = ("instance", "workload", "nodes", "sets", "estimate p50", "estimate p99", "gRPC p50", "gRPC p99")
     table = [header] + [(r[0], r[1], str(r[2]), str(r[3]), *(f"{v:.2f} ms" for v in r[4:])) for r in rows]
