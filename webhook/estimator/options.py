@@ -19,6 +19,7 @@ class TlsFiles:
 
 DEFAULT_PORT = 10352  # Karmada's --scheduler-estimator-port and its estimator's --server-port
 DEFAULT_METRICS = "0.0.0.0:10351"
+DEFAULT_REFRESH_S = 0.5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("estimator role")
     group.add_argument(
         "--cluster",
+        "--cluster-name",  # Karmada's estimator spells it so
+        dest="cluster",
         default=os.environ.get("FLINK_FAILOVER_CLUSTER", ""),
         help="estimator: the member cluster's name in Karmada (requests for others are refused)",
     )
@@ -47,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="estimator: with --grpc-client-ca-file, do not verify client certificates",
     )
     group.add_argument("--grpc-workers", type=int, default=8, help="estimator: gRPC worker threads")
+    group.add_argument(
+        "--state-refresh-seconds",
+        type=float,
+        default=DEFAULT_REFRESH_S,
+        help="estimator: rebuild the node snapshot at most this often while pods churn",
+    )
 
 
 def tls_files(args: argparse.Namespace) -> TlsFiles | str | None:

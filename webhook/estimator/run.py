@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(api, ApiFailure):
         print(f"flink-failover: {api.message}", file=sys.stderr)
         return 2
-    state = ClusterState(args.cluster)
+    state = ClusterState(args.cluster, refresh_s=max(0.0, args.state_refresh_seconds))
     _gauges(state)
     stop = threading.Event()
     try:
