@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import REPO
@@ -188,6 +188,11 @@ def flink_deployments(draw: st.DrawFn) -> dict[str, Any]:
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(obj=flink_deployments())
+@example(  # a whole number must read as digits ("10", not "1e+01")
+    obj={
+        "spec": {"job": {"parallelism": 25}, "flinkConfiguration": {"taskmanager": {"numberOfTaskSlots": 10}}}
+    }
+)
 def test_lua_and_python_agree(lua: Any, obj: dict[str, Any]) -> None:
     check_agree(lua, obj)
 

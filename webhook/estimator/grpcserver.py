@@ -58,6 +58,13 @@ class _Abort(Exception):
         self.message = message
 
 
+def _valid(value: T | wire.Invalid) -> T:
+    """A request part we could read, or INVALID_ARGUMENT with the field's path."""
+    if isinstance(value, wire.Invalid):
+        raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, value.message)
+    return value
+
+
 def _object(context: grpc.ServicerContext) -> str:
     """The scheduler's ``object`` metadata (``kind=..., name=ns/name``), for the logs only."""
     for key, value in context.invocation_metadata() or ():
@@ -112,37 +119,50 @@ class EstimatorService(service_pb2_grpc.EstimatorServicer):
         log.info("estimated", extra={"fields": {k: v for k, v in summary.items() if k != "assignment"}})
         log.debug("witness %s", json.dumps(summary["assignment"], sort_keys=True))
 
+    def _answer(
+        self,
+        method: str,
+        cluster: str,
+        context: grpc.ServicerContext,
+        compute: Callable[[Cluster], answer.Answer],
+        respond: Callable[[int], T],
+    ) -> T:
+        def run() -> T:
+            result = compute(self._ready(cluster))
+            self._record(method, _object(context), result)
+            return respond(result.value)
+
+        return self._serve(method, context, run)
+
     def MaxAvailableComponentSets(
         self, request: pb.MaxAvailableComponentSetsRequest, context: grpc.ServicerContext
     ) -> pb.MaxAvailableComponentSetsResponse:
-        def compute() -> pb.MaxAvailableComponentSetsResponse:
-            cluster = self._ready(request.cluster)
-            comps = wire.components(request.components)
-            assumed = wire.assumed(request.assumedWorkloads)
-            if isinstance(comps, wire.Invalid) or isinstance(assumed, wire.Invalid):
-                bad = comps if isinstance(comps, wire.Invalid) else assumed
-                raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, bad.message)  # type: ignore[union-attr]
-            result = answer.component_sets(cluster, comps, assumed)
-            self._record("MaxAvailableComponentSets", _object(context), result)
-            return pb.MaxAvailableComponentSetsResponse(maxSets=result.value)
-
-        return self._serve("MaxAvailableComponentSets", context, compute)
+        return self._answer(
+            "MaxAvailableComponentSets",
+            request.cluster,
+            context,
+            lambda cluster: answer.component_sets(
+                cluster,
+                _valid(wire.components(request.components)),
+                _valid(wire.assumed(request.assumedWorkloads)),
+            ),
+            lambda value: pb.MaxAvailableComponentSetsResponse(maxSets=value),
+        )
 
     def MaxAvailableReplicas(
         self, request: pb.MaxAvailableReplicasRequest, context: grpc.ServicerContext
     ) -> pb.MaxAvailableReplicasResponse:
-        def compute() -> pb.MaxAvailableReplicasResponse:
-            cluster = self._ready(request.cluster)
-            comp = wire.replica_component(request.replicaRequirements)
-            assumed = wire.assumed(request.assumedWorkloads)
-            if isinstance(comp, wire.Invalid) or isinstance(assumed, wire.Invalid):
-                bad = comp if isinstance(comp, wire.Invalid) else assumed
-                raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, bad.message)  # type: ignore[union-attr]
-            result = answer.replicas(cluster, comp, assumed)
-            self._record("MaxAvailableReplicas", _object(context), result)
-            return pb.MaxAvailableReplicasResponse(maxReplicas=result.value)
-
-        return self._serve("MaxAvailableReplicas", context, compute)
+        return self._answer(
+            "MaxAvailableReplicas",
+            request.cluster,
+            context,
+            lambda cluster: answer.replicas(
+                cluster,
+                _valid(wire.replica_component(request.replicaRequirements)),
+                _valid(wire.assumed(request.assumedWorkloads)),
+            ),
+            lambda value: pb.MaxAvailableReplicasResponse(maxReplicas=value),
+        )
 
     def GetUnschedulableReplicas(
         self, request: pb.UnschedulableReplicasRequest, context: grpc.ServicerContext

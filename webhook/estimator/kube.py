@@ -20,13 +20,14 @@ from prometheus_client import Counter
 from webhook.controlplane.kube import (
     ApiFailure,
     ClientConfig,
+    Page,
     WatchEnded,
     WatchEvent,
     _api_errors,
     _failure,
-    _lines,
-    _short,
+    list_pages,
     new_api_client,
+    watch_events,
 )
 from webhook.controlplane.watch import Backoff
 
@@ -41,13 +42,6 @@ WATCH_RESTARTS = Counter(
     "Node and pod watch restarts, by resource and cause",
     ["resource", "cause"],
 )
-
-
-@dataclass(frozen=True)
-class Page:
-    items: list[Mapping[str, Any]]
-    resource_version: str
-    more: bool
 
 
 class MemberApi:
@@ -73,30 +67,12 @@ class MemberApi:
 
     def pages(self, resource: str) -> Iterator[Page | ApiFailure]:
         """One full list, page by page; ends after the last page or the first failure."""
-        token: str | None = None
-        while True:
-            kwargs: dict[str, Any] = {
-                "limit": self.config.list_page,
-                "_request_timeout": self.config.request_timeout,
-            }
-            if token:
-                kwargs["_continue"] = token
-            try:
-                response = self._call(resource, **kwargs)
-                doc = json.loads(response.data)
-            except _api_errors() as exc:
-                yield _failure(exc)
-                return
-            if not isinstance(doc, Mapping) or not isinstance(doc.get("items"), list):
-                yield ApiFailure(0, f"list of {resource} is not a List")
-                return
-            raw_meta = doc.get("metadata")
-            meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
-            token = str(meta.get("continue") or "") or None
-            items = [i for i in doc["items"] if isinstance(i, Mapping)]
-            yield Page(items, str(meta.get("resourceVersion") or ""), token is not None)
-            if token is None:
-                return
+
+        def call(**kwargs: Any) -> Any:
+            return json.loads(self._call(resource, **kwargs).data)
+
+        kind = "NodeList" if resource == NODES else "PodList"
+        yield from list_pages(call, self.config, kind)
 
     def watch(self, resource: str, resource_version: str) -> Iterator[WatchEvent | WatchEnded | ApiFailure]:
         try:
@@ -111,23 +87,7 @@ class MemberApi:
         except _api_errors() as exc:
             yield _failure(exc)
             return
-        try:
-            for line in _lines(response):
-                try:
-                    doc = json.loads(line)
-                except ValueError:
-                    yield ApiFailure(0, f"watch sent a line that is not JSON: {_short(line)}")
-                    return
-                if not isinstance(doc, Mapping) or not isinstance(doc.get("object"), Mapping):
-                    yield ApiFailure(0, f"watch sent something that is not an event: {_short(line)}")
-                    return
-                yield WatchEvent(str(doc.get("type", "")), doc["object"])
-        except _api_errors() as exc:
-            yield _failure(exc)
-            return
-        finally:
-            response.release_conn()
-        yield WatchEnded()
+        yield from watch_events(response)
 
 
 class _ListFailed(Exception):
