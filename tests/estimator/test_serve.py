@@ -106,6 +106,8 @@ def test_serves_tls_and_follows_the_watch(
         str(tls.cert),
         "--grpc-auth-key-file",
         str(tls.key),
+        "--state-refresh-seconds",
+        "0",  # every answer sees the latest event
     ]
     with log_file.open("wb") as log:
         process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
