@@ -142,3 +142,33 @@ def test_nothing_is_answered_before_the_first_full_list() -> None:
             assert answer.maxReplicas == 0  # an empty cluster, as Karmada answers it
     finally:
         running.stop(0)
+
+
+def test_rotated_certificates_are_served_without_a_restart(tmp_path: Path) -> None:
+    first, second = write_tls(tmp_path / "first"), write_tls(tmp_path / "second")
+    live = tmp_path / "live"
+    live.mkdir()
+    for name in ("tls.crt", "tls.key"):
+        (live / name).write_bytes((first.cert.parent / name).read_bytes())
+    state = ClusterState("c1")
+    state.replace_nodes([])
+    state.replace_pods([])
+    running = grpcserver.start(state, "127.0.0.1:0", grpcserver.TlsFiles(live / "tls.crt", live / "tls.key"))
+    running.serving(True)
+
+    def check(ca: TlsSet) -> int:
+        with _channel(running.port, ca) as ch:
+            reply = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=10)
+            return int(reply.status)
+
+    try:
+        assert check(first) == health_pb2.HealthCheckResponse.SERVING
+        for name in ("tls.key", "tls.crt"):  # as a Secret volume update lands
+            tmp = live / f".{name}"
+            tmp.write_bytes((second.cert.parent / name).read_bytes())
+            tmp.replace(live / name)
+        assert check(second) == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.RpcError):
+            check(first)  # the old CA no longer verifies the server
+    finally:
+        running.stop(0)
