@@ -29,7 +29,7 @@ _FINISHED = ("Succeeded", "Failed")
 Requests = tuple[tuple[str, int], ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeInfo:
     name: str
     labels: Mapping[str, str]
@@ -38,7 +38,7 @@ class NodeInfo:
     allocatable: Mapping[str, int]  # counting units
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodInfo:
     node: str
     requests: Requests
