@@ -150,17 +150,17 @@ class FakeKarmada:
 
     def list_page(self, limit: int, cont: str) -> dict[str, Any]:
         with self.cond:
-            items = [copy.deepcopy(self.objects[k]) for k in sorted(self.objects)]
+            keys = sorted(self.objects)
             start = int(cont) if cont else 0
-            end = start + limit if limit else len(items)
+            end = start + limit if limit else len(keys)
             meta: dict[str, Any] = {"resourceVersion": str(self.rv)}
-            if end < len(items):
+            if end < len(keys):
                 meta["continue"] = str(end)
             return {
                 "apiVersion": self.api_version,
                 "kind": self.list_kind,
                 "metadata": meta,
-                "items": items[start:end],
+                "items": [copy.deepcopy(self.objects[k]) for k in keys[start:end]],  # one page only
             }
 
     def patch(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any] | None:
