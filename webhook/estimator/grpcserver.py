@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent import futures
 from dataclasses import dataclass
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -51,6 +51,18 @@ LATENCY = Histogram(
 )
 
 
+class StateView(Protocol):
+    """What the service reads of the cluster state (``state.ClusterState``; a fixed snapshot in the bench)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def synced(self) -> bool: ...
+
+    def snapshot(self) -> Cluster: ...
+
+
 class _Abort(Exception):
     def __init__(self, code: grpc.StatusCode, message: str) -> None:
         super().__init__(message)
@@ -74,7 +86,7 @@ def _object(context: grpc.ServicerContext) -> str:
 
 
 class EstimatorService(service_pb2_grpc.EstimatorServicer):
-    def __init__(self, state: Any, recent: int = 20) -> None:
+    def __init__(self, state: StateView, recent: int = 20) -> None:
         self.state = state
         self.recent: deque[dict[str, Any]] = deque(maxlen=recent)
 
@@ -87,8 +99,7 @@ class EstimatorService(service_pb2_grpc.EstimatorServicer):
             )
         if not self.state.synced:
             raise _Abort(grpc.StatusCode.UNAVAILABLE, "nodes and pods are not listed yet")
-        snapshot: Cluster = self.state.snapshot()
-        return snapshot
+        return self.state.snapshot()
 
     def _serve(self, method: str, context: grpc.ServicerContext, compute: Callable[[], T]) -> T:
         started = time.perf_counter()
@@ -229,7 +240,7 @@ class Running:
         self.server.stop(grace).wait()
 
 
-def start(state: Any, address: str, tls: TlsFiles | None = None, workers: int = 8) -> Running:
+def start(state: StateView, address: str, tls: TlsFiles | None = None, workers: int = 8) -> Running:
     """Serve on ``address`` (``host:port``; port 0 picks one); health says NOT_SERVING until told."""
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="estimator"))
     service = EstimatorService(state)
