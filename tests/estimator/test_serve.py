@@ -167,3 +167,37 @@ def test_bad_options_exit_2_with_a_reason(extra: list[str], error: str) -> None:
     )
     assert result.returncode == 2
     assert error in result.stderr
+
+
+def test_a_port_in_use_exits_2(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        kubeconfig = tmp_path / "kubeconfig"
+        from tests.support.kube import write_kubeconfig
+
+        write_kubeconfig(kubeconfig, "http://127.0.0.1:1")
+        result = subprocess.run(
+            [
+                executable(),
+                "serve",
+                "--role",
+                "estimator",
+                "--cluster",
+                "c",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--server-address",
+                "127.0.0.1",
+                "--server-port",
+                str(port),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 2
+    assert "cannot listen" in result.stderr

@@ -242,7 +242,10 @@ class Running:
 
 def start(state: StateView, address: str, tls: TlsFiles | None = None, workers: int = 8) -> Running:
     """Serve on ``address`` (``host:port``; port 0 picks one); health says NOT_SERVING until told."""
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="estimator"))
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="estimator"),
+        options=[("grpc.so_reuseport", 0)],  # a second server on the port is an error, not a silent share
+    )
     service = EstimatorService(state)
     service_pb2_grpc.add_EstimatorServicer_to_server(service, server)  # type: ignore[no-untyped-call]
     checker = health.HealthServicer()

@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             state, f"{args.server_address}:{args.server_port}", tls, workers=args.grpc_workers
         )
         side = start_side(args.metrics_bind, running.service)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RuntimeError) as exc:  # grpc reports a port in use as RuntimeError
         print(f"flink-failover: cannot listen: {exc}", file=sys.stderr)
         return 2
     for resource, replace, apply in (
