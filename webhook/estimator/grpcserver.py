@@ -182,7 +182,7 @@ class EstimatorService(service_pb2_grpc.EstimatorServicer):
             self._ready(request.cluster)
             ref = request.resource
             # Karmada's estimator caches only apps/v1 Deployments and answers every other kind (a
-            # FlinkDeployment included) with an error; the descheduler then skips this cluster.
+            # FlinkDeployment included) with an error, so the descheduler gets no figure either way.
             raise _Abort(
                 grpc.StatusCode.UNKNOWN,
                 f"unschedulable replicas of {ref.apiVersion}/{ref.kind} {ref.namespace}/{ref.name} "
