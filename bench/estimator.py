@@ -167,7 +167,8 @@ def served(data: Path) -> dict[str, float] | None:
     import signal
 
     from tests.controlplane import fakeapi
-    from tests.support.server import executable, free_port, wait_ready
+    from tests.estimator.support import serve_command
+    from tests.support.server import free_port, wait_ready
 
     if not (data / "cluster-c-1000-pods.json.gz").is_file():
         return None
@@ -180,24 +181,9 @@ def served(data: Path) -> dict[str, float] | None:
     running = fakeapi.start(extra=(nodes, pods))
     port, side = free_port(), free_port()
     with tempfile.TemporaryDirectory(prefix="estimator-serve-") as tmp:
-        cmd = [
-            executable(),
-            "serve",
-            "--role",
-            "estimator",
-            "--cluster",
-            "c-1000",
-            "--kubeconfig",
-            str(running.kubeconfig(Path(tmp) / "kubeconfig")),
-            "--server-address",
-            "127.0.0.1",
-            "--server-port",
-            str(port),
-            "--metrics-bind",
-            f"127.0.0.1:{side}",
-            "--log-level",
-            "warning",
-        ]
+        cmd = serve_command(
+            "c-1000", running.kubeconfig(Path(tmp) / "kubeconfig"), port, side, "--log-level", "warning"
+        )
         started = time.perf_counter()
         process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:

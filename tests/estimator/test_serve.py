@@ -9,48 +9,17 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.controlplane import fakeapi
+from tests.estimator.support import node, pod, serve_command
 from tests.estimator.tlsfiles import TlsSet, write_tls
 from tests.support.server import executable, free_port, wait_ready
 from webhook.estimator.proto import estimator_pb2 as pb
 from webhook.estimator.proto import service_pb2_grpc
-
-GIB = 1 << 30
-
-
-def node(name: str, cpu: str, memory: str, pods: int = 110, **labels: str) -> dict[str, Any]:
-    alloc = {"cpu": cpu, "memory": memory, "pods": str(pods)}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-        "spec": {},
-        # Not Ready on purpose: Karmada's estimator (and ours) ignores the condition
-        "status": {
-            "allocatable": alloc,
-            "capacity": alloc,
-            "conditions": [{"type": "Ready", "status": "False"}],
-        },
-    }
-
-
-def pod(name: str, node_name: str, cpu: str, memory: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": {
-            "nodeName": node_name,
-            "containers": [{"name": "app", "resources": {"requests": {"cpu": cpu, "memory": memory}}}],
-        },
-        "status": {"phase": "Running"},
-    }
 
 
 def _request() -> pb.MaxAvailableReplicasRequest:
@@ -87,28 +56,18 @@ def test_serves_tls_and_follows_the_watch(
     tls: TlsSet = write_tls(tmp_path / "tls")
     port, side = free_port(), free_port()
     log_file = tmp_path / "estimator.log"
-    cmd = [
-        executable(),
-        "serve",
-        "--role",
-        "estimator",
-        "--cluster",
+    cmd = serve_command(
         "member-1",
-        "--kubeconfig",
-        str(running.kubeconfig(tmp_path / "kubeconfig")),
-        "--server-address",
-        "127.0.0.1",
-        "--server-port",
-        str(port),
-        "--metrics-bind",
-        f"127.0.0.1:{side}",
+        running.kubeconfig(tmp_path / "kubeconfig"),
+        port,
+        side,
         "--grpc-auth-cert-file",
         str(tls.cert),
         "--grpc-auth-key-file",
         str(tls.key),
         "--state-refresh-seconds",
         "0",  # every answer sees the latest event
-    ]
+    )
     with log_file.open("wb") as log:
         process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**os.environ})
     try:
@@ -180,24 +139,7 @@ def test_a_port_in_use_exits_2(tmp_path: Path) -> None:
         from tests.support.kube import write_kubeconfig
 
         write_kubeconfig(kubeconfig, "http://127.0.0.1:1")
-        result = subprocess.run(
-            [
-                executable(),
-                "serve",
-                "--role",
-                "estimator",
-                "--cluster",
-                "c",
-                "--kubeconfig",
-                str(kubeconfig),
-                "--server-address",
-                "127.0.0.1",
-                "--server-port",
-                str(port),
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        command = serve_command("c", kubeconfig, port, free_port())
+        result = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "cannot listen" in result.stderr

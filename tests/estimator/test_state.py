@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.estimator.test_serve import node, pod
+from tests.estimator.support import node, pod
 from webhook.estimator.state import ClusterState
 from webhook.placement.cluster import cluster_from_kubectl
 from webhook.placement.model import Cluster
