@@ -249,3 +249,20 @@ def test_karmada_interpreter_cases(lua: Any, shared_data: Path) -> None:
         assert [(c["name"], c["replicas"]) for c in emitted] == [(c["name"], c["replicas"]) for c in karmada]
         for ours in emitted:
             assert ours["replicaRequirements"]["resourceRequest"]["memory"] == "2Gi"  # Karmada: "2048m"
+
+
+def test_no_two_customizations_of_one_kind_share_an_operation() -> None:
+    """karmada-webhook refuses a ResourceInterpreterCustomization whose operation another one for the
+    same kind already customizes; ours (retention, componentResource) must be installable together."""
+    seen: dict[tuple[str, str, str], str] = {}
+    for path in sorted(POLICY.parent.glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if not doc or doc.get("kind") != "ResourceInterpreterCustomization":
+                continue
+            target = doc["spec"]["target"]
+            for operation in doc["spec"]["customizations"]:
+                key = (target["apiVersion"], target["kind"], operation)
+                assert key not in seen, f"{doc['metadata']['name']} and {seen[key]} both customize {key}"
+                seen[key] = doc["metadata"]["name"]
+    assert ("flink.apache.org/v1beta1", "FlinkDeployment", "componentResource") in seen
+    assert ("flink.apache.org/v1beta1", "FlinkDeployment", "retention") in seen
