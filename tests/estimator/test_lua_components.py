@@ -93,7 +93,9 @@ tolerations = st.lists(
 )
 requirement = st.builds(
     lambda k, op, vs: (
-        {"key": k, "operator": op, "values": vs} if op in ("In", "NotIn") else {"key": k, "operator": op}
+        {"key": k, "operator": op, "values": vs}
+        if op in ("In", "NotIn")
+        else {"key": k, "operator": op, **({"values": []} if len(vs) > 1 else {})}  # [] as users write it
     ),
     st.sampled_from(["zone", "pool"]),
     st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist"]),
