@@ -31,6 +31,11 @@ COMBOS: dict[str, dict[str, Any]] = {
         },
     },
     "estimator-in-member": {"role": "estimator", "estimator": {"cluster": "member1", "replicaCount": 1}},
+    "estimator-servicemonitor": {
+        **BASE,
+        "metrics": {"serviceMonitor": {"enabled": True}},
+        "networkPolicy": {"from": [{"namespaceSelector": {"matchLabels": {"name": "karmada-system"}}}]},
+    },
     "estimator-externalname": {
         "role": "estimator",
         "estimator": {
@@ -63,7 +68,7 @@ def test_lint_and_strict_validation(
 
 def test_estimator_release_renders_only_the_estimator(rendered: dict[str, list[dict[str, Any]]]) -> None:
     kinds = sorted(d["kind"] for d in rendered["estimator"])
-    assert kinds == ["Deployment", "PodDisruptionBudget", "Service", "ServiceAccount"]
+    assert kinds == ["Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service", "ServiceAccount"]
     assert sorted(d["kind"] for d in rendered["estimator-externalname"]) == ["Service"]
 
 
@@ -106,6 +111,21 @@ def test_tls_and_client_certificates(rendered: dict[str, list[dict[str, Any]]]) 
     assert args.grpc_client_ca_file == f"{mount['mountPath']}/ca.crt"
     volume = next(v for v in pod["volumes"] if v["name"] == "grpc-tls")
     assert volume["secret"]["secretName"] == "estimator-tls"
+
+
+def test_metrics_scrape_and_network_policy(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["estimator-servicemonitor"]
+    monitor = one(docs, "ServiceMonitor", SERVICE)
+    service = one(docs, "Service", SERVICE)
+    assert monitor["spec"]["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
+    assert selector_matches(monitor["spec"]["selector"], service["metadata"]["labels"])
+    policy = one(docs, "NetworkPolicy", SERVICE)
+    assert {p["port"] for p in policy["spec"]["ingress"][0]["ports"]} == {10352, 10351}
+    assert policy["spec"]["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"] == {
+        "name": "karmada-system"
+    }
+    pod_labels = one(docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert selector_matches(policy["spec"]["podSelector"], pod_labels)
 
 
 def test_in_member_cluster_reads_nodes_and_pods_only(rendered: dict[str, list[dict[str, Any]]]) -> None:
