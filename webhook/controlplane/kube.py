@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -109,22 +109,13 @@ class KarmadaApi:
 
     def watch_bindings(self, resource_version: str) -> Iterator[WatchEvent | WatchEnded | ApiFailure]:
         """Events after ``resource_version``; ends with WatchEnded, or with an ApiFailure when it broke."""
-        try:
-            response: Any = self._custom.list_cluster_custom_object(
-                API_GROUP,
-                API_VERSION,
-                PLURAL,
-                watch=True,
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=self.config.watch_timeout,
-                _preload_content=False,
-                _request_timeout=(self.config.request_timeout, self.config.watch_read_timeout),
+
+        def call(**kwargs: Any) -> Any:
+            return self._custom.list_cluster_custom_object(
+                API_GROUP, API_VERSION, PLURAL, _preload_content=False, **kwargs
             )
-        except _api_errors() as exc:
-            yield _failure(exc)
-            return
-        yield from watch_events(response)
+
+        yield from watch_events(call, self.config, resource_version)
 
     def get_binding(
         self, namespace: str, name: str, timeout: float | None = None
@@ -170,7 +161,7 @@ class Page:
     resource_version: str
 
 
-def list_pages(call: Any, config: ClientConfig, kind: str) -> Iterator[Page | ApiFailure]:
+def list_pages(call: Callable[..., Any], config: ClientConfig, kind: str) -> Iterator[Page | ApiFailure]:
     """A paginated list page by page (``call(**kwargs)`` returns one decoded page); ends after the last
     page or the first failure, so a caller can keep just one page in memory."""
     token: str | None = None
@@ -217,8 +208,22 @@ def new_api_client(config: ClientConfig, what: str) -> Any:
     return client.ApiClient(configuration)
 
 
-def watch_events(response: Any) -> Iterator[WatchEvent | WatchEnded | ApiFailure]:
-    """The events of an open watch response (``_preload_content=False``); releases the connection."""
+def watch_events(
+    call: Callable[..., Any], config: ClientConfig, resource_version: str
+) -> Iterator[WatchEvent | WatchEnded | ApiFailure]:
+    """One watch from ``resource_version`` (``call(**kwargs)`` opens it, unparsed), event by event; ends
+    with WatchEnded, or with an ApiFailure when it broke. Releases the connection."""
+    try:
+        response = call(
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=config.watch_timeout,
+            _request_timeout=(config.request_timeout, config.watch_read_timeout),
+        )
+    except _api_errors() as exc:
+        yield _failure(exc)
+        return
     try:
         for line in _lines(response):
             try:

@@ -23,8 +23,6 @@ from webhook.controlplane.kube import (
     Page,
     WatchEnded,
     WatchEvent,
-    _api_errors,
-    _failure,
     list_pages,
     new_api_client,
     watch_events,
@@ -75,19 +73,10 @@ class MemberApi:
         yield from list_pages(call, self.config, kind)
 
     def watch(self, resource: str, resource_version: str) -> Iterator[WatchEvent | WatchEnded | ApiFailure]:
-        try:
-            response = self._call(
-                resource,
-                watch=True,
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=self.config.watch_timeout,
-                _request_timeout=(self.config.request_timeout, self.config.watch_read_timeout),
-            )
-        except _api_errors() as exc:
-            yield _failure(exc)
-            return
-        yield from watch_events(response)
+        def call(**kwargs: Any) -> Any:
+            return self._call(resource, **kwargs)
+
+        yield from watch_events(call, self.config, resource_version)
 
 
 class _ListFailed(Exception):
