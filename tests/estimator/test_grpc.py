@@ -172,3 +172,48 @@ def test_rotated_certificates_are_served_without_a_restart(tmp_path: Path) -> No
             check(first)  # the old CA no longer verifies the server
     finally:
         running.stop(0)
+
+
+def test_concurrent_calls_while_pods_come_and_go() -> None:
+    """Every answer is one of the two states the cluster is ever in: snapshots are never half-updated."""
+    import threading
+
+    from tests.estimator.support import node, pod
+
+    state = ClusterState("c1")
+    state.replace_nodes([node(f"n{i}", "4", "16Gi", pods=50) for i in range(20)])
+    state.replace_pods([])
+    request = pb.MaxAvailableReplicasRequest(cluster="c1")
+    request.replicaRequirements.resourceRequest["cpu"].string = "1"
+    churn = [pod(f"p{i}", f"n{i}", "2", "1Gi") for i in range(20)]  # takes 2 cpu on every node
+    running = grpcserver.start(state, "127.0.0.1:0", workers=4)
+    running.serving(True)
+    stop = threading.Event()
+    answers: list[int] = []
+
+    def flip() -> None:
+        while not stop.is_set():
+            state.replace_pods(churn)
+            state.replace_pods([])
+
+    flipper = threading.Thread(target=flip, daemon=True)
+    flipper.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{running.port}") as ch:
+            stub = service_pb2_grpc.EstimatorStub(ch)
+
+            def client() -> None:
+                for _ in range(15):
+                    answers.append(stub.MaxAvailableReplicas(request, timeout=10).maxReplicas)
+
+            clients = [threading.Thread(target=client) for _ in range(4)]
+            for c in clients:
+                c.start()
+            for c in clients:
+                c.join(60)
+    finally:
+        stop.set()
+        flipper.join(10)
+        running.stop(0)
+    assert len(answers) == 60
+    assert set(answers) <= {80, 40}  # all pods gone, or all 20 present
