@@ -1,5 +1,5 @@
 # syntax=docker/dockerfile:1
-# flink-failover: one image for both roles (member, control-plane).
+# flink-failover: one image for every role (member, control-plane, estimator).
 #   docker build -t flink-failover .
 #   docker run --rm flink-failover serve --role member --cert-dir /etc/flink-failover/certs ...
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
@@ -36,6 +36,7 @@ COPY --from=builder /opt/flink-failover /opt/flink-failover
 COPY policies/restore-policy.yaml /etc/flink-failover/policy/restore-policy.yaml
 # Numeric user so that runAsNonRoot can verify it without reading /etc/passwd.
 USER 10001:10001
-EXPOSE 8443
+# 8443: the webhooks (HTTPS); 10352: the estimator's gRPC; 10351: its metrics and probes
+EXPOSE 8443 10352 10351
 ENTRYPOINT ["flink-failover"]
 CMD ["serve", "--role", "member"]

@@ -8,7 +8,7 @@ POLICY ?= policies/restore-policy.yaml
 BIND   ?= 127.0.0.1:8443
 PYTEST_ARGS ?=
 
-.PHONY: run test bench soak lint typecheck certs clean venv moto-venv
+.PHONY: run test bench soak lint typecheck certs clean venv moto-venv proto
 
 venv: $(STAMP)
 
@@ -59,6 +59,10 @@ lint: $(STAMP) $(AUDIT_VENV)/.installed
 
 typecheck: $(STAMP)
 	$(BIN)/mypy
+
+# The estimator's gRPC modules are generated from webhook/estimator/proto/*.proto and committed.
+proto: $(STAMP)
+	$(BIN)/python -m tests.estimator.protogen
 
 bench: $(STAMP) moto-venv
 	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server $(BIN)/python -m bench

@@ -19,6 +19,7 @@ from webhook.server.config import Endpoint, OnError, Ready, ServerConfig
 
 MEMBER = "member"
 CONTROL_PLANE = "control-plane"
+ESTIMATOR = "estimator"  # Karmada's scheduler-estimator over gRPC: served by its own package, no gunicorn
 MEMBER_PATH = "/mutate"
 
 
@@ -82,18 +83,27 @@ def offline_handler(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Ha
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--role", choices=list(ROLES), default=MEMBER)
+    from webhook.estimator import options as estimator  # options only: no gRPC loaded here
+
+    parser.add_argument("--role", choices=[*ROLES, ESTIMATOR], default=MEMBER)
     parser.add_argument("--policy", default=os.environ.get("FLINK_FAILOVER_POLICY", DEFAULT_POLICY))
     server.add_arguments(parser)
     parser.add_argument(
-        "--kubeconfig", default=None, help="control-plane: kubeconfig of the Karmada API server"
+        "--kubeconfig",
+        default=None,
+        help="control-plane: the Karmada API server; estimator: the member cluster",
     )
-    parser.add_argument("--context", default=None, help="control-plane: kubeconfig context")
+    parser.add_argument("--context", default=None, help="control-plane and estimator: kubeconfig context")
     parser.add_argument("--no-capture", action="store_true", help="control-plane: serve the webhook only")
+    estimator.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     """``flink-failover serve``: load the policy, then serve the chosen role."""
+    if args.role == ESTIMATOR:
+        from webhook.estimator import run as estimator
+
+        return estimator.run(args)
     try:
         policy = load_policy(args.policy)
     except PolicyError as exc:

@@ -84,7 +84,9 @@ def test_runtime_defaults_match_the_chart(instruction: str) -> None:
     final = stages()[-1]
     args = " ".join(arg for op, arg in final if op == instruction)
     if instruction == "EXPOSE":
-        assert args.split() == ["8443"]
+        from webhook.estimator.options import DEFAULT_METRICS, DEFAULT_PORT
+
+        assert args.split() == ["8443", str(DEFAULT_PORT), DEFAULT_METRICS.rsplit(":", 1)[1]]
     else:
         env = dict(item.split("=", 1) for item in shlex.split(args))
         assert env["FLINK_FAILOVER_CERT_DIR"] == "/etc/flink-failover/certs"

@@ -1,4 +1,5 @@
-"""A local HTTP server that speaks enough of the Kubernetes API for ResourceBindings.
+"""A local HTTP server that speaks enough of the Kubernetes API for ResourceBindings (and, as extra
+collections, any other list + watch path such as ``/api/v1/nodes`` and ``/api/v1/pods``).
 
 list (with resourceVersion, limit/continue), watch (chunked JSON lines: ADDED / MODIFIED / DELETED /
 BOOKMARK / ERROR), get, and merge-patch; plus knobs to expire the event history (410 Gone), to
@@ -36,6 +37,11 @@ class Event:
 
 @dataclass
 class FakeKarmada:
+    """One collection (by default ResourceBindings); get and patch are served for ResourceBindings only."""
+
+    path: str = f"{PREFIX}/resourcebindings"
+    api_version: str = "work.karmada.io/v1alpha2"
+    list_kind: str = "ResourceBindingList"
     objects: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
     rv: int = 100
@@ -61,7 +67,7 @@ class FakeKarmada:
         with self.cond:
             obj = copy.deepcopy(dict(obj))
             meta = obj.setdefault("metadata", {})
-            key = (meta["namespace"], meta["name"])
+            key = (meta.get("namespace", ""), meta["name"])
             current = self.objects.get(key)
             if current is not None:
                 # Karmada's controllers update spec/status and keep the annotations they do not own.
@@ -88,7 +94,7 @@ class FakeKarmada:
         """A BOOKMARK event: a newer resourceVersion, no object change."""
         with self.cond:
             self.rv += 1
-            marker = {"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding"}
+            marker = {"apiVersion": self.api_version, "kind": self.list_kind.removesuffix("List")}
             self.events.append(
                 Event(self.rv, "BOOKMARK", {**marker, "metadata": {"resourceVersion": str(self.rv)}})
             )
@@ -172,17 +178,17 @@ class FakeKarmada:
 
     def list_page(self, limit: int, cont: str) -> dict[str, Any]:
         with self.cond:
-            items = [copy.deepcopy(self.objects[k]) for k in sorted(self.objects)]
+            keys = sorted(self.objects)
             start = int(cont) if cont else 0
-            end = start + limit if limit else len(items)
+            end = start + limit if limit else len(keys)
             meta: dict[str, Any] = {"resourceVersion": str(self.rv)}
-            if end < len(items):
+            if end < len(keys):
                 meta["continue"] = str(end)
             return {
-                "apiVersion": "work.karmada.io/v1alpha2",
-                "kind": "ResourceBindingList",
+                "apiVersion": self.api_version,
+                "kind": self.list_kind,
                 "metadata": meta,
-                "items": items[start:end],
+                "items": [copy.deepcopy(self.objects[k]) for k in keys[start:end]],  # one page only
             }
 
     def patch(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any] | None:
@@ -229,13 +235,15 @@ class _Handler(BaseHTTPRequestHandler):
         )
 
     def do_GET(self) -> None:
-        fake = self.server.fake
         url = urlparse(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        fake = self.server.stores.get(url.path, self.server.fake)
         fake.requests.append(f"GET {self.path}")
-        if url.path == f"{PREFIX}/resourcebindings":
+        if url.path in self.server.stores:
             if query.get("watch") in ("true", "1", "True"):
-                self._watch(int(query.get("resourceVersion") or 0), float(query.get("timeoutSeconds") or 30))
+                self._watch(
+                    fake, int(query.get("resourceVersion") or 0), float(query.get("timeoutSeconds") or 30)
+                )
                 return
             if fake.fail_next_lists > 0:
                 fake.fail_next_lists -= 1
@@ -293,25 +301,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
-    def _watch(self, since: int, timeout: float) -> None:
+    def _watch(self, fake: FakeKarmada, since: int, timeout: float) -> None:
         try:
-            self._stream(since, timeout)
+            self._stream(fake, since, timeout)
         except (ConnectionError, BrokenPipeError):
             self.close_connection = True  # the client went away (a stopped loop, a timeout)
 
-    def _stream(self, since: int, timeout: float) -> None:
-        fake = self.server.fake
+    def _stream(self, fake: FakeKarmada, since: int, timeout: float) -> None:
         with fake.cond:
             fake.open_watches += 1
             generation = fake.watch_generation
         try:
-            self._events(since, timeout, generation)
+            self._events(fake, since, timeout, generation)
         finally:
             with fake.cond:
                 fake.open_watches -= 1
 
-    def _events(self, since: int, timeout: float, generation: int) -> None:
-        fake = self.server.fake
+    def _events(self, fake: FakeKarmada, since: int, timeout: float, generation: int) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
@@ -365,6 +371,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     fake: FakeKarmada
+    stores: dict[str, FakeKarmada]  # list + watch path -> collection
 
 
 @dataclass
@@ -382,17 +389,25 @@ class RunningFake:
         return write_kubeconfig(path, self.url, name="karmada")
 
     def stop(self) -> None:
-        with self.fake.cond:
-            self.fake.closing = True
-            self.fake.cond.notify_all()
+        for store in self.server.stores.values():
+            with store.cond:
+                store.closing = True
+                store.cond.notify_all()
         self.server.shutdown()
         self.server.server_close()
 
 
-def start(fake: FakeKarmada | None = None) -> RunningFake:
+def core_collection(resource: str) -> FakeKarmada:
+    """A core/v1 collection (``nodes``, ``pods``) listed and watched cluster-wide."""
+    kind = resource[:-1].capitalize()
+    return FakeKarmada(path=f"/api/v1/{resource}", api_version="v1", list_kind=f"{kind}List")
+
+
+def start(fake: FakeKarmada | None = None, extra: tuple[FakeKarmada, ...] = ()) -> RunningFake:
     fake = fake or FakeKarmada()
     server = _Server(("127.0.0.1", 0), _Handler)
     server.fake = fake
+    server.stores = {store.path: store for store in (fake, *extra)}
     thread = threading.Thread(target=server.serve_forever, name="fake-karmada", daemon=True)
     thread.start()
     return RunningFake(fake, server, thread)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,84 +90,32 @@ class KarmadaApi:
 
     @classmethod
     def connect(cls, config: ClientConfig) -> KarmadaApi | ApiFailure:
-        from kubernetes import client
-        from kubernetes import config as kube_config
-        from kubernetes.config.config_exception import ConfigException
-
-        configuration = client.Configuration()
-        # Our own loops retry with backoff; urllib3's silent retries would only stretch the deadlines.
-        configuration.retries = False
-        try:
-            if config.kubeconfig or not _in_cluster():
-                kube_config.load_kube_config(  # type: ignore[no-untyped-call]
-                    config_file=config.kubeconfig, context=config.context, client_configuration=configuration
-                )
-            else:
-                kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except (ConfigException, OSError, ValueError, TypeError) as exc:
-            return ApiFailure(0, f"cannot load Karmada API credentials: {exc}")
-        api_client = client.ApiClient(configuration)
-        return cls(api_client, config)
+        api_client = new_api_client(config, "Karmada API")
+        return api_client if isinstance(api_client, ApiFailure) else cls(api_client, config)
 
     def list_bindings(self) -> Listed | ApiFailure:
         items: list[Mapping[str, Any]] = []
-        token: str | None = None
         version = ""
-        while True:
-            kwargs: dict[str, Any] = {
-                "limit": self.config.list_page,
-                "_request_timeout": self.config.request_timeout,
-            }
-            if token:
-                kwargs["_continue"] = token
-            try:
-                page = self._custom.list_cluster_custom_object(API_GROUP, API_VERSION, PLURAL, **kwargs)
-            except _api_errors() as exc:
-                return _failure(exc)
-            if not isinstance(page, Mapping) or not isinstance(page.get("items"), list):
-                return ApiFailure(0, "list answer is not a ResourceBindingList")
-            items += [i for i in page["items"] if isinstance(i, Mapping)]
-            raw_meta = page.get("metadata")
-            meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
-            version = str(meta.get("resourceVersion") or version)
-            token = meta.get("continue") or None
-            if not token:
-                return Listed(tuple(items), version)
+
+        def call(**kwargs: Any) -> Any:
+            return self._custom.list_cluster_custom_object(API_GROUP, API_VERSION, PLURAL, **kwargs)
+
+        for page in list_pages(call, self.config, "ResourceBindingList"):
+            if isinstance(page, ApiFailure):
+                return page
+            items += page.items
+            version = page.resource_version or version
+        return Listed(tuple(items), version)
 
     def watch_bindings(self, resource_version: str) -> Iterator[WatchEvent | WatchEnded | ApiFailure]:
         """Events after ``resource_version``; ends with WatchEnded, or with an ApiFailure when it broke."""
-        try:
-            response: Any = self._custom.list_cluster_custom_object(
-                API_GROUP,
-                API_VERSION,
-                PLURAL,
-                watch=True,
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=self.config.watch_timeout,
-                _preload_content=False,
-                _request_timeout=(self.config.request_timeout, self.config.watch_read_timeout),
+
+        def call(**kwargs: Any) -> Any:
+            return self._custom.list_cluster_custom_object(
+                API_GROUP, API_VERSION, PLURAL, _preload_content=False, **kwargs
             )
-        except _api_errors() as exc:
-            yield _failure(exc)
-            return
-        try:
-            for line in _lines(response):
-                try:
-                    doc = json.loads(line)
-                except ValueError:
-                    yield ApiFailure(0, f"watch sent a line that is not JSON: {_short(line)}")
-                    return
-                if not isinstance(doc, Mapping) or not isinstance(doc.get("object"), Mapping):
-                    yield ApiFailure(0, f"watch sent something that is not an event: {_short(line)}")
-                    return
-                yield WatchEvent(str(doc.get("type", "")), doc["object"])
-        except _api_errors() as exc:
-            yield _failure(exc)
-            return
-        finally:
-            response.release_conn()
-        yield WatchEnded()
+
+        yield from watch_events(call, self.config, resource_version)
 
     def get_binding(
         self, namespace: str, name: str, timeout: float | None = None
@@ -205,6 +153,94 @@ class KarmadaApi:
         except _api_errors() as exc:
             return _failure(exc)
         return obj if isinstance(obj, Mapping) else ApiFailure(0, "patch answer is not an object")
+
+
+@dataclass(frozen=True)
+class Page:
+    items: list[Mapping[str, Any]]
+    resource_version: str
+
+
+def list_pages(call: Callable[..., Any], config: ClientConfig, kind: str) -> Iterator[Page | ApiFailure]:
+    """A paginated list page by page (``call(**kwargs)`` returns one decoded page); ends after the last
+    page or the first failure, so a caller can keep just one page in memory."""
+    token: str | None = None
+    while True:
+        kwargs: dict[str, Any] = {"limit": config.list_page, "_request_timeout": config.request_timeout}
+        if token:
+            kwargs["_continue"] = token
+        try:
+            page = call(**kwargs)
+        except _api_errors() as exc:
+            yield _failure(exc)
+            return
+        if not isinstance(page, Mapping) or not isinstance(page.get("items"), list):
+            yield ApiFailure(0, f"list answer is not a {kind}")
+            return
+        raw_meta = page.get("metadata")
+        meta: Mapping[str, Any] = raw_meta if isinstance(raw_meta, Mapping) else {}
+        yield Page(
+            [i for i in page["items"] if isinstance(i, Mapping)], str(meta.get("resourceVersion") or "")
+        )
+        token = meta.get("continue") or None
+        if not token:
+            return
+
+
+def new_api_client(config: ClientConfig, what: str) -> Any:
+    """A ``kubernetes`` ApiClient from the kubeconfig (or the in-cluster account), or an ApiFailure."""
+    from kubernetes import client
+    from kubernetes import config as kube_config
+    from kubernetes.config.config_exception import ConfigException
+
+    configuration = client.Configuration()
+    # Our own loops retry with backoff; urllib3's silent retries would only stretch the deadlines.
+    configuration.retries = False
+    try:
+        if config.kubeconfig or not _in_cluster():
+            kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=config.kubeconfig, context=config.context, client_configuration=configuration
+            )
+        else:
+            kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError, ValueError, TypeError) as exc:
+        return ApiFailure(0, f"cannot load {what} credentials: {exc}")
+    return client.ApiClient(configuration)
+
+
+def watch_events(
+    call: Callable[..., Any], config: ClientConfig, resource_version: str
+) -> Iterator[WatchEvent | WatchEnded | ApiFailure]:
+    """One watch from ``resource_version`` (``call(**kwargs)`` opens it, unparsed), event by event; ends
+    with WatchEnded, or with an ApiFailure when it broke. Releases the connection."""
+    try:
+        response = call(
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=config.watch_timeout,
+            _request_timeout=(config.request_timeout, config.watch_read_timeout),
+        )
+    except _api_errors() as exc:
+        yield _failure(exc)
+        return
+    try:
+        for line in _lines(response):
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                yield ApiFailure(0, f"watch sent a line that is not JSON: {_short(line)}")
+                return
+            if not isinstance(doc, Mapping) or not isinstance(doc.get("object"), Mapping):
+                yield ApiFailure(0, f"watch sent something that is not an event: {_short(line)}")
+                return
+            yield WatchEvent(str(doc.get("type", "")), doc["object"])
+    except _api_errors() as exc:
+        yield _failure(exc)
+        return
+    finally:
+        response.release_conn()
+    yield WatchEnded()
 
 
 def _in_cluster() -> bool:

@@ -39,12 +39,21 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "ff.policyConfigMap" -}}{{ include "ff.fullname" . }}-policy{{- end -}}
 {{- define "ff.webhookConfig" -}}{{ include "ff.fullname" . }}-{{ .Release.Namespace }}{{- end -}}
 
-{{/* What this release renders. */}}
+{{/* What this release renders (role estimator: only templates/estimator/). */}}
 {{- define "ff.renderWorkload" -}}
+{{- if ne .Values.role "estimator" -}}
 {{- if or (eq .Values.role "member") (ne .Values.controlPlane.part "registration") -}}true{{- end -}}
 {{- end -}}
+{{- end -}}
 {{- define "ff.renderRegistration" -}}
+{{- if ne .Values.role "estimator" -}}
 {{- if or (eq .Values.role "member") (ne .Values.controlPlane.part "workload") -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* role estimator: the Service Karmada's scheduler looks up, <prefix>-<cluster>. */}}
+{{- define "ff.estimatorService" -}}
+{{- printf "%s-%s" .Values.estimator.servicePrefix .Values.estimator.cluster | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
 {{/* webhook timeoutSeconds: above the policy deadline, at most 30 (kube-apiserver's cap). */}}

@@ -1,0 +1,7 @@
+"""The estimator role: Karmada's scheduler-estimator gRPC API answered by component-fit placement.
+
+``wire`` reads Karmada's messages into placement components, ``state`` keeps a member cluster's free
+capacity from watched nodes and pods, ``answer`` computes the replies (pure), ``grpcserver`` and
+``kube`` are the thin edges, ``run`` wires them for ``flink-failover serve --role estimator``.
+See docs/placement.md.
+"""

@@ -1,0 +1,142 @@
+"""``flink-failover serve --role estimator``: wire the member-cluster watch, the gRPC server and the
+HTTP side port (``/metrics``, ``/healthz``, ``/readyz``, ``/debug/estimates``) together.
+
+Start-up order follows Karmada's estimator: nothing is answered until nodes and pods have been listed
+in full; until then gRPC health says NOT_SERVING, ``/readyz`` says 503 and calls get UNAVAILABLE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import Gauge
+
+from webhook.controlplane.kube import ApiFailure, ClientConfig
+from webhook.estimator import grpcserver
+from webhook.estimator.kube import NODES, PODS, Feed, MemberApi
+from webhook.estimator.options import tls_files
+from webhook.estimator.state import ClusterState
+from webhook.server import logs
+from webhook.server.metrics import exposition
+
+log = logging.getLogger(__name__)
+
+
+def _split(bind: str) -> tuple[str, int]:
+    """``host:port`` (``[v6]:port``); an empty host means every interface."""
+    host, _, port = bind.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+class _Side(BaseHTTPRequestHandler):
+    server: _SideServer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+    def _send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            body, content_type = exposition()
+            self._send(200, body, content_type)
+        elif path == "/healthz":
+            self._send(200, b"ok\n")
+        elif path == "/readyz":
+            ok = self.server.ready.is_set()
+            self._send(200 if ok else 503, b"ok\n" if ok else b"nodes and pods not listed yet\n")
+        elif path == "/debug/estimates":
+            body = json.dumps(list(self.server.service.recent), indent=2).encode()
+            self._send(200, body, "application/json")
+        else:
+            self._send(404, b"not found\n")
+
+
+class _SideServer(ThreadingHTTPServer):
+    daemon_threads = True
+    ready: threading.Event  # set together with gRPC health SERVING
+    service: grpcserver.EstimatorService
+
+
+def start_side(bind: str, service: grpcserver.EstimatorService) -> _SideServer:
+    server = _SideServer(_split(bind), _Side)
+    server.ready = threading.Event()
+    server.service = service
+    threading.Thread(target=server.serve_forever, name="estimator-http", daemon=True).start()
+    return server
+
+
+def _gauges(state: ClusterState) -> None:
+    Gauge(
+        "flink_failover_estimator_cache_age_seconds", "Seconds since the node/pod state last changed"
+    ).set_function(state.age)
+    Gauge("flink_failover_estimator_nodes", "Nodes in the state").set_function(lambda: state.counts()[0])
+    Gauge("flink_failover_estimator_pods", "Pods holding a node in the state").set_function(
+        lambda: state.counts()[1]
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    logs.configure(args.log_level)
+    if not args.cluster:
+        print(
+            "flink-failover: --role estimator needs --cluster NAME (the member's name in Karmada)",
+            file=sys.stderr,
+        )
+        return 2
+    tls = tls_files(args)
+    if isinstance(tls, str):
+        print(f"flink-failover: {tls}", file=sys.stderr)
+        return 2
+    api = MemberApi.connect(ClientConfig(kubeconfig=args.kubeconfig, context=args.context))
+    if isinstance(api, ApiFailure):
+        print(f"flink-failover: {api.message}", file=sys.stderr)
+        return 2
+    state = ClusterState(args.cluster, refresh_s=max(0.0, args.state_refresh_seconds))
+    _gauges(state)
+    stop = threading.Event()
+    try:
+        running = grpcserver.start(
+            state, f"{args.server_address}:{args.server_port}", tls, workers=args.grpc_workers
+        )
+        side = start_side(args.metrics_bind, running.service)
+    except (OSError, ValueError, RuntimeError) as exc:  # grpc reports a port in use as RuntimeError
+        print(f"flink-failover: cannot listen: {exc}", file=sys.stderr)
+        return 2
+    for resource, replace, apply in (
+        (NODES, state.replace_nodes, state.node_event),
+        (PODS, state.replace_pods, state.pod_event),
+    ):
+        feed = Feed(api, resource, replace, apply, stop)
+        threading.Thread(target=feed.run, name=f"watch-{resource}", daemon=True).start()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    log.info(
+        "estimator starting",
+        extra={"fields": {"cluster": args.cluster, "port": running.port, "tls": tls is not None}},
+    )
+    while not stop.is_set() and not state.synced:
+        stop.wait(0.1)
+    if state.synced:
+        nodes, pods = state.counts()
+        running.serving(True)
+        side.ready.set()
+        log.info("estimator ready", extra={"fields": {"nodes": nodes, "pods": pods, "port": running.port}})
+    stop.wait()
+    log.info("estimator stopping")
+    running.stop()
+    side.shutdown()
+    return 0
