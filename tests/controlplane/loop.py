@@ -10,9 +10,10 @@ from typing import Any
 
 from tests.controlplane import fakeapi
 from tests.controlplane import support as s
-from webhook.controlplane.kube import ClientConfig, KarmadaApi
+from webhook.common.kubeclient import Backoff, ClientConfig
+from webhook.controlplane.karmada import KarmadaApi
 from webhook.controlplane.record import Record
-from webhook.controlplane.watch import Backoff, BindingCache, Watcher
+from webhook.controlplane.watch import BindingCache, Watcher
 
 KEY = "flink-failover.io/last-known-state"
 NS, NAME = "analytics", "orders-flinkdeployment"

@@ -19,11 +19,12 @@ from tests.controlplane import fakeapi
 from tests.controlplane import recorded as r
 from tests.controlplane import support as s
 from webhook.common.admission import review
+from webhook.common.kubeclient import ClientConfig
 from webhook.controlplane.answer import WorkAudit
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
 from webhook.controlplane.handler import BindingLookupResult, Found, WorkHandler, internal_error
-from webhook.controlplane.kube import ClientConfig, KarmadaApi
+from webhook.controlplane.karmada import KarmadaApi
 from webhook.controlplane.record import HistoryType, Record
 from webhook.controlplane.relocation import Relocation, decide_relocation
 from webhook.controlplane.watch import BindingCache, Entry, FreshLookup

@@ -11,8 +11,8 @@ import pytest
 from tests.controlplane import fakeapi
 from tests.estimator.support import node, pod
 from tests.estimator.test_serve import _eventually
-from webhook.controlplane.kube import ApiFailure, ClientConfig, Page
-from webhook.estimator.kube import NODES, PODS, Feed, MemberApi
+from webhook.common.kubeclient import ApiFailure, ClientConfig, Page
+from webhook.estimator.member_api import NODES, PODS, Feed, MemberApi
 from webhook.estimator.state import ClusterState
 
 

@@ -13,8 +13,9 @@ import threading
 from dataclasses import dataclass
 
 from webhook.common.contract import Contract
+from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.controlplane.handler import WorkHandler, annotation_key, utc_now
-from webhook.controlplane.kube import ApiFailure, ClientConfig, KarmadaApi
+from webhook.controlplane.karmada import KarmadaApi
 from webhook.controlplane.watch import BindingCache, FreshLookup, Watcher
 
 log = logging.getLogger(__name__)

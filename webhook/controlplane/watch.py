@@ -18,10 +18,10 @@ from typing import Any, Protocol
 from prometheus_client import Counter
 
 from webhook.common.contract import Contract
+from webhook.common.kubeclient import ApiFailure, Backoff, Listed, WatchEnded, WatchEvent
 from webhook.controlplane.binding import Binding, is_flink_binding
 from webhook.controlplane.capture import capture
 from webhook.controlplane.handler import BindingLookupResult, Found, LookupFailed, NotFound, found_from_object
-from webhook.controlplane.kube import ApiFailure, Listed, WatchEnded, WatchEvent
 from webhook.controlplane.record import Record, StoredRecord, read_annotation
 
 log = logging.getLogger(__name__)
@@ -98,20 +98,6 @@ class BindingCache:
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
-
-
-@dataclass
-class Backoff:
-    initial: float = 0.2
-    maximum: float = 10.0
-    current: float = 0.0
-
-    def next(self) -> float:
-        self.current = self.initial if self.current == 0 else min(self.maximum, self.current * 2)
-        return self.current
-
-    def reset(self) -> None:
-        self.current = 0.0
 
 
 @dataclass

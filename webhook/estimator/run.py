@@ -18,9 +18,9 @@ from typing import Any
 
 from prometheus_client import Gauge
 
-from webhook.controlplane.kube import ApiFailure, ClientConfig
+from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.estimator import grpcserver
-from webhook.estimator.kube import NODES, PODS, Feed, MemberApi
+from webhook.estimator.member_api import NODES, PODS, Feed, MemberApi
 from webhook.estimator.options import tls_files
 from webhook.estimator.state import ClusterState
 from webhook.server import logs

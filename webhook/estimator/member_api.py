@@ -17,8 +17,9 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from webhook.controlplane.kube import (
+from webhook.common.kubeclient import (
     ApiFailure,
+    Backoff,
     ClientConfig,
     Page,
     WatchEnded,
@@ -27,7 +28,6 @@ from webhook.controlplane.kube import (
     new_api_client,
     watch_events,
 )
-from webhook.controlplane.watch import Backoff
 
 log = logging.getLogger(__name__)
 

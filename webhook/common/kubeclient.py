@@ -1,8 +1,10 @@
-"""The few Karmada API calls the control plane makes, through the ``kubernetes`` client, errors as values.
+"""Talking to a Kubernetes API server through the ``kubernetes`` client, errors as values.
 
-list (paginated), watch (a stream of JSON lines), get, and a merge patch of one annotation; all on
-``resourcebindings.work.karmada.io/v1alpha2``. Connection problems, HTTP errors and unreadable bodies
-come back as :class:`ApiFailure` (``status`` 0 when no HTTP answer arrived), never as exceptions.
+Shared by the roles that list and watch: the control plane (ResourceBindings on the Karmada API server)
+and the estimator (nodes and pods of a member cluster). Paginated lists, watches read event by event,
+client construction from a kubeconfig or the in-cluster account, and the backoff between retries.
+Connection problems, HTTP errors and unreadable bodies come back as :class:`ApiFailure` (``status`` 0
+when no HTTP answer arrived), never as exceptions.
 """
 
 from __future__ import annotations
@@ -12,8 +14,6 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
-
-from webhook.controlplane.binding import API_GROUP, API_VERSION, PLURAL
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class ClientConfig:
     list_page: int = LIST_PAGE
 
 
-def _failure(exc: BaseException) -> ApiFailure:
+def failure(exc: BaseException) -> ApiFailure:
     from kubernetes.client.exceptions import ApiException
 
     if isinstance(exc, ApiException):
@@ -71,88 +71,11 @@ def _short(body: Any) -> str:
     return " ".join(text.split())[:300]
 
 
-def _api_errors() -> tuple[type[BaseException], ...]:
+def api_errors() -> tuple[type[BaseException], ...]:
     import urllib3
     from kubernetes.client.exceptions import ApiException
 
     return (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
-
-
-class KarmadaApi:
-    """ResourceBindings on the Karmada API server. Build with :meth:`connect` (kubeconfig or in-cluster)."""
-
-    def __init__(self, api_client: Any, config: ClientConfig) -> None:
-        from kubernetes import client
-
-        self._client = api_client
-        self._custom = client.CustomObjectsApi(api_client)
-        self.config = config
-
-    @classmethod
-    def connect(cls, config: ClientConfig) -> KarmadaApi | ApiFailure:
-        api_client = new_api_client(config, "Karmada API")
-        return api_client if isinstance(api_client, ApiFailure) else cls(api_client, config)
-
-    def list_bindings(self) -> Listed | ApiFailure:
-        items: list[Mapping[str, Any]] = []
-        version = ""
-
-        def call(**kwargs: Any) -> Any:
-            return self._custom.list_cluster_custom_object(API_GROUP, API_VERSION, PLURAL, **kwargs)
-
-        for page in list_pages(call, self.config, "ResourceBindingList"):
-            if isinstance(page, ApiFailure):
-                return page
-            items += page.items
-            version = page.resource_version or version
-        return Listed(tuple(items), version)
-
-    def watch_bindings(self, resource_version: str) -> Iterator[WatchEvent | WatchEnded | ApiFailure]:
-        """Events after ``resource_version``; ends with WatchEnded, or with an ApiFailure when it broke."""
-
-        def call(**kwargs: Any) -> Any:
-            return self._custom.list_cluster_custom_object(
-                API_GROUP, API_VERSION, PLURAL, _preload_content=False, **kwargs
-            )
-
-        yield from watch_events(call, self.config, resource_version)
-
-    def get_binding(
-        self, namespace: str, name: str, timeout: float | None = None
-    ) -> Mapping[str, Any] | ApiFailure | None:
-        try:
-            obj = self._custom.get_namespaced_custom_object(
-                API_GROUP,
-                API_VERSION,
-                namespace,
-                PLURAL,
-                name,
-                # connect + read within the budget: the webhook's deadline covers the whole request
-                _request_timeout=((timeout or self.config.request_timeout) / 2,) * 2,
-            )
-        except _api_errors() as exc:
-            failure = _failure(exc)
-            return None if failure.status == 404 else failure
-        return obj if isinstance(obj, Mapping) else ApiFailure(0, "get answer is not an object")
-
-    def patch_annotation(
-        self, namespace: str, name: str, key: str, value: str
-    ) -> Mapping[str, Any] | ApiFailure:
-        body = {"metadata": {"annotations": {key: value}}}
-        try:
-            obj = self._custom.patch_namespaced_custom_object(
-                API_GROUP,
-                API_VERSION,
-                namespace,
-                PLURAL,
-                name,
-                body,
-                _content_type=MERGE_PATCH,
-                _request_timeout=self.config.request_timeout,
-            )
-        except _api_errors() as exc:
-            return _failure(exc)
-        return obj if isinstance(obj, Mapping) else ApiFailure(0, "patch answer is not an object")
 
 
 @dataclass(frozen=True)
@@ -171,8 +94,8 @@ def list_pages(call: Callable[..., Any], config: ClientConfig, kind: str) -> Ite
             kwargs["_continue"] = token
         try:
             page = call(**kwargs)
-        except _api_errors() as exc:
-            yield _failure(exc)
+        except api_errors() as exc:
+            yield failure(exc)
             return
         if not isinstance(page, Mapping) or not isinstance(page.get("items"), list):
             yield ApiFailure(0, f"list answer is not a {kind}")
@@ -221,8 +144,8 @@ def watch_events(
             timeout_seconds=config.watch_timeout,
             _request_timeout=(config.request_timeout, config.watch_read_timeout),
         )
-    except _api_errors() as exc:
-        yield _failure(exc)
+    except api_errors() as exc:
+        yield failure(exc)
         return
     try:
         for line in _lines(response):
@@ -235,8 +158,8 @@ def watch_events(
                 yield ApiFailure(0, f"watch sent something that is not an event: {_short(line)}")
                 return
             yield WatchEvent(str(doc.get("type", "")), doc["object"])
-    except _api_errors() as exc:
-        yield _failure(exc)
+    except api_errors() as exc:
+        yield failure(exc)
         return
     finally:
         response.release_conn()
@@ -260,3 +183,19 @@ def _lines(response: Any) -> Iterator[bytes]:
                 yield line
     if buffer.strip():
         yield buffer
+
+
+@dataclass
+class Backoff:
+    """Capped exponential backoff for list/watch loops."""
+
+    initial: float = 0.2
+    maximum: float = 10.0
+    current: float = 0.0
+
+    def next(self) -> float:
+        self.current = self.initial if self.current == 0 else min(self.maximum, self.current * 2)
+        return self.current
+
+    def reset(self) -> None:
+        self.current = 0.0
