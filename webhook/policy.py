@@ -26,6 +26,7 @@ DEFAULT_JOB_ID_LABELS: tuple[str, ...] = (
 KNOWN_SCHEMES = ("s3", "s3a", "s3p", "gs", "hdfs", "abfs", "abfss", "oss", "wasb", "wasbs", "file")
 DEFAULT_ALLOWED_SCHEMES: tuple[str, ...] = ("s3", "s3a", "s3p", "gs", "hdfs", "abfs", "abfss", "oss", "file")
 
+MAX_DEADLINE_SECONDS = 30  # kube-apiserver caps a webhook's timeoutSeconds at 30
 _PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _LABEL_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
@@ -168,7 +169,11 @@ def policy_from_dict(doc: Any) -> RestorePolicy:
             kw[_FIELDS[key]] = _enum(cls, key, doc[key])
     if "deadlineSeconds" in doc:
         deadline = doc["deadlineSeconds"]
-        if isinstance(deadline, bool) or not isinstance(deadline, int | float) or not 0 < deadline <= 30:
+        if (
+            isinstance(deadline, bool)
+            or not isinstance(deadline, int | float)
+            or not 0 < deadline <= MAX_DEADLINE_SECONDS
+        ):
             raise PolicyError(
                 "deadlineSeconds", "must be a number in (0, 30] (kube-apiserver caps webhooks at 30 s)"
             )
@@ -200,6 +205,60 @@ def policy_from_dict(doc: Any) -> RestorePolicy:
             if scheme not in kw.get("allowed_schemes", DEFAULT_ALLOWED_SCHEMES):
                 raise PolicyError(key, f"scheme {scheme!r} is not in allowedSchemes")
     return RestorePolicy(**kw)
+
+
+def _storage_uri_pattern() -> str:
+    """What ``StoragePath.parse`` accepts, as a regular expression: empty, an absolute path, a
+    ``file:`` path, or a known scheme with a bucket or host."""
+    remote = "|".join(s for s in KNOWN_SCHEMES if s != "file")
+    return rf"^(|/.*|file:(//(localhost)?)?/.*|({remote})://[^/\s]+(/.*)?)$"
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of a policy document's fields, derived from the validator's own constants.
+
+    The Helm chart's values schema embeds it (generated, not hand-copied), so a value the server would
+    refuse fails ``helm install`` instead of crash-looping the pods. The cross-field rules (a default
+    directory's scheme must be allowed) are checked by the chart's template and by ``policy_from_dict``.
+    """
+    schemes = list(KNOWN_SCHEMES)
+
+    def enum(cls: type[StrEnum]) -> dict[str, Any]:
+        return {"type": "string", "enum": [m.value for m in cls]}
+
+    uri = {"type": "string", "maxLength": 4096, "pattern": _storage_uri_pattern()}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "jobIdLabels": {
+                "type": "array",
+                "items": {"type": "string", "pattern": _LABEL_KEY_RE.pattern, "maxLength": 316},
+                "minItems": 1,
+                "uniqueItems": True,
+            },
+            "defaultCheckpointDir": uri,
+            "defaultSavepointDir": uri,
+            "allowedSchemes": {
+                "type": "array",
+                "items": {"type": "string", "enum": schemes},
+                "minItems": 1,
+                "uniqueItems": True,
+            },
+            "prefer": enum(Prefer),
+            "onMissingState": enum(Fallback),
+            "onStorageError": enum(Fallback),
+            "upgradeMode": enum(UpgradeModePolicy),
+            "state": enum(StatePolicy),
+            "deadlineSeconds": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_DEADLINE_SECONDS},
+            "storageOptions": {
+                "type": "object",
+                "propertyNames": {"enum": schemes},
+                "additionalProperties": {"type": "object"},
+            },
+            "prefix": {"type": "string", "pattern": _PREFIX_RE.pattern, "maxLength": 253},
+        },
+    }
 
 
 def load_policy(path: str | Path) -> RestorePolicy:

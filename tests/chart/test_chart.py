@@ -31,12 +31,12 @@ CP = {"role": "control-plane"}
 COMBOS: dict[str, dict[str, Any]] = {
     "member-default": {},
     "member-cert-manager": {"certificates": {"mode": "cert-manager"}},
-    "member-vap-off": {"validatingAdmissionPolicy": {"enabled": False}},
+    "member-vap-off": {"member": {"validatingAdmissionPolicy": {"enabled": False}}},
     "member-servicemonitor": {
         "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}
     },
     "member-no-pdb-no-netpol": {
-        "podDisruptionBudget": {"enabled": False},
+        "member": {"podDisruptionBudget": {"enabled": False}},
         "networkPolicy": {"enabled": False},
     },
     "control-plane": CP,
@@ -148,16 +148,25 @@ def test_every_manifest_validates(rendered: dict[str, list[dict[str, Any]]], com
     ("values", "message"),
     [
         ({"replicas": 2}, "additional properties 'replicas' not allowed"),
-        ({"webhook": {"failurPolicy": "Fail"}}, "additional properties 'failurPolicy' not allowed"),
+        ({"replicaCount": 2}, "additional properties 'replicaCount' not allowed"),
+        (
+            {"member": {"webhook": {"failurPolicy": "Fail"}}},
+            "additional properties 'failurPolicy' not allowed",
+        ),
         ({"policy": {"onMissingStat": "suspend"}}, "additional properties 'onMissingStat' not allowed"),
-        ({"replicaCount": "two"}, "/replicaCount"),
+        ({"member": {"replicaCount": "two"}}, "/member/replicaCount"),
+        ({"controlPlane": {"workers": 0}}, "/controlPlane/workers"),
         ({"policy": {"deadlineSeconds": "5"}}, "/policy/deadlineSeconds"),
         ({"policy": {"onMissingState": "ignore"}}, "/policy/onMissingState"),
         ({"policy": {"deadlineSeconds": 30}}, "/policy/deadlineSeconds"),
         ({"role": "both"}, "/role"),
         ({"certificates": {"mode": "vault"}}, "/certificates/mode"),
-        ({"webhook": {"timeoutSeconds": 31}}, "/webhook/timeoutSeconds"),
-        ({"validatingAdmissionPolicy": {"enabled": "yes"}}, "/validatingAdmissionPolicy/enabled"),
+        ({"member": {"webhook": {"timeoutSeconds": 31}}}, "/member/webhook/timeoutSeconds"),
+        ({"controlPlane": {"webhook": {"failurePolicy": "fail"}}}, "/controlPlane/webhook/failurePolicy"),
+        (
+            {"member": {"validatingAdmissionPolicy": {"enabled": "yes"}}},
+            "/member/validatingAdmissionPolicy/enabled",
+        ),
         ({"policy": {"jobIdLabels": ["not a label"]}}, "/policy/jobIdLabels/0"),
     ],
 )
@@ -345,7 +354,7 @@ def test_namespaces_and_timeout_are_configurable(helm: str, tmp_path: Path) -> N
     docs = render(
         helm,
         tmp_path,
-        {"webhook": {"excludeNamespaces": ["flink-system"]}, "policy": {"deadlineSeconds": 27.5}},
+        {"member": {"webhook": {"excludeNamespaces": ["flink-system"]}}, "policy": {"deadlineSeconds": 27.5}},
     )
     for hook in one(docs, "MutatingWebhookConfiguration")["webhooks"]:
         assert hook["timeoutSeconds"] == 30  # ceil(27.5) + 5, capped
@@ -361,9 +370,11 @@ def test_namespaces_and_timeout_are_configurable(helm: str, tmp_path: Path) -> N
         "flink-system",
     ]
     # an explicit timeout that does not leave room for the deadline is refused
-    result = template(helm, tmp_path, {"webhook": {"timeoutSeconds": 5}, "policy": {"deadlineSeconds": 5}})
+    result = template(
+        helm, tmp_path, {"member": {"webhook": {"timeoutSeconds": 5}}, "policy": {"deadlineSeconds": 5}}
+    )
     assert result.returncode != 0 and "must be above policy.deadlineSeconds" in result.stderr
-    ok = render(helm, tmp_path, {"webhook": {"timeoutSeconds": 12}})
+    ok = render(helm, tmp_path, {"member": {"webhook": {"timeoutSeconds": 12}}})
     assert {h["timeoutSeconds"] for h in one(ok, "MutatingWebhookConfiguration")["webhooks"]} == {12}
 
 
@@ -613,7 +624,7 @@ def test_control_plane_with_cert_manager(rendered: dict[str, list[dict[str, Any]
 
 def test_explicit_ca_bundle_replaces_injection(helm: str, tmp_path: Path) -> None:
     docs = render(
-        helm, tmp_path, {**CP, "controlPlane": {"part": "registration"}, "webhook": {"caBundle": "Zm9v"}}
+        helm, tmp_path, {**CP, "controlPlane": {"part": "registration", "webhook": {"caBundle": "Zm9v"}}}
     )
     (hook_,) = one(docs, "MutatingWebhookConfiguration")["webhooks"]
     assert hook_["clientConfig"]["caBundle"] == "Zm9v"

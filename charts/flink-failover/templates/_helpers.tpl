@@ -39,6 +39,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "ff.policyConfigMap" -}}{{ include "ff.fullname" . }}-policy{{- end -}}
 {{- define "ff.webhookConfig" -}}{{ include "ff.fullname" . }}-{{ .Release.Namespace }}{{- end -}}
 
+{{/* The values key of the rendered role's component block (settings are nested per component). */}}
+{{- define "ff.component" -}}
+{{- if eq .Values.role "control-plane" -}}controlPlane{{- else -}}member{{- end -}}
+{{- end -}}
+
 {{/* What this release renders. */}}
 {{- define "ff.renderWorkload" -}}
 {{- if or (eq .Values.role "member") (ne .Values.controlPlane.part "registration") -}}true{{- end -}}
@@ -49,12 +54,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* webhook timeoutSeconds: above the policy deadline, at most 30 (kube-apiserver's cap). */}}
 {{- define "ff.timeoutSeconds" -}}
+{{- $webhook := (include "ff.component" . | index .Values).webhook -}}
 {{- $deadline := float64 .Values.policy.deadlineSeconds -}}
 {{- $timeout := 0 -}}
-{{- if kindIs "invalid" .Values.webhook.timeoutSeconds -}}
-{{- $timeout = min 30 (add (ceil $deadline | int) (int .Values.webhook.timeoutMarginSeconds)) -}}
+{{- if kindIs "invalid" $webhook.timeoutSeconds -}}
+{{- $timeout = min 30 (add (ceil $deadline | int) (int $webhook.timeoutMarginSeconds)) -}}
 {{- else -}}
-{{- $timeout = int .Values.webhook.timeoutSeconds -}}
+{{- $timeout = int $webhook.timeoutSeconds -}}
 {{- end -}}
 {{- if le (float64 $timeout) $deadline -}}
 {{- fail (printf "webhook timeoutSeconds %d must be above policy.deadlineSeconds %v" (int $timeout) .Values.policy.deadlineSeconds) -}}
@@ -65,12 +71,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/* Namespaces never sent to the webhooks. */}}
 {{- define "ff.excludedNamespaces" -}}
 {{- $ns := list "kube-system" .Release.Namespace -}}
-{{- range .Values.webhook.excludeNamespaces }}{{- $ns = append $ns . -}}{{- end -}}
+{{- range (include "ff.component" . | index .Values).webhook.excludeNamespaces }}{{- $ns = append $ns . -}}{{- end -}}
 {{- toJson (uniq $ns) -}}
 {{- end -}}
 
-{{/* Trigger labels: the failover label first, then the jobId labels (DESIGN section 3). */}}
-{{/* The failover label's value that triggers (DESIGN section 3: "true"). */}}
+{{/* The failover label's value that triggers the member webhook. */}}
 {{- define "ff.trueValues" -}}["true"]{{- end -}}
 
 {{- define "ff.failoverLabel" -}}{{ .Values.policy.prefix }}/failover{{- end -}}
@@ -111,11 +116,12 @@ securityContext:
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .ctx.Values.nodeSelector }}
+{{- $c := include "ff.component" .ctx | index .ctx.Values }}
+{{- with $c.nodeSelector }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .ctx.Values.tolerations }}
+{{- with $c.tolerations }}
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
@@ -134,4 +140,18 @@ resources:
   limits:
     cpu: 200m
     memory: 128Mi
+{{- end -}}
+
+{{/* The MutatingWebhookConfiguration's metadata, shared by the roles' registrations. */}}
+{{- define "ff.webhookConfigMeta" -}}
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: {{ include "ff.webhookConfig" . }}
+  labels:
+    {{- include "ff.labels" . | nindent 4 }}
+  {{- if and (eq .Values.certificates.mode "cert-manager") (not (include "ff.component" . | index .Values).webhook.caBundle) }}
+  annotations:
+    cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "ff.fullname" . }}-tls
+  {{- end }}
 {{- end -}}
