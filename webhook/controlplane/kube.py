@@ -88,6 +88,11 @@ class KarmadaApi:
         self._custom = client.CustomObjectsApi(api_client)
         self.config = config
 
+    @property
+    def api_client(self) -> Any:
+        """The underlying ``kubernetes.client.ApiClient`` (shared with the leader election's Lease calls)."""
+        return self._client
+
     @classmethod
     def connect(cls, config: ClientConfig) -> KarmadaApi | ApiFailure:
         from kubernetes import client

@@ -46,10 +46,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--context", default=None, help="control-plane: kubeconfig context")
     parser.add_argument("--no-capture", action="store_true", help="control-plane: serve the webhook only")
+    election = parser.add_argument_group(
+        "leader election (control-plane)",
+        "with --leader-elect every replica serves the Work webhook and only the holder of a "
+        "coordination.k8s.io Lease captures ResourceBinding state",
+    )
+    election.add_argument(
+        "--leader-elect", action="store_true", help="capture only while holding the Lease (default: off)"
+    )
+    election.add_argument("--lease-name", default="flink-failover-control-plane", help="default: %(default)s")
+    election.add_argument(
+        "--lease-namespace",
+        default=os.environ.get("POD_NAMESPACE", "default"),
+        help="namespace of the Lease on the Karmada API server (default: $POD_NAMESPACE, else default)",
+    )
+    election.add_argument(
+        "--lease-duration",
+        type=float,
+        default=15.0,
+        help="seconds a Lease stays valid unrenewed (default: 15)",
+    )
+    election.add_argument(
+        "--renew-deadline",
+        type=float,
+        default=10.0,
+        help="seconds the leader keeps leading without a successful renewal (default: 10)",
+    )
+    election.add_argument(
+        "--retry-period",
+        type=float,
+        default=2.0,
+        help="seconds between tries to acquire or renew (default: 2)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level)
+    if args.role == "control-plane":
+        from webhook.controlplane.serve import check_arguments
+
+        problem = check_arguments(args)
+        if problem is not None:
+            print(f"flink-failover: {problem}", file=sys.stderr)
+            return 2
     try:
         policy = load_policy(args.policy)
     except PolicyError as exc:
