@@ -131,6 +131,15 @@ def values_schema() -> Schema:
                     ["kind", "name"],
                 ),
             },
+            "leaderElection": obj(
+                {
+                    "enabled": {"type": "boolean"},
+                    "leaseName": {"anyOf": [{"const": ""}, DNS_SUBDOMAIN]},
+                    "leaseDurationSeconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
+                    "renewDeadlineSeconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
+                    "retryPeriodSeconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
+                }
+            ),
             **pod_settings(),
             "webhook": webhook_registration(
                 "base64 PEM, e.g. for a registration on a remote Karmada API server"

@@ -577,10 +577,35 @@ def test_control_plane_all_in_one(rendered: dict[str, list[dict[str, Any]]]) -> 
             "resources": ["resourcebindings"],
             "verbs": ["get", "list", "watch", "patch"],
         },
-        {"apiGroups": ["work.karmada.io"], "resources": ["works"], "verbs": ["get"]},
     ]
     binding = one(docs, "ClusterRoleBinding", f"{FULLNAME}-{NS}")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NS}]
+    # leader election: every replica serves, the Lease holder captures; the Lease by name only
+    assert pod["containers"][0]["args"][-6:] == [
+        "--leader-elect",
+        f"--lease-name={FULLNAME}-leader",
+        f"--lease-namespace={NS}",
+        "--lease-duration=15",
+        "--renew-deadline=10",
+        "--retry-period=2",
+    ]
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert dep["spec"]["replicas"] == 2
+    lease_role = one(docs, "Role", f"{FULLNAME}-leader")
+    assert lease_role["metadata"]["namespace"] == NS
+    assert lease_role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [f"{FULLNAME}-leader"],
+            "verbs": ["get", "update"],
+        },
+    ]
+    lease_binding = one(docs, "RoleBinding", f"{FULLNAME}-leader")
+    assert lease_binding["roleRef"]["name"] == lease_role["metadata"]["name"]
+    assert lease_binding["subjects"] == binding["subjects"]
     assert one(docs, "Job", f"{FULLNAME}-cainject")
 
 
@@ -604,8 +629,13 @@ def test_control_plane_split_between_host_and_karmada(rendered: dict[str, list[d
         "ClusterRole",
         "ClusterRoleBinding",
         "MutatingWebhookConfiguration",
+        "Role",
+        "RoleBinding",
         "ServiceAccount",
     ]
+    assert not find(host, "Role", f"{FULLNAME}-leader")  # the Lease lives on the Karmada API server
+    (server,) = one(host, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "--leader-elect" in server["args"]
     role = one(karmada, "ClusterRole")
     assert role["rules"][-1] == {
         "apiGroups": ["admissionregistration.k8s.io"],
@@ -660,3 +690,19 @@ def test_chart_requires_kubernetes_1_30(helm: str, tmp_path: Path) -> None:
     old = template(helm, tmp_path, {}, "--kube-version", "1.29.0")
     assert old.returncode != 0 and "kubeVersion" in old.stderr
     assert template(helm, tmp_path, {}, "--kube-version", "1.30.0").returncode == 0
+
+
+def test_leader_election_can_be_turned_off_and_its_timings_are_checked(helm: str, tmp_path: Path) -> None:
+    off = render(helm, tmp_path, {**CP, "controlPlane": {"leaderElection": {"enabled": False}}})
+    (container,) = one(off, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert not [a for a in container["args"] if a.startswith("--lease") or a == "--leader-elect"]
+    assert not find(off, "Role", f"{FULLNAME}-leader")
+    no_capture = render(helm, tmp_path, {**CP, "controlPlane": {"capture": False}})
+    (container,) = one(no_capture, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "--no-capture" in container["args"] and "--leader-elect" not in container["args"]
+    bad = template(helm, tmp_path, {**CP, "controlPlane": {"leaderElection": {"renewDeadlineSeconds": 20}}})
+    assert bad.returncode != 0 and "renewDeadlineSeconds" in bad.stderr
+    named = render(helm, tmp_path, {**CP, "controlPlane": {"leaderElection": {"leaseName": "capture"}}})
+    (container,) = one(named, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "--lease-name=capture" in container["args"]
+    assert one(named, "Role", f"{FULLNAME}-leader")["rules"][1]["resourceNames"] == ["capture"]

@@ -155,3 +155,32 @@ metadata:
     cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "ff.fullname" . }}-tls
   {{- end }}
 {{- end -}}
+
+{{/* Who gets the control plane's permissions on the Karmada API server. */}}
+{{- define "ff.controlPlaneSubjects" -}}
+{{- if .Values.controlPlane.rbacSubjects -}}
+{{- toYaml .Values.controlPlane.rbacSubjects }}
+{{- else -}}
+- kind: ServiceAccount
+  name: {{ include "ff.fullname" . }}
+  namespace: {{ .Release.Namespace }}
+{{- end -}}
+{{- end -}}
+
+{{/* The leader election Lease; its timings must keep a single leader (the server checks them too). */}}
+{{- define "ff.leaseName" -}}
+{{- .Values.controlPlane.leaderElection.leaseName | default (printf "%s-leader" (include "ff.fullname" .)) -}}
+{{- end -}}
+
+{{- define "ff.leaderElectionArgs" -}}
+{{- $le := .Values.controlPlane.leaderElection -}}
+{{- if not (and (lt (float64 $le.retryPeriodSeconds) (float64 $le.renewDeadlineSeconds)) (lt (float64 $le.renewDeadlineSeconds) (float64 $le.leaseDurationSeconds))) -}}
+{{- fail (printf "controlPlane.leaderElection: need retryPeriodSeconds (%v) < renewDeadlineSeconds (%v) < leaseDurationSeconds (%v)" $le.retryPeriodSeconds $le.renewDeadlineSeconds $le.leaseDurationSeconds) -}}
+{{- end -}}
+- --leader-elect
+- --lease-name={{ include "ff.leaseName" . }}
+- --lease-namespace={{ .Release.Namespace }}
+- --lease-duration={{ $le.leaseDurationSeconds }}
+- --renew-deadline={{ $le.renewDeadlineSeconds }}
+- --retry-period={{ $le.retryPeriodSeconds }}
+{{- end -}}
