@@ -27,13 +27,11 @@ ENV PATH=/opt/flink-failover/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     TMPDIR=/tmp \
-    FLINK_FAILOVER_POLICY=/etc/flink-failover/policy/restore-policy.yaml \
     FLINK_FAILOVER_CERT_DIR=/etc/flink-failover/certs
 RUN groupadd --system --gid 10001 flink-failover \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin flink-failover
 COPY --from=builder /opt/flink-failover /opt/flink-failover
-COPY policies/restore-policy.yaml /etc/flink-failover/policy/restore-policy.yaml
 # Numeric user so that runAsNonRoot can verify it without reading /etc/passwd.
 USER 10001:10001
 EXPOSE 8443

@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CERTS  ?= certs
-POLICY ?= policies/restore-policy.yaml
+POLICY ?= webhook/restore-policy.yaml
 BIND   ?= 127.0.0.1:8443
 PYTEST_ARGS ?=
 

@@ -7,6 +7,7 @@ a webhook guarding against data loss must never run on a half-understood policy.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -16,6 +17,10 @@ import yaml
 
 API_VERSION = "flink-failover.io/v1alpha1"
 KIND = "RestorePolicy"
+# The default policy, shipped in the package: what `serve` and `review` use without --policy or
+# FLINK_FAILOVER_POLICY, wherever they are run from.
+DEFAULT_POLICY_FILE = Path(__file__).with_name("restore-policy.yaml")
+POLICY_ENV = "FLINK_FAILOVER_POLICY"
 
 DEFAULT_JOB_ID_LABELS: tuple[str, ...] = (
     "flink-failover.io/job-id",
@@ -133,9 +138,10 @@ def policy_from_dict(doc: Any) -> RestorePolicy:
     """Validate a parsed policy document; unknown keys are errors (a typo must not silently mean default)."""
     if not isinstance(doc, dict):
         raise PolicyError("<document>", "must be a mapping")
-    if doc.get("apiVersion") != API_VERSION:
+    # Optional (a file may hold just the fields it changes), but never another document type.
+    if doc.get("apiVersion", API_VERSION) != API_VERSION:
         raise PolicyError("apiVersion", f"must be {API_VERSION!r}, got {doc.get('apiVersion')!r}")
-    if doc.get("kind") != KIND:
+    if doc.get("kind", KIND) != KIND:
         raise PolicyError("kind", f"must be {KIND!r}, got {doc.get('kind')!r}")
     unknown = sorted(set(doc) - set(_FIELDS) - {"apiVersion", "kind", "metadata"})
     if unknown:
@@ -261,11 +267,33 @@ def json_schema() -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class PolicySource:
+    """Which policy file a command uses, and why (told to the user: a surprise here hides every decision)."""
+
+    path: Path
+    origin: str  # "--policy", "$FLINK_FAILOVER_POLICY" or "built-in default"
+
+    def describe(self) -> str:
+        return f"{self.path} ({self.origin})"
+
+
+def policy_source(explicit: str | None, environ: Mapping[str, str]) -> PolicySource:
+    """--policy wins, then $FLINK_FAILOVER_POLICY, then the default shipped in the package."""
+    if explicit:
+        return PolicySource(Path(explicit), "--policy")
+    if environ.get(POLICY_ENV):
+        return PolicySource(Path(environ[POLICY_ENV]), f"${POLICY_ENV}")
+    return PolicySource(DEFAULT_POLICY_FILE, "built-in default")
+
+
 def load_policy(path: str | Path) -> RestorePolicy:
+    from webhook.documents import DocumentError, read_text
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PolicyError("<file>", f"cannot read {path}: {exc.strerror or exc}") from None
+        text = read_text(path)  # a policy saved as UTF-16 (PowerShell) or with a BOM reads as well
+    except DocumentError as exc:
+        raise PolicyError("<file>", str(exc)) from None
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:

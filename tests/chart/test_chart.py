@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from webhook.policy import load_policy, policy_from_dict
+from webhook.policy import DEFAULT_POLICY_FILE, load_policy, policy_from_dict
 
 CHART = REPO / "charts" / "flink-failover"
 NS = "flink-failover"
@@ -271,7 +271,7 @@ def test_service_pdb_and_network_policy(rendered: dict[str, list[dict[str, Any]]
 def test_policy_configmap_is_the_default_policy(rendered: dict[str, list[dict[str, Any]]]) -> None:
     cm = one(rendered["member-default"], "ConfigMap")
     doc = yaml.safe_load(cm["data"]["restore-policy.yaml"])
-    assert policy_from_dict(doc) == load_policy(REPO / "policies" / "restore-policy.yaml")
+    assert policy_from_dict(doc) == load_policy(DEFAULT_POLICY_FILE)
 
 
 def test_policy_values_reach_the_configmap_and_the_pods(helm: str, tmp_path: Path) -> None:

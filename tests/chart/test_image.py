@@ -61,7 +61,7 @@ def test_final_stage_has_no_compilers_and_runs_as_a_numeric_non_root_user() -> N
 def test_dockerignore_keeps_keys_and_caches_out() -> None:
     ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines() if line.strip()}
     assert {".git", ".venv", ".cache", "certs", "*.key"} <= ignored
-    for needed in ("pyproject.toml", "webhook", "policies", "README.md", "constraints.txt"):
+    for needed in ("pyproject.toml", "webhook", "README.md", "constraints.txt"):
         assert needed not in ignored
 
 
@@ -88,5 +88,6 @@ def test_runtime_defaults_match_the_chart(instruction: str) -> None:
     else:
         env = dict(item.split("=", 1) for item in shlex.split(args))
         assert env["FLINK_FAILOVER_CERT_DIR"] == "/etc/flink-failover/certs"
-        assert env["FLINK_FAILOVER_POLICY"] == "/etc/flink-failover/policy/restore-policy.yaml"
+        # the default policy ships inside the package; the chart mounts its ConfigMap and passes --policy
+        assert "FLINK_FAILOVER_POLICY" not in env
         assert env["TMPDIR"] == "/tmp"

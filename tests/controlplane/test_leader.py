@@ -36,6 +36,7 @@ from webhook.controlplane.leader import (
     micro_time,
 )
 from webhook.controlplane.record import Record
+from webhook.policy import DEFAULT_POLICY_FILE
 
 NS = "karmada-system"
 LEASE = "flink-failover-control-plane"
@@ -323,7 +324,7 @@ def start_replica(stack: ExitStack, tmp: Path, certs: Path, kubeconfig: Path, na
     running = stack.enter_context(
         serve(
             certs,
-            REPO / "policies" / "restore-policy.yaml",
+            DEFAULT_POLICY_FILE,
             tmp / f"{name}.log",
             role="control-plane",
             extra=["--kubeconfig", str(kubeconfig), *ELECT],
@@ -478,7 +479,7 @@ def test_bad_election_settings_are_usage_errors(
 ) -> None:
     from webhook.cli import main
 
-    policy = str(REPO / "policies" / "restore-policy.yaml")
+    policy = str(DEFAULT_POLICY_FILE)
     code = main(["serve", "--role", "control-plane", "--policy", policy, "--leader-elect", *extra])
     assert code == 2
     assert message in capsys.readouterr().err

@@ -13,13 +13,12 @@ from typing import Any
 
 from flask import Flask
 
-from webhook.policy import PolicyError, RestorePolicy, load_policy
+from webhook.policy import PolicyError, RestorePolicy, load_policy, policy_source
 from webhook.server import logs
 from webhook.server.tls import CertificateReloader
 
 log = logging.getLogger(__name__)
 
-DEFAULT_POLICY = "policies/restore-policy.yaml"
 # Two workers x eight threads: one process per core for CPU-bound admission work, threads to
 # overlap storage round-trips. bench/ measures this setting (see README "Performance").
 DEFAULT_WORKERS = 2
@@ -28,7 +27,11 @@ DEFAULT_THREADS = 8
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--role", choices=["member", "control-plane"], default="member")
-    parser.add_argument("--policy", default=os.environ.get("FLINK_FAILOVER_POLICY", DEFAULT_POLICY))
+    parser.add_argument(
+        "--policy",
+        default=None,
+        help="restore policy file (default: $FLINK_FAILOVER_POLICY, else the policy shipped in the package)",
+    )
     parser.add_argument("--cert-dir", default=os.environ.get("FLINK_FAILOVER_CERT_DIR", "certs"))
     parser.add_argument("--bind", default=os.environ.get("FLINK_FAILOVER_BIND", "0.0.0.0:8443"))
     parser.add_argument(
@@ -89,11 +92,13 @@ def run(args: argparse.Namespace) -> int:
         if problem is not None:
             print(f"flink-failover: {problem}", file=sys.stderr)
             return 2
+    source = policy_source(args.policy, os.environ)
     try:
-        policy = load_policy(args.policy)
+        policy = load_policy(source.path)
     except PolicyError as exc:
-        print(f"flink-failover: {exc}", file=sys.stderr)
+        print(f"flink-failover: policy {source.describe()}: {exc}", file=sys.stderr)
         return 2
+    log.info("restore policy loaded", extra={"fields": {"policy": str(source.path), "from": source.origin}})
     reloader = None
     if not args.insecure_plain_http:
         reloader = CertificateReloader(args.cert_dir)
