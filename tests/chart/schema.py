@@ -96,6 +96,27 @@ def pod_settings() -> Schema:
             "type": "array",
             "items": {"type": "object", "required": ["name"], "properties": {"name": ENV_NAME}},
         },
+        "serviceAccount": obj(
+            {
+                "create": {"type": "boolean"},
+                "name": {"anyOf": [{"const": ""}, DNS_SUBDOMAIN]},
+                "annotations": STRING_MAP,
+            }
+        ),
+        # the rest of a Volume / VolumeMount is checked against the Kubernetes schema by the tests
+        "extraVolumes": {
+            "type": "array",
+            "items": {"type": "object", "required": ["name"], "properties": {"name": DNS_LABEL}},
+        },
+        "extraVolumeMounts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name", "mountPath"],
+                "properties": {"name": DNS_LABEL, "mountPath": {"type": "string", "pattern": "^/"}},
+            },
+        },
+        "hostNetwork": {"type": "boolean"},
     }
 
 

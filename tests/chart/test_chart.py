@@ -46,6 +46,22 @@ COMBOS: dict[str, dict[str, Any]] = {
         "controlPlane": {"part": "workload", "kubeconfigSecret": "karmada-kubeconfig"},
     },
     "control-plane-registration": {**CP, "controlPlane": {"part": "registration"}},
+    "member-platform-extras": {
+        "member": {
+            "replicaCount": 1,
+            "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/ckpt"}},
+            "extraVolumes": [{"name": "minio-ca", "configMap": {"name": "minio-ca"}}],
+            "extraVolumeMounts": [{"name": "minio-ca", "mountPath": "/etc/ssl/minio", "readOnly": True}],
+            "extraEnv": [{"name": "AWS_CA_BUNDLE", "value": "/etc/ssl/minio/ca.crt"}],
+            "podAnnotations": {"example.com/team": "platform"},
+            "priorityClassName": "system-cluster-critical",
+            "hostNetwork": True,
+        }
+    },
+    "control-plane-existing-account": {
+        **CP,
+        "controlPlane": {"serviceAccount": {"create": False, "name": "karmada-flink-failover"}},
+    },
 }
 
 
@@ -168,6 +184,19 @@ def test_every_manifest_validates(rendered: dict[str, list[dict[str, Any]]], com
             "/member/validatingAdmissionPolicy/enabled",
         ),
         ({"policy": {"jobIdLabels": ["not a label"]}}, "/policy/jobIdLabels/0"),
+        ({"member": {"hostNetwork": "yes"}}, "/member/hostNetwork"),
+        (
+            {"member": {"serviceAccount": {"annotation": {}}}},
+            "additional properties 'annotation' not allowed",
+        ),
+        ({"member": {"extraVolumeMounts": [{"name": "ca"}]}}, "/member/extraVolumeMounts/0"),
+        (
+            {"member": {"extraVolumeMounts": [{"name": "ca", "mountPath": "etc"}]}},
+            "/member/extraVolumeMounts/0",
+        ),
+        ({"member": {"extraVolumes": [{"configMap": {"name": "x"}}]}}, "/member/extraVolumes/0"),
+        ({"controlPlane": {"priorityClassName": "Not_A_Name"}}, "/controlPlane/priorityClassName"),
+        ({"controlPlane": {"leaderElection": {"leaseDurationSeconds": 0}}}, "/controlPlane/leaderElection"),
     ],
 )
 def test_schema_rejects_unknown_and_mistyped_values(
@@ -706,3 +735,43 @@ def test_leader_election_can_be_turned_off_and_its_timings_are_checked(helm: str
     (container,) = one(named, "Deployment")["spec"]["template"]["spec"]["containers"]
     assert "--lease-name=capture" in container["args"]
     assert one(named, "Role", f"{FULLNAME}-leader")["rules"][1]["resourceNames"] == ["capture"]
+
+
+# --- platform settings: identity, extra volumes, host network, disruption budget --------------------------
+
+
+def test_platform_settings_reach_the_pods(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["member-platform-extras"]
+    sa = one(docs, "ServiceAccount", FULLNAME)
+    assert sa["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/ckpt"}
+    pod = one(docs, "Deployment")["spec"]["template"]
+    assert pod["metadata"]["annotations"]["example.com/team"] == "platform"
+    spec = pod["spec"]
+    assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert spec["priorityClassName"] == "system-cluster-critical"
+    assert {"name": "minio-ca", "configMap": {"name": "minio-ca"}} in spec["volumes"]
+    (container,) = spec["containers"]
+    assert {"name": "minio-ca", "mountPath": "/etc/ssl/minio", "readOnly": True} in container["volumeMounts"]
+    assert {"name": "AWS_CA_BUNDLE", "value": "/etc/ssl/minio/ca.crt"} in container["env"]
+    assert container["resources"]["requests"]["memory"] == "256Mi"  # the measured footprint
+
+
+def test_disruption_budget_only_with_more_than_one_replica(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """minAvailable 1 with one replica blocks every node drain (it used to be rendered)."""
+    assert one(rendered["member-platform-extras"], "Deployment")["spec"]["replicas"] == 1
+    assert not find(rendered["member-platform-extras"], "PodDisruptionBudget")
+    assert one(rendered["member-default"], "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+
+
+def test_existing_service_account(
+    helm: str, rendered: dict[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    docs = rendered["control-plane-existing-account"]
+    assert not find(docs, "ServiceAccount", FULLNAME)
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "karmada-flink-failover"
+    subjects = [{"kind": "ServiceAccount", "name": "karmada-flink-failover", "namespace": NS}]
+    assert one(docs, "ClusterRoleBinding", f"{FULLNAME}-{NS}")["subjects"] == subjects
+    assert one(docs, "RoleBinding", f"{FULLNAME}-leader")["subjects"] == subjects
+    unnamed = template(helm, tmp_path, {"member": {"serviceAccount": {"create": False}}})
+    assert unnamed.returncode != 0 and "member.serviceAccount.name is required" in unnamed.stderr

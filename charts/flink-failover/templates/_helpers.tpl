@@ -162,8 +162,18 @@ metadata:
 {{- toYaml .Values.controlPlane.rbacSubjects }}
 {{- else -}}
 - kind: ServiceAccount
-  name: {{ include "ff.fullname" . }}
+  name: {{ include "ff.serviceAccountName" . }}
   namespace: {{ .Release.Namespace }}
+{{- end -}}
+{{- end -}}
+
+{{/* The serving pods' ServiceAccount: created as <fullname>, or an existing one by name. */}}
+{{- define "ff.serviceAccountName" -}}
+{{- $sa := (include "ff.component" . | index .Values).serviceAccount -}}
+{{- if $sa.create -}}
+{{- $sa.name | default (include "ff.fullname" .) -}}
+{{- else -}}
+{{- required (printf "%s.serviceAccount.name is required when serviceAccount.create is false" (include "ff.component" .)) $sa.name -}}
 {{- end -}}
 {{- end -}}
 
