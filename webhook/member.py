@@ -66,13 +66,15 @@ class MemberHandler:
             )
 
         def work() -> LookupResult:
-            checkpoint = (
-                self.storage.latest_checkpoint(query.job_dir, deadline, query.checkpoint_dir)
+            scan = (
+                self.storage.scan_checkpoints(query.job_dir, deadline, query.checkpoint_dir)
                 if query.job_dir
                 else None
             )
             savepoint = self.storage.savepoint(query.savepoint, deadline) if query.savepoint else None
-            return LookupResult(checkpoint, savepoint)
+            if scan is None:
+                return LookupResult(None, savepoint)
+            return LookupResult(scan.candidate, savepoint, scan.job_dir_missing, scan.incomplete)
 
         future = self._pool.submit(work)
         try:

@@ -87,6 +87,15 @@ class Deadline:
             raise DeadlineExceeded("storage lookup passed the admission deadline")
 
 
+@dataclass(frozen=True)
+class CheckpointScan:
+    """What one listing of a job's checkpoint directory showed, so "nothing restorable" can say why."""
+
+    candidate: Candidate | None
+    job_dir_missing: bool = False
+    incomplete: tuple[int, ...] = ()  # chk-<N> seen without _metadata (in progress or aborted), highest first
+
+
 class CheckpointStorage:
     """Lists checkpoint storage; one instance per process, filesystems are cached by fsspec."""
 
@@ -120,7 +129,13 @@ class CheckpointStorage:
     def latest_checkpoint(
         self, job_dir: StoragePath, deadline: Deadline, checkpoint_dir: StoragePath | None = None
     ) -> Candidate | None:
-        """The highest ``chk-<N>`` under ``job_dir`` that holds ``_metadata``; None when there is none.
+        """The highest ``chk-<N>`` under ``job_dir`` that holds ``_metadata``; None when there is none."""
+        return self.scan_checkpoints(job_dir, deadline, checkpoint_dir).candidate
+
+    def scan_checkpoints(
+        self, job_dir: StoragePath, deadline: Deadline, checkpoint_dir: StoragePath | None = None
+    ) -> CheckpointScan:
+        """:meth:`latest_checkpoint` with what was seen on the way.
 
         A job directory that does not exist means "no checkpoints"; a checkpoint directory (or bucket)
         that does not exist means the storage is not the one the job wrote to: an error, not absence.
@@ -132,10 +147,11 @@ class CheckpointStorage:
         except FileNotFoundError:
             if checkpoint_dir is not None and checkpoint_dir != job_dir:
                 self._require_dir(fs, checkpoint_dir)
-            return None
+            return CheckpointScan(None, job_dir_missing=True)
         except Exception as exc:
             raise _storage_error("listing", job_dir, exc) from None
         local_root = _real(job_dir) if job_dir.protocol == "file" else None
+        incomplete: list[int] = []
         for n in checkpoint_ids(names):
             deadline.check()
             chk = job_dir.child(f"chk-{n}")
@@ -143,8 +159,9 @@ class CheckpointStorage:
                 continue  # a symlink leading out of the checkpoint dir is never a restore path
             found = self._metadata(fs, chk)
             if found is not None:
-                return Candidate(chk, "checkpoint", found, n)
-        return None
+                return CheckpointScan(Candidate(chk, "checkpoint", found, n), incomplete=tuple(incomplete))
+            incomplete.append(n)
+        return CheckpointScan(None, incomplete=tuple(incomplete))
 
     def _require_dir(self, fs: fsspec.AbstractFileSystem, path: StoragePath) -> None:
         try:
@@ -253,4 +270,4 @@ def _storage_error(action: str, path: StoragePath, exc: BaseException) -> Storag
     if isinstance(exc, StoragePathError):
         return StorageError(str(exc))
     text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-    return StorageError(f"storage error {action} {path}: {text}")
+    return StorageError(f"{action} {path}: {text}")  # the decision says "storage error: " once
