@@ -3,9 +3,14 @@
 #   docker build -t flink-failover .
 #   docker run --rm flink-failover serve --role member --cert-dir /etc/flink-failover/certs ...
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+# Storage backends baked into the image (extras of pyproject.toml): gcs, azure, oss, hdfs, or "" for S3
+# and local files only. The server refuses to start (chart default) when the restore policy allows a
+# scheme whose backend is missing, so trim allowedSchemes together with this list.
+ARG EXTRAS=gcs,azure,oss,hdfs
 
 # --- builder: compilers live here only (for any dependency without a binary wheel) ---
 FROM ${PYTHON_IMAGE} AS builder
+ARG EXTRAS
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
@@ -17,9 +22,10 @@ COPY pyproject.toml README.md constraints.txt ./
 COPY webhook ./webhook
 # Build our wheel and the wheels of every dependency at the tested versions (constraints.txt), then
 # install them (offline, from those wheels only) into a venv that has no pip of its own.
-RUN python -m pip wheel --wheel-dir /wheels -c constraints.txt . \
+RUN python -m pip wheel --wheel-dir /wheels -c constraints.txt ".${EXTRAS:+[$EXTRAS]}" \
  && python -m venv --without-pip /opt/flink-failover \
- && python -m pip --python /opt/flink-failover/bin/python install --no-index --find-links /wheels flink-failover
+ && python -m pip --python /opt/flink-failover/bin/python install --no-index --find-links /wheels \
+      "flink-failover${EXTRAS:+[$EXTRAS]}"
 
 # --- runtime: the same base (same interpreter path), no compilers, no pip ---
 FROM ${PYTHON_IMAGE}

@@ -11,14 +11,14 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import fsspec
 
-from webhook.paths import StoragePath, StoragePathError
+from webhook.paths import FSSPEC_PROTOCOL, StoragePath, StoragePathError
 
 METADATA = "_metadata"
 
@@ -34,6 +34,49 @@ _S3_DEFAULTS: dict[str, Any] = {
 
 
 _S3FS_RETRIES = 1  # s3fs-level tries; botocore's own max_attempts above still applies
+
+
+# Per fsspec protocol: the extra of this package that installs its backend, and a module the backend
+# needs at run time (fsspec resolves "hdfs" to a class that imports pyarrow only when used).
+BACKENDS: dict[str, tuple[str, str]] = {
+    "s3": ("", "s3fs"),
+    "gs": ("gcs", "gcsfs"),
+    "abfs": ("azure", "adlfs"),
+    "oss": ("oss", "ossfs"),
+    "hdfs": ("hdfs", "pyarrow.fs"),
+    "file": ("", ""),
+}
+
+
+@dataclass(frozen=True)
+class MissingBackend:
+    scheme: str
+    extra: str
+    error: str
+
+    def message(self) -> str:
+        install = f"install flink-failover[{self.extra}]" if self.extra else "reinstall flink-failover"
+        return (
+            f"allowed scheme {self.scheme}:// has no fsspec backend ({self.error}): {install}, or remove "
+            f"{self.scheme} from the policy's allowedSchemes; until then a restore from it is a storage error"
+        )
+
+
+def missing_backends(schemes: Iterable[str]) -> tuple[MissingBackend, ...]:
+    """The allowed schemes this installation cannot read (imports each backend once: start-up cost only)."""
+    import importlib
+
+    missing = []
+    for scheme in schemes:
+        protocol = FSSPEC_PROTOCOL[scheme]
+        extra, module = BACKENDS.get(protocol, ("", ""))
+        try:
+            fsspec.get_filesystem_class(protocol)
+            if module:
+                importlib.import_module(module)
+        except (ImportError, ValueError) as exc:
+            missing.append(MissingBackend(scheme, extra, str(exc).strip().splitlines()[0][:160]))
+    return tuple(missing)
 
 
 class StorageError(Exception):

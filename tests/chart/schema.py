@@ -131,6 +131,7 @@ def values_schema() -> Schema:
             **pod_settings(),
             "webhook": webhook_registration("base64 PEM, when nothing injects the CA"),
             "validatingAdmissionPolicy": obj({"enabled": {"type": "boolean"}}),
+            "requireStorageBackends": {"type": "boolean"},
         }
     )
     control_plane = obj(

@@ -266,6 +266,7 @@ def test_deployment_is_hardened_and_probed(rendered: dict[str, list[dict[str, An
     assert container["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
     assert container["args"][:2] == ["serve", "--role=member"]
     assert "--workers=2" in container["args"]
+    assert "--require-storage-backends" in container["args"]  # the image carries the default backends
     assert "--cert-dir=/etc/flink-failover/certs" in container["args"]
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}

@@ -91,3 +91,26 @@ def test_runtime_defaults_match_the_chart(instruction: str) -> None:
         # the default policy ships inside the package; the chart mounts its ConfigMap and passes --policy
         assert "FLINK_FAILOVER_POLICY" not in env
         assert env["TMPDIR"] == "/tmp"
+
+
+def test_extras_build_argument_selects_the_storage_backends() -> None:
+    """The image carries the backends of every scheme the default policy allows (the chart refuses to
+    start otherwise); ``--build-arg EXTRAS=`` builds an S3-and-files-only image."""
+    import tomllib
+
+    from webhook.paths import FSSPEC_PROTOCOL
+    from webhook.policy import DEFAULT_ALLOWED_SCHEMES
+    from webhook.storage import BACKENDS
+
+    text = (REPO / "Dockerfile").read_text()
+    default = re.search(r"^ARG EXTRAS=(\S*)$", text, re.M)
+    assert default is not None
+    baked = set(default.group(1).split(","))
+    needed = {BACKENDS[FSSPEC_PROTOCOL[s]][0] for s in DEFAULT_ALLOWED_SCHEMES} - {""}
+    assert needed <= baked
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert baked <= set(extras)
+    builder = stages()[0]
+    assert ("ARG", "EXTRAS") in builder
+    run = " ".join(arg for op, arg in builder if op == "RUN")
+    assert '".${EXTRAS:+[$EXTRAS]}"' in run and '"flink-failover${EXTRAS:+[$EXTRAS]}"' in run

@@ -33,6 +33,7 @@ class Endpoint:
 class ServerConfig:
     endpoints: list[Endpoint]
     ready: Callable[[], str | None]  # None when ready, else the reason
+    notes: tuple[str, ...] = ()  # shown under "ready" on /readyz: what works, but not everywhere
     blueprints: Iterable[Blueprint] = field(default_factory=tuple)
     max_body_bytes: int = MAX_BODY_BYTES
 
@@ -85,7 +86,9 @@ def create_app(config: ServerConfig) -> Flask:
     @app.get("/readyz")
     def readyz() -> Response:
         reason = config.ready()
-        return _plain("ready", 200) if reason is None else _plain(reason, 503)
+        if reason is not None:
+            return _plain(reason, 503)
+        return _plain("\n".join(["ready", *(f"warning: {n}" for n in config.notes)]), 200)
 
     @app.get("/metrics")
     def prometheus() -> Response:

@@ -48,6 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--kubeconfig", default=None, help="control-plane: kubeconfig of the Karmada API server"
     )
     parser.add_argument("--context", default=None, help="control-plane: kubeconfig context")
+    parser.add_argument(
+        "--require-storage-backends",
+        action="store_true",
+        help="member: refuse to start when the policy allows a storage scheme with no fsspec backend "
+        "installed (default: start, warn in the log and on /readyz)",
+    )
     parser.add_argument("--no-capture", action="store_true", help="control-plane: serve the webhook only")
     election = parser.add_argument_group(
         "leader election (control-plane)",
@@ -99,6 +105,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"flink-failover: policy {source.describe()}: {exc}", file=sys.stderr)
         return 2
     log.info("restore policy loaded", extra={"fields": {"policy": str(source.path), "from": source.origin}})
+    notes: tuple[str, ...] = ()
+    if args.role == "member":
+        from webhook.storage import missing_backends
+
+        notes = tuple(m.message() for m in missing_backends(policy.allowed_schemes))
+        for note in notes:
+            log.warning(note)
+        if notes and args.require_storage_backends:
+            for note in notes:
+                print(f"flink-failover: {note}", file=sys.stderr)
+            return 2
     reloader = None
     if not args.insecure_plain_http:
         reloader = CertificateReloader(args.cert_dir)
@@ -107,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"flink-failover: {reason}", file=sys.stderr)
             return 2
     workers = args.workers or (1 if args.role == "control-plane" else DEFAULT_WORKERS)
-    factory = app_factory(args, policy, reloader)
+    factory = app_factory(args, policy, reloader, notes)
     options = gunicorn_options(args.bind, workers, args.threads, args.log_level, reloader)
     _prepare_metrics_dir()
     log.info("starting", extra={"fields": {"role": args.role, "bind": args.bind, "workers": workers}})
@@ -116,7 +133,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def app_factory(
-    args: argparse.Namespace, policy: RestorePolicy, reloader: CertificateReloader | None
+    args: argparse.Namespace,
+    policy: RestorePolicy,
+    reloader: CertificateReloader | None,
+    notes: tuple[str, ...] = (),
 ) -> Callable[[], Flask]:
     """Built in each worker after fork, so thread pools and storage clients are per process."""
 
@@ -131,7 +151,7 @@ def app_factory(
             from webhook.server.app import Endpoint
 
             handler = MemberHandler.from_policy(policy)
-            config = ServerConfig([Endpoint("/mutate", "member", handler, internal_error)], ready)
+            config = ServerConfig([Endpoint("/mutate", "member", handler, internal_error)], ready, notes)
         else:
             from webhook.controlplane.serve import control_plane_config
 
