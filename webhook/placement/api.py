@@ -44,6 +44,8 @@ def result_json(
             row["assignment"] = {comp: dict(nodes) for comp, nodes in e.assignment.items()}
         if e.cluster in selection.reasons:
             row["reason"] = selection.reasons[e.cluster]
+        # what stops one more set, as data: the scarcest requested resource and the words for it
+        row["limit"] = {"resource": e.scarcest or None, "message": e.limit}
         clusters.append(row)
     return {
         "components": [

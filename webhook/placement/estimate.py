@@ -51,6 +51,7 @@ class Estimate:
     capacity_left: float  # sets' worth of the scarcest requested resource left after one set
     limit: str  # what stops one more set (or why none fits)
     not_ready: str = ""
+    scarcest: str = ""  # the requested resource with the fewest sets' worth left ("" when none is bounded)
     method: str = field(default="", compare=False)
 
 
@@ -371,12 +372,13 @@ def _trim(placed: dict[int, int], drop: int) -> None:
             del placed[i]
 
 
-def _capacity_left(prep: Prepared, active: list[int]) -> float:
-    """Sets' worth of the scarcest requested resource left after one set, on nodes any component may use."""
+def _capacity_left(prep: Prepared, active: list[int]) -> tuple[float, str]:
+    """Sets' worth of the scarcest requested resource left after one set, on nodes any component may use,
+    and that resource's name."""
     usable: Sequence[bool] = prep.eligible[active[0]] if active else ()
     for c in active[1:]:
         usable = list(map(operator.or_, usable, prep.eligible[c]))
-    best = float("inf")
+    best, scarcest = float("inf"), ""
     for d in range(len(prep.dims)):
         need = sum(prep.requests[c][d] * prep.replicas[c] for c in active)
         if not need:
@@ -384,8 +386,9 @@ def _capacity_left(prep: Prepared, active: list[int]) -> float:
         have = sum(itertools.compress(prep.columns[d], usable))
         if have >= UNLIMITED:
             continue
-        best = min(best, (have - need) / need)
-    return 0.0 if best == float("inf") else round(best, 3)
+        if (have - need) / need < best:
+            best, scarcest = (have - need) / need, prep.dims[d]
+    return (0.0, "") if best == float("inf") else (round(best, 3), scarcest)
 
 
 def _limit_text(prep: Prepared, components: Sequence[Component], active: list[int], sets: int) -> str:
@@ -488,7 +491,7 @@ def estimate(
         components[c].name: MappingProxyType({prep.names[i]: n for i, n in sorted(placed[c].items()) if n})
         for c in range(len(components))
     }
-    capacity_left = _capacity_left(prep, active)
+    capacity_left, scarcest = _capacity_left(prep, active)
     if max_sets is not None and sets == max_sets < upper:
         limit = f"stopped at the cap of {max_sets} sets"
     else:
@@ -505,4 +508,5 @@ def estimate(
         limit=limit,
         not_ready=cluster.not_ready,
         method=method,
+        scarcest=scarcest,
     )
