@@ -45,7 +45,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="restore policy file (default: $FLINK_FAILOVER_POLICY, else the policy shipped in the package)",
     )
     parser.add_argument(
-        "--role", choices=["member", "control-plane"], default="member", help="default: member"
+        "--role",
+        choices=["member", "control-plane"],
+        default="member",
+        help="which role answers (default: member)",
     )
     parser.add_argument(
         "--operation",

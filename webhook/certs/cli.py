@@ -25,11 +25,17 @@ SECRET_LABELS = {"app.kubernetes.io/managed-by": "flink-failover-certs"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the usage lines of the docstring
+    if not issubclass(parser.formatter_class, argparse.RawDescriptionHelpFormatter):
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the docstring's usage lines
     sub = parser.add_subparsers(dest="certs_command", metavar="ACTION")
     sub.required = True
 
-    gen = sub.add_parser("generate", help="create (or reuse) the CA and issue the serving certificate")
+    gen = sub.add_parser(
+        "generate",
+        help="create (or reuse) the CA and issue the serving certificate",
+        description="Create (or reuse) the CA and issue the serving certificate.",
+        formatter_class=parser.formatter_class,
+    )
     gen.add_argument("--service", required=True, help="the webhook Service name")
     gen.add_argument("--namespace", required=True, help="the webhook Service namespace")
     gen.add_argument("--out", default="certs", type=Path, help="certificate directory (default: certs)")
@@ -49,9 +55,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _secret_arguments(gen)
 
-    ren = sub.add_parser("renew", help="re-issue the serving certificate when it expires soon")
-    ren.add_argument("--out", default="certs", type=Path)
-    ren.add_argument("--before-days", type=int, default=pki.DEFAULT_RENEW_BEFORE_DAYS)
+    ren = sub.add_parser(
+        "renew",
+        help="re-issue the serving certificate when it expires soon",
+        description="Re-issue the serving certificate when it expires soon.",
+        formatter_class=parser.formatter_class,
+    )
+    ren.add_argument("--out", default="certs", type=Path, help="certificate directory")
+    ren.add_argument(
+        "--before-days",
+        type=int,
+        default=pki.DEFAULT_RENEW_BEFORE_DAYS,
+        help="re-issue when the serving certificate expires within this many days",
+    )
     ren.add_argument(
         "--days", type=int, default=pki.DEFAULT_DAYS, help="validity of the re-issued certificate"
     )
@@ -59,11 +75,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ren.add_argument("--namespace", default=None, help="namespace of --secret (default: the pod's namespace)")
     _secret_arguments(ren)
 
-    bundle = sub.add_parser("ca-bundle", help="print the base64 CA bundle (clientConfig.caBundle)")
-    bundle.add_argument("--out", default="certs", type=Path)
+    bundle = sub.add_parser(
+        "ca-bundle",
+        help="print the base64 CA bundle (clientConfig.caBundle)",
+        description="Print the base64 CA bundle (clientConfig.caBundle).",
+        formatter_class=parser.formatter_class,
+    )
+    bundle.add_argument("--out", default="certs", type=Path, help="directory holding ca.crt")
 
-    inject = sub.add_parser("inject", help="write the CA bundle into every webhook of a configuration")
-    inject.add_argument("--webhook-config", required=True, metavar="NAME")
+    inject = sub.add_parser(
+        "inject",
+        help="write the CA bundle into every webhook of a configuration",
+        description="Write the CA bundle into every webhook of a configuration.",
+        formatter_class=parser.formatter_class,
+    )
+    inject.add_argument(
+        "--webhook-config", required=True, metavar="NAME", help="the MutatingWebhookConfiguration to update"
+    )
     inject.add_argument(
         "--validating", action="store_true", help="a ValidatingWebhookConfiguration (default: mutating)"
     )
@@ -75,7 +103,7 @@ def _kube_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kubeconfig", default=None, help="default: in-cluster, else KUBECONFIG / ~/.kube/config"
     )
-    parser.add_argument("--context", default=None)
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: its current one)")
 
 
 def _secret_arguments(parser: argparse.ArgumentParser) -> None:

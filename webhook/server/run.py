@@ -26,37 +26,68 @@ DEFAULT_THREADS = 8
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--role", choices=["member", "control-plane"], default="member")
+    parser.add_argument(
+        "--role",
+        choices=["member", "control-plane"],
+        default="member",
+        help="member: the Flink admission webhook on a member cluster; control-plane: the Karmada component",
+    )
     parser.add_argument(
         "--policy",
         default=None,
         help="restore policy file (default: $FLINK_FAILOVER_POLICY, else the policy shipped in the package)",
     )
-    parser.add_argument("--cert-dir", default=os.environ.get("FLINK_FAILOVER_CERT_DIR", "certs"))
-    parser.add_argument("--bind", default=os.environ.get("FLINK_FAILOVER_BIND", "0.0.0.0:8443"))
     parser.add_argument(
-        "--workers", type=int, default=None, help=f"default {DEFAULT_WORKERS} (control-plane: 1)"
+        "--cert-dir",
+        default=os.environ.get("FLINK_FAILOVER_CERT_DIR", "certs"),
+        help="directory with tls.crt and tls.key, re-read when they change ($FLINK_FAILOVER_CERT_DIR)",
     )
-    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
-    parser.add_argument("--log-level", default=os.environ.get("FLINK_FAILOVER_LOG_LEVEL", "info"))
+    parser.add_argument(
+        "--bind",
+        default=os.environ.get("FLINK_FAILOVER_BIND", "0.0.0.0:8443"),
+        help="HOST:PORT to listen on ($FLINK_FAILOVER_BIND)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help=f"gunicorn worker processes (default: {DEFAULT_WORKERS}; control-plane: 1, one watch cache)",
+    )
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="threads per worker")
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("FLINK_FAILOVER_LOG_LEVEL", "info"),
+        help="debug, info, warning, error ($FLINK_FAILOVER_LOG_LEVEL)",
+    )
     parser.add_argument(
         "--insecure-plain-http",
         action="store_true",
         help="development only: serve plain HTTP without TLS (kube-apiserver never accepts this)",
     )
-    parser.add_argument(
-        "--kubeconfig", default=None, help="control-plane: kubeconfig of the Karmada API server"
-    )
-    parser.add_argument("--context", default=None, help="control-plane: kubeconfig context")
-    parser.add_argument(
+    member = parser.add_argument_group("member role")
+    member.add_argument(
         "--require-storage-backends",
         action="store_true",
-        help="member: refuse to start when the policy allows a storage scheme with no fsspec backend "
+        help="member role: refuse to start when the policy allows a storage scheme with no fsspec backend "
         "installed (default: start, warn in the log and on /readyz)",
     )
-    parser.add_argument("--no-capture", action="store_true", help="control-plane: serve the webhook only")
+    control = parser.add_argument_group("control-plane role")
+    control.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="control-plane role: kubeconfig of the Karmada API server "
+        "(default: in-cluster, else ~/.kube/config)",
+    )
+    control.add_argument(
+        "--context", default=None, help="control-plane role: kubeconfig context (default: its current one)"
+    )
+    control.add_argument(
+        "--no-capture",
+        action="store_true",
+        help="control-plane role: serve the Work webhook only, record no ResourceBinding state",
+    )
     election = parser.add_argument_group(
-        "leader election (control-plane)",
+        "leader election (control-plane role)",
         "with --leader-elect every replica serves the Work webhook and only the holder of a "
         "coordination.k8s.io Lease captures ResourceBinding state",
     )
