@@ -37,6 +37,7 @@ from webhook.controlplane.leader import (
 )
 from webhook.controlplane.record import Record
 from webhook.policy import DEFAULT_POLICY_FILE
+from webhook.review import wrap
 
 NS = "karmada-system"
 LEASE = "flink-failover-control-plane"
@@ -342,18 +343,7 @@ def admit_work(replica: Replica) -> dict[str, Any]:
         "metadata": {"name": "w", "namespace": "karmada-es-eu-central"},
         "spec": {"workload": {"manifests": []}},
     }
-    review = {
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "0f4a1a9e-0000-4000-8000-000000000001",
-            "kind": {"group": "work.karmada.io", "version": "v1alpha1", "kind": "Work"},
-            "resource": {"group": "work.karmada.io", "version": "v1alpha1", "resource": "works"},
-            "namespace": "karmada-es-eu-central",
-            "operation": "CREATE",
-            "object": work,
-        },
-    }
+    review = wrap(work, "CREATE", None, 1)  # as kube-apiserver would send it
     client = replica.running.client(timeout=10)
     try:
         return client.admit(review, "/mutate-work")
