@@ -244,9 +244,19 @@ class LeaderElector:
                 self._last_renew = now
                 if not self._leading:
                     self._change(True)
+            elif self._leading and self._taken():
+                log.warning("the leader lease is held by %s now: stopping capture", self._observed_holder())
+                self._change(False)
             elif self._leading and now - self._last_renew >= self.config.renew_deadline:
                 log.warning("leader lease not renewed within the renew deadline: stopping capture")
                 self._change(False)
+
+    def _observed_holder(self) -> str:
+        return self._observed.holder if self._observed is not None else ""
+
+    def _taken(self) -> bool:
+        """Another process holds the Lease (we were away longer than it lasts): stop at once."""
+        return self._observed_holder() not in ("", self.config.identity)
 
     def release(self) -> None:
         """Stop campaigning; hand the Lease back when we hold it, so a successor need not wait it out."""
