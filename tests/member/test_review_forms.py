@@ -230,3 +230,24 @@ def test_unusable_documents_are_usage_errors(tmp_path: Path) -> None:
     empty = tmp_path / "empty.yaml"
     empty.write_text("---\n")
     assert run(str(empty)).returncode == 2
+
+
+def test_bare_work_for_the_control_plane(tmp_path: Path) -> None:
+    """The control-plane role takes a bare Work too, with the ResourceBindings from --objects."""
+    sample = json.loads((SAMPLES / "controlplane" / "review-create-relocating.json").read_text())
+    work = tmp_path / "work.yaml"
+    work.write_text(yaml.safe_dump(sample["request"]["object"]))
+    objects = str(SAMPLES / "controlplane" / "bindings.yaml")
+    bare = run(str(work), "--role", "control-plane", "--objects", objects, "--print-object")
+    wrapped = run(
+        str(SAMPLES / "controlplane" / "review-create-relocating.json"),
+        "--role",
+        "control-plane",
+        "--objects",
+        objects,
+        "--print-object",
+    )
+    assert bare.returncode == wrapped.returncode == 0, bare.stderr + wrapped.stderr
+    assert json.loads(bare.stdout) == json.loads(wrapped.stdout)
+    manifest = json.loads(bare.stdout)["spec"]["workload"]["manifests"][0]
+    assert manifest["metadata"]["labels"]["flink-failover.io/failover"] == "true"
