@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ API_VERSION = "flink-failover.io/v1alpha1"
 KIND = "RestorePolicy"
 # The default policy, shipped in the package: what `serve` and `review` use without --policy or
 # FLINK_FAILOVER_POLICY, wherever they are run from.
-DEFAULT_POLICY_FILE = Path(__file__).with_name("restore-policy.yaml")
+# Anchored to the package, not to this module, so the module may move within it.
+DEFAULT_POLICY_FILE = Path(str(files("webhook").joinpath("restore-policy.yaml")))
 POLICY_ENV = "FLINK_FAILOVER_POLICY"
 
 DEFAULT_JOB_ID_LABELS: tuple[str, ...] = (
