@@ -108,6 +108,7 @@ def test_review_honours_flink_failover_policy_like_serve(tmp_path: Path) -> None
     assert json.loads(by_flag.stdout)["response"]["allowed"] is True  # --policy wins
 
 
+@pytest.mark.slow
 def test_default_policy_is_package_data(tmp_path: Path) -> None:
     import zipfile
 
