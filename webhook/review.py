@@ -1,86 +1,248 @@
-"""Answer AdmissionReview files offline, through exactly the code path the server uses.
+"""Answer admission requests offline, through exactly the code path the server uses.
 
-Prints the AdmissionReview response (patch base64 as on the wire) or, with ``--print-object``, the
-object after the patch. Exit 0 when an answer was produced (allowed or denied), 2 on unusable input.
+FILE holds AdmissionReviews or bare objects (a FlinkDeployment, a FlinkSessionJob, a Karmada Work), JSON
+or YAML, one or many documents; ``-`` reads standard input. A bare object is sent as a CREATE, or as an
+UPDATE of the object in ``--old FILE``. Prints the AdmissionReview answer (the patch base64 as on the
+wire), ``--print-object`` the object after the patch, or ``--diff`` the change as a unified diff; a
+request left alone says why on standard error. Exit 0 when every request was answered, 1 when
+``--print-object`` or ``--diff`` met a denial, 2 on unusable input.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
+import os
 import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import jsonpatch
 import yaml
 
+from webhook.common import documents
+from webhook.common.admission import KIND as REVIEW_KIND
 from webhook.common.admission import AdmissionRequest, AdmissionResponse, BadReview, Handler, review
-from webhook.member.policy import DEFAULT_POLICY, PolicyError, load_policy
+from webhook.member.policy import PolicyError, PolicySource, load_policy, policy_source
 from webhook.roles import ROLES, offline_handler
 from webhook.server.config import OnError
 
 EXIT_OK = 0
+EXIT_DENIED = 1
 EXIT_USAGE = 2
+PROG = "flink-failover review"
+OPERATIONS = ("CREATE", "UPDATE")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("file", help="AdmissionReview JSON (or YAML) file, '-' for standard input")
-    parser.add_argument("--policy", default=DEFAULT_POLICY, help="restore policy file")
-    parser.add_argument("--role", choices=list(ROLES), default="member")
     parser.add_argument(
-        "--objects", help="control-plane: YAML stream of ResourceBindings standing in for Karmada"
+        "file",
+        help="AdmissionReview(s) or bare object(s), JSON or YAML, one or many documents; '-' for stdin",
     )
     parser.add_argument(
-        "--print-object", action="store_true", help="print the object after the patch instead"
+        "--policy",
+        default=None,
+        help="restore policy file (default: $FLINK_FAILOVER_POLICY, else the policy shipped in the package)",
     )
+    parser.add_argument(
+        "--role",
+        choices=list(ROLES),
+        default="member",
+        help="which role answers (default: member)",
+    )
+    parser.add_argument(
+        "--operation",
+        choices=OPERATIONS,
+        type=str.upper,
+        help="for bare objects: the operation to review (default: CREATE, or UPDATE with --old)",
+    )
+    parser.add_argument("--old", metavar="FILE", help="for bare objects: the object before an UPDATE")
+    parser.add_argument(
+        "--objects", help="control-plane role: YAML stream of ResourceBindings standing in for Karmada"
+    )
+    show = parser.add_mutually_exclusive_group()
+    show.add_argument(
+        "--print-object", action="store_true", help="print the object after the patch (a denial exits 1)"
+    )
+    show.add_argument(
+        "--diff", action="store_true", help="print the object's change as a unified diff (a denial exits 1)"
+    )
+    parser.add_argument(
+        "-o", "--output", choices=["json", "yaml"], default="json", help="output format (default: json)"
+    )
+
+
+class UsageError(ValueError):
+    """Unusable input: one line on stderr, exit 2."""
 
 
 def _fail(message: str) -> int:
-    print(f"flink-failover review: {message}", file=sys.stderr)
+    print(f"{PROG}: {message}", file=sys.stderr)
     return EXIT_USAGE
 
 
-def load_body(source: str) -> Any:
-    if source == "-":
-        text = sys.stdin.read()
-    else:
-        with open(source, encoding="utf-8") as file:
-            text = file.read()
-    try:
-        return json.loads(text)
-    except ValueError:
-        return yaml.safe_load(text)  # YAML is a superset; friendlier for hand-written samples
+def build_handler(args: argparse.Namespace, source: PolicySource) -> tuple[Handler, OnError]:
+    return offline_handler(args, load_policy(source.path))
 
 
-def build_handler(args: argparse.Namespace) -> tuple[Handler, OnError]:
-    return offline_handler(args, load_policy(args.policy))
+def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str]:
+    meta = obj.get("metadata")
+    meta = meta if isinstance(meta, Mapping) else {}
+    return (str(obj.get("kind", "")), str(meta.get("namespace") or "default"), str(meta.get("name", "")))
+
+
+def _describe(obj: Mapping[str, Any]) -> str:
+    kind, namespace, name = _identity(obj)
+    return f"{kind} {namespace}/{name}" if name else (kind or "object")
+
+
+def wrap(obj: Mapping[str, Any], operation: str, old: Mapping[str, Any] | None, index: int) -> dict[str, Any]:
+    """An AdmissionReview for a bare object, as kube-apiserver would send it."""
+    group, _, version = str(obj.get("apiVersion", "")).rpartition("/")
+    kind, namespace, name = _identity(obj)
+    gvk = {"group": group, "version": version, "kind": kind}
+    gvr = {"group": group, "version": version, "resource": kind.lower() + "s"}
+    request: dict[str, Any] = {
+        "uid": f"00000000-0000-4000-8000-{index:012d}",
+        "kind": gvk,
+        "resource": gvr,
+        "requestKind": gvk,
+        "requestResource": gvr,
+        "namespace": namespace,
+        "name": name,
+        "operation": operation,
+        "userInfo": {"username": "flink-failover-review"},
+        "object": dict(obj),
+        "dryRun": False,
+    }
+    if old is not None:
+        request["oldObject"] = dict(old)
+    return {"apiVersion": "admission.k8s.io/v1", "kind": REVIEW_KIND, "request": request}
+
+
+def _is_object(doc: Any) -> bool:
+    return isinstance(doc, Mapping) and bool(doc.get("apiVersion")) and bool(doc.get("kind"))
+
+
+def requests_from(args: argparse.Namespace) -> list[Any]:
+    """Every document of FILE as an AdmissionReview body (bare objects wrapped)."""
+    docs = documents.load(args.file)
+    if not docs:
+        raise UsageError(f"{documents.display_name(args.file)}: no documents")
+    olds: list[Any] = documents.load(args.old) if args.old else []
+    if args.old and not olds:
+        raise UsageError(f"{args.old}: no documents")
+    operation = args.operation or ("UPDATE" if args.old else "CREATE")
+    if (
+        operation == "UPDATE"
+        and not args.old
+        and any(_is_object(d) and d.get("kind") != REVIEW_KIND for d in docs)
+    ):
+        raise UsageError(
+            "--operation UPDATE of a bare object needs --old FILE (the object before the update)"
+        )
+    by_identity = {_identity(o): o for o in olds if _is_object(o)}
+    bodies = []
+    for index, doc in enumerate(docs, 1):
+        if isinstance(doc, Mapping) and doc.get("kind") == REVIEW_KIND:
+            bodies.append(doc)
+            continue
+        if not _is_object(doc):
+            raise UsageError(
+                f"{documents.display_name(args.file)}: document {index} is not an AdmissionReview "
+                "and not a Kubernetes object (apiVersion and kind)"
+            )
+        old = None
+        if operation == "UPDATE":
+            old = olds[0] if len(olds) == 1 else by_identity.get(_identity(doc))
+            if old is None:
+                raise UsageError(f"{args.old}: no old version of {_describe(doc)}")
+        bodies.append(wrap(doc, operation, old, index))
+    return bodies
+
+
+@dataclass(frozen=True)
+class Answer:
+    request: AdmissionRequest
+    response: AdmissionResponse
+
+    @property
+    def name(self) -> str:
+        return _describe(self.request.object) if self.request.object else f"request {self.request.uid}"
+
+    def patched(self) -> Any:
+        obj = self.request.object
+        return jsonpatch.apply_patch(obj, self.response.patch) if self.response.patch else obj
+
+
+def dump(doc: Any, output: str) -> str:
+    if output == "yaml":
+        return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False).rstrip("\n")
+    return json.dumps(doc, indent=2)
+
+
+def dump_all(docs: Sequence[Any], output: str) -> str:
+    if len(docs) == 1:
+        return dump(docs[0], output)
+    if output == "yaml":
+        return "\n---\n".join(dump(d, output) for d in docs)
+    return dump({"apiVersion": "v1", "kind": "List", "items": list(docs)}, output)
+
+
+def unified_diff(answer: Answer, output: str) -> str:
+    before = dump(answer.request.object, output).splitlines(keepends=True)
+    after = dump(answer.patched(), output).splitlines(keepends=True)
+    label = answer.name
+    return "".join(difflib.unified_diff(before, after, f"{label} (request)", f"{label} (admitted)"))
+
+
+def explain(answer: Answer) -> None:
+    """What a person would otherwise have to guess from an empty answer: why nothing changed, or why not."""
+    response = answer.response
+    if not response.allowed:
+        print(f"{PROG}: {answer.name}: denied: {response.message}", file=sys.stderr)
+    elif response.decision == "skip":
+        reason = response.audit.reason or "not a request this webhook changes"
+        print(f"{PROG}: {answer.name}: skipped: {reason}", file=sys.stderr)
+    elif not response.patch:
+        print(
+            f"{PROG}: {answer.name}: allowed unchanged ({response.decision or 'no change'})", file=sys.stderr
+        )
 
 
 def run(args: argparse.Namespace) -> int:
+    source = policy_source(args.policy, os.environ)
     try:
-        handler, on_error = build_handler(args)
-    except PolicyError as exc:
-        return _fail(str(exc))
+        handler, on_error = build_handler(args, source)
+    except (PolicyError, documents.DocumentError) as exc:
+        return _fail(f"policy {source.describe()}: {exc}" if isinstance(exc, PolicyError) else str(exc))
     except (OSError, ValueError) as exc:
         return _fail(str(exc))
+    print(f"{PROG}: policy {source.describe()}", file=sys.stderr)
     try:
-        body = load_body(args.file)
-    except OSError as exc:
-        return _fail(f"cannot read {args.file}: {exc.strerror or exc}")
-    except yaml.YAMLError:
-        return _fail(f"{args.file} is neither JSON nor YAML")
-    try:
-        request, response = review(body, handler, on_error)
-    except BadReview as exc:
-        return _fail(f"not an AdmissionReview: {exc}")
+        bodies = requests_from(args)
+        answers = []
+        for body in bodies:
+            try:
+                answers.append(Answer(*review(body, handler, on_error)))
+            except BadReview as exc:
+                raise UsageError(
+                    f"{documents.display_name(args.file)}: not an AdmissionReview: {exc}"
+                ) from None
+    except (documents.DocumentError, UsageError) as exc:
+        return _fail(str(exc))
+    for answer in answers:
+        explain(answer)
+    denied = any(not a.response.allowed for a in answers)
+    if args.diff:
+        print("".join(unified_diff(a, args.output) for a in answers if a.response.allowed), end="")
+        return EXIT_DENIED if denied else EXIT_OK
     if args.print_object:
-        print(json.dumps(patched_object(request, response), indent=2, sort_keys=True))
-    else:
-        print(json.dumps(response.to_review(request.api_version), indent=2))
+        admitted = [a.patched() for a in answers if a.response.allowed]
+        if admitted:
+            print(dump_all(admitted, args.output))
+        return EXIT_DENIED if denied else EXIT_OK
+    print(dump_all([a.response.to_review(a.request.api_version) for a in answers], args.output))
     return EXIT_OK
-
-
-def patched_object(request: AdmissionRequest, response: AdmissionResponse) -> Any:
-    if not response.allowed:
-        return {"denied": response.message}
-    return jsonpatch.apply_patch(request.object, response.patch) if response.patch else request.object

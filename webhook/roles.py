@@ -7,15 +7,19 @@ knows no server. ``flink-failover serve`` is this module's ``add_arguments`` / `
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from webhook.common.admission import Handler
-from webhook.member.policy import DEFAULT_POLICY, PolicyError, RestorePolicy, load_policy
+from webhook.member.policy import PolicyError, RestorePolicy, load_policy, policy_source
+from webhook.server import logs
 from webhook.server import run as server
 from webhook.server.config import Endpoint, OnError, Ready, ServerConfig
+
+log = logging.getLogger(__name__)
 
 MEMBER = "member"
 CONTROL_PLANE = "control-plane"
@@ -49,11 +53,20 @@ def _member_offline(_args: argparse.Namespace, policy: RestorePolicy) -> tuple[H
 def _control_plane_endpoints(args: argparse.Namespace, policy: RestorePolicy, ready: Ready) -> ServerConfig:
     """The Work webhook (with its capture loop) and the component-fit placement API, in one worker."""
     from webhook.controlplane.handler import internal_error
-    from webhook.controlplane.serve import WORK_PATH, ControlPlaneOptions, start_control_plane
+    from webhook.controlplane.serve import (
+        WORK_PATH,
+        ControlPlaneOptions,
+        election_config,
+        start_control_plane,
+    )
     from webhook.placement.http import blueprint
 
     options = ControlPlaneOptions(
-        args.kubeconfig, args.context, capture=not args.no_capture, get_timeout=policy.deadline_seconds
+        args.kubeconfig,
+        args.context,
+        capture=not args.no_capture,
+        get_timeout=policy.deadline_seconds,
+        election=election_config(args),
     )
     plane = start_control_plane(policy.contract, options)
 
@@ -85,33 +98,109 @@ def offline_handler(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Ha
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from webhook.estimator import options as estimator  # options only: no gRPC loaded here
 
-    parser.add_argument("--role", choices=[*ROLES, ESTIMATOR], default=MEMBER)
-    parser.add_argument("--policy", default=os.environ.get("FLINK_FAILOVER_POLICY", DEFAULT_POLICY))
-    server.add_arguments(parser)
     parser.add_argument(
+        "--role",
+        choices=[*ROLES, ESTIMATOR],
+        default=MEMBER,
+        help="member: the Flink admission webhook on a member cluster; control-plane: the Karmada "
+        "component; estimator: Karmada's scheduler-estimator for one member cluster (gRPC)",
+    )
+    parser.add_argument(
+        "--policy",
+        default=None,
+        help="restore policy file (default: $FLINK_FAILOVER_POLICY, else the policy shipped in the package)",
+    )
+    server.add_arguments(parser)
+    member = parser.add_argument_group("member role")
+    member.add_argument(
+        "--require-storage-backends",
+        action="store_true",
+        help="member role: refuse to start when the policy allows a storage scheme with no fsspec backend "
+        "installed (default: start, warn in the log and on /readyz)",
+    )
+    control = parser.add_argument_group("control-plane role (--kubeconfig and --context: the estimator too)")
+    control.add_argument(
         "--kubeconfig",
         default=None,
-        help="control-plane: the Karmada API server; estimator: the member cluster",
+        help="control-plane: the Karmada API server; estimator: the member cluster "
+        "(default: in-cluster, else ~/.kube/config)",
     )
-    parser.add_argument("--context", default=None, help="control-plane and estimator: kubeconfig context")
-    parser.add_argument("--no-capture", action="store_true", help="control-plane: serve the webhook only")
+    control.add_argument("--context", default=None, help="kubeconfig context (default: its current one)")
+    control.add_argument(
+        "--no-capture",
+        action="store_true",
+        help="control-plane role: serve the Work webhook only, record no ResourceBinding state",
+    )
+    election = parser.add_argument_group(
+        "leader election (control-plane role)",
+        "with --leader-elect every replica serves the Work webhook and only the holder of a "
+        "coordination.k8s.io Lease captures ResourceBinding state",
+    )
+    election.add_argument(
+        "--leader-elect", action="store_true", help="capture only while holding the Lease (default: off)"
+    )
+    election.add_argument("--lease-name", default="flink-failover-control-plane", help="default: %(default)s")
+    election.add_argument(
+        "--lease-namespace",
+        default=os.environ.get("POD_NAMESPACE", "default"),
+        help="namespace of the Lease on the Karmada API server (default: $POD_NAMESPACE, else default)",
+    )
+    election.add_argument(
+        "--lease-duration",
+        type=float,
+        default=15.0,
+        help="seconds a Lease stays valid unrenewed (default: 15)",
+    )
+    election.add_argument(
+        "--renew-deadline",
+        type=float,
+        default=10.0,
+        help="seconds the leader keeps leading without a successful renewal (default: 10)",
+    )
+    election.add_argument(
+        "--retry-period",
+        type=float,
+        default=2.0,
+        help="seconds between tries to acquire or renew (default: 2)",
+    )
     estimator.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    """``flink-failover serve``: load the policy, then serve the chosen role."""
+    """``flink-failover serve``: check the role's options, load the policy, then serve the chosen role."""
     if args.role == ESTIMATOR:
         from webhook.estimator import run as estimator
 
         return estimator.run(args)
+    if args.role == CONTROL_PLANE:
+        from webhook.controlplane.serve import check_arguments
+
+        problem = check_arguments(args)
+        if problem is not None:
+            print(f"flink-failover: {problem}", file=sys.stderr)
+            return 2
+    logs.configure(args.log_level)
+    source = policy_source(args.policy, os.environ)
     try:
-        policy = load_policy(args.policy)
+        policy = load_policy(source.path)
     except PolicyError as exc:
-        print(f"flink-failover: {exc}", file=sys.stderr)
+        print(f"flink-failover: policy {source.describe()}: {exc}", file=sys.stderr)
         return 2
+    log.info("restore policy loaded", extra={"fields": {"policy": str(source.path), "from": source.origin}})
+    notes: tuple[str, ...] = ()
+    if args.role == MEMBER:
+        from webhook.member.storage import missing_backends
+
+        notes = tuple(m.message() for m in missing_backends(policy.allowed_schemes))
+        for note in notes:
+            log.warning(note)
+        if notes and args.require_storage_backends:
+            for note in notes:
+                print(f"flink-failover: {note}", file=sys.stderr)
+            return 2
     role = ROLES[args.role]
 
     def build(ready: Ready) -> ServerConfig:
-        return role.endpoints(args, policy, ready)
+        return replace(role.endpoints(args, policy, ready), notes=notes)
 
     return server.serve(args, role.name, build, role.default_workers)

@@ -26,11 +26,12 @@ from cryptography import x509
 
 from tests.conftest import REPO
 from webhook.certs import store
+from webhook.member.policy import DEFAULT_POLICY_FILE
 
 pytestmark = pytest.mark.slow
 
 SERVER = REPO / ".venv" / "bin" / "flink-failover"
-POLICY = REPO / "policies" / "restore-policy.yaml"
+POLICY = DEFAULT_POLICY_FILE
 HOST = "localhost"  # a SAN of the certificate: the client checks the hostname
 STARTUP_SECONDS = 30
 LOAD_BEFORE_ROTATION = 1.5  # seconds of traffic on the old certificate

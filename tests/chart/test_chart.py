@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from webhook.member.policy import load_policy, policy_from_dict
+from webhook.member.policy import DEFAULT_POLICY_FILE, load_policy, policy_from_dict
 
 CHART = REPO / "charts" / "flink-failover"
 NS = "flink-failover"
@@ -31,12 +31,12 @@ CP = {"role": "control-plane"}
 COMBOS: dict[str, dict[str, Any]] = {
     "member-default": {},
     "member-cert-manager": {"certificates": {"mode": "cert-manager"}},
-    "member-vap-off": {"validatingAdmissionPolicy": {"enabled": False}},
+    "member-vap-off": {"member": {"validatingAdmissionPolicy": {"enabled": False}}},
     "member-servicemonitor": {
         "metrics": {"serviceMonitor": {"enabled": True, "labels": {"release": "prom"}}}
     },
     "member-no-pdb-no-netpol": {
-        "podDisruptionBudget": {"enabled": False},
+        "member": {"podDisruptionBudget": {"enabled": False}},
         "networkPolicy": {"enabled": False},
     },
     "control-plane": CP,
@@ -46,6 +46,22 @@ COMBOS: dict[str, dict[str, Any]] = {
         "controlPlane": {"part": "workload", "kubeconfigSecret": "karmada-kubeconfig"},
     },
     "control-plane-registration": {**CP, "controlPlane": {"part": "registration"}},
+    "member-platform-extras": {
+        "member": {
+            "replicaCount": 1,
+            "serviceAccount": {"annotations": {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/ckpt"}},
+            "extraVolumes": [{"name": "minio-ca", "configMap": {"name": "minio-ca"}}],
+            "extraVolumeMounts": [{"name": "minio-ca", "mountPath": "/etc/ssl/minio", "readOnly": True}],
+            "extraEnv": [{"name": "AWS_CA_BUNDLE", "value": "/etc/ssl/minio/ca.crt"}],
+            "podAnnotations": {"example.com/team": "platform"},
+            "priorityClassName": "system-cluster-critical",
+            "hostNetwork": True,
+        }
+    },
+    "control-plane-existing-account": {
+        **CP,
+        "controlPlane": {"serviceAccount": {"create": False, "name": "karmada-flink-failover"}},
+    },
 }
 
 
@@ -148,17 +164,39 @@ def test_every_manifest_validates(rendered: dict[str, list[dict[str, Any]]], com
     ("values", "message"),
     [
         ({"replicas": 2}, "additional properties 'replicas' not allowed"),
-        ({"webhook": {"failurPolicy": "Fail"}}, "additional properties 'failurPolicy' not allowed"),
+        ({"replicaCount": 2}, "additional properties 'replicaCount' not allowed"),
+        (
+            {"member": {"webhook": {"failurPolicy": "Fail"}}},
+            "additional properties 'failurPolicy' not allowed",
+        ),
         ({"policy": {"onMissingStat": "suspend"}}, "additional properties 'onMissingStat' not allowed"),
-        ({"replicaCount": "two"}, "/replicaCount"),
+        ({"member": {"replicaCount": "two"}}, "/member/replicaCount"),
+        ({"controlPlane": {"workers": 0}}, "/controlPlane/workers"),
         ({"policy": {"deadlineSeconds": "5"}}, "/policy/deadlineSeconds"),
         ({"policy": {"onMissingState": "ignore"}}, "/policy/onMissingState"),
         ({"policy": {"deadlineSeconds": 30}}, "/policy/deadlineSeconds"),
         ({"role": "both"}, "/role"),
         ({"certificates": {"mode": "vault"}}, "/certificates/mode"),
-        ({"webhook": {"timeoutSeconds": 31}}, "/webhook/timeoutSeconds"),
-        ({"validatingAdmissionPolicy": {"enabled": "yes"}}, "/validatingAdmissionPolicy/enabled"),
+        ({"member": {"webhook": {"timeoutSeconds": 31}}}, "/member/webhook/timeoutSeconds"),
+        ({"controlPlane": {"webhook": {"failurePolicy": "fail"}}}, "/controlPlane/webhook/failurePolicy"),
+        (
+            {"member": {"validatingAdmissionPolicy": {"enabled": "yes"}}},
+            "/member/validatingAdmissionPolicy/enabled",
+        ),
         ({"policy": {"jobIdLabels": ["not a label"]}}, "/policy/jobIdLabels/0"),
+        ({"member": {"hostNetwork": "yes"}}, "/member/hostNetwork"),
+        (
+            {"member": {"serviceAccount": {"annotation": {}}}},
+            "additional properties 'annotation' not allowed",
+        ),
+        ({"member": {"extraVolumeMounts": [{"name": "ca"}]}}, "/member/extraVolumeMounts/0"),
+        (
+            {"member": {"extraVolumeMounts": [{"name": "ca", "mountPath": "etc"}]}},
+            "/member/extraVolumeMounts/0",
+        ),
+        ({"member": {"extraVolumes": [{"configMap": {"name": "x"}}]}}, "/member/extraVolumes/0"),
+        ({"controlPlane": {"priorityClassName": "Not_A_Name"}}, "/controlPlane/priorityClassName"),
+        ({"controlPlane": {"leaderElection": {"leaseDurationSeconds": 0}}}, "/controlPlane/leaderElection"),
     ],
 )
 def test_schema_rejects_unknown_and_mistyped_values(
@@ -228,6 +266,7 @@ def test_deployment_is_hardened_and_probed(rendered: dict[str, list[dict[str, An
     assert container["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
     assert container["args"][:2] == ["serve", "--role=member"]
     assert "--workers=2" in container["args"]
+    assert "--require-storage-backends" in container["args"]  # the image carries the default backends
     assert "--cert-dir=/etc/flink-failover/certs" in container["args"]
     mounts = {m["name"]: m for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
@@ -262,7 +301,7 @@ def test_service_pdb_and_network_policy(rendered: dict[str, list[dict[str, Any]]
 def test_policy_configmap_is_the_default_policy(rendered: dict[str, list[dict[str, Any]]]) -> None:
     cm = one(rendered["member-default"], "ConfigMap")
     doc = yaml.safe_load(cm["data"]["restore-policy.yaml"])
-    assert policy_from_dict(doc) == load_policy(REPO / "policies" / "restore-policy.yaml")
+    assert policy_from_dict(doc) == load_policy(DEFAULT_POLICY_FILE)
 
 
 def test_policy_values_reach_the_configmap_and_the_pods(helm: str, tmp_path: Path) -> None:
@@ -345,7 +384,7 @@ def test_namespaces_and_timeout_are_configurable(helm: str, tmp_path: Path) -> N
     docs = render(
         helm,
         tmp_path,
-        {"webhook": {"excludeNamespaces": ["flink-system"]}, "policy": {"deadlineSeconds": 27.5}},
+        {"member": {"webhook": {"excludeNamespaces": ["flink-system"]}}, "policy": {"deadlineSeconds": 27.5}},
     )
     for hook in one(docs, "MutatingWebhookConfiguration")["webhooks"]:
         assert hook["timeoutSeconds"] == 30  # ceil(27.5) + 5, capped
@@ -361,9 +400,11 @@ def test_namespaces_and_timeout_are_configurable(helm: str, tmp_path: Path) -> N
         "flink-system",
     ]
     # an explicit timeout that does not leave room for the deadline is refused
-    result = template(helm, tmp_path, {"webhook": {"timeoutSeconds": 5}, "policy": {"deadlineSeconds": 5}})
+    result = template(
+        helm, tmp_path, {"member": {"webhook": {"timeoutSeconds": 5}}, "policy": {"deadlineSeconds": 5}}
+    )
     assert result.returncode != 0 and "must be above policy.deadlineSeconds" in result.stderr
-    ok = render(helm, tmp_path, {"webhook": {"timeoutSeconds": 12}})
+    ok = render(helm, tmp_path, {"member": {"webhook": {"timeoutSeconds": 12}}})
     assert {h["timeoutSeconds"] for h in one(ok, "MutatingWebhookConfiguration")["webhooks"]} == {12}
 
 
@@ -566,10 +607,35 @@ def test_control_plane_all_in_one(rendered: dict[str, list[dict[str, Any]]]) -> 
             "resources": ["resourcebindings"],
             "verbs": ["get", "list", "watch", "patch"],
         },
-        {"apiGroups": ["work.karmada.io"], "resources": ["works"], "verbs": ["get"]},
     ]
     binding = one(docs, "ClusterRoleBinding", f"{FULLNAME}-{NS}")
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": FULLNAME, "namespace": NS}]
+    # leader election: every replica serves, the Lease holder captures; the Lease by name only
+    assert pod["containers"][0]["args"][-6:] == [
+        "--leader-elect",
+        f"--lease-name={FULLNAME}-leader",
+        f"--lease-namespace={NS}",
+        "--lease-duration=15",
+        "--renew-deadline=10",
+        "--retry-period=2",
+    ]
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["POD_NAME"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert dep["spec"]["replicas"] == 2
+    lease_role = one(docs, "Role", f"{FULLNAME}-leader")
+    assert lease_role["metadata"]["namespace"] == NS
+    assert lease_role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": [f"{FULLNAME}-leader"],
+            "verbs": ["get", "update"],
+        },
+    ]
+    lease_binding = one(docs, "RoleBinding", f"{FULLNAME}-leader")
+    assert lease_binding["roleRef"]["name"] == lease_role["metadata"]["name"]
+    assert lease_binding["subjects"] == binding["subjects"]
     assert one(docs, "Job", f"{FULLNAME}-cainject")
 
 
@@ -593,8 +659,13 @@ def test_control_plane_split_between_host_and_karmada(rendered: dict[str, list[d
         "ClusterRole",
         "ClusterRoleBinding",
         "MutatingWebhookConfiguration",
+        "Role",
+        "RoleBinding",
         "ServiceAccount",
     ]
+    assert not find(host, "Role", f"{FULLNAME}-leader")  # the Lease lives on the Karmada API server
+    (server,) = one(host, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "--leader-elect" in server["args"]
     role = one(karmada, "ClusterRole")
     assert role["rules"][-1] == {
         "apiGroups": ["admissionregistration.k8s.io"],
@@ -613,7 +684,7 @@ def test_control_plane_with_cert_manager(rendered: dict[str, list[dict[str, Any]
 
 def test_explicit_ca_bundle_replaces_injection(helm: str, tmp_path: Path) -> None:
     docs = render(
-        helm, tmp_path, {**CP, "controlPlane": {"part": "registration"}, "webhook": {"caBundle": "Zm9v"}}
+        helm, tmp_path, {**CP, "controlPlane": {"part": "registration", "webhook": {"caBundle": "Zm9v"}}}
     )
     (hook_,) = one(docs, "MutatingWebhookConfiguration")["webhooks"]
     assert hook_["clientConfig"]["caBundle"] == "Zm9v"
@@ -649,3 +720,59 @@ def test_chart_requires_kubernetes_1_30(helm: str, tmp_path: Path) -> None:
     old = template(helm, tmp_path, {}, "--kube-version", "1.29.0")
     assert old.returncode != 0 and "kubeVersion" in old.stderr
     assert template(helm, tmp_path, {}, "--kube-version", "1.30.0").returncode == 0
+
+
+def test_leader_election_can_be_turned_off_and_its_timings_are_checked(helm: str, tmp_path: Path) -> None:
+    off = render(helm, tmp_path, {**CP, "controlPlane": {"leaderElection": {"enabled": False}}})
+    (container,) = one(off, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert not [a for a in container["args"] if a.startswith("--lease") or a == "--leader-elect"]
+    assert not find(off, "Role", f"{FULLNAME}-leader")
+    no_capture = render(helm, tmp_path, {**CP, "controlPlane": {"capture": False}})
+    (container,) = one(no_capture, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "--no-capture" in container["args"] and "--leader-elect" not in container["args"]
+    bad = template(helm, tmp_path, {**CP, "controlPlane": {"leaderElection": {"renewDeadlineSeconds": 20}}})
+    assert bad.returncode != 0 and "renewDeadlineSeconds" in bad.stderr
+    named = render(helm, tmp_path, {**CP, "controlPlane": {"leaderElection": {"leaseName": "capture"}}})
+    (container,) = one(named, "Deployment")["spec"]["template"]["spec"]["containers"]
+    assert "--lease-name=capture" in container["args"]
+    assert one(named, "Role", f"{FULLNAME}-leader")["rules"][1]["resourceNames"] == ["capture"]
+
+
+# --- platform settings: identity, extra volumes, host network, disruption budget --------------------------
+
+
+def test_platform_settings_reach_the_pods(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    docs = rendered["member-platform-extras"]
+    sa = one(docs, "ServiceAccount", FULLNAME)
+    assert sa["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/ckpt"}
+    pod = one(docs, "Deployment")["spec"]["template"]
+    assert pod["metadata"]["annotations"]["example.com/team"] == "platform"
+    spec = pod["spec"]
+    assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
+    assert spec["priorityClassName"] == "system-cluster-critical"
+    assert {"name": "minio-ca", "configMap": {"name": "minio-ca"}} in spec["volumes"]
+    (container,) = spec["containers"]
+    assert {"name": "minio-ca", "mountPath": "/etc/ssl/minio", "readOnly": True} in container["volumeMounts"]
+    assert {"name": "AWS_CA_BUNDLE", "value": "/etc/ssl/minio/ca.crt"} in container["env"]
+    assert container["resources"]["requests"]["memory"] == "256Mi"  # the measured footprint
+
+
+def test_disruption_budget_only_with_more_than_one_replica(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """minAvailable 1 with one replica blocks every node drain (it used to be rendered)."""
+    assert one(rendered["member-platform-extras"], "Deployment")["spec"]["replicas"] == 1
+    assert not find(rendered["member-platform-extras"], "PodDisruptionBudget")
+    assert one(rendered["member-default"], "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+
+
+def test_existing_service_account(
+    helm: str, rendered: dict[str, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    docs = rendered["control-plane-existing-account"]
+    assert not find(docs, "ServiceAccount", FULLNAME)
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert pod["serviceAccountName"] == "karmada-flink-failover"
+    subjects = [{"kind": "ServiceAccount", "name": "karmada-flink-failover", "namespace": NS}]
+    assert one(docs, "ClusterRoleBinding", f"{FULLNAME}-{NS}")["subjects"] == subjects
+    assert one(docs, "RoleBinding", f"{FULLNAME}-leader")["subjects"] == subjects
+    unnamed = template(helm, tmp_path, {"member": {"serviceAccount": {"create": False}}})
+    assert unnamed.returncode != 0 and "member.serviceAccount.name is required" in unnamed.stderr

@@ -61,7 +61,7 @@ def test_final_stage_has_no_compilers_and_runs_as_a_numeric_non_root_user() -> N
 def test_dockerignore_keeps_keys_and_caches_out() -> None:
     ignored = {line.strip() for line in (REPO / ".dockerignore").read_text().splitlines() if line.strip()}
     assert {".git", ".venv", ".cache", "certs", "*.key"} <= ignored
-    for needed in ("pyproject.toml", "webhook", "policies", "README.md", "constraints.txt"):
+    for needed in ("pyproject.toml", "webhook", "README.md", "constraints.txt"):
         assert needed not in ignored
 
 
@@ -90,5 +90,29 @@ def test_runtime_defaults_match_the_chart(instruction: str) -> None:
     else:
         env = dict(item.split("=", 1) for item in shlex.split(args))
         assert env["FLINK_FAILOVER_CERT_DIR"] == "/etc/flink-failover/certs"
-        assert env["FLINK_FAILOVER_POLICY"] == "/etc/flink-failover/policy/restore-policy.yaml"
+        # the default policy ships inside the package; the chart mounts its ConfigMap and passes --policy
+        assert "FLINK_FAILOVER_POLICY" not in env
         assert env["TMPDIR"] == "/tmp"
+
+
+def test_extras_build_argument_selects_the_storage_backends() -> None:
+    """The image carries the backends of every scheme the default policy allows (the chart refuses to
+    start otherwise); ``--build-arg EXTRAS=`` builds an S3-and-files-only image."""
+    import tomllib
+
+    from webhook.common.paths import FSSPEC_PROTOCOL
+    from webhook.member.policy import DEFAULT_ALLOWED_SCHEMES
+    from webhook.member.storage import BACKENDS
+
+    text = (REPO / "Dockerfile").read_text()
+    default = re.search(r"^ARG EXTRAS=(\S*)$", text, re.M)
+    assert default is not None
+    baked = set(default.group(1).split(","))
+    needed = {BACKENDS[FSSPEC_PROTOCOL[s]][0] for s in DEFAULT_ALLOWED_SCHEMES} - {""}
+    assert needed <= baked
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert baked <= set(extras)
+    builder = stages()[0]
+    assert ("ARG", "EXTRAS") in builder
+    run = " ".join(arg for op, arg in builder if op == "RUN")
+    assert '".${EXTRAS:+[$EXTRAS]}"' in run and '"flink-failover${EXTRAS:+[$EXTRAS]}"' in run

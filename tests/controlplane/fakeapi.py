@@ -5,8 +5,10 @@ list (with resourceVersion, limit/continue), watch (chunked JSON lines: ADDED / 
 BOOKMARK / ERROR), get, and merge-patch; plus knobs to expire the event history (410 Gone), to
 drop a watch connection mid-stream, and to deliver watch events late (``watch_lag`` seconds after the
 write, or not before ``release_watch``) while GET already serves the write, as a real API server's
-watch cache and a client's informer lag behind etcd. Objects are stored as JSON so a "restarted"
-client reads exactly what an earlier one persisted.
+watch cache and a client's informer lag behind etcd; coordination.k8s.io Leases (GET, POST, PUT with
+resourceVersion conflicts) for leader election, and a log of which process patched while who held
+the Lease. Objects are stored as JSON so a "restarted" client reads exactly what an earlier one
+persisted.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from urllib.parse import parse_qs, urlparse
 from tests.support.kube import merge_patch, write_kubeconfig
 
 PREFIX = "/apis/work.karmada.io/v1alpha2"
+LEASES = "/apis/coordination.k8s.io/v1"
 
 
 @dataclass
@@ -33,6 +36,18 @@ class Event:
     type: str
     obj: dict[str, Any]
     stored_at: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class PatchSeen:
+    """A ResourceBinding patch as the server saw it: when, from whom, and who held each Lease then."""
+
+    at: float
+    user_agent: str
+    holders: tuple[str, ...]
+    namespace: str
+    name: str
+    body: dict[str, Any]
 
 
 @dataclass
@@ -61,6 +76,10 @@ class FakeKarmada:
     closing: bool = False
     watch_lag: float = 0.0  # seconds between a write and its watch event
     watch_held_from: int | None = None  # events from this resourceVersion on wait for release_watch()
+    # coordination.k8s.io/v1 Leases (leader election), see the Lease section below
+    leases: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    holders: list[tuple[float, str]] = field(default_factory=list)  # (monotonic time, new holder)
+    patch_log: list[PatchSeen] = field(default_factory=list)
 
     # --- test-side API ---------------------------------------------------------------------------
     def upsert(self, obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -167,6 +186,38 @@ class FakeKarmada:
                 self.cond.wait(min(remaining, 0.05))
             return True
 
+    # --- Leases: GET, POST (409 when it exists), PUT (409 on a stale resourceVersion) -------------
+    def lease_holder(self, namespace: str, name: str) -> str:
+        with self.cond:
+            lease = self.leases.get((namespace, name))
+            return str(lease["spec"].get("holderIdentity") or "") if lease else ""
+
+    def write_lease(self, namespace: str, name: str, body: dict[str, Any], create: bool) -> tuple[int, Any]:
+        with self.cond:
+            key = (namespace, name)
+            current = self.leases.get(key)
+            if create and current is not None:
+                return 409, ("AlreadyExists", f'leases "{name}" already exists')
+            if not create and current is None:
+                return 404, ("NotFound", f'leases "{name}" not found')
+            sent = str(body.get("metadata", {}).get("resourceVersion") or "")
+            if current is not None and sent and sent != current["metadata"]["resourceVersion"]:
+                return 409, (
+                    "Conflict",
+                    f'Operation cannot be fulfilled on leases "{name}": the object has been modified',
+                )
+            self.rv += 1
+            stored = copy.deepcopy(body)
+            stored["metadata"] = {**stored.get("metadata", {}), "namespace": namespace, "name": name}
+            stored["metadata"]["resourceVersion"] = str(self.rv)
+            before = current["spec"].get("holderIdentity") if current else None
+            holder = stored.get("spec", {}).get("holderIdentity") or ""
+            if holder != before:
+                self.holders.append((time.monotonic(), holder))
+            self.leases[key] = stored
+            self.cond.notify_all()
+            return (201 if create else 200), copy.deepcopy(stored)
+
     # --- server side -----------------------------------------------------------------------------
     def _store(self, key: tuple[str, str], obj: dict[str, Any], kind: str) -> dict[str, Any]:
         self.rv += 1
@@ -234,7 +285,53 @@ class _Handler(BaseHTTPRequestHandler):
             },
         )
 
+    def _lease(self, method: str) -> bool:
+        """Serve a Lease request; False when the path is not one."""
+        url = urlparse(self.path)
+        if not url.path.startswith(LEASES + "/namespaces/"):
+            return False
+        parts = url.path[len(LEASES) :].strip("/").split("/")
+        fake = self.server.fake
+        fake.requests.append(f"{method} {self.path}")
+        if len(parts) not in (3, 4) or parts[2] != "leases" or (method == "POST") != (len(parts) == 3):
+            self._status(405 if len(parts) in (3, 4) else 404, "MethodNotAllowed", f"{method} {url.path}")
+            return True
+        namespace = parts[1]
+        if method == "GET":
+            with fake.cond:
+                lease = copy.deepcopy(fake.leases.get((namespace, parts[3])))
+            if lease is None:
+                self._status(404, "NotFound", f'leases "{parts[3]}" not found')
+            else:
+                self._json(200, lease)
+            return True
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"null")
+        if not isinstance(body, dict) or body.get("kind") != "Lease":
+            self._status(400, "BadRequest", "body is not a Lease")
+            return True
+        name = parts[3] if method == "PUT" else str(body.get("metadata", {}).get("name") or "")
+        if method == "PUT" and body.get("metadata", {}).get("name") not in (None, name):
+            self._status(400, "BadRequest", "the name in the body does not match the URL")
+            return True
+        code, answer = fake.write_lease(namespace, name, body, create=method == "POST")
+        if code >= 400:
+            self._status(code, *answer)
+        else:
+            self._json(code, answer)
+        return True
+
+    def do_POST(self) -> None:
+        if not self._lease("POST"):
+            self._status(404, "NotFound", "no such path")
+
+    def do_PUT(self) -> None:
+        if not self._lease("PUT"):
+            self._status(404, "NotFound", "no such path")
+
     def do_GET(self) -> None:
+        if self._lease("GET"):
+            return
         url = urlparse(self.path)
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         fake = self.server.stores.get(url.path, self.server.fake)
@@ -285,6 +382,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with fake.cond:
             fake.patched_while_watching.append(fake.open_watches > 0)
+            holders = tuple(str(v["spec"].get("holderIdentity") or "") for v in fake.leases.values())
+            seen = PatchSeen(
+                time.monotonic(), self.headers.get("User-Agent") or "", holders, parts[1], parts[3], body
+            )
+            fake.patch_log.append(seen)
             failing = fake.fail_next_patches > 0
             fake.fail_next_patches = max(0, fake.fail_next_patches - 1)
         if failing:
@@ -372,6 +474,13 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     fake: FakeKarmada
     stores: dict[str, FakeKarmada]  # list + watch path -> collection
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-answer (a killed server process) is not the fake's error."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 @dataclass

@@ -16,11 +16,11 @@ from typing import Any
 import requests
 import yaml
 
-from tests.conftest import REPO
 from tests.controlplane import fakeapi
 from tests.controlplane import support as s
 from tests.support.server import free_port
 from webhook.controlplane.record import Record
+from webhook.member.policy import DEFAULT_POLICY_FILE
 
 BIN = Path(sys.executable).parent / "flink-failover"
 KEY = "flink-failover.io/last-known-state"
@@ -37,7 +37,7 @@ class Server:
         command = [
             str(BIN), "serve", "--role", "control-plane", "--kubeconfig", str(kubeconfig),
             "--cert-dir", str(certs), "--bind", f"127.0.0.1:{self.port}",
-            "--policy", str(REPO / "policies" / "restore-policy.yaml"), "--threads", "2", *extra,
+            "--policy", str(DEFAULT_POLICY_FILE), "--threads", "2", *extra,
         ]  # fmt: skip
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=workdir)

@@ -366,10 +366,10 @@ class BlockingStorage(CheckpointStorage):
         self.release = threading.Event()
         self.calls = 0
 
-    def latest_checkpoint(self, *args: Any, **kwargs: Any) -> Any:
+    def scan_checkpoints(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
         self.release.wait(10)
-        return super().latest_checkpoint(*args, **kwargs)
+        return super().scan_checkpoints(*args, **kwargs)
 
 
 def test_storage_holding_an_abandoned_lookup_is_not_asked_again_until_it_ends(tmp_path: Path) -> None:

@@ -6,19 +6,24 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
 from tests.support.objects import flink_deployment, review
 from webhook.common.admission import AdmissionRequest, BadReview, parse_review
 from webhook.common.admission import review as handle
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.member.handler import internal_error
-from webhook.member.policy import PolicyError, RestorePolicy, load_policy, policy_from_dict
+from webhook.member.policy import (
+    DEFAULT_POLICY_FILE,
+    PolicyError,
+    RestorePolicy,
+    load_policy,
+    policy_from_dict,
+)
 
 HEADER = {"apiVersion": "flink-failover.io/v1alpha1", "kind": "RestorePolicy"}
 
 
 def test_shipped_default_policy_is_the_documented_default() -> None:
-    assert load_policy(REPO / "policies" / "restore-policy.yaml") == RestorePolicy()
+    assert load_policy(DEFAULT_POLICY_FILE) == RestorePolicy()
 
 
 @pytest.mark.parametrize(

@@ -61,14 +61,16 @@ def check_shape(result: dict[str, Any], witness: bool) -> None:
     by_name = {row["name"]: row for row in result["clusters"]}
     assert [row["name"] for row in result["clusters"]] == ["member1", "member2"]
     for row in result["clusters"]:
-        allowed = {"name", "sets", "upperBound", "elapsedMs", "assignment", "reason"}
-        assert set(row) <= allowed and {"name", "sets", "upperBound", "elapsedMs"} <= set(row)
+        allowed = {"name", "sets", "upperBound", "elapsedMs", "assignment", "reason", "limit"}
+        assert set(row) <= allowed and {"name", "sets", "upperBound", "elapsedMs", "limit"} <= set(row)
+        assert set(row["limit"]) == {"code", "resource", "message"} and row["limit"]["message"]
         assert isinstance(row["elapsedMs"], float) and row["elapsedMs"] >= 0
         assert ("assignment" in row) == witness
     assert by_name["member1"]["sets"] == 2  # 11 cores free: 2 x (1 + 2 x 2) = 10
     assert by_name["member2"]["sets"] == 0
     assert result["selected"] == "member1"
     assert "reason" not in by_name["member1"] and by_name["member2"]["reason"]
+    assert by_name["member2"]["limit"]["resource"] == "cpu"  # 2 cores, a set needs 5: cpu runs out first
     if witness:
         comps = load_workload(WORKLOAD)
         (member1, _) = clusters_from_json(CLUSTERS["clusters"])

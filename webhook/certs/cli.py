@@ -25,11 +25,13 @@ SECRET_LABELS = {"app.kubernetes.io/managed-by": "flink-failover-certs"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the usage lines of the docstring
+    current = parser.formatter_class
+    if not (isinstance(current, type) and issubclass(current, argparse.RawDescriptionHelpFormatter)):
+        parser.formatter_class = argparse.RawDescriptionHelpFormatter  # keep the docstring's usage lines
     sub = parser.add_subparsers(dest="certs_command", metavar="ACTION")
     sub.required = True
 
-    gen = sub.add_parser("generate", help="create (or reuse) the CA and issue the serving certificate")
+    gen = _action(parser, sub, "generate", "create (or reuse) the CA and issue the serving certificate")
     gen.add_argument("--service", required=True, help="the webhook Service name")
     gen.add_argument("--namespace", required=True, help="the webhook Service namespace")
     gen.add_argument("--out", default="certs", type=Path, help="certificate directory (default: certs)")
@@ -49,9 +51,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     _secret_arguments(gen)
 
-    ren = sub.add_parser("renew", help="re-issue the serving certificate when it expires soon")
-    ren.add_argument("--out", default="certs", type=Path)
-    ren.add_argument("--before-days", type=int, default=pki.DEFAULT_RENEW_BEFORE_DAYS)
+    ren = _action(parser, sub, "renew", "re-issue the serving certificate when it expires soon")
+    ren.add_argument("--out", default="certs", type=Path, help="certificate directory")
+    ren.add_argument(
+        "--before-days",
+        type=int,
+        default=pki.DEFAULT_RENEW_BEFORE_DAYS,
+        help="re-issue when the serving certificate expires within this many days",
+    )
     ren.add_argument(
         "--days", type=int, default=pki.DEFAULT_DAYS, help="validity of the re-issued certificate"
     )
@@ -59,11 +66,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ren.add_argument("--namespace", default=None, help="namespace of --secret (default: the pod's namespace)")
     _secret_arguments(ren)
 
-    bundle = sub.add_parser("ca-bundle", help="print the base64 CA bundle (clientConfig.caBundle)")
-    bundle.add_argument("--out", default="certs", type=Path)
+    bundle = _action(parser, sub, "ca-bundle", "print the base64 CA bundle (clientConfig.caBundle)")
+    bundle.add_argument("--out", default="certs", type=Path, help="directory holding ca.crt")
 
-    inject = sub.add_parser("inject", help="write the CA bundle into every webhook of a configuration")
-    inject.add_argument("--webhook-config", required=True, metavar="NAME")
+    inject = _action(parser, sub, "inject", "write the CA bundle into every webhook of a configuration")
+    inject.add_argument(
+        "--webhook-config", required=True, metavar="NAME", help="the MutatingWebhookConfiguration to update"
+    )
     inject.add_argument(
         "--validating", action="store_true", help="a ValidatingWebhookConfiguration (default: mutating)"
     )
@@ -71,11 +80,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     _kube_arguments(inject)
 
 
+def _action(parser: argparse.ArgumentParser, sub: Any, name: str, text: str) -> argparse.ArgumentParser:
+    """A certs action: its one-line help is also its description (``certs ACTION --help``)."""
+    made: argparse.ArgumentParser = sub.add_parser(
+        name, help=text, description=text[0].upper() + text[1:] + ".", formatter_class=parser.formatter_class
+    )
+    return made
+
+
 def _kube_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kubeconfig", default=None, help="default: in-cluster, else KUBECONFIG / ~/.kube/config"
     )
-    parser.add_argument("--context", default=None)
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: its current one)")
 
 
 def _secret_arguments(parser: argparse.ArgumentParser) -> None:

@@ -102,6 +102,10 @@ class FlinkResource:
     def checkpoint_dir(self) -> str:
         return _first(self.configuration, CHECKPOINT_DIR_KEYS)
 
+    def setting_key(self, keys: tuple[str, ...]) -> str:
+        """The first of ``keys`` this resource sets (what an error about its value should name)."""
+        return next((k for k in keys if self.configuration.get(k, "").strip()), "")
+
     @property
     def savepoint_dir(self) -> str:
         return _first(self.configuration, SAVEPOINT_DIR_KEYS)

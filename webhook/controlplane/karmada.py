@@ -35,6 +35,11 @@ class KarmadaApi:
         self._custom = client.CustomObjectsApi(api_client)
         self.config = config
 
+    @property
+    def api_client(self) -> Any:
+        """The underlying ``kubernetes.client.ApiClient`` (shared with the leader election's Lease calls)."""
+        return self._client
+
     @classmethod
     def connect(cls, config: ClientConfig) -> KarmadaApi | ApiFailure:
         api_client = new_api_client(config, "Karmada API")

@@ -7,14 +7,11 @@ output. The Work is answered by the same :class:`WorkHandler` the server uses.
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import yaml
-
+from webhook.common import documents
 from webhook.common.admission import AdmissionRequest, AdmissionResponse, Handler
 from webhook.common.contract import Contract
 from webhook.controlplane.binding import API_GROUP
@@ -25,14 +22,6 @@ from webhook.controlplane.handler import (
     found_from_object,
     internal_error,
 )
-
-
-def _documents(text: str) -> list[Any]:
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        return [d for d in yaml.safe_load_all(text) if d is not None]
-    return [doc]
 
 
 def _flatten(docs: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
@@ -47,14 +36,7 @@ def _flatten(docs: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
 
 def load_bindings(path: str) -> list[Mapping[str, Any]]:
     """ResourceBindings from FILE; raises ValueError on anything that is not one (the CLI exits 2)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ValueError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        docs = _documents(text)
-    except yaml.YAMLError as exc:
-        raise ValueError(f"{path} is neither JSON nor YAML: {exc}") from None
+    docs = documents.load(path)  # DocumentError is a ValueError
     bindings = []
     for obj in _flatten(docs):
         group = str(obj.get("apiVersion", "")).partition("/")[0]

@@ -2,20 +2,25 @@
 
 Built inside the (single) gunicorn worker after fork, so the watch thread, its cache and the webhook
 share one process. Every Flink Work costs one GET of its ResourceBinding (a decision is never made on
-the watch cache alone). ``--no-capture`` serves the webhook alone: no watch, no writes, and the
+the watch cache alone). With leader election every replica serves the Work webhook and only the
+holder of the Lease captures; ``--no-capture`` serves the webhook alone: no watch, no writes, and the
 records come from whichever instance captures.
 """
 
 from __future__ import annotations
 
+import argparse
+import atexit
 import logging
 import threading
 from dataclasses import dataclass
 
+from webhook import __version__
 from webhook.common.contract import Contract
 from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.controlplane.handler import WorkHandler, annotation_key, utc_now
 from webhook.controlplane.karmada import KarmadaApi
+from webhook.controlplane.leader import ElectionConfig, default_identity
 from webhook.controlplane.watch import BindingCache, FreshLookup, Watcher
 
 log = logging.getLogger(__name__)
@@ -29,6 +34,7 @@ class ControlPlaneOptions:
     context: str | None = None
     capture: bool = True  # False: serve the webhook only (no watch, no writes)
     get_timeout: float = 2.0  # seconds for the fresh GET of a binding (the restore policy's deadline)
+    election: ElectionConfig | None = None  # capture only while holding the Lease (--leader-elect)
 
 
 @dataclass(frozen=True)
@@ -60,8 +66,47 @@ def start_control_plane(contract: Contract, options: ControlPlaneOptions) -> Con
         log.error("control plane cannot reach Karmada: %s", problem)
     else:
         api = connected
-    if api is not None and capture_enabled:
+    if api is not None and capture_enabled and options.election is None:
         watcher = Watcher(api, cache, annotation_key(contract), utc_now)
         threading.Thread(target=watcher.run, name="resourcebinding-watch", daemon=True).start()
+    if api is not None and capture_enabled and options.election is not None:
+        start_election(api, cache, annotation_key(contract), options.election)
     lookup = FreshLookup(cache, api, contract, get_timeout=options.get_timeout)
     return ControlPlane(WorkHandler(lookup, contract), problem, cache, capture_enabled)
+
+
+# --- leader election (--leader-elect): every replica serves the Work webhook, one captures -------------
+
+
+def election_config(args: argparse.Namespace) -> ElectionConfig | None:
+    if not getattr(args, "leader_elect", False):
+        return None
+    return ElectionConfig(
+        namespace=args.lease_namespace,
+        name=args.lease_name,
+        identity=default_identity(),
+        lease_duration=args.lease_duration,
+        renew_deadline=args.renew_deadline,
+        retry_period=args.retry_period,
+    )
+
+
+def check_arguments(args: argparse.Namespace) -> str | None:
+    """Checked before the server starts: a bad election setting is a usage error, not a crashing worker."""
+    election = election_config(args)
+    if election is not None and getattr(args, "no_capture", False):
+        return "--leader-elect elects the capturing replica: it cannot be combined with --no-capture"
+    return election.problem() if election is not None else None
+
+
+def start_election(api: KarmadaApi, cache: BindingCache, annotation: str, election: ElectionConfig) -> None:
+    from webhook.controlplane.leader import CaptureWhileLeading, KubeLeases, LeaderElector
+
+    api.api_client.user_agent = f"flink-failover/{__version__} ({election.identity})"
+    switch = CaptureWhileLeading(
+        lambda capture: Watcher(api, cache, annotation, utc_now, capture_enabled=capture)
+    )
+    elector = LeaderElector(KubeLeases(api.api_client), election, on_start=switch.lead, on_stop=switch.follow)
+    switch.follow()
+    threading.Thread(target=elector.run, name="leader-election", daemon=True).start()
+    atexit.register(elector.release)  # a clean shutdown hands the Lease over at once

@@ -68,13 +68,9 @@ class MemberHandler:
 
     def __call__(self, request: AdmissionRequest) -> AdmissionResponse:
         deadline = Deadline(self.policy.deadline_seconds * 0.9)  # leave room to answer
-        if (
-            request.group != GROUP
-            or request.kind not in KINDS
-            or request.sub_resource
-            or request.operation not in ("CREATE", "UPDATE")
-        ):
-            return allowed(request, RestoreOutcome.SKIP)
+        not_ours = _not_ours(request)
+        if not_ours:
+            return allowed(request, RestoreOutcome.SKIP, RestoreAudit(reason=not_ours))
         resource = FlinkResource.from_object(request.object)
         old = FlinkResource.from_object(request.old_object) if request.old_object is not None else None
         decision = decide_restore(
@@ -102,13 +98,15 @@ class MemberHandler:
             )
 
         def work() -> Snapshots:
-            checkpoint = (
-                self.storage.latest_checkpoint(query.job_dir, deadline, query.checkpoint_dir)
+            scan = (
+                self.storage.scan_checkpoints(query.job_dir, deadline, query.checkpoint_dir)
                 if query.job_dir
                 else None
             )
             savepoint = self.storage.savepoint(query.savepoint, deadline) if query.savepoint else None
-            return Snapshots(checkpoint, savepoint)
+            if scan is None:
+                return Snapshots(None, savepoint)
+            return Snapshots(scan.candidate, savepoint, scan.job_dir_missing, scan.incomplete)
 
         future = self._pool.submit(work)
         try:
@@ -142,6 +140,19 @@ class MemberHandler:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _not_ours(request: AdmissionRequest) -> str:
+    """Why this request is not one the member role changes ("" when it is)."""
+    if not request.kind:
+        return "request.kind missing"
+    if request.group != GROUP or request.kind not in KINDS:
+        return f"not a FlinkDeployment or FlinkSessionJob ({request.group or 'core'}/{request.kind})"
+    if request.sub_resource:
+        return f"subresource {request.sub_resource}"
+    if request.operation not in ("CREATE", "UPDATE"):
+        return f"operation {request.operation or '(missing)'} is never changed"
+    return ""
 
 
 def _storage_key(path: StoragePath) -> tuple[str, str, str]:

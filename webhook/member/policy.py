@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +20,18 @@ import yaml
 from webhook.common.contract import DEFAULT_JOB_ID_LABELS, DEFAULT_PREFIX, Contract
 from webhook.common.paths import StoragePath, StoragePathError
 
-DEFAULT_POLICY = "policies/restore-policy.yaml"  # relative to the working directory, as in the image
 API_VERSION = "flink-failover.io/v1alpha1"
 KIND = "RestorePolicy"
+# The default policy, shipped in the package: what `serve` and `review` use without --policy or
+# FLINK_FAILOVER_POLICY, wherever they are run from.
+# Anchored to the package, not to this module, so the module may move within it.
+DEFAULT_POLICY_FILE = Path(str(files("webhook").joinpath("restore-policy.yaml")))
+POLICY_ENV = "FLINK_FAILOVER_POLICY"
 
 KNOWN_SCHEMES = ("s3", "s3a", "s3p", "gs", "hdfs", "abfs", "abfss", "oss", "wasb", "wasbs", "file")
 DEFAULT_ALLOWED_SCHEMES: tuple[str, ...] = ("s3", "s3a", "s3p", "gs", "hdfs", "abfs", "abfss", "oss", "file")
 
+MAX_DEADLINE_SECONDS = 30  # kube-apiserver caps a webhook's timeoutSeconds at 30
 _PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 _LABEL_KEY_RE = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
@@ -131,9 +138,10 @@ def policy_from_dict(doc: Any) -> RestorePolicy:
     """Validate a parsed policy document; unknown keys are errors (a typo must not silently mean default)."""
     if not isinstance(doc, dict):
         raise PolicyError("<document>", "must be a mapping")
-    if doc.get("apiVersion") != API_VERSION:
+    # Optional (a file may hold just the fields it changes), but never another document type.
+    if doc.get("apiVersion", API_VERSION) != API_VERSION:
         raise PolicyError("apiVersion", f"must be {API_VERSION!r}, got {doc.get('apiVersion')!r}")
-    if doc.get("kind") != KIND:
+    if doc.get("kind", KIND) != KIND:
         raise PolicyError("kind", f"must be {KIND!r}, got {doc.get('kind')!r}")
     unknown = sorted(set(doc) - set(_FIELDS) - {"apiVersion", "kind", "metadata"})
     if unknown:
@@ -167,7 +175,11 @@ def policy_from_dict(doc: Any) -> RestorePolicy:
             kw[_FIELDS[key]] = _enum(cls, key, doc[key])
     if "deadlineSeconds" in doc:
         deadline = doc["deadlineSeconds"]
-        if isinstance(deadline, bool) or not isinstance(deadline, int | float) or not 0 < deadline <= 30:
+        if (
+            isinstance(deadline, bool)
+            or not isinstance(deadline, int | float)
+            or not 0 < deadline <= MAX_DEADLINE_SECONDS
+        ):
             raise PolicyError(
                 "deadlineSeconds", "must be a number in (0, 30] (kube-apiserver caps webhooks at 30 s)"
             )
@@ -199,11 +211,87 @@ def policy_from_dict(doc: Any) -> RestorePolicy:
     return RestorePolicy(**kw)
 
 
+def _storage_uri_pattern() -> str:
+    """What ``StoragePath.parse`` accepts, as a regular expression: empty, an absolute path, a
+    ``file:`` path, or a known scheme with a bucket or host."""
+    remote = "|".join(s for s in KNOWN_SCHEMES if s != "file")
+    return rf"^(|/.*|file:(//(localhost)?)?/.*|({remote})://[^/\s]+(/.*)?)$"
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of a policy document's fields, derived from the validator's own constants.
+
+    The Helm chart's values schema embeds it (generated, not hand-copied), so a value the server would
+    refuse fails ``helm install`` instead of crash-looping the pods. The cross-field rules (a default
+    directory's scheme must be allowed) are checked by the chart's template and by ``policy_from_dict``.
+    """
+    schemes = list(KNOWN_SCHEMES)
+
+    def enum(cls: type[StrEnum]) -> dict[str, Any]:
+        return {"type": "string", "enum": [m.value for m in cls]}
+
+    uri = {"type": "string", "maxLength": 4096, "pattern": _storage_uri_pattern()}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "jobIdLabels": {
+                "type": "array",
+                "items": {"type": "string", "pattern": _LABEL_KEY_RE.pattern, "maxLength": 316},
+                "minItems": 1,
+                "uniqueItems": True,
+            },
+            "defaultCheckpointDir": uri,
+            "defaultSavepointDir": uri,
+            "allowedSchemes": {
+                "type": "array",
+                "items": {"type": "string", "enum": schemes},
+                "minItems": 1,
+                "uniqueItems": True,
+            },
+            "prefer": enum(Prefer),
+            "onMissingState": enum(Fallback),
+            "onStorageError": enum(Fallback),
+            "upgradeMode": enum(UpgradeModePolicy),
+            "state": enum(StatePolicy),
+            "deadlineSeconds": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_DEADLINE_SECONDS},
+            "storageOptions": {
+                "type": "object",
+                "propertyNames": {"enum": schemes},
+                "additionalProperties": {"type": "object"},
+            },
+            "prefix": {"type": "string", "pattern": _PREFIX_RE.pattern, "maxLength": 253},
+        },
+    }
+
+
+@dataclass(frozen=True)
+class PolicySource:
+    """Which policy file a command uses, and why (told to the user: a surprise here hides every decision)."""
+
+    path: Path
+    origin: str  # "--policy", "$FLINK_FAILOVER_POLICY" or "built-in default"
+
+    def describe(self) -> str:
+        return f"{self.path} ({self.origin})"
+
+
+def policy_source(explicit: str | None, environ: Mapping[str, str]) -> PolicySource:
+    """--policy wins, then $FLINK_FAILOVER_POLICY, then the default shipped in the package."""
+    if explicit:
+        return PolicySource(Path(explicit), "--policy")
+    if environ.get(POLICY_ENV):
+        return PolicySource(Path(environ[POLICY_ENV]), f"${POLICY_ENV}")
+    return PolicySource(DEFAULT_POLICY_FILE, "built-in default")
+
+
 def load_policy(path: str | Path) -> RestorePolicy:
+    from webhook.common.documents import DocumentError, read_text
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PolicyError("<file>", f"cannot read {path}: {exc.strerror or exc}") from None
+        text = read_text(path)  # a policy saved as UTF-16 (PowerShell) or with a BOM reads as well
+    except DocumentError as exc:
+        raise PolicyError("<file>", str(exc)) from None
     try:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:

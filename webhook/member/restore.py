@@ -13,7 +13,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from webhook.common.contract import LAST_SAVEPOINT, RESTORE_DECISION, RESTORED_FROM, RESTORED_JOB_ID
-from webhook.common.flink import FlinkResource, is_job_id
+from webhook.common.flink import CHECKPOINT_DIR_KEYS, SAVEPOINT_DIR_KEYS, FlinkResource, is_job_id
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.member.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
 
@@ -77,6 +77,8 @@ class SnapshotQuery:
 class Snapshots:
     checkpoint: Candidate | None
     savepoint: Candidate | None
+    job_dir_missing: bool = False  # the job directory does not exist (the checkpoint directory does)
+    incomplete: tuple[int, ...] = ()  # chk-<N> without _metadata, highest first
 
 
 SnapshotLookup = Callable[[SnapshotQuery], Snapshots]  # raises StorageError
@@ -147,8 +149,16 @@ def _resolve(
 ) -> RestoreDecision:
     warnings: list[str] = []
     try:
-        checkpoint_dir = _storage_dir(resource.checkpoint_dir or policy.default_checkpoint_dir, policy)
-        savepoint_dir = _storage_dir(resource.savepoint_dir or policy.default_savepoint_dir, policy)
+        checkpoint_dir = _storage_dir(
+            _source(resource, CHECKPOINT_DIR_KEYS, "defaultCheckpointDir"),
+            resource.checkpoint_dir or policy.default_checkpoint_dir,
+            policy,
+        )
+        savepoint_dir = _storage_dir(
+            _source(resource, SAVEPOINT_DIR_KEYS, "defaultSavepointDir"),
+            resource.savepoint_dir or policy.default_savepoint_dir,
+            policy,
+        )
     except _Refused as exc:
         return RestoreDecision(RestoreOutcome.DENIED, str(exc), job_id=job_id)
 
@@ -171,13 +181,8 @@ def _resolve(
 
     chosen = choose(result.checkpoint, result.savepoint, policy.prefer)
     if chosen is None:
-        where = str(job_dir) if job_dir is not None else str(savepoint)
         return _fallback(
-            policy.on_missing_state,
-            f"no restorable checkpoint or savepoint in {where}",
-            job_id,
-            warnings,
-            policy,
+            policy.on_missing_state, _nothing(job_dir, savepoint, result), job_id, warnings, policy
         )
     if job_dir is not None and chosen.kind == "checkpoint" and not chosen.path.is_within(job_dir):
         why = "checkpoint outside the job directory"
@@ -322,18 +327,48 @@ class _Refused(Exception):
     pass
 
 
-def _storage_dir(value: str, policy: RestorePolicy) -> StoragePath | None:
+def _source(resource: FlinkResource, keys: tuple[str, ...], policy_key: str) -> str:
+    """Where a directory setting came from, as the user would look for it."""
+    key = resource.setting_key(keys)
+    return f"flinkConfiguration {key}" if key else f"restore policy {policy_key}"
+
+
+def _storage_dir(source: str, value: str, policy: RestorePolicy) -> StoragePath | None:
     if not value:
         return None
+    allowed = f"allowed schemes: {', '.join(policy.allowed_schemes)}"
     try:
         path = StoragePath.parse(value)
     except StoragePathError as exc:
-        raise _Refused(f"storage path {value[:200]!r}: {exc}") from None
+        raise _Refused(f"{source} {value[:200]!r}: {exc} ({allowed})") from None
     if path.scheme not in policy.allowed_schemes:
         raise _Refused(
-            f"storage scheme {path.scheme!r} of {value[:200]!r} is not allowed by the restore policy"
+            f"{source} {value[:200]!r}: storage scheme {path.scheme!r} is not allowed by the restore "
+            f"policy ({allowed})"
         )
     return path
+
+
+def _nothing(job_dir: StoragePath | None, savepoint: StoragePath | None, result: Snapshots) -> str:
+    """Why nothing is restorable, in the words a person can act on."""
+    parts = []
+    if job_dir is not None:
+        if result.job_dir_missing:
+            parts.append(
+                f"job directory {job_dir} does not exist (no checkpoint was ever written for this jobId)"
+            )
+        elif result.incomplete:
+            shown = ", ".join(f"chk-{n}" for n in result.incomplete[:3])
+            more = f" and {len(result.incomplete) - 3} more" if len(result.incomplete) > 3 else ""
+            parts.append(
+                f"only incomplete checkpoints in {job_dir} ({shown}{more} without _metadata: "
+                "in progress or aborted)"
+            )
+        else:
+            parts.append(f"no checkpoints in {job_dir}")
+    if savepoint is not None:
+        parts.append(f"savepoint {savepoint} has no _metadata")
+    return "no restorable checkpoint or savepoint: " + "; ".join(parts)
 
 
 def _reported_savepoint(

@@ -11,13 +11,14 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import fsspec
 
-from webhook.common.paths import StoragePath, StoragePathError
+from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath, StoragePathError
 from webhook.member.restore import Candidate, StorageError
 
 METADATA = "_metadata"
@@ -34,6 +35,49 @@ _S3_DEFAULTS: dict[str, Any] = {
 
 
 _S3FS_RETRIES = 1  # s3fs-level tries; botocore's own max_attempts above still applies
+
+
+# Per fsspec protocol: the extra of this package that installs its backend, and a module the backend
+# needs at run time (fsspec resolves "hdfs" to a class that imports pyarrow only when used).
+BACKENDS: dict[str, tuple[str, str]] = {
+    "s3": ("", "s3fs"),
+    "gs": ("gcs", "gcsfs"),
+    "abfs": ("azure", "adlfs"),
+    "oss": ("oss", "ossfs"),
+    "hdfs": ("hdfs", "pyarrow.fs"),
+    "file": ("", ""),
+}
+
+
+@dataclass(frozen=True)
+class MissingBackend:
+    scheme: str
+    extra: str
+    error: str
+
+    def message(self) -> str:
+        install = f"install flink-failover[{self.extra}]" if self.extra else "reinstall flink-failover"
+        return (
+            f"allowed scheme {self.scheme}:// has no fsspec backend ({self.error}): {install}, or remove "
+            f"{self.scheme} from the policy's allowedSchemes; until then a restore from it is a storage error"
+        )
+
+
+def missing_backends(schemes: Iterable[str]) -> tuple[MissingBackend, ...]:
+    """The allowed schemes this installation cannot read (imports each backend once: start-up cost only)."""
+    import importlib
+
+    missing = []
+    for scheme in schemes:
+        protocol = FSSPEC_PROTOCOL[scheme]
+        extra, module = BACKENDS.get(protocol, ("", ""))
+        try:
+            fsspec.get_filesystem_class(protocol)
+            if module:
+                importlib.import_module(module)
+        except (ImportError, ValueError) as exc:
+            missing.append(MissingBackend(scheme, extra, str(exc).strip().splitlines()[0][:160]))
+    return tuple(missing)
 
 
 class DeadlineExceeded(StorageError):
@@ -73,6 +117,15 @@ class Deadline:
             raise DeadlineExceeded("storage lookup passed the admission deadline")
 
 
+@dataclass(frozen=True)
+class CheckpointScan:
+    """What one listing of a job's checkpoint directory showed, so "nothing restorable" can say why."""
+
+    candidate: Candidate | None
+    job_dir_missing: bool = False
+    incomplete: tuple[int, ...] = ()  # chk-<N> seen without _metadata (in progress or aborted), highest first
+
+
 class CheckpointStorage:
     """Lists checkpoint storage; one instance per process, filesystems are cached by fsspec."""
 
@@ -106,7 +159,13 @@ class CheckpointStorage:
     def latest_checkpoint(
         self, job_dir: StoragePath, deadline: Deadline, checkpoint_dir: StoragePath | None = None
     ) -> Candidate | None:
-        """The highest ``chk-<N>`` under ``job_dir`` that holds ``_metadata``; None when there is none.
+        """The highest ``chk-<N>`` under ``job_dir`` that holds ``_metadata``; None when there is none."""
+        return self.scan_checkpoints(job_dir, deadline, checkpoint_dir).candidate
+
+    def scan_checkpoints(
+        self, job_dir: StoragePath, deadline: Deadline, checkpoint_dir: StoragePath | None = None
+    ) -> CheckpointScan:
+        """:meth:`latest_checkpoint` with what was seen on the way.
 
         A job directory that does not exist means "no checkpoints"; a checkpoint directory (or bucket)
         that does not exist means the storage is not the one the job wrote to: an error, not absence.
@@ -118,10 +177,11 @@ class CheckpointStorage:
         except FileNotFoundError:
             if checkpoint_dir is not None and checkpoint_dir != job_dir:
                 self._require_dir(fs, checkpoint_dir)
-            return None
+            return CheckpointScan(None, job_dir_missing=True)
         except Exception as exc:
             raise _storage_error("listing", job_dir, exc) from None
         local_root = _real(job_dir) if job_dir.protocol == "file" else None
+        incomplete: list[int] = []
         for n in checkpoint_ids(names):
             deadline.check()
             chk = job_dir.child(f"chk-{n}")
@@ -129,8 +189,9 @@ class CheckpointStorage:
                 continue  # a symlink leading out of the checkpoint dir is never a restore path
             found = self._metadata(fs, chk)
             if found is not None:
-                return Candidate(chk, "checkpoint", found)
-        return None
+                return CheckpointScan(Candidate(chk, "checkpoint", found), incomplete=tuple(incomplete))
+            incomplete.append(n)
+        return CheckpointScan(None, incomplete=tuple(incomplete))
 
     def _require_dir(self, fs: fsspec.AbstractFileSystem, path: StoragePath) -> None:
         try:
@@ -239,4 +300,4 @@ def _storage_error(action: str, path: StoragePath, exc: BaseException) -> Storag
     if isinstance(exc, StoragePathError):
         return StorageError(str(exc))
     text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
-    return StorageError(f"storage error {action} {path}: {text}")
+    return StorageError(f"{action} {path}: {text}")  # the decision says "storage error: " once

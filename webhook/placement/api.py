@@ -44,6 +44,12 @@ def result_json(
             row["assignment"] = {comp: dict(nodes) for comp, nodes in e.assignment.items()}
         if e.cluster in selection.reasons:
             row["reason"] = selection.reasons[e.cluster]
+        # what stops one more set, as data: the scarcest requested resource and the words for it
+        row["limit"] = {
+            "code": e.limit.code.value,
+            "resource": e.scarcest or None,
+            "message": e.limit.message,
+        }
         clusters.append(row)
     return {
         "components": [

@@ -80,12 +80,13 @@ def group_bound(prep: Prepared, group: Group) -> int:
     return best
 
 
-def capacity_left(prep: Prepared, active: list[int]) -> float:
-    """Sets' worth of the scarcest requested resource left after one set, on nodes any component may use."""
+def capacity_left(prep: Prepared, active: list[int]) -> tuple[float, str]:
+    """Sets' worth of the scarcest requested resource left after one set, on nodes any component may use,
+    and that resource's name ("" when no requested resource is bounded)."""
     usable: Sequence[bool] = prep.eligible[active[0]] if active else ()
     for c in active[1:]:
         usable = list(map(operator.or_, usable, prep.eligible[c]))
-    best = float("inf")
+    best, scarcest = float("inf"), ""
     for d in range(len(prep.dims)):
         need = sum(prep.requests[c][d] * prep.replicas[c] for c in active)
         if not need:
@@ -93,8 +94,9 @@ def capacity_left(prep: Prepared, active: list[int]) -> float:
         have = sum(itertools.compress(prep.columns[d], usable))
         if have >= UNLIMITED:
             continue
-        best = min(best, (have - need) / need)
-    return 0.0 if best == float("inf") else round(best, 3)
+        if (have - need) / need < best:
+            best, scarcest = (have - need) / need, prep.dims[d]
+    return (0.0, "") if best == float("inf") else (round(best, 3), scarcest)
 
 
 def cap_reached(max_sets: int) -> Limit:

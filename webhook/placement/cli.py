@@ -24,8 +24,8 @@ def _positive(text: str) -> int:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {value}")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
     return value
 
 
@@ -34,14 +34,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--workload",
         required=True,
         metavar="FILE",
-        help="FlinkDeployment, ResourceBinding or components file",
+        help="FlinkDeployment, ResourceBinding or components file (JSON or YAML; '-' for stdin)",
     )
     parser.add_argument(
         "--clusters",
         action="append",
         default=[],
         metavar="FILE",
-        help="snapshot / kubectl List / Karmada Cluster file (repeatable; NAME=FILE names a kubectl List)",
+        help="snapshot / kubectl List / Karmada Cluster file (repeatable; NAME=FILE names a kubectl List; "
+        "'-' for stdin)",
     )
     parser.add_argument(
         "--context",
@@ -57,11 +58,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--witness", action="store_true", help="include the assignment of every replica to a node"
     )
-    parser.add_argument("--format", choices=("table", "json"), default="table")
+    parser.add_argument("--format", choices=("table", "json"), default="table", help="default: table")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
+        if [args.workload, *args.clusters].count("-") > 1:
+            raise PlacementInputError("standard input ('-') can be read only once")
         docs = f.load_documents(args.workload)
         if len(docs) != 1:
             raise PlacementInputError(f"{args.workload}: expected one workload document, found {len(docs)}")

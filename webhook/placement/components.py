@@ -276,6 +276,12 @@ def load_workload(obj: Any, where: str = "workload") -> tuple[Component, ...]:
         kind = doc.get("kind")
         if kind == "FlinkDeployment":
             comps = components_from_flink(doc)
+            for comp, part in zip(comps, ("jobManager", "taskManager"), strict=True):
+                if MEMORY not in comp.requests:
+                    raise PlacementInputError(
+                        f"{where}: spec.{part} requests no memory (set spec.{part}.resource.memory): "
+                        "the Flink operator rejects such a FlinkDeployment, so no cluster can run it"
+                    )
         elif kind == "ResourceBinding" or kind == "ClusterResourceBinding":
             spec = f.mapping(doc.get("spec"), f"{where}.spec")
             target = f.mapping(spec.get("resource"), f"{where}.spec.resource")

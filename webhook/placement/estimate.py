@@ -41,6 +41,7 @@ class Estimate:
     capacity_left: float  # sets' worth of the scarcest requested resource left after one set
     limit: Limit  # what stops one more set (or why none fits)
     not_ready: str = ""
+    scarcest: str = ""  # the requested resource with the fewest sets' worth left ("" when none is bounded)
 
 
 def estimate(
@@ -113,7 +114,7 @@ def estimate(
         components[c].name: MappingProxyType({prep.names[i]: n for i, n in sorted(placed[c].items()) if n})
         for c in range(len(components))
     }
-    left = capacity_left(prep, active)
+    left, scarcest = capacity_left(prep, active)
     if max_sets is not None and sets == max_sets < upper:
         stop = cap_reached(max_sets)
     else:
@@ -127,6 +128,7 @@ def estimate(
         elapsed_ms=round(elapsed, 3),
         first_fit_sets=ff_sets,
         capacity_left=left,
+        scarcest=scarcest,
         limit=stop,
         not_ready=cluster.not_ready,
     )

@@ -74,18 +74,15 @@ def string_map(value: Any, where: str) -> dict[str, str]:
 
 def load_documents(path: str | Path) -> list[Any]:
     """Every document of a YAML (multi-document allowed) or JSON file, empty documents dropped."""
-    file = Path(path)
+    from webhook.common import documents
+
     try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PlacementInputError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    if file.suffix.lower() == ".json":
-        try:
-            return [json.loads(text)]
-        except ValueError as exc:
-            raise PlacementInputError(f"{path}: not valid JSON: {exc}") from exc
-    try:
-        docs = list(yaml.load_all(text, Loader=_LOADER))
-    except yaml.YAMLError as exc:
-        raise PlacementInputError(f"{path}: not valid YAML: {exc}") from exc
-    return [doc for doc in docs if doc is not None]
+        text = documents.read_text(path)  # '-' is standard input; UTF-16 / BOM files read as well
+        if str(path).lower().endswith(".json"):
+            try:
+                return [json.loads(text)]
+            except ValueError as exc:
+                raise PlacementInputError(f"{path}: not valid JSON: {exc}") from exc
+        return documents.parse(text, str(path), _LOADER)
+    except documents.DocumentError as exc:
+        raise PlacementInputError(str(exc)) from None

@@ -57,7 +57,9 @@ def create_app(config: ServerConfig) -> Flask:
     @app.get("/readyz")
     def readyz() -> Response:
         reason = config.ready()
-        return _plain("ready", 200) if reason is None else _plain(reason, 503)
+        if reason is not None:
+            return _plain(reason, 503)
+        return _plain("\n".join(["ready", *(f"warning: {n}" for n in config.notes)]), 200)
 
     @app.get("/metrics")
     def prometheus() -> Response:

@@ -35,5 +35,6 @@ class Endpoint:
 class ServerConfig:
     endpoints: list[Endpoint]
     ready: Ready
+    notes: tuple[str, ...] = ()  # shown under "ready" on /readyz: what works, but not everywhere
     blueprints: Iterable[Blueprint] = field(default_factory=tuple)
     max_body_bytes: int = MAX_BODY_BYTES

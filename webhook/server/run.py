@@ -34,13 +34,28 @@ BuildConfig = Callable[[Ready], ServerConfig]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The server's own options; a role adds its own beside them."""
-    parser.add_argument("--cert-dir", default=os.environ.get("FLINK_FAILOVER_CERT_DIR", "certs"))
-    parser.add_argument("--bind", default=os.environ.get("FLINK_FAILOVER_BIND", "0.0.0.0:8443"))
     parser.add_argument(
-        "--workers", type=int, default=None, help=f"default {DEFAULT_WORKERS} (control-plane: 1)"
+        "--cert-dir",
+        default=os.environ.get("FLINK_FAILOVER_CERT_DIR", "certs"),
+        help="directory with tls.crt and tls.key, re-read when they change ($FLINK_FAILOVER_CERT_DIR)",
     )
-    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS)
-    parser.add_argument("--log-level", default=os.environ.get("FLINK_FAILOVER_LOG_LEVEL", "info"))
+    parser.add_argument(
+        "--bind",
+        default=os.environ.get("FLINK_FAILOVER_BIND", "0.0.0.0:8443"),
+        help="HOST:PORT to listen on ($FLINK_FAILOVER_BIND)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help=f"gunicorn worker processes (default: {DEFAULT_WORKERS}; control-plane: 1, one watch cache)",
+    )
+    parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="threads per worker")
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("FLINK_FAILOVER_LOG_LEVEL", "info"),
+        help="debug, info, warning, error ($FLINK_FAILOVER_LOG_LEVEL)",
+    )
     parser.add_argument(
         "--insecure-plain-http",
         action="store_true",

@@ -39,6 +39,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "ff.policyConfigMap" -}}{{ include "ff.fullname" . }}-policy{{- end -}}
 {{- define "ff.webhookConfig" -}}{{ include "ff.fullname" . }}-{{ .Release.Namespace }}{{- end -}}
 
+{{/* The values key of the rendered role's component block (settings are nested per component). */}}
+{{- define "ff.component" -}}
+{{- if eq .Values.role "control-plane" -}}controlPlane{{- else if eq .Values.role "estimator" -}}estimator{{- else -}}member{{- end -}}
+{{- end -}}
+
 {{/* What this release renders (role estimator: only templates/estimator/). */}}
 {{- define "ff.renderWorkload" -}}
 {{- if ne .Values.role "estimator" -}}
@@ -58,12 +63,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 
 {{/* webhook timeoutSeconds: above the policy deadline, at most 30 (kube-apiserver's cap). */}}
 {{- define "ff.timeoutSeconds" -}}
+{{- $webhook := (include "ff.component" . | index .Values).webhook -}}
 {{- $deadline := float64 .Values.policy.deadlineSeconds -}}
 {{- $timeout := 0 -}}
-{{- if kindIs "invalid" .Values.webhook.timeoutSeconds -}}
-{{- $timeout = min 30 (add (ceil $deadline | int) (int .Values.webhook.timeoutMarginSeconds)) -}}
+{{- if kindIs "invalid" $webhook.timeoutSeconds -}}
+{{- $timeout = min 30 (add (ceil $deadline | int) (int $webhook.timeoutMarginSeconds)) -}}
 {{- else -}}
-{{- $timeout = int .Values.webhook.timeoutSeconds -}}
+{{- $timeout = int $webhook.timeoutSeconds -}}
 {{- end -}}
 {{- if le (float64 $timeout) $deadline -}}
 {{- fail (printf "webhook timeoutSeconds %d must be above policy.deadlineSeconds %v" (int $timeout) .Values.policy.deadlineSeconds) -}}
@@ -74,12 +80,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{/* Namespaces never sent to the webhooks. */}}
 {{- define "ff.excludedNamespaces" -}}
 {{- $ns := list "kube-system" .Release.Namespace -}}
-{{- range .Values.webhook.excludeNamespaces }}{{- $ns = append $ns . -}}{{- end -}}
+{{- range (include "ff.component" . | index .Values).webhook.excludeNamespaces }}{{- $ns = append $ns . -}}{{- end -}}
 {{- toJson (uniq $ns) -}}
 {{- end -}}
 
-{{/* Trigger labels: the failover label first, then the jobId labels (DESIGN section 3). */}}
-{{/* The failover label's value that triggers (DESIGN section 3: "true"). */}}
+{{/* The failover label's value that triggers the member webhook. */}}
 {{- define "ff.trueValues" -}}["true"]{{- end -}}
 
 {{- define "ff.failoverLabel" -}}{{ .Values.policy.prefix }}/failover{{- end -}}
@@ -120,11 +125,12 @@ securityContext:
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .ctx.Values.nodeSelector }}
+{{- $c := include "ff.component" .ctx | index .ctx.Values }}
+{{- with $c.nodeSelector }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .ctx.Values.tolerations }}
+{{- with $c.tolerations }}
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
@@ -143,4 +149,57 @@ resources:
   limits:
     cpu: 200m
     memory: 128Mi
+{{- end -}}
+
+{{/* The MutatingWebhookConfiguration's metadata, shared by the roles' registrations. */}}
+{{- define "ff.webhookConfigMeta" -}}
+apiVersion: admissionregistration.k8s.io/v1
+kind: MutatingWebhookConfiguration
+metadata:
+  name: {{ include "ff.webhookConfig" . }}
+  labels:
+    {{- include "ff.labels" . | nindent 4 }}
+  {{- if and (eq .Values.certificates.mode "cert-manager") (not (include "ff.component" . | index .Values).webhook.caBundle) }}
+  annotations:
+    cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "ff.fullname" . }}-tls
+  {{- end }}
+{{- end -}}
+
+{{/* Who gets the control plane's permissions on the Karmada API server. */}}
+{{- define "ff.controlPlaneSubjects" -}}
+{{- if .Values.controlPlane.rbacSubjects -}}
+{{- toYaml .Values.controlPlane.rbacSubjects }}
+{{- else -}}
+- kind: ServiceAccount
+  name: {{ include "ff.serviceAccountName" . }}
+  namespace: {{ .Release.Namespace }}
+{{- end -}}
+{{- end -}}
+
+{{/* The serving pods' ServiceAccount: created as <fullname>, or an existing one by name. */}}
+{{- define "ff.serviceAccountName" -}}
+{{- $sa := (include "ff.component" . | index .Values).serviceAccount -}}
+{{- if $sa.create -}}
+{{- $sa.name | default (include "ff.fullname" .) -}}
+{{- else -}}
+{{- required (printf "%s.serviceAccount.name is required when serviceAccount.create is false" (include "ff.component" .)) $sa.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The leader election Lease; its timings must keep a single leader (the server checks them too). */}}
+{{- define "ff.leaseName" -}}
+{{- .Values.controlPlane.leaderElection.leaseName | default (printf "%s-leader" (include "ff.fullname" .)) -}}
+{{- end -}}
+
+{{- define "ff.leaderElectionArgs" -}}
+{{- $le := .Values.controlPlane.leaderElection -}}
+{{- if not (and (lt (float64 $le.retryPeriodSeconds) (float64 $le.renewDeadlineSeconds)) (lt (float64 $le.renewDeadlineSeconds) (float64 $le.leaseDurationSeconds))) -}}
+{{- fail (printf "controlPlane.leaderElection: need retryPeriodSeconds (%v) < renewDeadlineSeconds (%v) < leaseDurationSeconds (%v)" $le.retryPeriodSeconds $le.renewDeadlineSeconds $le.leaseDurationSeconds) -}}
+{{- end -}}
+- --leader-elect
+- --lease-name={{ include "ff.leaseName" . }}
+- --lease-namespace={{ .Release.Namespace }}
+- --lease-duration={{ $le.leaseDurationSeconds }}
+- --renew-deadline={{ $le.renewDeadlineSeconds }}
+- --retry-period={{ $le.retryPeriodSeconds }}
 {{- end -}}

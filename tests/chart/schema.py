@@ -1,0 +1,275 @@
+"""The chart's values.schema.json, generated: the restore policy part comes from the server's policy model
+(one source of truth) and every role's pod settings from one definition.
+
+    python -m tests.chart.schema            # rewrite charts/flink-failover/values.schema.json
+    python -m tests.chart.schema --check    # exit 1 when the committed file differs
+
+tests/chart/test_schema.py fails when the committed schema is not what this module generates.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from webhook.member.policy import MAX_DEADLINE_SECONDS, json_schema
+
+SCHEMA_PATH = Path(__file__).resolve().parents[2] / "charts" / "flink-failover" / "values.schema.json"
+
+Schema = dict[str, Any]
+
+
+def obj(properties: Schema, required: list[str] | None = None) -> Schema:
+    """A closed object: unknown keys are typos, and a typo must fail the install."""
+    out: Schema = {"type": "object", "additionalProperties": False, "properties": properties}
+    if required:
+        out["required"] = required
+    return out
+
+
+STRING_MAP: Schema = {"type": "object", "additionalProperties": {"type": "string"}}
+QUANTITY: Schema = {
+    "anyOf": [
+        {"type": "string", "pattern": r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti|P|Pi|E|Ei)?$"},
+        {"type": "number", "minimum": 0},
+    ]
+}
+DNS_LABEL: Schema = {"type": "string", "pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}
+DNS_SUBDOMAIN: Schema = {
+    "type": "string",
+    "pattern": r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+    "maxLength": 253,
+}
+ENV_NAME: Schema = {"type": "string", "pattern": r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"}
+
+
+def webhook_registration(ca_hint: str) -> Schema:
+    return obj(
+        {
+            "failurePolicy": {"type": "string", "enum": ["Fail", "Ignore"]},
+            "timeoutSeconds": {"type": ["integer", "null"], "minimum": 1, "maximum": 30},
+            "timeoutMarginSeconds": {"type": "integer", "minimum": 1, "maximum": 29},
+            "excludeNamespaces": {"type": "array", "items": DNS_LABEL, "uniqueItems": True},
+            "caBundle": {"type": "string", "pattern": "^[A-Za-z0-9+/=]*$", "description": ca_hint},
+        }
+    )
+
+
+def pod_settings() -> Schema:
+    """What every role's Deployment takes (member, controlPlane; more roles reuse it)."""
+    return {
+        "replicaCount": {"type": "integer", "minimum": 1},
+        "workers": {"type": "integer", "minimum": 1, "maximum": 64},
+        "threads": {"type": "integer", "minimum": 1, "maximum": 256},
+        "containerPort": {"type": "integer", "minimum": 1024, "maximum": 65535},
+        "resources": obj(
+            {
+                "requests": {"type": "object", "additionalProperties": QUANTITY},
+                "limits": {"type": "object", "additionalProperties": QUANTITY},
+            }
+        ),
+        "podAnnotations": STRING_MAP,
+        "podLabels": STRING_MAP,
+        "nodeSelector": STRING_MAP,
+        "tolerations": {"type": "array", "items": {"type": "object"}},
+        "affinity": {"type": "object"},
+        "priorityClassName": {"anyOf": [{"const": ""}, DNS_SUBDOMAIN]},
+        "topologySpread": obj(
+            {
+                "maxSkew": {"type": "integer", "minimum": 1},
+                "whenUnsatisfiable": {"type": "string", "enum": ["DoNotSchedule", "ScheduleAnyway"]},
+            }
+        ),
+        "podDisruptionBudget": obj(
+            {
+                "enabled": {"type": "boolean"},
+                "minAvailable": {
+                    "anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": "^[0-9]+%$"}]
+                },
+            }
+        ),
+        "extraEnv": {
+            "type": "array",
+            "items": {"type": "object", "required": ["name"], "properties": {"name": ENV_NAME}},
+        },
+        "serviceAccount": obj(
+            {
+                "create": {"type": "boolean"},
+                "name": {"anyOf": [{"const": ""}, DNS_SUBDOMAIN]},
+                "annotations": STRING_MAP,
+            }
+        ),
+        # the rest of a Volume / VolumeMount is checked against the Kubernetes schema by the tests
+        "extraVolumes": {
+            "type": "array",
+            "items": {"type": "object", "required": ["name"], "properties": {"name": DNS_LABEL}},
+        },
+        "extraVolumeMounts": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name", "mountPath"],
+                "properties": {"name": DNS_LABEL, "mountPath": {"type": "string", "pattern": "^/"}},
+            },
+        },
+        "hostNetwork": {"type": "boolean"},
+    }
+
+
+def values_schema() -> Schema:
+    policy = json_schema()
+    # The webhook's timeoutSeconds (at most 30) must stay above the deadline: strictly below 30 here.
+    deadline = policy["properties"]["deadlineSeconds"]
+    del deadline["maximum"]
+    deadline["exclusiveMaximum"] = MAX_DEADLINE_SECONDS
+    member = obj(
+        {
+            **pod_settings(),
+            "webhook": webhook_registration("base64 PEM, when nothing injects the CA"),
+            "validatingAdmissionPolicy": obj({"enabled": {"type": "boolean"}}),
+            "requireStorageBackends": {"type": "boolean"},
+        }
+    )
+    control_plane = obj(
+        {
+            "part": {"type": "string", "enum": ["all", "workload", "registration"]},
+            "kubeconfigSecret": {"anyOf": [{"const": ""}, DNS_SUBDOMAIN]},
+            "kubeconfigKey": {"type": "string", "minLength": 1},
+            "capture": {"type": "boolean"},
+            "webhookURL": {"type": "string", "pattern": "^(https://.+)?$"},
+            "rbacSubjects": {
+                "type": "array",
+                "items": obj(
+                    {
+                        "kind": {"type": "string", "enum": ["User", "Group", "ServiceAccount"]},
+                        "name": {"type": "string", "minLength": 1},
+                        "namespace": {"type": "string"},
+                        "apiGroup": {"type": "string"},
+                    },
+                    ["kind", "name"],
+                ),
+            },
+            "leaderElection": obj(
+                {
+                    "enabled": {"type": "boolean"},
+                    "leaseName": {"anyOf": [{"const": ""}, DNS_SUBDOMAIN]},
+                    "leaseDurationSeconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
+                    "renewDeadlineSeconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
+                    "retryPeriodSeconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
+                }
+            ),
+            **pod_settings(),
+            "webhook": webhook_registration(
+                "base64 PEM, e.g. for a registration on a remote Karmada API server"
+            ),
+        }
+    )
+    duration = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(h|m|s|ms))+$"}
+    certificates = obj(
+        {
+            "mode": {"type": "string", "enum": ["self-managed", "cert-manager"]},
+            "days": {"type": "integer", "minimum": 1},
+            "caDays": {"type": "integer", "minimum": 1},
+            "renewBeforeDays": {"type": "integer", "minimum": 0},
+            "renewSchedule": {"type": "string", "minLength": 9},
+            "certManager": obj(
+                {
+                    "issuerRef": obj(
+                        {
+                            "name": {"type": "string"},
+                            "kind": {"type": "string", "enum": ["Issuer", "ClusterIssuer"]},
+                            "group": {"type": "string"},
+                        }
+                    ),
+                    "duration": duration,
+                    "renewBefore": duration,
+                }
+            ),
+        }
+    )
+    properties: Schema = {
+        "role": {"type": "string", "enum": ["member", "control-plane"]},
+        "nameOverride": {"type": "string", "maxLength": 40},
+        "fullnameOverride": {"type": "string", "maxLength": 50},
+        "image": obj(
+            {
+                "repository": {"type": "string", "minLength": 1},
+                "tag": {"type": "string"},
+                "pullPolicy": {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]},
+            },
+            ["repository"],
+        ),
+        "imagePullSecrets": {
+            "type": "array",
+            "items": obj({"name": {"type": "string", "minLength": 1}}, ["name"]),
+        },
+        "logLevel": {"type": "string", "enum": ["debug", "info", "warning", "error", "critical"]},
+        "policy": policy,
+        "member": member,
+        "controlPlane": control_plane,
+        "certificates": certificates,
+        "service": obj({"port": {"type": "integer", "minimum": 1, "maximum": 65535}}),
+        "networkPolicy": obj(
+            {"enabled": {"type": "boolean"}, "from": {"type": "array", "items": {"type": "object"}}}
+        ),
+        "metrics": obj(
+            {
+                "serviceMonitor": obj(
+                    {
+                        "enabled": {"type": "boolean"},
+                        "interval": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
+                        "labels": STRING_MAP,
+                    }
+                )
+            }
+        ),
+    }
+    return {
+        "$schema": "https://json-schema.org/draft-07/schema#",
+        "title": "flink-failover chart values (generated by tests/chart/schema.py, do not edit)",
+        **obj(properties),
+    }
+
+
+def require_defaults(schema: Schema, defaults: Any) -> Schema:
+    """Every key values.yaml sets (to something other than null) is required.
+
+    A user's ``key: ~`` deletes the key in Helm; without this the templates would dereference nil (a
+    Go panic in ``helm template``) or the ConfigMap would silently fall back to another default.
+    """
+    if isinstance(defaults, dict) and "properties" in schema:
+        present = [k for k, v in defaults.items() if v is not None and k in schema["properties"]]
+        if present:
+            schema["required"] = sorted(set(schema.get("required", [])) | set(present))
+        for key, value in defaults.items():
+            if key in schema["properties"]:
+                require_defaults(schema["properties"][key], value)
+    return schema
+
+
+def render() -> str:
+    defaults = yaml.safe_load((SCHEMA_PATH.parent / "values.yaml").read_text(encoding="utf-8"))
+    return json.dumps(require_defaults(values_schema(), defaults), indent=2) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    text = render()
+    if "--check" in argv:
+        current = SCHEMA_PATH.read_text(encoding="utf-8")
+        if current != text:
+            print(
+                f"{SCHEMA_PATH} is not the generated schema: run python -m tests.chart.schema",
+                file=sys.stderr,
+            )
+            return 1
+        return 0
+    SCHEMA_PATH.write_text(text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,95 @@
+"""An allowed storage scheme without an installed fsspec backend is found at start-up, not during a
+failover: the server refuses to start (``--require-storage-backends``, the chart's default) or warns in
+its log and on /readyz. Which backends are missing depends on the installed extras; the expectations
+are computed from the same environment, so the tests hold with or without them."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support.server import ApiServerClient, executable, generate_certs, serve
+from webhook.common.paths import FSSPEC_PROTOCOL
+from webhook.member.policy import DEFAULT_ALLOWED_SCHEMES, DEFAULT_POLICY_FILE, KNOWN_SCHEMES
+from webhook.member.storage import BACKENDS, missing_backends
+
+MODULES = {"gs": "gcsfs", "abfs": "adlfs", "oss": "ossfs", "hdfs": "pyarrow", "s3": "s3fs"}
+
+
+def installed(scheme: str) -> bool:
+    protocol = FSSPEC_PROTOCOL[scheme]
+    return protocol == "file" or importlib.util.find_spec(MODULES[protocol]) is not None
+
+
+def test_missing_backends_match_what_is_installed() -> None:
+    missing = {m.scheme: m for m in missing_backends(KNOWN_SCHEMES)}
+    assert set(missing) == {s for s in KNOWN_SCHEMES if not installed(s)}
+    assert "s3" not in missing and "file" not in missing  # the default install reads both
+    for scheme, m in missing.items():
+        extra = BACKENDS[FSSPEC_PROTOCOL[scheme]][0]
+        assert f"install flink-failover[{extra}]" in m.message() and f"{scheme}://" in m.message()
+
+
+def test_every_extra_named_exists_in_pyproject() -> None:
+    import tomllib
+
+    extras = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    for extra, module in BACKENDS.values():
+        if extra:
+            assert extra in extras, extra
+            assert any(module.split(".")[0] in req or "pyarrow" in req for req in extras[extra])
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return generate_certs(tmp_path_factory.mktemp("certs"))
+
+
+def test_start_up_refuses_when_required(certs: Path, tmp_path: Path) -> None:
+    """Before: the server started and /readyz said ready with gs, abfs, oss, hdfs unreadable."""
+    missing = missing_backends(DEFAULT_ALLOWED_SCHEMES)
+    cmd = [
+        executable(),
+        "serve",
+        "--cert-dir",
+        str(certs),
+        "--bind",
+        "127.0.0.1:0",
+        "--require-storage-backends",
+    ]
+    if not missing:
+        pytest.skip("every storage backend is installed here: nothing to refuse")
+    result = subprocess.run(
+        [*cmd, "--policy", str(DEFAULT_POLICY_FILE)], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    for m in missing:
+        assert f"allowed scheme {m.scheme}:// has no fsspec backend" in result.stderr
+
+
+def test_only_installed_schemes_start_and_readyz_warns_otherwise(certs: Path, tmp_path: Path) -> None:
+    s3_only = tmp_path / "s3.yaml"
+    s3_only.write_text("allowedSchemes: [s3, file]\n")
+    with serve(certs, s3_only, tmp_path / "s3.log", extra=["--require-storage-backends"]) as server:
+        client: ApiServerClient = server.client()
+        status, body, _ = client.request("GET", "/readyz")
+        assert (status, body) == (200, b"ready\n")
+        client.close()
+    with serve(certs, DEFAULT_POLICY_FILE, tmp_path / "warn.log") as server:
+        client = server.client()
+        status, body, _ = client.request("GET", "/readyz")
+        client.close()
+        logs = server.logs()
+    assert status == 200
+    lines = body.decode().splitlines()
+    assert lines[0] == "ready"
+    missing = missing_backends(DEFAULT_ALLOWED_SCHEMES)
+    assert len(lines) == 1 + len(missing)
+    for m in missing:
+        assert f"warning: allowed scheme {m.scheme}:// has no fsspec backend" in body.decode()
+        assert f"allowed scheme {m.scheme}:// has no fsspec backend" in logs

@@ -1,0 +1,254 @@
+"""`flink-failover review` as a newcomer uses it: from any directory, on files PowerShell or Notepad wrote,
+on bare FlinkDeployments as well as AdmissionReviews, with kubectl-like output forms.
+
+Each test of an item that used to break says so; it failed before the fix (traceback, relative default
+policy path, or a policy file that needed apiVersion and kind).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tests.samples.make_storage import RESTORABLE, make
+from tests.support.server import executable
+from webhook.member.policy import DEFAULT_POLICY_FILE, RestorePolicy, load_policy, policy_from_dict
+
+SAMPLES = REPO / "tests" / "samples"
+CKPT = "file:///tmp/flink-failover-samples/checkpoints"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def sample_storage() -> None:
+    make()
+
+
+def run(
+    *args: str, stdin: bytes | None = None, cwd: Path = REPO, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if k != "FLINK_FAILOVER_POLICY"}
+    result = subprocess.run(
+        [executable(), "review", *args],
+        capture_output=True,
+        input=stdin,
+        cwd=cwd,
+        env={**environ, **(env or {})},
+    )
+    return subprocess.CompletedProcess(
+        result.args, result.returncode, result.stdout.decode(), result.stderr.decode()
+    )
+
+
+def failover_object() -> dict[str, Any]:
+    """The FlinkDeployment inside the failover sample: what a user has in hand, without a review around it."""
+    review = json.loads((SAMPLES / "failover-create.json").read_text())
+    obj: dict[str, Any] = review["request"]["object"]
+    return obj
+
+
+# --- Broken 1: UTF-16 / BOM input ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be", "utf-8-sig", "utf-32"])
+def test_review_reads_what_powershell_and_notepad_write(tmp_path: Path, encoding: str) -> None:
+    """Before: UnicodeDecodeError traceback, exit 1."""
+    path = tmp_path / "review.json"
+    path.write_bytes((SAMPLES / "failover-create.json").read_text().encode(encoding))
+    result = run(str(path))
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["response"]["patchType"] == "JSONPatch"
+    yaml_path = tmp_path / "object.yaml"
+    yaml_path.write_bytes(yaml.safe_dump(failover_object()).encode(encoding))
+    assert run(str(yaml_path), "--print-object").returncode == 0
+
+
+def test_undecodable_input_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes("name: caf\xe9\n".encode("latin-1"))
+    result = run(str(path))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if "policy" not in x]
+    assert str(path) in line and "not UTF-8, UTF-16 or UTF-32" in line
+
+
+def test_policy_file_in_utf16_loads(tmp_path: Path) -> None:
+    path = tmp_path / "policy.yaml"
+    path.write_bytes("onMissingState: deny\n".encode("utf-16"))
+    assert load_policy(path).on_missing_state == "deny"
+
+
+# --- Broken 2: the default policy ships with the package -------------------------------------------------
+
+
+def test_review_works_from_any_directory_and_says_which_policy(tmp_path: Path) -> None:
+    """Before: 'cannot read policies/restore-policy.yaml' outside the repository."""
+    result = run(str(SAMPLES / "failover-create.json"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"policy {DEFAULT_POLICY_FILE} (built-in default)" in result.stderr
+    assert load_policy(DEFAULT_POLICY_FILE) == RestorePolicy()
+
+
+def test_review_honours_flink_failover_policy_like_serve(tmp_path: Path) -> None:
+    policy = tmp_path / "deny.yaml"
+    policy.write_text("onMissingState: deny\n")
+    sample = str(SAMPLES / "nothing-restorable.json")
+    by_env = run(sample, env={"FLINK_FAILOVER_POLICY": str(policy)}, cwd=tmp_path)
+    assert f"policy {policy} ($FLINK_FAILOVER_POLICY)" in by_env.stderr
+    assert json.loads(by_env.stdout)["response"]["allowed"] is False  # deny, from the policy in the env
+    by_flag = run(sample, "--policy", str(DEFAULT_POLICY_FILE), env={"FLINK_FAILOVER_POLICY": str(policy)})
+    assert f"({'--policy'})" in by_flag.stderr
+    assert json.loads(by_flag.stdout)["response"]["allowed"] is True  # --policy wins
+
+
+@pytest.mark.slow
+def test_default_policy_is_package_data(tmp_path: Path) -> None:
+    import zipfile
+
+    subprocess.run(
+        [
+            str(Path(executable()).parent / "python"),
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = tmp_path.glob("flink_failover-*.whl")
+    with zipfile.ZipFile(wheel) as whl:
+        assert "webhook/restore-policy.yaml" in whl.namelist()
+
+
+# --- Broken 7: every policy field optional, apiVersion and kind included ---------------------------------
+
+
+def test_a_policy_with_one_field_is_a_policy() -> None:
+    """Before: 'apiVersion: must be flink-failover.io/v1alpha1, got None'."""
+    assert policy_from_dict({"onMissingState": "deny"}).on_missing_state == "deny"
+    assert policy_from_dict({}) == RestorePolicy()
+    with pytest.raises(ValueError, match="apiVersion"):
+        policy_from_dict({"apiVersion": "v1", "onMissingState": "deny"})
+    with pytest.raises(ValueError, match="kind"):
+        policy_from_dict({"kind": "ConfigMap"})
+    text = DEFAULT_POLICY_FILE.read_text()
+    assert "Every field is optional, apiVersion and kind included" in text
+
+
+# --- Friction: bare objects, many documents, output forms, reasons ---------------------------------------
+
+
+def test_bare_flinkdeployment_is_reviewed_as_a_create(tmp_path: Path) -> None:
+    path = tmp_path / "fd.yaml"
+    path.write_text(yaml.safe_dump(failover_object()))
+    result = run(str(path), "--print-object", "-o", "yaml")
+    assert result.returncode == 0, result.stderr
+    obj = yaml.safe_load(result.stdout)
+    assert obj["spec"]["job"]["initialSavepointPath"] == f"{CKPT}/{RESTORABLE}/chk-8"
+    from_stdin = run("-", "--print-object", stdin=json.dumps(failover_object()).encode())
+    assert json.loads(from_stdin.stdout) == obj
+
+
+def test_many_documents_answer_as_a_list_and_skips_say_why(tmp_path: Path) -> None:
+    unlabelled = failover_object()
+    unlabelled["metadata"] = {"name": "plain", "namespace": "team-a", "labels": {}}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "team-a"}}
+    path = tmp_path / "many.yaml"
+    path.write_text(yaml.safe_dump_all([failover_object(), unlabelled, pod]))
+    result = run(str(path))
+    assert result.returncode == 0, result.stderr
+    answer = json.loads(result.stdout)
+    assert answer["kind"] == "List" and len(answer["items"]) == 3
+    assert [i["response"]["allowed"] for i in answer["items"]] == [True, True, True]
+    assert "FlinkDeployment team-a/plain: skipped: no failover label" in result.stderr
+    assert "Pod team-a/p: skipped: not a FlinkDeployment or FlinkSessionJob (core/Pod)" in result.stderr
+    as_yaml = run(str(path), "-o", "yaml")
+    assert [d["kind"] for d in yaml.safe_load_all(as_yaml.stdout)] == ["AdmissionReview"] * 3
+
+
+def test_review_without_request_kind_says_so(tmp_path: Path) -> None:
+    review = json.loads((SAMPLES / "failover-create.json").read_text())
+    del review["request"]["kind"]
+    path = tmp_path / "nokind.json"
+    path.write_text(json.dumps(review))
+    result = run(str(path))
+    assert result.returncode == 0 and "skipped: request.kind missing" in result.stderr
+
+
+def test_diff_shows_the_change(tmp_path: Path) -> None:
+    path = tmp_path / "fd.json"
+    path.write_text(json.dumps(failover_object()))
+    result = run(str(path), "--diff", "-o", "yaml")
+    assert result.returncode == 0, result.stderr
+    added = [
+        line for line in result.stdout.splitlines() if line.startswith("+") and not line.startswith("+++")
+    ]
+    assert any(f"initialSavepointPath: {CKPT}/{RESTORABLE}/chk-8" in line for line in added)
+    assert result.stdout.startswith("--- FlinkDeployment ")
+
+
+def test_update_with_old_object(tmp_path: Path) -> None:
+    """Karmada re-applies its template: the UPDATE carries the restore over from --old."""
+    restored = json.loads(run(str(SAMPLES / "failover-create.json"), "--print-object").stdout)
+    template = failover_object()
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    old.write_text(json.dumps(restored))
+    new.write_text(json.dumps(template))
+    result = run(str(new), "--old", str(old), "--print-object")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["spec"]["job"]["initialSavepointPath"] == f"{CKPT}/{RESTORABLE}/chk-8"
+    missing = run(str(new), "--operation", "update")
+    assert missing.returncode == 2 and "needs --old FILE" in missing.stderr
+
+
+def test_print_object_on_a_denial_exits_non_zero() -> None:
+    result = run(str(SAMPLES / "bad-job-id.json"), "--print-object")
+    assert result.returncode == 1
+    assert "denied:" in result.stderr and "32 lowercase hex" in result.stderr
+    assert result.stdout == ""
+    plain = run(str(SAMPLES / "bad-job-id.json"))  # the answer itself was produced: exit 0
+    assert plain.returncode == 0 and json.loads(plain.stdout)["response"]["allowed"] is False
+
+
+def test_unusable_documents_are_usage_errors(tmp_path: Path) -> None:
+    path = tmp_path / "list.yaml"
+    path.write_text("- 1\n- 2\n")
+    result = run(str(path))
+    assert result.returncode == 2 and "document 1 is not an AdmissionReview" in result.stderr
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("---\n")
+    assert run(str(empty)).returncode == 2
+
+
+def test_bare_work_for_the_control_plane(tmp_path: Path) -> None:
+    """The control-plane role takes a bare Work too, with the ResourceBindings from --objects."""
+    sample = json.loads((SAMPLES / "controlplane" / "review-create-relocating.json").read_text())
+    work = tmp_path / "work.yaml"
+    work.write_text(yaml.safe_dump(sample["request"]["object"]))
+    objects = str(SAMPLES / "controlplane" / "bindings.yaml")
+    bare = run(str(work), "--role", "control-plane", "--objects", objects, "--print-object")
+    wrapped = run(
+        str(SAMPLES / "controlplane" / "review-create-relocating.json"),
+        "--role",
+        "control-plane",
+        "--objects",
+        objects,
+        "--print-object",
+    )
+    assert bare.returncode == wrapped.returncode == 0, bare.stderr + wrapped.stderr
+    assert json.loads(bare.stdout) == json.loads(wrapped.stdout)
+    manifest = json.loads(bare.stdout)["spec"]["workload"]["manifests"][0]
+    assert manifest["metadata"]["labels"]["flink-failover.io/failover"] == "true"

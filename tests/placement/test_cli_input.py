@@ -1,0 +1,81 @@
+"""`flink-failover placement` with the inputs a newcomer has: files from PowerShell, standard input, a
+FlinkDeployment that is not finished yet, a zero where a count belongs."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.placement.test_interfaces import CLUSTERS, WORKLOAD, write
+from webhook.cli import main
+
+
+def placement(*args: str, stdin: str | None = None, monkeypatch: pytest.MonkeyPatch | None = None) -> int:
+    if stdin is not None:
+        assert monkeypatch is not None
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode("utf-16"))))
+    return main(["placement", *args, "--format", "json"])
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-8-sig"])
+def test_workload_written_by_powershell_or_notepad(
+    tmp_path: Path, encoding: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: a UnicodeDecodeError traceback."""
+    workload = tmp_path / "fd.yaml"
+    workload.write_bytes(yaml.safe_dump(WORKLOAD).encode(encoding))
+    clusters = tmp_path / "clusters.json"
+    clusters.write_bytes(json.dumps(CLUSTERS).encode(encoding))
+    assert placement("--workload", str(workload), "--clusters", str(clusters)) == 0
+    assert json.loads(capsys.readouterr().out)["selected"] == "member1"
+
+
+def test_stdin_for_workload_or_clusters(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clusters = write(tmp_path, "clusters.yaml", CLUSTERS)
+    assert (
+        placement(
+            "--workload", "-", "--clusters", clusters, stdin=yaml.safe_dump(WORKLOAD), monkeypatch=monkeypatch
+        )
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)["selected"] == "member1"
+    workload = write(tmp_path, "fd.yaml", WORKLOAD)
+    assert (
+        placement(
+            "--workload", workload, "--clusters", "-", stdin=json.dumps(CLUSTERS), monkeypatch=monkeypatch
+        )
+        == 0
+    )
+    assert json.loads(capsys.readouterr().out)["selected"] == "member1"
+    assert placement("--workload", "-", "--clusters", "-", stdin="{}", monkeypatch=monkeypatch) == 2
+    assert "can be read only once" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("part", ["jobManager", "taskManager"])
+def test_flinkdeployment_without_resources_is_an_error_not_zero(
+    tmp_path: Path, part: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: every cluster fit 0 sets... or unbounded ones: the operator would reject the object."""
+    workload: dict[str, Any] = json.loads(json.dumps(WORKLOAD))
+    del workload["spec"][part]["resource"]
+    path = write(tmp_path, "fd.yaml", workload)
+    assert placement("--workload", path, "--clusters", write(tmp_path, "c.json", CLUSTERS)) == 2
+    err = capsys.readouterr().err
+    assert f"spec.{part} requests no memory" in err and "Traceback" not in err
+
+
+def test_max_sets_zero_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        placement(
+            "--workload", write(tmp_path, "fd.yaml", WORKLOAD), "--clusters", "c.json", "--max-sets", "0"
+        )
+    assert exit_.value.code == 2
+    assert "--max-sets: must be at least 1" in capsys.readouterr().err
