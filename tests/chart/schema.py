@@ -45,6 +45,9 @@ DNS_SUBDOMAIN: Schema = {
     "maxLength": 253,
 }
 ENV_NAME: Schema = {"type": "string", "pattern": r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"}
+PORT: Schema = {"type": "integer", "minimum": 1, "maximum": 65535}
+SECRET_NAME: Schema = {"anyOf": [{"const": ""}, DNS_SUBDOMAIN]}
+SECRET_KEY: Schema = {"type": "string", "pattern": r"^[-._a-zA-Z0-9]+$"}
 
 
 def webhook_registration(ca_hint: str) -> Schema:
@@ -59,13 +62,22 @@ def webhook_registration(ca_hint: str) -> Schema:
     )
 
 
-def pod_settings() -> Schema:
-    """What every role's Deployment takes (member, controlPlane; more roles reuse it)."""
+def webhook_server() -> Schema:
+    """The webhook roles' server (gunicorn behind TLS): member, controlPlane."""
     return {
-        "replicaCount": {"type": "integer", "minimum": 1},
         "workers": {"type": "integer", "minimum": 1, "maximum": 64},
         "threads": {"type": "integer", "minimum": 1, "maximum": 256},
         "containerPort": {"type": "integer", "minimum": 1024, "maximum": 65535},
+        # for the API server calling a webhook pod on a custom CNI; the estimator's caller is a pod
+        "hostNetwork": {"type": "boolean"},
+    }
+
+
+def pod_settings() -> Schema:
+    """What every role's Deployment takes (member, controlPlane, estimator: templates/_helpers.tpl
+    ff.podPlacement and the role's deployment.yaml)."""
+    return {
+        "replicaCount": {"type": "integer", "minimum": 1},
         "resources": obj(
             {
                 "requests": {"type": "object", "additionalProperties": QUANTITY},
@@ -116,8 +128,37 @@ def pod_settings() -> Schema:
                 "properties": {"name": DNS_LABEL, "mountPath": {"type": "string", "pattern": "^/"}},
             },
         },
-        "hostNetwork": {"type": "boolean"},
     }
+
+
+def estimator() -> Schema:
+    """role estimator: Karmada's scheduler-estimator for one member cluster. The Service name
+    <servicePrefix>-<cluster> must stay a DNS label (the template refuses more than 63 characters)."""
+    # Karmada's cluster names: DNS labels of at most 48 characters; empty until role estimator is set
+    # (the template then says the cluster is required).
+    cluster = {"anyOf": [{"const": ""}, {**DNS_LABEL, "maxLength": 48}]}
+    return obj(
+        {
+            "cluster": cluster,
+            "kubeconfigSecret": SECRET_NAME,
+            "kubeconfigKey": SECRET_KEY,
+            "servicePrefix": {**DNS_LABEL, "maxLength": 48},
+            "port": PORT,
+            "metricsPort": PORT,
+            "serviceType": {"type": "string", "enum": ["ClusterIP", "NodePort", "LoadBalancer"]},
+            "grpcWorkers": {"type": "integer", "minimum": 1, "maximum": 256},
+            "stateRefreshSeconds": {"type": "number", "minimum": 0, "maximum": 60},
+            "tls": obj(
+                {
+                    "secretName": SECRET_NAME,
+                    "clientCAKey": {"anyOf": [{"const": ""}, SECRET_KEY]},
+                }
+            ),
+            "externalName": {"anyOf": [{"const": ""}, DNS_SUBDOMAIN]},
+            "externalPort": {"type": "integer", "minimum": 0, "maximum": 65535},
+            **pod_settings(),
+        }
+    )
 
 
 def values_schema() -> Schema:
@@ -129,6 +170,7 @@ def values_schema() -> Schema:
     member = obj(
         {
             **pod_settings(),
+            **webhook_server(),
             "webhook": webhook_registration("base64 PEM, when nothing injects the CA"),
             "validatingAdmissionPolicy": obj({"enabled": {"type": "boolean"}}),
             "requireStorageBackends": {"type": "boolean"},
@@ -137,7 +179,7 @@ def values_schema() -> Schema:
     control_plane = obj(
         {
             "part": {"type": "string", "enum": ["all", "workload", "registration"]},
-            "kubeconfigSecret": {"anyOf": [{"const": ""}, DNS_SUBDOMAIN]},
+            "kubeconfigSecret": SECRET_NAME,
             "kubeconfigKey": {"type": "string", "minLength": 1},
             "capture": {"type": "boolean"},
             "webhookURL": {"type": "string", "pattern": "^(https://.+)?$"},
@@ -163,6 +205,7 @@ def values_schema() -> Schema:
                 }
             ),
             **pod_settings(),
+            **webhook_server(),
             "webhook": webhook_registration(
                 "base64 PEM, e.g. for a registration on a remote Karmada API server"
             ),
@@ -192,7 +235,7 @@ def values_schema() -> Schema:
         }
     )
     properties: Schema = {
-        "role": {"type": "string", "enum": ["member", "control-plane"]},
+        "role": {"type": "string", "enum": ["member", "control-plane", "estimator"]},
         "nameOverride": {"type": "string", "maxLength": 40},
         "fullnameOverride": {"type": "string", "maxLength": 50},
         "image": obj(
@@ -211,8 +254,9 @@ def values_schema() -> Schema:
         "policy": policy,
         "member": member,
         "controlPlane": control_plane,
+        "estimator": estimator(),
         "certificates": certificates,
-        "service": obj({"port": {"type": "integer", "minimum": 1, "maximum": 65535}}),
+        "service": obj({"port": PORT}),
         "networkPolicy": obj(
             {"enabled": {"type": "boolean"}, "from": {"type": "array", "items": {"type": "object"}}}
         ),

@@ -56,9 +56,32 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 {{- end -}}
 
-{{/* role estimator: the Service Karmada's scheduler looks up, <prefix>-<cluster>. */}}
+{{/* Whether this release runs pods (every role but its registration-only and ExternalName variants). */}}
+{{- define "ff.renderPods" -}}
+{{- if eq .Values.role "estimator" -}}
+{{- if not .Values.estimator.externalName -}}true{{- end -}}
+{{- else -}}
+{{- include "ff.renderWorkload" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* role estimator: the Service Karmada's scheduler looks up, <prefix>-<cluster>. Not truncated: a
+shortened name is one the scheduler would never find. */}}
 {{- define "ff.estimatorService" -}}
-{{- printf "%s-%s" .Values.estimator.servicePrefix .Values.estimator.cluster | trunc 63 | trimSuffix "-" -}}
+{{- $e := .Values.estimator -}}
+{{- if not $e.cluster -}}
+{{- fail "role estimator needs estimator.cluster (the member cluster's name in Karmada)" -}}
+{{- end -}}
+{{- $name := printf "%s-%s" $e.servicePrefix $e.cluster -}}
+{{- if gt (len $name) 63 -}}
+{{- fail (printf "estimator Service name %s (estimator.servicePrefix-estimator.cluster) is longer than 63 characters" $name) -}}
+{{- end -}}
+{{- $name -}}
+{{- end -}}
+
+{{/* The name of the release's pods' Deployment, Service, PDB, NetworkPolicy... */}}
+{{- define "ff.workloadName" -}}
+{{- if eq .Values.role "estimator" -}}{{ include "ff.estimatorService" . }}{{- else -}}{{ include "ff.fullname" . }}{{- end -}}
 {{- end -}}
 
 {{/* webhook timeoutSeconds: above the policy deadline, at most 30 (kube-apiserver's cap). */}}
@@ -176,11 +199,12 @@ metadata:
 {{- end -}}
 {{- end -}}
 
-{{/* The serving pods' ServiceAccount: created as <fullname>, or an existing one by name. */}}
+{{/* The serving pods' ServiceAccount: created as <fullname> (estimator: <prefix>-<cluster>), or an
+existing one by name. */}}
 {{- define "ff.serviceAccountName" -}}
 {{- $sa := (include "ff.component" . | index .Values).serviceAccount -}}
 {{- if $sa.create -}}
-{{- $sa.name | default (include "ff.fullname" .) -}}
+{{- $sa.name | default (include "ff.workloadName" .) -}}
 {{- else -}}
 {{- required (printf "%s.serviceAccount.name is required when serviceAccount.create is false" (include "ff.component" .)) $sa.name -}}
 {{- end -}}
@@ -202,4 +226,50 @@ metadata:
 - --lease-duration={{ $le.leaseDurationSeconds }}
 - --renew-deadline={{ $le.renewDeadlineSeconds }}
 - --retry-period={{ $le.retryPeriodSeconds }}
+{{- end -}}
+
+{{/* Pod spec fields every role's Deployment takes from its component block. */}}
+{{- define "ff.podPlacement" -}}
+{{- $c := include "ff.component" . | index .Values -}}
+serviceAccountName: {{ include "ff.serviceAccountName" . }}
+{{- if $c.hostNetwork }}
+hostNetwork: true
+dnsPolicy: ClusterFirstWithHostNet
+{{- end }}
+{{- with $c.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+securityContext:
+  {{- include "ff.podSecurityContext" . | nindent 2 }}
+topologySpreadConstraints:
+  - maxSkew: {{ $c.topologySpread.maxSkew }}
+    topologyKey: kubernetes.io/hostname
+    whenUnsatisfiable: {{ $c.topologySpread.whenUnsatisfiable }}
+    labelSelector:
+      matchLabels:
+        {{- include "ff.selectorLabels" . | nindent 8 }}
+{{- with $c.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $c.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $c.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* The pod template's labels (selector labels + podLabels). */}}
+{{- define "ff.podLabels" -}}
+{{ include "ff.selectorLabels" . }}
+{{- with (include "ff.component" . | index .Values).podLabels }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
