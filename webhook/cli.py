@@ -57,12 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name, (module_name, help_text) in SUBCOMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name and module_name.startswith(exc.name):
-                continue  # subcommand not part of this build
-            raise
+        module = importlib.import_module(module_name)
         command = sub.add_parser(
             name, help=help_text, description=module.__doc__, formatter_class=HelpFormatter
         )
