@@ -105,30 +105,33 @@ def decide_relocation(
     arrived = _arrived(record, binding, target)
     running_now = {s.job_id for s in binding.statuses if s.cluster == target and s.state == RUNNING}
     current, prior = _split(states, target, arrived, running_now)
+    # The failover that brought the workload here: the newest state seen before it arrived (on another
+    # cluster, or on target itself before it left), else an eviction pointing here. None when that state
+    # is on a cluster still placed: target was added beside it (a widened placement), not moved to.
+    newest = max(prior, key=lambda s: (s.seen, s.cluster == target), default=None)
+    widened = newest is not None and newest.cluster != target and newest.cluster in binding.clusters
+    injection: Injection | None = None
+    if newest is not None and not widened:
+        injection = _injection(record, binding, target, newest, now)
+    elif newest is None:
+        injection = _no_state(record, binding, target, now)
     if current:
         # The job has run on target since it arrived: stop the trigger labels, even if a cluster that
         # was left reports something newer later (its old object can live on when it comes back). The
         # failover that brought it here stays visible as annotations.
         here = max(current, key=lambda s: s.seen)
         why = "target ran a job since the workload arrived" if arrived else "newest good state is on target"
+        return RelocationDecision(Relocation.RUNNING_ON_TARGET, injection, here, why)
+    if newest is not None and widened:
         return RelocationDecision(
-            Relocation.RUNNING_ON_TARGET, _arrival(record, binding, target, prior, now), here, why
+            Relocation.NO_FAILOVER,
+            newest=newest,
+            explanation=f"newest good state is on {newest.cluster}, still placed",
         )
-    if prior:
-        newest = max(prior, key=lambda s: (s.seen, s.cluster == target))
-        if newest.cluster != target and newest.cluster in binding.clusters:
-            # The job still runs where it is placed: target is an added cluster, not a move.
-            return RelocationDecision(
-                Relocation.NO_FAILOVER,
-                newest=newest,
-                explanation=f"newest good state is on {newest.cluster}, still placed",
-            )
+    if newest is not None:
         why = "returning: the newest good state ran on target before the workload left it"
         explanation = why if newest.cluster == target else f"newest good state is on {newest.cluster}"
-        return RelocationDecision(
-            Relocation.RELOCATING, _injection(record, binding, target, newest, now), newest, explanation
-        )
-    injection = _no_state(record, binding, target, now)
+        return RelocationDecision(Relocation.RELOCATING, injection, newest, explanation)
     if injection is None:
         return RelocationDecision(
             Relocation.NO_FAILOVER, explanation="no good state seen and no eviction towards target"
@@ -155,18 +158,6 @@ def _split(
             s for s in states if s.cluster == target and (s.seen >= arrived or s.job_id in running_now)
         ]
     return current, [s for s in states if s not in current]
-
-
-def _arrival(
-    record: Record, binding: Binding, target: str, prior: list[GoodState], now: datetime
-) -> Injection | None:
-    """The failover that brought the workload to target, for the annotations kept once the job runs."""
-    if prior:
-        newest = max(prior, key=lambda s: (s.seen, s.cluster == target))
-        if newest.cluster != target and newest.cluster in binding.clusters:
-            return None
-        return _injection(record, binding, target, newest, now)
-    return _no_state(record, binding, target, now)
 
 
 def _no_state(record: Record, binding: Binding, target: str, now: datetime) -> Injection | None:
