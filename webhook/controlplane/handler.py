@@ -22,13 +22,21 @@ from webhook.common import contract as keys
 from webhook.common.admission import AdmissionRequest, AdmissionResponse, allowed, errored, patched
 from webhook.common.contract import Contract
 from webhook.common.patch import Op
-from webhook.common.untyped import as_map, str_map
+from webhook.common.untyped import as_map, as_str, str_map
 from webhook.controlplane.answer import ManifestAudit, WorkAudit, WorkDecision, overall
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
 from webhook.controlplane.record import ANNOTATION_NAME, Record, read_annotation
 from webhook.controlplane.relocation import Injection, Relocation, RelocationDecision, decide_relocation
-from webhook.controlplane.work import WORK_GROUP, NotForUs, injection_metadata, manifest_ops, parse_work
+from webhook.controlplane.work import (
+    WORK_GROUP,
+    FlinkManifest,
+    NotForUs,
+    injection_metadata,
+    manifest_list,
+    manifest_ops,
+    parse_work,
+)
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +142,7 @@ class WorkHandler:
             decision = decide_relocation(
                 record, result.binding, target.cluster, self.contract.job_id_labels, now
             )
-            old = _old_metadata(request.old_object, manifest.index, request.object)
+            old = _old_metadata(request.old_object, manifest)
             ops = self._ops(request.object, manifest.index, decision, old)
             patch += ops
             audits.append(_manifest_audit(name, decision, ops, result.source))
@@ -188,32 +196,17 @@ def refused(request: AdmissionRequest, cluster: str, binding: str, problem: str)
     return errored(request, message, WorkDecision.BINDING_UNAVAILABLE, audit, code=RETRY_CODE)
 
 
-def _old_metadata(
-    old_work: Mapping[str, Any] | None, index: int, work: Mapping[str, Any]
-) -> Mapping[str, Any]:
-    """The same manifest's metadata in the Work before this UPDATE ({} on CREATE or for another object)."""
-    if old_work is None:
-        return {}
-    new = _manifest(work, index)
-    for candidate in _manifests(old_work):
-        if (
-            candidate.get("kind") == new.get("kind")
-            and as_map(candidate.get("metadata")).get("name") == as_map(new.get("metadata")).get("name")
-            and as_map(candidate.get("metadata")).get("namespace")
-            == as_map(new.get("metadata")).get("namespace")
-        ):
-            return as_map(candidate.get("metadata"))
+def _old_metadata(old_work: Mapping[str, Any] | None, manifest: FlinkManifest) -> Mapping[str, Any]:
+    """The same manifest's metadata in the Work before this UPDATE ({} on CREATE or when it is gone)."""
+    for candidate in manifest_list(old_work or {}) or ():
+        if isinstance(candidate, Mapping) and candidate.get("kind") == manifest.kind:
+            meta = as_map(candidate.get("metadata"))
+            if (
+                as_str(meta.get("name")) == manifest.name
+                and as_str(meta.get("namespace")) == manifest.namespace
+            ):
+                return meta
     return {}
-
-
-def _manifests(work: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    raw = as_map(as_map(work.get("spec")).get("workload")).get("manifests")
-    return [m for m in raw if isinstance(m, Mapping)] if isinstance(raw, list) else []
-
-
-def _manifest(work: Mapping[str, Any], index: int) -> Mapping[str, Any]:
-    raw = as_map(as_map(work.get("spec")).get("workload")).get("manifests")
-    return as_map(raw[index]) if isinstance(raw, list) and 0 <= index < len(raw) else {}
 
 
 def stable(injection: Injection, old: Mapping[str, Any], contract: Contract) -> Injection:
@@ -274,7 +267,7 @@ def internal_error(request: AdmissionRequest, exc: Exception) -> AdmissionRespon
         "refusing" if flink else "allowing",
         exc_info=exc,
     )
-    if isinstance(target, NotForUs) or not flink:
+    if request.kind != "Work" or isinstance(target, NotForUs):
         return allowed(request, WorkDecision.ERROR, WorkAudit(reason=problem))
     message = f"flink-failover could not decide on this Flink Work ({problem}); refused so it is retried"
     return errored(

@@ -68,14 +68,20 @@ def is_flink_manifest(manifest: Mapping[str, Any]) -> bool:
     return api_version.partition("/")[0] == GROUP and "/" in api_version and manifest.get("kind") in KINDS
 
 
+def manifest_list(work: Mapping[str, Any]) -> list[Any] | None:
+    """``spec.workload.manifests`` as sent (entries unchecked), None when it is not a list."""
+    manifests = as_map(as_map(work.get("spec")).get("workload")).get("manifests")
+    return manifests if isinstance(manifests, list) else None
+
+
 def parse_work(work: Mapping[str, Any], request_namespace: str = "") -> WorkTarget | NotForUs:
     meta = as_map(work.get("metadata"))
     namespace = request_namespace or as_str(meta.get("namespace"))
     cluster = cluster_of(namespace)
     if not cluster:
         return NotForUs(WorkDecision.NOT_EXECUTION_NAMESPACE)
-    manifests = as_map(as_map(work.get("spec")).get("workload")).get("manifests")
-    if not isinstance(manifests, list):
+    manifests = manifest_list(work)
+    if manifests is None:
         return NotForUs(WorkDecision.NO_MANIFESTS)
     annotations = as_map(meta.get("annotations"))
     rb_name = as_str(annotations.get(BINDING_NAME_ANNOTATION))
