@@ -164,8 +164,10 @@ def test_restart_rebuilds_from_the_annotation(
         requests_before = len(running.fake.requests)
         _, again = review(s.admission_review(work), handler, internal_error)
         assert again.patch == response.patch
-        # One GET per Flink Work admission, never a decision on the cache alone.
-        assert running.fake.requests[requests_before:] == [f"GET {BINDING_PATH}"]
+        # One GET per Flink Work admission, never a decision on the cache alone. (The capture loop's own
+        # watch requests, re-opened every second here, interleave on a busy machine: not the webhook's.)
+        made = [r for r in running.fake.requests[requests_before:] if "watch=" not in r]
+        assert made == [f"GET {BINDING_PATH}"]
 
 
 def test_deleted_binding_leaves_the_cache(
