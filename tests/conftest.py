@@ -7,15 +7,24 @@ with one summary line saying which and why; with REQUIRE_SHARED_DATA=1 they run 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.support.repo import REPO, shared_data_dir, shared_data_required
 
 __all__ = ["REPO", "shared_data_dir"]
 
 _LEFT_OUT = pytest.StashKey[list[str]]()
+
+# Property tests draw the same examples on every run (seeded by the test's name) and never depend on the
+# example database: a submission cannot fail by chance. HYPOTHESIS_PROFILE=explore draws fresh examples
+# for hunting counterexamples by hand; a failure found that way becomes an explicit test.
+settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", database=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 
 def _missing_message(path: Path) -> str:

@@ -117,8 +117,13 @@ def test_decisions_are_safe(sequence: list[dict[str, Any]], target: str) -> None
         assert injection.job_id == "" or is_job_id(injection.job_id)
         assert injection.source_cluster
         if injection.source_cluster == target:
-            # Only a return: the newest good state ran on target before the workload left it.
-            assert decision.outcome is Relocation.RELOCATING and decision.explanation.startswith("returning")
+            # Only a return: the newest good state ran on target before the workload left it. Once the
+            # returned job runs there, the return stays visible as the failover that brought it back.
+            if decision.outcome is Relocation.RELOCATING:
+                assert decision.explanation.startswith("returning")
+            else:
+                assert decision.outcome is Relocation.RUNNING_ON_TARGET
+                assert decision.newest is not None and decision.newest.cluster == target
         assert injection.failover_count >= 1
         assert injection.reason and injection.failover_time
     if decision.outcome is Relocation.RELOCATING:
@@ -126,3 +131,44 @@ def test_decisions_are_safe(sequence: list[dict[str, Any]], target: str) -> None
         assert decision.newest.cluster not in last.clusters or decision.newest.cluster == target
     # Idempotent: the same inputs give the same answer.
     assert decide_relocation(record, last, target, LABELS, T0 + timedelta(hours=2)) == decision
+
+
+def test_a_returned_job_running_on_target_keeps_the_return_as_its_failover() -> None:
+    """The counterexample hypothesis once found: member1 ran K, the workload left for member2 (which never
+    ran it) and came back; member1 now runs J. J runs on target, so no trigger labels; the failover that
+    brought it back was a return, so its source is member1 itself, with K, count 2, the return's time."""
+    job_j, job_k = JOBS[0], JOBS[1]
+    tasks = [
+        {"fromCluster": "member2", "creationTimestamp": _stamp(10), "reason": "TaintUntolerated"},
+        {
+            "fromCluster": "member1",
+            "creationTimestamp": _stamp(0),
+            "reason": "TaintUntolerated",
+            "preservedLabelState": {LABELS[2]: job_k},
+        },
+    ]
+    obj = {
+        "apiVersion": "work.karmada.io/v1alpha2",
+        "kind": "ResourceBinding",
+        "metadata": {"name": "orders-flinkdeployment", "namespace": "analytics", "uid": "u1"},
+        "spec": {
+            "resource": {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment", "name": "o"},
+            "clusters": [{"name": "member1"}],
+            "gracefulEvictionTasks": tasks,
+        },
+        "status": {
+            "aggregatedStatus": [
+                {"clusterName": "member1", "status": {"jobStatus": {"jobId": job_j, "state": "RUNNING"}}}
+            ]
+        },
+    }
+    binding = Binding.from_object(obj)
+    record = observe(Record(), binding, T0 + timedelta(minutes=40))
+    decision = decide_relocation(record, binding, "member1", LABELS, T0 + timedelta(hours=2))
+    assert decision.outcome is Relocation.RUNNING_ON_TARGET
+    assert decision.newest is not None
+    assert (decision.newest.cluster, decision.newest.job_id) == ("member1", job_j)
+    assert decision.injection is not None
+    injection = decision.injection
+    assert (injection.source_cluster, injection.job_id) == ("member1", job_k)
+    assert (injection.failover_count, injection.failover_time) == (2, _stamp(10))
