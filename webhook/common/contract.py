@@ -25,6 +25,14 @@ RESTORE_DECISION = "restore-decision"  # restored | suspended | stateless
 RESTORED_FROM = "restored-from"
 RESTORED_JOB_ID = "restored-job-id"
 
+# One running copy (the member role's fencing agent, docs/failover.md).
+HOLD = "hold"  # annotation on a restored object held suspended: whom it waits for, until when
+EPOCH = "epoch"  # annotation: the failover count (epoch) the restore fenced under
+RELEASE = "release"  # annotation an engineer sets to "true" to release a hold by hand
+RELEASED = "released"  # annotation: why and when a hold was released (ack | lease-expiry | ...)
+FENCED = "fenced"  # label on a stale copy the agent stopped: the epoch of the fence that stopped it
+FENCED_BY = "fenced-by"  # annotation on that copy: the cluster that owns the workload now
+
 # Kept by the control plane on the ResourceBinding.
 LAST_KNOWN_STATE = "last-known-state"
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from prometheus_client import Counter
 
@@ -21,6 +23,7 @@ from webhook.common.admission import (
 from webhook.common.flink import GROUP, KINDS, FlinkResource
 from webhook.common.patch import plan
 from webhook.common.paths import StoragePath
+from webhook.member.fencing.gate import FencingGate
 from webhook.member.policy import RestorePolicy
 from webhook.member.restore import (
     RestoreDecision,
@@ -33,6 +36,8 @@ from webhook.member.restore import (
 from webhook.member.storage import CheckpointStorage, Deadline, DeadlineExceeded
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # Storage calls that outlive their deadline keep running in the background; the pool bounds how many.
 _POOL_SIZE = 32
@@ -55,6 +60,7 @@ class RestoreAudit(Audit):
 class MemberHandler:
     policy: RestorePolicy
     storage: CheckpointStorage
+    fencing: FencingGate | None = None  # with --cluster: a restore fences and may be held
 
     def __post_init__(self) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(_POOL_SIZE, thread_name_prefix="storage")
@@ -63,8 +69,15 @@ class MemberHandler:
         self._abandoned: dict[tuple[str, str, str], int] = {}
 
     @classmethod
-    def from_policy(cls, policy: RestorePolicy) -> MemberHandler:
-        return cls(policy, CheckpointStorage(policy.storage_options))
+    def from_policy(cls, policy: RestorePolicy, cluster: str = "") -> MemberHandler:
+        """``cluster``: this member's name in Karmada, when its fencing agent runs (else no fencing)."""
+        storage = CheckpointStorage(policy.storage_options)
+        gate = None
+        if cluster and policy.fencing.enabled:
+            from webhook.member.fencing.records import FencingStore
+
+            gate = FencingGate(cluster, policy, FencingStore(storage))
+        return cls(policy, storage, gate)
 
     def __call__(self, request: AdmissionRequest) -> AdmissionResponse:
         deadline = Deadline(self.policy.deadline_seconds * 0.9)  # leave room to answer
@@ -78,7 +91,28 @@ class MemberHandler:
         )
         if decision.storage_error:
             STORAGE_ERRORS.inc()
+        if (
+            self.fencing is not None
+            and request.operation == "CREATE"
+            and decision.outcome is RestoreOutcome.RESTORED
+        ):
+            decision = self.fencing.admit(
+                resource, decision, request.dry_run, lambda work: self._bounded(work, deadline)
+            )
         return respond(request, decision)
+
+    def _bounded(self, work: Callable[[], T], deadline: Deadline) -> T:
+        """Fencing records under what is left of the admission deadline; late or failing is a StorageError."""
+        future = self._pool.submit(work)
+        try:
+            return future.result(timeout=max(deadline.remaining(), 0.001))
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise DeadlineExceeded("ownership records did not answer within the admission deadline") from None
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise StorageError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
     def _lookup(self, query: SnapshotQuery, deadline: Deadline) -> Snapshots:
         """Run the storage lookup on the pool and wait at most until the deadline.

@@ -62,6 +62,27 @@ class StatePolicy(StrEnum):
     RUNNING = "running"
 
 
+class FencingStorageError(StrEnum):
+    """What a restore does when the ownership records cannot be read or written."""
+
+    HOLD = "hold"  # keep the restored job suspended until they can (nobody may be fenced yet)
+    PROCEED = "proceed"  # start it anyway: availability over a possible second copy
+
+
+@dataclass(frozen=True)
+class FencingPolicy:
+    """One running copy (member role with --kubeconfig and --cluster; docs/failover.md "One running copy").
+
+    ``lease_seconds`` is how long a heartbeat stays fresh unrenewed; it must span at least two polls, so
+    a live cluster always renews (or acknowledges) within one lease of a fence.
+    """
+
+    enabled: bool = True
+    lease_seconds: float = 30.0
+    poll_seconds: float = 5.0
+    on_storage_error: FencingStorageError = FencingStorageError.HOLD
+
+
 class PolicyError(ValueError):
     """A policy that cannot be used; ``field`` names the offending key."""
 
@@ -84,6 +105,7 @@ class RestorePolicy:
     deadline_seconds: float = 5.0
     storage_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     prefix: str = DEFAULT_PREFIX
+    fencing: FencingPolicy = field(default_factory=FencingPolicy)
 
     @functools.cached_property
     def contract(self) -> Contract:
@@ -111,7 +133,10 @@ _FIELDS: dict[str, str] = {
     "deadlineSeconds": "deadline_seconds",
     "storageOptions": "storage_options",
     "prefix": "prefix",
+    "fencing": "fencing",
 }
+_FENCING_FIELDS = ("enabled", "leaseSeconds", "pollSeconds", "onStorageError")
+MAX_LEASE_SECONDS = 3600
 
 
 def _enum(cls: type[StrEnum], name: str, value: Any) -> Any:
@@ -199,6 +224,8 @@ def policy_from_dict(doc: Any) -> RestorePolicy:
         if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix) or len(prefix) > 253:
             raise PolicyError("prefix", "must be a DNS subdomain such as flink-failover.io")
         kw["prefix"] = prefix
+    if "fencing" in doc:
+        kw["fencing"] = _fencing(doc["fencing"])
     for key in ("defaultCheckpointDir", "defaultSavepointDir"):
         value = kw.get(_FIELDS[key], "")
         if value:
@@ -209,6 +236,36 @@ def policy_from_dict(doc: Any) -> RestorePolicy:
             if scheme not in kw.get("allowed_schemes", DEFAULT_ALLOWED_SCHEMES):
                 raise PolicyError(key, f"scheme {scheme!r} is not in allowedSchemes")
     return RestorePolicy(**kw)
+
+
+def _seconds(name: str, value: Any, maximum: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= maximum:
+        raise PolicyError(name, f"must be a number of seconds in (0, {maximum:g}]")
+    return float(value)
+
+
+def _fencing(doc: Any) -> FencingPolicy:
+    if doc is None:
+        return FencingPolicy()
+    if not isinstance(doc, dict):
+        raise PolicyError("fencing", "must be a mapping")
+    unknown = sorted(set(doc) - set(_FENCING_FIELDS))
+    if unknown:
+        raise PolicyError(f"fencing.{unknown[0]}", "unknown field")
+    base = FencingPolicy()
+    enabled = doc.get("enabled", base.enabled)
+    if not isinstance(enabled, bool):
+        raise PolicyError("fencing.enabled", "must be true or false")
+    lease = _seconds("fencing.leaseSeconds", doc.get("leaseSeconds", base.lease_seconds), MAX_LEASE_SECONDS)
+    poll = _seconds("fencing.pollSeconds", doc.get("pollSeconds", base.poll_seconds), MAX_LEASE_SECONDS)
+    if poll * 2 > lease:
+        raise PolicyError(
+            "fencing.pollSeconds",
+            f"{poll:g}s is more than half of leaseSeconds ({lease:g}s): a live cluster must renew its "
+            "heartbeat at least twice per lease",
+        )
+    choice = _enum(FencingStorageError, "fencing.onStorageError", doc.get("onStorageError", "hold"))
+    return FencingPolicy(enabled, lease, poll, choice)
 
 
 def _storage_uri_pattern() -> str:
@@ -261,6 +318,16 @@ def json_schema() -> dict[str, Any]:
                 "additionalProperties": {"type": "object"},
             },
             "prefix": {"type": "string", "pattern": _PREFIX_RE.pattern, "maxLength": 253},
+            "fencing": {
+                "type": "object",
+                "additionalProperties": False,
+                "properties": {
+                    "enabled": {"type": "boolean"},
+                    "leaseSeconds": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_LEASE_SECONDS},
+                    "pollSeconds": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_LEASE_SECONDS},
+                    "onStorageError": enum(FencingStorageError),
+                },
+            },
         },
     }
 

@@ -12,7 +12,17 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
 
-from webhook.common.contract import LAST_SAVEPOINT, RESTORE_DECISION, RESTORED_FROM, RESTORED_JOB_ID
+from webhook.common.contract import (
+    EPOCH,
+    FENCED,
+    FENCED_BY,
+    HOLD,
+    LAST_SAVEPOINT,
+    RELEASED,
+    RESTORE_DECISION,
+    RESTORED_FROM,
+    RESTORED_JOB_ID,
+)
 from webhook.common.flink import CHECKPOINT_DIR_KEYS, SAVEPOINT_DIR_KEYS, FlinkResource, is_job_id
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.member.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
@@ -32,6 +42,7 @@ class RestoreOutcome(StrEnum):
     SUSPENDED = "suspended"
     STATELESS = "stateless"
     DENIED = "denied"
+    HELD = "held"  # restored, but admitted suspended until the old copy stops (fencing)
     CARRIED = "carried"
     UNCHANGED = "unchanged"
     ERROR = "error"
@@ -120,6 +131,8 @@ def decide_restore(
     lookup: SnapshotLookup,
 ) -> RestoreDecision:
     """The member role's whole decision for one admission (docs/architecture.md has the map)."""
+    if operation == "UPDATE" and old is not None and old.labels.get(policy.key(FENCED)):
+        return _keep_fenced(resource, old, policy)
     if operation not in ("CREATE", "UPDATE") or not triggered(resource, policy):
         return RestoreDecision(RestoreOutcome.SKIP, "no failover label")
     if resource.job is None:
@@ -306,7 +319,17 @@ def _carry_over(resource: FlinkResource, old: FlinkResource | None, policy: Rest
         spec_job = dict(decision.spec_job)
         if old.job_field("upgradeMode") and resource.upgrade_mode == "stateless":
             spec_job["upgradeMode"] = str(old.job_field("upgradeMode"))
-        return replace(decision, spec_job=spec_job)
+        annotations = dict(decision.annotations)
+        epoch = old.annotations.get(policy.key(EPOCH), "")
+        if epoch:
+            annotations[policy.key(EPOCH)] = resource.annotations.get(policy.key(EPOCH)) or epoch
+        if _still_held(resource, old, policy):
+            # A re-applied template must not start a job held for fencing; the agent releases it.
+            spec_job["state"] = "suspended"
+            annotations[policy.key(HOLD)] = (
+                resource.annotations.get(policy.key(HOLD)) or old.annotations[policy.key(HOLD)]
+            )
+        return replace(decision, spec_job=spec_job, annotations=annotations)
     spec_job = {}
     if recorded == RestoreOutcome.SUSPENDED and not resource.initial_savepoint_path:
         spec_job["state"] = "suspended"  # a re-applied template must not start the held job empty
@@ -320,7 +343,31 @@ def _carry_over(resource: FlinkResource, old: FlinkResource | None, policy: Rest
     )
 
 
-_RECORDED = (RestoreOutcome.RESTORED, RestoreOutcome.SUSPENDED, RestoreOutcome.STATELESS)
+def _still_held(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy) -> bool:
+    """Held before, and this update is not the agent's release (which records why it released)."""
+    if not old.annotations.get(policy.key(HOLD)) or old.state != "suspended":
+        return False
+    released = resource.annotations.get(policy.key(RELEASED), "")
+    return not released or released == old.annotations.get(policy.key(RELEASED), "")
+
+
+def _keep_fenced(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy) -> RestoreDecision:
+    """A stale copy the fencing agent stopped stays stopped whatever is re-applied over it."""
+    if old.state != "suspended":
+        return RestoreDecision(RestoreOutcome.SKIP, "fenced copy no longer suspended")
+    spec_job = {"state": "suspended"}
+    if old.job_field("upgradeMode"):
+        spec_job["upgradeMode"] = str(old.job_field("upgradeMode"))
+    annotations = {}
+    if old.annotations.get(policy.key(FENCED_BY)):
+        annotations[policy.key(FENCED_BY)] = old.annotations[policy.key(FENCED_BY)]
+    return RestoreDecision(
+        RestoreOutcome.SUSPENDED,
+        "stale copy stopped by a fence: kept suspended",
+        carried=True,
+        spec_job=spec_job,
+        annotations=annotations,
+    )
 
 
 class _Refused(Exception):

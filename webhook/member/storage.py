@@ -224,7 +224,7 @@ class CheckpointStorage:
             real = os.path.realpath(meta.path)
             if not real.startswith(os.path.realpath(snapshot.path) + os.sep):
                 return None
-        return _modified(info) or datetime.fromtimestamp(0, UTC)
+        return modified_time(info) or datetime.fromtimestamp(0, UTC)
 
 
 def _entry_names(fs: fsspec.AbstractFileSystem, job_dir: StoragePath) -> list[str]:
@@ -245,7 +245,8 @@ def _entry_names(fs: fsspec.AbstractFileSystem, job_dir: StoragePath) -> list[st
     return [e.rstrip("/").rsplit("/", 1)[-1] for e in entries]
 
 
-def _modified(info: Mapping[str, Any]) -> datetime | None:
+def modified_time(info: Mapping[str, Any]) -> datetime | None:
+    """An fsspec info entry's modification time, whichever key the backend uses (storage time)."""
     for key in ("mtime", "LastModified", "updated", "last_modified", "modification_time"):
         value = info.get(key)
         if isinstance(value, datetime):
