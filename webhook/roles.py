@@ -37,17 +37,28 @@ class Role:
     offline: Callable[[argparse.Namespace, RestorePolicy], tuple[Handler, OnError]]
 
 
-def _member_endpoints(_args: argparse.Namespace, policy: RestorePolicy, ready: Ready) -> ServerConfig:
+def _member_endpoints(args: argparse.Namespace, policy: RestorePolicy, ready: Ready) -> ServerConfig:
+    """The Flink webhook; with --cluster also the fencing agent (in one worker) and the webhook's gate."""
     from webhook.member.handler import MemberHandler, internal_error
 
-    handler = MemberHandler.from_policy(policy)
+    cluster = _fencing_cluster(args, policy)
+    handler = MemberHandler.from_policy(policy, cluster)
+    if cluster:
+        from webhook.member.fencing import runner
+
+        runner.start(runner.AgentOptions(cluster, args.kubeconfig, args.context), policy)
     return ServerConfig([Endpoint(MEMBER_PATH, MEMBER, handler, internal_error)], ready)
 
 
-def _member_offline(_args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
+def _fencing_cluster(args: argparse.Namespace, policy: RestorePolicy) -> str:
+    cluster = getattr(args, "cluster", None) or ""
+    return cluster if cluster and policy.fencing.enabled else ""
+
+
+def _member_offline(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
     from webhook.member.handler import MemberHandler, internal_error
 
-    return MemberHandler.from_policy(policy), internal_error
+    return MemberHandler.from_policy(policy, _fencing_cluster(args, policy)), internal_error
 
 
 def _control_plane_endpoints(args: argparse.Namespace, policy: RestorePolicy, ready: Ready) -> ServerConfig:
@@ -166,6 +177,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     estimator.add_arguments(parser)
 
 
+def _check_member_arguments(args: argparse.Namespace) -> str | None:
+    cluster = getattr(args, "cluster", None)
+    if args.kubeconfig and not cluster:
+        return "--kubeconfig with --role member needs --cluster NAME (the member's name in Karmada) to fence"
+    if cluster:
+        from webhook.member.fencing.records import ClusterNameError, check_cluster_name
+
+        try:
+            check_cluster_name(cluster)
+        except ClusterNameError as exc:
+            return f"--cluster: {exc}"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     """``flink-failover serve``: check the role's options, load the policy, then serve the chosen role."""
     if args.role == ESTIMATOR:
@@ -176,6 +201,11 @@ def run(args: argparse.Namespace) -> int:
         from webhook.controlplane.serve import check_arguments
 
         problem = check_arguments(args)
+        if problem is not None:
+            print(f"flink-failover: {problem}", file=sys.stderr)
+            return 2
+    if args.role == MEMBER:
+        problem = _check_member_arguments(args)
         if problem is not None:
             print(f"flink-failover: {problem}", file=sys.stderr)
             return 2

@@ -348,6 +348,16 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self._json(200, fake.list_page(int(query.get("limit") or 0), query.get("continue", "")))
             return
+        routed = self._object_route(url.path)
+        if routed is not None and routed[0] is not fake:
+            store, namespace, name = routed
+            with store.cond:
+                found = store.objects.get((namespace, name))
+            if found is None:
+                self._status(404, "NotFound", f"{name!r} not found")
+            else:
+                self._json(200, found)
+            return
         parts = url.path[len(PREFIX) :].strip("/").split("/")
         if (
             url.path.startswith(PREFIX)
@@ -368,13 +378,34 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._status(404, "NotFound", "no such path")
 
+    def _object_route(self, path: str) -> tuple[FakeKarmada, str, str] | None:
+        """``/apis/<group>/<version>/namespaces/<ns>/<plural>/<name>`` of a collection served here."""
+        parts = path.strip("/").split("/")
+        if len(parts) != 7 or parts[0] != "apis" or parts[3] != "namespaces":
+            return None
+        store = self.server.stores.get(f"/apis/{parts[1]}/{parts[2]}/{parts[5]}")
+        return None if store is None else (store, parts[4], parts[6])
+
     def do_PATCH(self) -> None:
-        fake = self.server.fake
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length) or b"null")
+        routed = self._object_route(urlparse(self.path).path)
+        fake = routed[0] if routed is not None else self.server.fake
         fake.requests.append(f"PATCH {self.path} {self.headers.get('Content-Type')}")
         if self.headers.get("Content-Type") != "application/merge-patch+json":
             self._status(415, "UnsupportedMediaType", "only merge patches here")
+            return
+        if routed is not None and routed[0] is not self.server.fake:
+            with fake.cond:
+                failing = fake.fail_next_patches > 0
+                fake.fail_next_patches = max(0, fake.fail_next_patches - 1)
+            result = None if failing else fake.patch(routed[1], routed[2], body)
+            if failing:
+                self._status(500, "InternalError", "etcdserver: request timed out")
+            elif result is None:
+                self._status(404, "NotFound", "not found")
+            else:
+                self._json(200, result)
             return
         parts = urlparse(self.path).path[len(PREFIX) :].strip("/").split("/")
         if len(parts) != 4 or parts[0] != "namespaces" or parts[2] != "resourcebindings":
@@ -510,6 +541,17 @@ def core_collection(resource: str) -> FakeKarmada:
     """A core/v1 collection (``nodes``, ``pods``) listed and watched cluster-wide."""
     kind = resource[:-1].capitalize()
     return FakeKarmada(path=f"/api/v1/{resource}", api_version="v1", list_kind=f"{kind}List")
+
+
+def flink_collection(plural: str) -> FakeKarmada:
+    """``flinkdeployments`` / ``flinksessionjobs`` of a member cluster, listed cluster-wide, patched
+    and read one by one."""
+    kind = {"flinkdeployments": "FlinkDeploymentList", "flinksessionjobs": "FlinkSessionJobList"}[plural]
+    return FakeKarmada(
+        path=f"/apis/flink.apache.org/v1beta1/{plural}",
+        api_version="flink.apache.org/v1beta1",
+        list_kind=kind,
+    )
 
 
 def start(fake: FakeKarmada | None = None, extra: tuple[FakeKarmada, ...] = ()) -> RunningFake:

@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cluster-name",  # Karmada's estimator spells it so
         dest="cluster",
         default=os.environ.get("FLINK_FAILOVER_CLUSTER", ""),
-        help="estimator: the member cluster's name in Karmada (requests for others are refused)",
+        help="the member cluster's name in Karmada; member: runs the fencing agent (one running copy), "
+        "with --kubeconfig or the in-cluster account; estimator: requests for other clusters are refused",
     )
     group.add_argument("--server-port", type=int, default=DEFAULT_PORT, help="estimator: gRPC port")
     group.add_argument("--server-address", default="[::]", help="estimator: gRPC listen address")

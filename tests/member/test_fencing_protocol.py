@@ -1,0 +1,245 @@
+"""The fencing protocol's pure core: who may run, given heartbeats, fences, acks and storage times."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from webhook.member.fencing.protocol import (
+    Ack,
+    Fence,
+    Heartbeat,
+    HoldOutcome,
+    Ownership,
+    ReleaseCause,
+    judge_copy,
+    judge_hold,
+    next_epoch,
+    others_heartbeating,
+)
+from webhook.member.fencing.records import (
+    ack_name,
+    clock_name,
+    fence_name,
+    heartbeat_name,
+    parse_listing,
+)
+
+T0 = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
+LEASE = 30.0
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def test_a_copy_is_stopped_only_by_a_newer_fence_of_another_cluster() -> None:
+    fence = Fence("member2", 1, at(0))
+    assert judge_copy("member1", 0, Ownership(fences=(fence,))).stop
+    assert judge_copy("member1", 0, Ownership(fences=(fence,))).fence == fence
+    assert not judge_copy("member2", 1, Ownership(fences=(fence,))).stop  # its own fence
+    assert not judge_copy("member3", 1, Ownership(fences=(fence,))).stop  # same epoch: not newer
+    assert not judge_copy("member1", 2, Ownership(fences=(fence,))).stop  # the copy is newer than the fence
+    assert not judge_copy("member1", 0, Ownership()).stop
+
+
+def test_consecutive_failovers_stop_every_older_copy() -> None:
+    fences = (Fence("member2", 1, at(0)), Fence("member3", 2, at(50)))
+    ownership = Ownership(fences=fences)
+    assert ownership.newest_fence() == fences[1]
+    assert judge_copy("member1", 0, ownership).fence == fences[1]
+    assert judge_copy("member2", 1, ownership).stop
+    assert not judge_copy("member3", 2, ownership).stop
+
+
+def test_a_fresh_heartbeat_holds_and_says_for_how_long() -> None:
+    ownership = Ownership((Heartbeat("member1", at(8)),), (Fence("member2", 1, at(10)),))
+    verdict = judge_hold("member2", 1, ownership, at(12), LEASE)
+    assert verdict.outcome is HoldOutcome.HOLD
+    assert [w.cluster for w in verdict.waiting] == ["member1"]
+    assert verdict.waiting[0].age == 4.0
+    assert verdict.remaining == 28.0  # measured from the fence, the later of the two
+
+
+def test_an_ack_releases_at_once() -> None:
+    ownership = Ownership(
+        (Heartbeat("member1", at(8)),), (Fence("member2", 1, at(10)),), (Ack("member1", 1, at(13)),)
+    )
+    verdict = judge_hold("member2", 1, ownership, at(14), LEASE)
+    assert (verdict.outcome, verdict.cause) == (HoldOutcome.RELEASE, ReleaseCause.ACK)
+    # An ack of an older failover does not cover this one.
+    stale_ack = Ownership(ownership.heartbeats, ownership.fences, (Ack("member1", 0, at(13)),))
+    assert judge_hold("member2", 1, stale_ack, at(14), LEASE).outcome is HoldOutcome.HOLD
+
+
+def test_a_dead_cluster_is_released_after_one_lease_from_the_fence() -> None:
+    ownership = Ownership((Heartbeat("member1", at(0)),), (Fence("member2", 1, at(600)),))
+    # The heartbeat is ten minutes old, but the cluster may only have lost the storage: it gets one lease
+    # after the fence to answer.
+    assert judge_hold("member2", 1, ownership, at(601), LEASE).outcome is HoldOutcome.HOLD
+    verdict = judge_hold("member2", 1, ownership, at(630), LEASE)
+    assert (verdict.outcome, verdict.cause, verdict.expired) == (
+        HoldOutcome.RELEASE,
+        ReleaseCause.LEASE_EXPIRY,
+        ("member1",),
+    )
+
+
+def test_no_heartbeat_no_hold_and_manual_release() -> None:
+    ownership = Ownership(fences=(Fence("member2", 1, at(0)),))
+    assert judge_hold("member2", 1, ownership, at(1), LEASE).cause is ReleaseCause.NO_HEARTBEAT
+    held = Ownership((Heartbeat("member1", at(0)),), ownership.fences)
+    assert judge_hold("member2", 1, held, at(1), LEASE, manual=True).cause is ReleaseCause.MANUAL
+    assert others_heartbeating("member2", held, 1) == ("member1",)
+    assert others_heartbeating("member1", held, 1) == ()
+
+
+def test_a_superseded_hold_is_never_released_even_by_hand() -> None:
+    ownership = Ownership(fences=(Fence("member2", 1, at(0)), Fence("member3", 2, at(5))))
+    verdict = judge_hold("member2", 1, ownership, at(100), LEASE, manual=True)
+    assert verdict.outcome is HoldOutcome.SUPERSEDED
+    assert verdict.superseded_by == Fence("member3", 2, at(5))
+
+
+def test_next_epoch_without_a_failover_count() -> None:
+    assert next_epoch("member2", Ownership()) == 1
+    assert next_epoch("member2", Ownership(fences=(Fence("member1", 3, at(0)),))) == 4
+    assert next_epoch("member2", Ownership(fences=(Fence("member2", 3, at(0)),))) == 3  # a re-admission
+
+
+def test_listing_names_round_trip_and_foreign_names_are_ignored() -> None:
+    entries = [
+        {"name": f"bucket/x/{heartbeat_name('member1')}", "type": "file", "LastModified": at(1)},
+        {"name": f"bucket/x/{fence_name(12, 'member-2.eu')}", "type": "file", "mtime": at(2).timestamp()},
+        {"name": f"bucket/x/{ack_name(3, 'member1')}", "type": "file", "mtime": at(3).timestamp()},
+        {"name": f"bucket/x/{clock_name('member2')}", "type": "file", "mtime": at(4).timestamp()},
+        {"name": "bucket/x/notes.txt", "type": "file", "mtime": 1.0},
+        {"name": "bucket/x/fence-1-UPPER.json", "type": "file", "mtime": 1.0},
+        {"name": "bucket/x/sub", "type": "directory"},
+    ]
+    listing = parse_listing(entries)
+    assert listing.ownership.heartbeats == (Heartbeat("member1", at(1)),)
+    assert listing.ownership.fences == (Fence("member-2.eu", 12, at(2)),)
+    assert listing.ownership.acks == (Ack("member1", 3, at(3)),)
+    assert listing.clocks == {"member2": at(4)}
+
+
+seconds = st.integers(0, 120)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(("member1", "member3")), seconds), max_size=3),
+    st.lists(st.tuples(st.sampled_from(("member1", "member3")), st.integers(0, 3), seconds), max_size=3),
+    seconds,
+    st.integers(0, 200),
+)
+def test_a_release_never_leaves_a_fresh_unacked_heartbeat_behind(
+    beats: list[tuple[str, int]], acks: list[tuple[str, int, int]], fenced_at: int, now: int
+) -> None:
+    ownership = Ownership(
+        tuple(Heartbeat(c, at(t)) for c, t in beats),
+        (Fence("member2", 2, at(fenced_at)),),
+        tuple(Ack(c, e, at(t)) for c, e, t in acks),
+    )
+    verdict = judge_hold("member2", 2, ownership, at(max(now, fenced_at)), LEASE)
+    if verdict.outcome is HoldOutcome.RELEASE:
+        for beat in ownership.heartbeats:
+            fresh = (at(max(now, fenced_at)) - max(beat.modified, at(fenced_at))).total_seconds() < LEASE
+            assert not fresh or ownership.acked(beat.cluster, 2) is not None
+    else:
+        assert verdict.outcome is HoldOutcome.HOLD and verdict.waiting
+
+
+# --- two agents, every interleaving ----------------------------------------------------------------
+
+
+@dataclass
+class World:
+    """Storage as names -> storage time, a logical clock, and the two copies' desired states."""
+
+    now: int = 0
+    objects: dict[str, int] = field(default_factory=dict)
+    old_running: bool = True  # member1's copy, epoch 0
+    new_running: bool = False  # member2's restored copy, epoch 1
+    new_admitted: bool = False
+    old_alive: bool = True
+    old_last_tick: int = 0
+    old_seen: Ownership | None = None  # what the old agent listed, acted upon a step later
+
+    def write(self, name: str) -> None:
+        self.objects[name] = self.now
+
+    def listing(self) -> Ownership:
+        entries = [{"name": n, "type": "file", "mtime": at(t).timestamp()} for n, t in self.objects.items()]
+        return parse_listing(entries).ownership
+
+
+def old_step(world: World) -> None:
+    """member1's agent, split where another actor may come between: list, then act on that listing."""
+    if world.old_seen is None:
+        world.old_seen = world.listing()
+        return
+    seen, world.old_seen = world.old_seen, None
+    world.old_last_tick = world.now
+    if not world.old_running:
+        return
+    verdict = judge_copy("member1", 0, seen)
+    if verdict.stop and verdict.fence is not None:
+        world.old_running = False  # the suspend patch
+        world.write(ack_name(verdict.fence.epoch, "member1"))
+        world.objects.pop(heartbeat_name("member1"), None)
+    else:
+        world.write(heartbeat_name("member1"))
+
+
+def new_step(world: World) -> None:
+    """member2: the webhook's CREATE (fence, then list), then the agent's polls (clock, then list)."""
+    if world.new_running:
+        return
+    if not world.new_admitted:
+        world.new_admitted = True
+        world.write(fence_name(1, "member2"))
+        now = at(world.objects[fence_name(1, "member2")])
+    else:
+        world.write(clock_name("member2"))
+        now = at(world.objects[clock_name("member2")])
+    verdict = judge_hold("member2", 1, world.listing(), now, LEASE)
+    if verdict.outcome is HoldOutcome.RELEASE:
+        world.new_running = True
+
+
+POLL = 10  # the old agent polls at most this far apart while it lives: at most lease / 2 (policy rule)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(st.sampled_from(("old", "new", "tick", "tick", "die")), min_size=1, max_size=60),
+    st.integers(0, 40),
+)
+def test_two_copies_never_both_run(schedule: list[str], start_beat: int) -> None:
+    world = World(now=start_beat)
+    world.write(heartbeat_name("member1"))  # member1 has been running and heartbeating
+    for actor in schedule:
+        if actor == "die" and world.old_alive:
+            world.old_alive = False
+            world.old_running = False  # a dead cluster runs nothing (its API server down is a stated limit)
+        elif actor == "old" and world.old_alive:
+            old_step(world)
+        elif actor == "new":
+            new_step(world)
+        elif actor == "tick":
+            if world.old_alive and world.now + 1 - world.old_last_tick > POLL:
+                old_step(world)  # a live agent cannot fall a poll behind: it acts before time moves on
+                old_step(world)
+            world.now += 1
+        assert not (world.old_running and world.new_running), schedule
+    # Liveness: with the old side alive, enough polls on both sides always end with one running copy.
+    for _ in range(200):
+        old_step(world) if world.old_alive else None
+        new_step(world)
+        world.now += 1
+    assert world.new_running and not world.old_running
