@@ -349,7 +349,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(200, fake.list_page(int(query.get("limit") or 0), query.get("continue", "")))
             return
         routed = self._object_route(url.path)
-        if routed is not None and routed[0] is not fake:
+        if routed is not None and not url.path.startswith(PREFIX):
             store, namespace, name = routed
             with store.cond:
                 found = store.objects.get((namespace, name))
@@ -395,7 +395,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get("Content-Type") != "application/merge-patch+json":
             self._status(415, "UnsupportedMediaType", "only merge patches here")
             return
-        if routed is not None and routed[0] is not self.server.fake:
+        if routed is not None and not self.path.startswith(PREFIX):
             with fake.cond:
                 failing = fake.fail_next_patches > 0
                 fake.fail_next_patches = max(0, fake.fail_next_patches - 1)

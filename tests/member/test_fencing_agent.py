@@ -1,0 +1,346 @@
+"""The fencing agents of two (or three) member clusters against fake API servers and real storage
+(local files and moto's S3 server), with the member webhook's gate admitting the restores."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.controlplane import fakeapi
+from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment, make_checkpoints, review
+from tests.support.s3 import moto_server, s3_options
+from webhook.common.admission import parse_review
+from webhook.common.kubeclient import ClientConfig
+from webhook.member.fencing.agent import FencingAgent, Step
+from webhook.member.fencing.flinkapi import FlinkApi
+from webhook.member.handler import MemberHandler
+from webhook.member.policy import FencingPolicy, FencingStorageError, RestorePolicy
+from webhook.member.storage import CheckpointStorage
+
+P = "flink-failover.io"
+HOLD, RELEASED, FENCED = f"{P}/hold", f"{P}/released", f"{P}/fenced"
+BUCKET = "fencing"
+
+
+@dataclass
+class Member:
+    """One member cluster: its API server (fake), its agent and its webhook."""
+
+    name: str
+    running: fakeapi.RunningFake
+    agent: FencingAgent
+    handler: MemberHandler
+    steps: list[list[Step]] = field(default_factory=list)
+
+    def tick(self) -> dict[str, str]:
+        steps = self.agent.tick()
+        self.steps.append(steps)
+        return {s.workload.name: s.action for s in steps}
+
+    def put(self, obj: dict[str, Any]) -> None:
+        self.running.fake.upsert(obj)
+
+    def obj(self, name: str = "orders") -> dict[str, Any]:
+        return self.running.fake.get("analytics", name)
+
+    def admit(self, obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
+        """A CREATE (or UPDATE) through the member webhook, stored as the API server would."""
+        response = self.handler(parse_review(review(obj, **kw))).to_review()["response"]
+        assert response["allowed"], response
+        admitted = apply(obj, decode_patch(response))
+        if not kw.get("dry_run"):
+            self.put(admitted)
+        return admitted
+
+
+@dataclass
+class Site:
+    root: str  # the checkpoint directory every cluster's jobs use
+    options: dict[str, Any]
+    local: Path | None  # the same directory on this machine, for local storage
+
+    def checkpoints(self, ids: list[int]) -> None:
+        if self.local is not None:
+            make_checkpoints(self.local / JOB_ID, ids)
+            return
+        import s3fs
+
+        fs = s3fs.S3FileSystem(skip_instance_cache=True, **self.options["s3"])
+        for n in ids:
+            fs.pipe(f"{self.root.removeprefix('s3://')}/{JOB_ID}/chk-{n}/_metadata", b"\xc0\xde\x00")
+
+
+@pytest.fixture(scope="module")
+def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with moto_server(tmp_path_factory.mktemp("moto") / "moto.log") as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(params=["file", "s3"])
+def site(request: pytest.FixtureRequest, tmp_path: Path) -> Site:
+    if request.param == "file":
+        root = tmp_path / "checkpoints"
+        root.mkdir()
+        return Site(str(root), {}, root)
+    import s3fs
+
+    endpoint = request.getfixturevalue("moto")
+    bucket = f"{BUCKET}-{abs(hash(request.node.name)) % 10**8}"
+    s3fs.S3FileSystem(skip_instance_cache=True, **s3_options(endpoint)).mkdir(bucket)
+    return Site(f"s3://{bucket}/checkpoints", {"s3": s3_options(endpoint)}, None)
+
+
+@pytest.fixture
+def local_site(tmp_path: Path) -> Site:
+    root = tmp_path / "checkpoints"
+    root.mkdir()
+    return Site(str(root), {}, root)
+
+
+def policy_for(site: Site, **fencing: Any) -> RestorePolicy:
+    return RestorePolicy(
+        default_checkpoint_dir=site.root,
+        storage_options=site.options,
+        fencing=replace(FencingPolicy(), **fencing),
+    )
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[Any]:
+    started: list[Member] = []
+
+    def member(name: str, policy: RestorePolicy) -> Member:
+        running = fakeapi.start(
+            fakeapi.flink_collection("flinkdeployments"),
+            extra=(fakeapi.flink_collection("flinksessionjobs"),),
+        )
+        kubeconfig = running.kubeconfig(tmp_path / f"{name}.kubeconfig")
+        api = FlinkApi.connect(ClientConfig(str(kubeconfig)))
+        assert isinstance(api, FlinkApi)
+        agent = FencingAgent(name, policy, api, CheckpointStorage(policy.storage_options), workers=2)
+        found = Member(name, running, agent, MemberHandler.from_policy(policy, name))
+        started.append(found)
+        return found
+
+    yield member
+    for m in started:
+        m.handler.close()
+        m.running.stop()
+
+
+def running_copy(epoch: int = 0, **extra: Any) -> dict[str, Any]:
+    """member1's original copy: running job JOB_ID, heartbeating."""
+    annotations = {f"{P}/failover-count": str(epoch)} if epoch else {}
+    obj = flink_deployment(annotations=annotations, **extra)
+    obj["spec"]["job"]["state"] = "running"
+    obj["spec"]["job"]["upgradeMode"] = "savepoint"
+    obj["status"] = {"jobStatus": {"jobId": JOB_ID, "state": "RUNNING"}, "lifecycleState": "STABLE"}
+    return obj
+
+
+def failed_over(count: int, source: str, job_id: str = JOB_ID) -> dict[str, Any]:
+    """What Karmada creates on the new cluster: the template, labelled by the control plane."""
+    obj = flink_deployment(
+        labels={f"{P}/failover": "true", f"{P}/job-id": job_id},
+        annotations={f"{P}/failover-count": str(count), f"{P}/source-cluster": source},
+    )
+    obj["spec"]["job"]["state"] = "running"
+    return obj
+
+
+def state(member: Member) -> str:
+    return str(member.obj()["spec"]["job"].get("state", "running"))
+
+
+def never_both_running(*members: Member) -> None:
+    assert sum(state(m) == "running" for m in members) <= 1, [state(m) for m in members]
+
+
+def test_partition_the_stale_copy_acks_and_the_new_one_starts_from_its_newest_checkpoint(
+    site: Site, world: Any
+) -> None:
+    """The control plane lost member1, member1 and storage stay up, member1's job keeps checkpointing
+    (the same holds with purge mode Gracefully: the old copy is healthy and its Work lingers)."""
+    policy = policy_for(site)
+    m1, m2 = world("member1", policy), world("member2", policy)
+    site.checkpoints([1, 2, 3])
+    m1.put(running_copy())
+    assert m1.tick() == {"orders": "heartbeat"}
+
+    admitted = m2.admit(failed_over(1, "member1"))
+    job = admitted["spec"]["job"]
+    assert job["state"] == "suspended" and job["initialSavepointPath"].endswith(f"{JOB_ID}/chk-3")
+    assert "waiting for member1" in admitted["metadata"]["annotations"][HOLD]
+    assert admitted["metadata"]["annotations"][f"{P}/epoch"] == "1"
+    never_both_running(m1, m2)
+
+    site.checkpoints([4])  # the stale copy completes another checkpoint before it sees the fence
+    assert m2.tick() == {"orders": "held"}
+    never_both_running(m1, m2)
+    assert m1.tick() == {"orders": "stopped"}
+    stale = m1.obj()
+    assert stale["spec"]["job"]["state"] == "suspended"
+    assert stale["spec"]["job"]["upgradeMode"] == "stateless"  # no HA: cancel, never a savepoint
+    assert stale["metadata"]["labels"][FENCED] == "1"
+    never_both_running(m1, m2)
+
+    assert m2.tick() == {"orders": "released"}
+    restored = m2.obj()
+    assert restored["spec"]["job"]["state"] == "running"
+    assert restored["spec"]["job"]["initialSavepointPath"].endswith(f"{JOB_ID}/chk-4")  # 0 checkpoints lost
+    assert restored["metadata"]["annotations"][RELEASED].startswith("ack at ")
+    assert HOLD not in restored["metadata"]["annotations"]
+    never_both_running(m1, m2)
+    # Later polls change nothing: the fenced copy stays down, the new one heartbeats.
+    assert m1.tick() == {"orders": "fenced"} and m2.tick() == {"orders": "heartbeat"}
+    never_both_running(m1, m2)
+
+
+def test_a_stale_copy_with_ha_is_stopped_as_last_state(local_site: Site, world: Any) -> None:
+    policy = policy_for(local_site)
+    m1, m2 = world("member1", policy), world("member2", policy)
+    local_site.checkpoints([1])
+    obj = running_copy()
+    obj["spec"]["flinkConfiguration"]["high-availability.type"] = "kubernetes"
+    m1.put(obj)
+    m1.tick()
+    m2.admit(failed_over(1, "member1"))
+    assert m1.tick() == {"orders": "stopped"}
+    assert m1.obj()["spec"]["job"]["upgradeMode"] == "last-state"  # deletes the cluster, keeps HA data
+    assert m1.obj()["metadata"]["annotations"][f"{P}/fenced-upgrade-mode"] == "savepoint"
+
+
+def _age(root: Path, seconds: float) -> None:
+    """Storage time passes for the records (local files: their modification times)."""
+    for path in (root / "flink-failover").rglob("*.json"):
+        stamp = path.stat().st_mtime - seconds
+        os.utime(path, (stamp, stamp))
+
+
+def test_a_dead_stale_side_is_released_by_lease_expiry(local_site: Site, world: Any) -> None:
+    policy = policy_for(local_site)
+    m1, m2 = world("member1", policy), world("member2", policy)
+    local_site.checkpoints([1, 2])
+    m1.put(running_copy())
+    m1.tick()
+    m2.admit(failed_over(1, "member1"))  # member1 dies here: its agent never polls again
+    assert m2.tick() == {"orders": "held"}
+    _age(local_site.local or Path(), 20)
+    assert m2.tick() == {"orders": "held"}  # 20 s of 30: not yet
+    _age(local_site.local or Path(), 11)
+    assert m2.tick() == {"orders": "released"}
+    assert m2.obj()["metadata"]["annotations"][RELEASED].startswith("lease-expiry at ")
+    assert m2.obj()["spec"]["job"]["initialSavepointPath"].endswith("chk-2")
+
+
+def test_no_heartbeat_at_all_means_no_hold(site: Site, world: Any) -> None:
+    policy = policy_for(site)
+    m2 = world("member2", policy)
+    site.checkpoints([1])
+    admitted = m2.admit(failed_over(1, "member1"))
+    assert admitted["spec"]["job"]["state"] == "running"
+    assert HOLD not in admitted["metadata"]["annotations"]
+    assert admitted["metadata"]["annotations"][f"{P}/epoch"] == "1"  # the fence was written all the same
+
+
+def test_return_after_an_outage_stops_the_copy_before_any_heartbeat(local_site: Site, world: Any) -> None:
+    policy = policy_for(local_site)
+    m2 = world("member2", policy)
+    local_site.checkpoints([1])
+    m2.admit(failed_over(1, "member1"))  # member1 was down: no heartbeat, no hold
+    assert m2.tick() == {"orders": "heartbeat"}
+    records = (local_site.local or Path()) / "flink-failover" / "analytics" / "flinkdeployment" / "orders"
+    # member1 comes back; its operator resumes the old job from HA data; its agent starts.
+    m1 = world("member1", policy)
+    m1.put(running_copy())
+    assert m1.tick() == {"orders": "stopped"}
+    assert not (records / "heartbeat-member1.json").exists()  # checked fences before anything else
+    assert (records / "ack-000000000001-member1.json").exists()
+    never_both_running(m1, m2)
+
+
+def test_two_failovers_in_a_row_epochs_stop_every_older_copy(local_site: Site, world: Any) -> None:
+    policy = policy_for(local_site)
+    m1, m2, m3 = world("member1", policy), world("member2", policy), world("member3", policy)
+    local_site.checkpoints([1])
+    m1.put(running_copy())
+    m1.tick()
+    m2.admit(failed_over(1, "member1"))
+    m1.tick(), m2.tick()
+    assert state(m2) == "running" and state(m1) == "suspended"
+    m2.tick()  # heartbeats at epoch 1
+    admitted = m3.admit(failed_over(2, "member2"))
+    assert admitted["spec"]["job"]["state"] == "suspended"
+    assert "waiting for member2" in admitted["metadata"]["annotations"][HOLD]
+    assert m2.tick() == {"orders": "stopped"}
+    assert m2.obj()["metadata"]["labels"][FENCED] == "2"
+    assert m3.tick() == {"orders": "released"}
+    assert m1.tick() == {"orders": "fenced"}
+    never_both_running(m1, m2, m3)
+
+
+def test_storage_unwritable_holds_by_default_and_proceeds_when_told(local_site: Site, world: Any) -> None:
+    local_site.checkpoints([1])
+    (local_site.local or Path()).joinpath("flink-failover").write_text("not a folder")
+    held = world("member2", policy_for(local_site)).admit(failed_over(1, "member1"))
+    assert held["spec"]["job"]["state"] == "suspended"
+    assert "ownership records" in held["metadata"]["annotations"][HOLD]
+    proceeding = policy_for(local_site, on_storage_error=FencingStorageError.PROCEED)
+    started = world("member3", proceeding).admit(failed_over(1, "member1"))
+    assert started["spec"]["job"]["state"] == "running"
+
+
+def test_a_manual_release_is_honoured(local_site: Site, world: Any) -> None:
+    policy = policy_for(local_site)
+    m1, m2 = world("member1", policy), world("member2", policy)
+    local_site.checkpoints([1])
+    m1.put(running_copy())
+    m1.tick()
+    m2.admit(failed_over(1, "member1"))
+    assert m2.tick() == {"orders": "held"}
+    m2.running.fake.patch("analytics", "orders", {"metadata": {"annotations": {f"{P}/release": "true"}}})
+    assert m2.tick() == {"orders": "released"}
+    annotations = m2.obj()["metadata"]["annotations"]
+    assert annotations[RELEASED].startswith("manual at ") and f"{P}/release" not in annotations
+
+
+def test_karmada_reapplying_its_template_during_a_hold_does_not_start_the_job(
+    local_site: Site, world: Any
+) -> None:
+    policy = policy_for(local_site)
+    m1, m2 = world("member1", policy), world("member2", policy)
+    local_site.checkpoints([1])
+    m1.put(running_copy())
+    m1.tick()
+    held = m2.admit(failed_over(1, "member1"))
+    template = failed_over(1, "member1")  # Karmada's re-apply: running, none of our fields
+    again = m2.admit(template, operation="UPDATE", old=held)
+    assert again["spec"]["job"]["state"] == "suspended"
+    assert again["metadata"]["annotations"][HOLD] == held["metadata"]["annotations"][HOLD]
+    assert again["spec"]["job"]["initialSavepointPath"] == held["spec"]["job"]["initialSavepointPath"]
+    # The agent's release is an UPDATE too, and the webhook lets it through.
+    m1.tick()
+    assert m2.tick() == {"orders": "released"}
+    released = m2.obj()
+    assert m2.admit(released, operation="UPDATE", old=again)["spec"]["job"]["state"] == "running"
+    # A re-apply over the stale copy keeps it stopped.
+    stale = m1.obj()
+    template_1 = running_copy()
+    assert m1.admit(template_1, operation="UPDATE", old=stale)["spec"]["job"]["state"] == "suspended"
+
+
+def test_a_dry_run_writes_nothing_and_still_holds(local_site: Site, world: Any) -> None:
+    policy = policy_for(local_site)
+    m1, m2 = world("member1", policy), world("member2", policy)
+    local_site.checkpoints([1])
+    m1.put(running_copy())
+    m1.tick()
+    dry = m2.admit(failed_over(1, "member1"), dry_run=True)
+    assert dry["spec"]["job"]["state"] == "suspended"
+    records = (local_site.local or Path()) / "flink-failover" / "analytics" / "flinkdeployment" / "orders"
+    assert sorted(p.name for p in records.iterdir()) == ["heartbeat-member1.json"]
