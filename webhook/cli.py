@@ -18,6 +18,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     ),
     "certs": ("webhook.certs.cli", "generate, renew and publish the webhook's TLS certificates"),
     "placement": ("webhook.placement.cli", "how many complete component sets fit each cluster, and where"),
+    "release": (
+        "webhook.member.fencing.release",
+        "start a job held for fencing, by hand (the old copy is gone)",
+    ),
 }
 
 

@@ -14,6 +14,7 @@ import pytest
 from tests.controlplane import fakeapi
 from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment, make_checkpoints, review
 from tests.support.s3 import moto_server, s3_options
+from webhook.cli import main
 from webhook.common.admission import parse_review
 from webhook.common.kubeclient import ClientConfig
 from webhook.member.fencing.agent import FencingAgent, Step
@@ -35,6 +36,7 @@ class Member:
     running: fakeapi.RunningFake
     agent: FencingAgent
     handler: MemberHandler
+    kubeconfig: Path
     steps: list[list[Step]] = field(default_factory=list)
 
     def tick(self) -> dict[str, str]:
@@ -123,7 +125,7 @@ def world(tmp_path: Path) -> Iterator[Any]:
         api = FlinkApi.connect(ClientConfig(str(kubeconfig)))
         assert isinstance(api, FlinkApi)
         agent = FencingAgent(name, policy, api, CheckpointStorage(policy.storage_options), workers=2)
-        found = Member(name, running, agent, MemberHandler.from_policy(policy, name))
+        found = Member(name, running, agent, MemberHandler.from_policy(policy, name), kubeconfig)
         started.append(found)
         return found
 
@@ -295,15 +297,22 @@ def test_storage_unwritable_holds_by_default_and_proceeds_when_told(local_site: 
     assert started["spec"]["job"]["state"] == "running"
 
 
-def test_a_manual_release_is_honoured(local_site: Site, world: Any) -> None:
+def test_a_manual_release_is_honoured(
+    local_site: Site, world: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     policy = policy_for(local_site)
     m1, m2 = world("member1", policy), world("member2", policy)
     local_site.checkpoints([1])
     m1.put(running_copy())
     m1.tick()
+    cli = ["release", "analytics/orders", "--kubeconfig", str(m2.kubeconfig)]
+    assert main(cli) == 1  # nothing held yet
+    assert "is not held" in capsys.readouterr().err
     m2.admit(failed_over(1, "member1"))
     assert m2.tick() == {"orders": "held"}
-    m2.running.fake.patch("analytics", "orders", {"metadata": {"annotations": {f"{P}/release": "true"}}})
+    assert main(cli) == 0
+    assert "release requested" in capsys.readouterr().out
+    assert main(["release", "orders", "--kubeconfig", str(m2.kubeconfig)]) == 2
     assert m2.tick() == {"orders": "released"}
     annotations = m2.obj()["metadata"]["annotations"]
     assert annotations[RELEASED].startswith("manual at ") and f"{P}/release" not in annotations

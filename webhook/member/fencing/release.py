@@ -1,0 +1,79 @@
+"""Release a job held for fencing, for the on-call engineer who knows the old cluster's copy is gone.
+
+Run against the member cluster that holds the job (the one where it was restored). It sets the
+``<prefix>/release: "true"`` annotation; that cluster's fencing agent then resolves the newest
+restorable checkpoint again and starts the job at its next poll (``released: manual at ...``). The
+same annotation set with kubectl does the same. A hold superseded by a newer restore elsewhere is
+never released: that copy must not run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from webhook.common.contract import HOLD, RELEASE
+from webhook.common.kubeclient import ApiFailure, ClientConfig
+from webhook.member.fencing.flinkapi import PLURALS, FlinkApi
+from webhook.member.policy import PolicyError, load_policy, policy_source
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "target", metavar="NAMESPACE/NAME", help="the held FlinkDeployment or FlinkSessionJob"
+    )
+    parser.add_argument("--kind", choices=list(PLURALS), default="FlinkDeployment", help="its kind")
+    parser.add_argument(
+        "--kubeconfig", default=None, help="the member cluster (default: in-cluster, else ~/.kube/config)"
+    )
+    parser.add_argument("--context", default=None, help="kubeconfig context (default: its current one)")
+    parser.add_argument(
+        "--policy",
+        default=None,
+        help="restore policy, for its prefix (default: $FLINK_FAILOVER_POLICY, else built in)",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="set the annotation even if the object shows no hold"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    namespace, _, name = args.target.partition("/")
+    if not namespace or not name or "/" in name:
+        print(f"flink-failover release: {args.target!r} is not NAMESPACE/NAME", file=sys.stderr)
+        return 2
+    try:
+        policy = load_policy(policy_source(args.policy, os.environ).path)
+    except PolicyError as exc:
+        print(f"flink-failover release: {exc}", file=sys.stderr)
+        return 2
+    api = FlinkApi.connect(ClientConfig(args.kubeconfig, args.context))
+    if isinstance(api, ApiFailure):
+        print(f"flink-failover release: {api.message}", file=sys.stderr)
+        return 1
+    found = api.get(args.kind, namespace, name)
+    if found is None or isinstance(found, ApiFailure):
+        problem = "not found" if found is None else found.message
+        print(f"flink-failover release: {args.kind} {namespace}/{name}: {problem}", file=sys.stderr)
+        return 1
+    annotations = (found.get("metadata") or {}).get("annotations") or {}
+    hold = annotations.get(policy.key(HOLD), "")
+    if not hold and not args.force:
+        print(
+            f"flink-failover release: {args.kind} {namespace}/{name} is not held (no {policy.key(HOLD)} "
+            "annotation); --force sets the release annotation anyway",
+            file=sys.stderr,
+        )
+        return 1
+    answer = api.patch(
+        args.kind, namespace, name, {"metadata": {"annotations": {policy.key(RELEASE): "true"}}}
+    )
+    if isinstance(answer, ApiFailure):
+        print(f"flink-failover release: {answer.message}", file=sys.stderr)
+        return 1
+    print(f"{args.kind} {namespace}/{name}: release requested; it was held with: {hold or '(no hold)'}")
+    print(
+        "the fencing agent of this cluster starts it at its next poll, from the newest restorable checkpoint"
+    )
+    return 0
