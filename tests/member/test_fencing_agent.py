@@ -306,7 +306,10 @@ def test_a_manual_release_is_honoured(
     m1.put(running_copy())
     m1.tick()
     cli = ["release", "analytics/orders", "--kubeconfig", str(m2.kubeconfig)]
-    assert main(cli) == 1  # nothing held yet
+    assert main(cli) == 1  # not there yet
+    assert "not found" in capsys.readouterr().err
+    m2.put(running_copy())
+    assert main(cli) == 1  # there, but not held
     assert "is not held" in capsys.readouterr().err
     m2.admit(failed_over(1, "member1"))
     assert m2.tick() == {"orders": "held"}
