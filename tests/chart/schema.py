@@ -174,6 +174,16 @@ def values_schema() -> Schema:
             "webhook": webhook_registration("base64 PEM, when nothing injects the CA"),
             "validatingAdmissionPolicy": obj({"enabled": {"type": "boolean"}}),
             "requireStorageBackends": {"type": "boolean"},
+            # The member's name in Karmada (a DNS subdomain); empty: no fencing agent.
+            "fencing": obj(
+                {
+                    "cluster": {
+                        "type": "string",
+                        "pattern": "^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$",
+                        "maxLength": 253,
+                    }
+                }
+            ),
         }
     )
     control_plane = obj(

@@ -58,6 +58,7 @@ COMBOS: dict[str, dict[str, Any]] = {
             "hostNetwork": True,
         }
     },
+    "member-fencing": {"member": {"fencing": {"cluster": "member1"}}},
     "control-plane-existing-account": {
         **CP,
         "controlPlane": {"serviceAccount": {"create": False, "name": "karmada-flink-failover"}},
@@ -197,6 +198,9 @@ def test_every_manifest_validates(rendered: dict[str, list[dict[str, Any]]], com
         ({"member": {"extraVolumes": [{"configMap": {"name": "x"}}]}}, "/member/extraVolumes/0"),
         ({"controlPlane": {"priorityClassName": "Not_A_Name"}}, "/controlPlane/priorityClassName"),
         ({"controlPlane": {"leaderElection": {"leaseDurationSeconds": 0}}}, "/controlPlane/leaderElection"),
+        ({"member": {"fencing": {"cluster": "Member_1"}}}, "/member/fencing/cluster"),
+        ({"policy": {"fencing": {"leaseSecond": 30}}}, "additional properties 'leaseSecond' not allowed"),
+        ({"policy": {"fencing": {"onStorageError": "retry"}}}, "/policy/fencing/onStorageError"),
     ],
 )
 def test_schema_rejects_unknown_and_mistyped_values(
@@ -378,6 +382,40 @@ def test_each_labelled_object_is_sent_exactly_once(rendered: dict[str, list[dict
                 triggered = failover == "true" or bool(subset)
                 hits = [h["name"] for h in hooks if selector_matches(h["objectSelector"], labels)]
                 assert len(hits) == (1 if triggered else 0), (labels, hits)
+
+
+def test_fencing_gives_the_member_its_agent_rbac_and_keeps_fenced_copies_stopped(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    plain, fencing = rendered["member-default"], rendered["member-fencing"]
+    name = f"{FULLNAME}-fencing-flink-failover"
+    assert not find(plain, "ClusterRole", name)
+    role = one(fencing, "ClusterRole", name)
+    assert role["rules"] == [
+        {
+            "apiGroups": ["flink.apache.org"],
+            "resources": ["flinkdeployments", "flinksessionjobs"],
+            "verbs": ["get", "list", "watch", "patch"],
+        }
+    ]
+    binding = one(fencing, "ClusterRoleBinding", name)
+    pod = one(fencing, "Deployment")["spec"]["template"]["spec"]
+    assert binding["subjects"][0]["name"] == pod["serviceAccountName"]
+    assert pod["automountServiceAccountToken"] is True
+    assert "--cluster=member1" in pod["containers"][0]["args"]
+    plain_pod = one(plain, "Deployment")["spec"]["template"]["spec"]
+    assert plain_pod["automountServiceAccountToken"] is False
+    assert not any(a.startswith("--cluster") for a in plain_pod["containers"][0]["args"])
+
+    hooks = one(fencing, "MutatingWebhookConfiguration")["webhooks"]
+    assert {h["sideEffects"] for h in hooks[:-1]} == {"NoneOnDryRun"}  # a restore writes its fence
+    assert {h["sideEffects"] for h in one(plain, "MutatingWebhookConfiguration")["webhooks"]} == {"None"}
+    fenced = {"flink-failover.io/fenced": "2", "app": "orders"}
+    hits = [h["name"] for h in hooks if selector_matches(h["objectSelector"], fenced)]
+    assert hits == ["flink-failover-io-fenced.flink-failover.io"]
+    # Still exactly one entry for an object that carries a trigger label as well.
+    both = {**fenced, FAILOVER: "true"}
+    assert len([h for h in hooks if selector_matches(h["objectSelector"], both)]) == 1
 
 
 def test_namespaces_and_timeout_are_configurable(helm: str, tmp_path: Path) -> None:

@@ -273,3 +273,8 @@ affinity:
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
+
+{{/* Whether the member role runs its fencing agent (member.fencing.cluster set, policy.fencing on). */}}
+{{- define "ff.memberFencing" -}}
+{{- if and (eq .Values.role "member") .Values.member.fencing.cluster .Values.policy.fencing.enabled -}}true{{- end -}}
+{{- end -}}
