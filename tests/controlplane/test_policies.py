@@ -278,6 +278,41 @@ def test_retention_keeps_the_restore(template: dict[str, Any], kind: str) -> Non
     assert "job" not in retain(script, session, observed)["spec"]
 
 
+@pytest.mark.parametrize("kind", ["FlinkDeployment", "FlinkSessionJob"])
+def test_retention_keeps_held_and_fenced_copies_suspended(template: dict[str, Any], kind: str) -> None:
+    docs = {d["spec"]["target"]["kind"]: d for d in of_kind("ResourceInterpreterCustomization")}
+    script = docs[kind]["spec"]["customizations"]["retention"]["luaScript"]
+    assert template["spec"]["job"].get("state", "running") == "running"
+    hold = "epoch 1: waiting for member1 (heartbeat 3s old) to stop its copy, until 2026-12-01T15:00:30Z"
+    held = copy.deepcopy(template)
+    held["spec"]["job"]["state"] = "suspended"
+    held["metadata"]["annotations"].update(
+        {**RESTORE, "flink-failover.io/hold": hold, "flink-failover.io/epoch": "1"}
+    )
+    result = retain(script, copy.deepcopy(template), held)
+    assert result["spec"]["job"]["state"] == "suspended"
+    assert result["metadata"]["annotations"]["flink-failover.io/hold"] == hold
+    assert result["metadata"]["annotations"]["flink-failover.io/epoch"] == "1"
+    # Released by the agent (running, no hold): the template's state stands.
+    released = copy.deepcopy(held)
+    released["spec"]["job"]["state"] = "running"
+    del released["metadata"]["annotations"]["flink-failover.io/hold"]
+    out = retain(script, copy.deepcopy(template), released)
+    assert out["spec"]["job"].get("state", "running") == "running"
+    assert "flink-failover.io/hold" not in out["metadata"]["annotations"]
+
+    stale = copy.deepcopy(template)
+    stale["spec"]["job"].update({"state": "suspended", "upgradeMode": "stateless"})
+    stale["metadata"].setdefault("labels", {})["flink-failover.io/fenced"] = "2"
+    stale["metadata"]["annotations"]["flink-failover.io/fenced-by"] = (
+        "member3 at epoch 2, stopped 2026-12-01T15:00:00Z"
+    )
+    kept = retain(script, copy.deepcopy(template), stale)
+    assert kept["spec"]["job"]["state"] == "suspended" and kept["spec"]["job"]["upgradeMode"] == "stateless"
+    assert kept["metadata"]["labels"]["flink-failover.io/fenced"] == "2"
+    assert kept["metadata"]["annotations"]["flink-failover.io/fenced-by"].startswith("member3")
+
+
 # --- the Work webhook's matchConditions, evaluated by a CEL implementation --------------------------------
 
 
