@@ -15,6 +15,7 @@ from webhook.member.fencing.protocol import (
     HoldOutcome,
     Ownership,
     ReleaseCause,
+    judge_admission,
     judge_copy,
     judge_hold,
     next_epoch,
@@ -243,3 +244,36 @@ def test_two_copies_never_both_run(schedule: list[str], start_beat: int) -> None
         new_step(world)
         world.now += 1
     assert world.new_running and not world.old_running
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.sampled_from(("member1", "member2", "member3")), seconds), max_size=3),
+    st.lists(st.tuples(st.sampled_from(("member1", "member3")), st.integers(0, 3)), max_size=3),
+    st.lists(st.tuples(st.sampled_from(("member1", "member3")), st.integers(0, 3)), max_size=2),
+    st.integers(1, 3),
+    st.integers(0, 60),
+)
+def test_the_webhook_judges_as_the_agent_would_at_the_moment_of_its_fence(
+    beats: list[tuple[str, int]],
+    acks: list[tuple[str, int]],
+    fences: list[tuple[str, int]],
+    epoch: int,
+    later: int,
+) -> None:
+    """judge_admission needs no storage time: it is judge_hold with "now" the fence's own time, which is
+    newer than every record listed beside it."""
+    ownership = Ownership(
+        tuple(Heartbeat(c, at(t)) for c, t in beats),
+        tuple(Fence(c, e, at(0)) for c, e in fences),
+        tuple(Ack(c, e, at(0)) for c, e in acks),
+    )
+    written = at(120 + later)
+    with_fence = Ownership(
+        ownership.heartbeats, (*ownership.fences, Fence("member2", epoch, written)), ownership.acks
+    )
+    fast = judge_admission("member2", epoch, ownership, LEASE)
+    slow = judge_hold("member2", epoch, with_fence, written, LEASE)
+    assert fast.outcome == slow.outcome
+    assert [w.cluster for w in fast.waiting] == [w.cluster for w in slow.waiting]
+    assert fast.superseded_by == slow.superseded_by

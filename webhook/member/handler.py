@@ -5,9 +5,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
 
 from prometheus_client import Counter
 
@@ -32,12 +30,11 @@ from webhook.member.restore import (
     Snapshots,
     StorageError,
     decide_restore,
+    triggered,
 )
 from webhook.member.storage import CheckpointStorage, Deadline, DeadlineExceeded
 
 log = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 # Storage calls that outlive their deadline keep running in the background; the pool bounds how many.
 _POOL_SIZE = 32
@@ -86,33 +83,17 @@ class MemberHandler:
             return allowed(request, RestoreOutcome.SKIP, RestoreAudit(reason=not_ours))
         resource = FlinkResource.from_object(request.object)
         old = FlinkResource.from_object(request.old_object) if request.old_object is not None else None
+        pending = None
+        if self.fencing is not None and _fences(request, resource, self.policy):
+            pending = self.fencing.begin(resource, request.dry_run, self._pool)  # beside the lookup
         decision = decide_restore(
             request.operation, resource, old, self.policy, lambda q: self._lookup(q, deadline)
         )
         if decision.storage_error:
             STORAGE_ERRORS.inc()
-        if (
-            self.fencing is not None
-            and request.operation == "CREATE"
-            and decision.outcome is RestoreOutcome.RESTORED
-        ):
-            decision = self.fencing.admit(
-                resource, decision, request.dry_run, lambda work: self._bounded(work, deadline)
-            )
+        if self.fencing is not None and pending is not None and decision.outcome is RestoreOutcome.RESTORED:
+            decision = self.fencing.admit(resource, decision, pending, deadline.remaining())
         return respond(request, decision)
-
-    def _bounded(self, work: Callable[[], T], deadline: Deadline) -> T:
-        """Fencing records under what is left of the admission deadline; late or failing is a StorageError."""
-        future = self._pool.submit(work)
-        try:
-            return future.result(timeout=max(deadline.remaining(), 0.001))
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise DeadlineExceeded("ownership records did not answer within the admission deadline") from None
-        except StorageError:
-            raise
-        except Exception as exc:
-            raise StorageError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
 
     def _lookup(self, query: SnapshotQuery, deadline: Deadline) -> Snapshots:
         """Run the storage lookup on the pool and wait at most until the deadline.
@@ -174,6 +155,17 @@ class MemberHandler:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _fences(request: AdmissionRequest, resource: FlinkResource, policy: RestorePolicy) -> bool:
+    """A failover CREATE of a job: its admission writes the fence (whatever the restore then finds, the
+    workload now belongs here, and a stale copy elsewhere must stop)."""
+    return (
+        request.operation == "CREATE"
+        and resource.job is not None
+        and not resource.deleting
+        and triggered(resource, policy)
+    )
 
 
 def _not_ours(request: AdmissionRequest) -> str:

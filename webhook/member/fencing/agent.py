@@ -82,6 +82,8 @@ class FencingAgent:
         self.clock = clock
         self.workers = workers
         self._beating: dict[Workload, StoragePath] = {}
+        self._clocks: dict[StoragePath, datetime] = {}  # storage time per storage, once per poll
+        self._clock_lock = threading.Lock()
 
     def run(self, stop: threading.Event) -> None:
         log.info("fencing agent started", extra={"fields": {"cluster": self.cluster}})
@@ -102,6 +104,8 @@ class FencingAgent:
             )
             return []
         found = [copies.read_copy(obj, self.policy) for obj in listed]
+        with self._clock_lock:
+            self._clocks.clear()
         with concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="fencing") as pool:
             steps = list(pool.map(self._step, found))
         self._forget_stopped({c.workload for c in found if c.state is CopyState.RUNNING})
@@ -194,11 +198,23 @@ class FencingAgent:
                 )
 
     # --- a held restore ----------------------------------------------------------------------------
+    def _storage_now(self, clock: StoragePath) -> datetime:
+        """The storage's time, learnt once per poll per storage before any listing of this poll: ages
+        measured from it are never longer than they are (a later "now" could only release sooner)."""
+        with self._clock_lock:
+            known = self._clocks.get(clock)
+        if known is None:
+            known = self.store.clock(clock, self.cluster)
+            with self._clock_lock:
+                known = self._clocks.setdefault(clock, known)
+        return known
+
     def _held(self, copy: Copy, folder: StoragePath) -> Step:
-        listing, now = self.store.now(folder, self.cluster)
+        assert copy.clock is not None  # a copy with a folder has a clock folder
+        now = self._storage_now(copy.clock)
+        listing = self.store.read(folder)
         if listing.ownership.fence(self.cluster, copy.epoch) is None:
-            self._ensure_fence(copy, folder, listing)
-            listing, now = self.store.now(folder, self.cluster)
+            listing = self._ensure_fence(copy, folder, listing)
         lease = self.policy.fencing.lease_seconds
         verdict = judge_hold(self.cluster, copy.epoch, listing.ownership, now, lease, copy.manual_release)
         if verdict.outcome is HoldOutcome.SUPERSEDED and verdict.superseded_by is not None:

@@ -27,7 +27,7 @@ from webhook.common.flink import FlinkResource
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.common.untyped import as_map
 from webhook.member.fencing.protocol import Fence, HoldVerdict, ReleaseCause
-from webhook.member.fencing.records import Workload
+from webhook.member.fencing.records import FOLDER, Workload
 from webhook.member.policy import RestorePolicy
 from webhook.member.restore import RestoreDecision, RestoreOutcome
 
@@ -49,6 +49,7 @@ class Copy:
     job_id: str
     folder: StoragePath | None  # where its ownership records live; None: no checkpoint directory
     resource: FlinkResource
+    clock: StoragePath | None = None  # where the agent writes its clock for this storage
     manual_release: bool = False
     hold: str = ""  # the hold annotation as it is now
 
@@ -65,19 +66,30 @@ def epoch_of(resource: FlinkResource, policy: RestorePolicy) -> int:
 
 def ownership_folder(resource: FlinkResource, policy: RestorePolicy) -> StoragePath | None:
     """``<checkpoint-dir>/flink-failover/...`` in the job's own scheme; None when it has no usable one."""
+    root = _checkpoint_dir(resource, policy)
+    if root is None or not resource.name:
+        return None
+    try:
+        return workload_of(resource).folder(root)
+    except StoragePathError:
+        return None
+
+
+def clock_folder(resource: FlinkResource, policy: RestorePolicy) -> StoragePath | None:
+    """``<checkpoint-dir>/flink-failover``: where an agent learns the storage's time once per poll."""
+    root = _checkpoint_dir(resource, policy)
+    return None if root is None else root.child(FOLDER)
+
+
+def _checkpoint_dir(resource: FlinkResource, policy: RestorePolicy) -> StoragePath | None:
     raw = resource.checkpoint_dir or policy.default_checkpoint_dir
-    if not raw or not resource.name:
+    if not raw:
         return None
     try:
         path = StoragePath.parse(raw)
     except StoragePathError:
         return None
-    if path.scheme not in policy.allowed_schemes:
-        return None
-    try:
-        return workload_of(resource).folder(path)
-    except StoragePathError:
-        return None
+    return path if path.scheme in policy.allowed_schemes else None
 
 
 def workload_of(resource: FlinkResource) -> Workload:
@@ -107,6 +119,7 @@ def read_copy(obj: Mapping[str, Any], policy: RestorePolicy) -> Copy:
         job_id,
         ownership_folder(resource, policy),
         resource,
+        clock_folder(resource, policy),
         manual,
         hold,
     )

@@ -1,19 +1,24 @@
-"""The member webhook's side of fencing: a restore writes its fence and is held while an old copy runs.
+"""The member webhook's side of fencing: a failover admission writes its fence, and a restore is held
+while an old copy still heartbeats.
 
-Called by ``member/handler.py`` for a CREATE that restores; storage I/O runs under the admission
-deadline (``run``). A dry run writes nothing: it holds whenever another cluster heartbeats at all.
+Called by ``member/handler.py`` for a failover CREATE. The fence is written and the records listed on
+the handler's pool *while* the checkpoint is resolved (``begin``), so fencing adds no storage round
+trip to the admission; ``admit`` then waits for both under the admission deadline. Because the fence
+is the newest record, the decision needs no storage time (``protocol.judge_admission``). A dry run
+writes nothing and holds whenever another cluster heartbeats at all.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
-from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
 
 from webhook.common.flink import FlinkResource
 from webhook.member.fencing import copies, metrics
-from webhook.member.fencing.protocol import HoldOutcome, judge_hold, next_epoch, others_heartbeating
+from webhook.member.fencing.protocol import HoldOutcome, judge_admission, next_epoch
 from webhook.member.fencing.records import FencingStore, Listing, fence_name
 from webhook.member.policy import FencingStorageError, RestorePolicy
 from webhook.member.restore import RestoreDecision, StorageError
@@ -21,7 +26,15 @@ from webhook.member.restore import RestoreDecision, StorageError
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-Bounded = Callable[[Callable[[], T]], T]  # runs storage work under the deadline; raises StorageError
+
+
+@dataclass(frozen=True)
+class Pending:
+    """The fence being written and the records being listed, for one admission."""
+
+    epoch: concurrent.futures.Future[int]  # the fence's epoch, once written (or chosen, on a dry run)
+    listing: concurrent.futures.Future[Listing]
+    dry_run: bool
 
 
 class FencingGate:
@@ -30,70 +43,72 @@ class FencingGate:
         self.policy = policy
         self.store = store
 
-    def admit(
-        self,
-        resource: FlinkResource,
-        decision: RestoreDecision,
-        dry_run: bool,
-        run: Bounded[tuple[int, Listing]],
-    ) -> RestoreDecision:
+    def begin(
+        self, resource: FlinkResource, dry_run: bool, pool: concurrent.futures.Executor
+    ) -> Pending | None:
+        """Start writing the fence and listing the records; None when the job has no storage to fence in."""
         folder = copies.ownership_folder(resource, self.policy)
         if folder is None:
-            return decision  # no checkpoint directory of its own: nothing both clusters could share
+            return None
         counted = copies.epoch_of(resource, self.policy)
-        me, lease = self.cluster, self.policy.fencing.lease_seconds
+        me = self.cluster
 
-        def fence_and_list() -> tuple[int, Listing]:
+        def fence() -> int:
+            # Without a failover count (Karmada's own jobId labels only) the epoch comes from the fences seen.
             epoch = counted or next_epoch(me, self.store.read(folder).ownership)
             if not dry_run:
-                self.store.write(folder, fence_name(epoch, me), _fence_body(resource, decision, me, epoch))
-            return epoch, self.store.read(folder)
+                body = {
+                    "owner": me,
+                    "epoch": epoch,
+                    "workload": f"{resource.kind}/{resource.namespace}/{resource.name}",
+                    "written": copies.format_time(datetime.now(UTC)),  # this machine's clock: for people
+                }
+                self.store.write(folder, fence_name(epoch, me), body)
+                metrics.FENCES.inc()
+            return epoch
 
+        return Pending(pool.submit(fence), pool.submit(self.store.read, folder), dry_run)
+
+    def admit(
+        self, resource: FlinkResource, decision: RestoreDecision, pending: Pending, timeout: float
+    ) -> RestoreDecision:
+        """The restore as decided, held when an old copy may still run."""
         try:
-            epoch, listing = run(fence_and_list)
+            epoch = _result(pending.epoch, timeout)
+            listing = _result(pending.listing, timeout)
         except StorageError as exc:
             metrics.STORAGE_ERRORS.labels("admission").inc()
-            epoch = counted or 1
+            epoch = copies.epoch_of(resource, self.policy) or 1
             if self.policy.fencing.on_storage_error is FencingStorageError.PROCEED:
-                log.warning("fencing records unreadable, restoring without a hold: %s", exc)
+                log.warning("fencing records unusable, restoring without a hold: %s", exc)
                 return copies.fenced_without_hold(decision, epoch, self.policy)
             metrics.HOLDS.inc()
             return copies.held(decision, copies.storage_text(epoch, str(exc)), epoch, self.policy)
-        if dry_run:
-            others = others_heartbeating(me, listing.ownership, epoch)
-            if not others:
-                return copies.fenced_without_hold(decision, epoch, self.policy)
-            return copies.held(decision, copies.unknown_age_text(others, epoch), epoch, self.policy)
-        metrics.FENCES.inc()
-        written = listing.ownership.fence(me, epoch)
-        if (
-            written is None
-        ):  # written but not listed: an eventually consistent listing; hold, the agent retries
-            metrics.HOLDS.inc()
-            text = copies.storage_text(epoch, f"fence {fence_name(epoch, me)} not listed yet")
-            return copies.held(decision, text, epoch, self.policy)
-        verdict = judge_hold(me, epoch, listing.ownership, written.modified, lease)
+        verdict = judge_admission(self.cluster, epoch, listing.ownership, self.policy.fencing.lease_seconds)
         if verdict.outcome is HoldOutcome.RELEASE:
             return copies.fenced_without_hold(decision, epoch, self.policy)
-        metrics.HOLDS.inc()
         if verdict.outcome is HoldOutcome.SUPERSEDED and verdict.superseded_by is not None:
             newer = verdict.superseded_by
             text = f"epoch {epoch}: superseded by the restore on {newer.owner} at epoch {newer.epoch}"
+        elif pending.dry_run:
+            text = copies.unknown_age_text(tuple(w.cluster for w in verdict.waiting), epoch)
         else:
             text = copies.hold_text(verdict, epoch, datetime.now(UTC))
-        log.warning(
-            "restore held until the old copy stops",
-            extra={"fields": {"object": f"{resource.namespace}/{resource.name}", "hold": text}},
-        )
+        if not pending.dry_run:
+            metrics.HOLDS.inc()
+            log.warning(
+                "restore held until the old copy stops",
+                extra={"fields": {"object": f"{resource.namespace}/{resource.name}", "hold": text}},
+            )
         return copies.held(decision, text, epoch, self.policy)
 
 
-def _fence_body(resource: FlinkResource, decision: RestoreDecision, me: str, epoch: int) -> dict[str, object]:
-    return {
-        "owner": me,
-        "epoch": epoch,
-        "oldJobId": decision.job_id,
-        "restoredFrom": decision.path,
-        "workload": f"{resource.kind}/{resource.namespace}/{resource.name}",
-        "written": copies.format_time(datetime.now(UTC)),  # this machine's clock: for people only
-    }
+def _result(future: concurrent.futures.Future[T], timeout: float) -> T:
+    try:
+        return future.result(timeout=max(timeout, 0.001))
+    except concurrent.futures.TimeoutError:
+        raise StorageError("ownership records did not answer within the admission deadline") from None
+    except StorageError:
+        raise
+    except Exception as exc:  # a backend failing in an unexpected way is still a storage error
+        raise StorageError(f"{type(exc).__name__}: {str(exc)[:200]}") from None

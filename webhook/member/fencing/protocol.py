@@ -175,6 +175,20 @@ def judge_hold(
     return HoldVerdict(HoldOutcome.RELEASE, cause, expired=tuple(expired))
 
 
+def judge_admission(me: str, epoch: int, ownership: Ownership, lease: float) -> HoldVerdict:
+    """:func:`judge_hold` at the moment ``me`` writes its fence for ``epoch``: the fence is the newest
+    record, so every lease runs from it and any unacked heartbeat of another cluster holds. The member
+    webhook needs no storage time, so it lists while it writes instead of after."""
+    newest = ownership.newest_fence()
+    if newest is not None and newest.owner != me and newest.epoch > epoch:
+        return HoldVerdict(HoldOutcome.SUPERSEDED, superseded_by=newest)
+    waiting = tuple(Waiting(c, 0.0, lease) for c in others_heartbeating(me, ownership, epoch))
+    if waiting:
+        return HoldVerdict(HoldOutcome.HOLD, waiting=waiting)
+    acked = any(a.cluster != me and a.epoch >= epoch for a in ownership.acks)
+    return HoldVerdict(HoldOutcome.RELEASE, ReleaseCause.ACK if acked else ReleaseCause.NO_HEARTBEAT)
+
+
 def others_heartbeating(me: str, ownership: Ownership, epoch: int) -> tuple[str, ...]:
     """Clusters other than ``me`` with a heartbeat not covered by an ack of ``epoch``: whom a new
     restore must wait for, before any age is known (the member webhook cannot write on dry runs)."""

@@ -2,11 +2,12 @@
 
 Laid out beside Flink's ``<jobId>/`` folders, never inside them::
 
+    <checkpoint-dir>/flink-failover/
+        clock-<cluster>.json               rewritten by <cluster> every poll to learn the storage's time
     <checkpoint-dir>/flink-failover/<namespace>/<kind>/<name>/
         heartbeat-<cluster>.json           renewed by <cluster> while its copy runs
         fence-<epoch>-<cluster>.json       written once by the restore on <cluster>
         ack-<epoch>-<cluster>.json         <cluster> stopped its copy for fences up to <epoch>
-        clock-<cluster>.json               rewritten by <cluster> to learn the storage's time
 
 Epochs are zero-padded so a listing sorts them. Every decision reads one listing (names and
 modification times); the JSON bodies are for people.
@@ -102,14 +103,17 @@ class FencingStore:
         except Exception as exc:
             raise _error("removing", target, exc) from None
 
-    def now(self, folder: StoragePath, cluster: str) -> tuple[Listing, datetime]:
-        """Write this cluster's clock, then list: the storage's own time, and what it holds."""
+    def clock(self, folder: StoragePath, cluster: str) -> datetime:
+        """Write this cluster's clock object in ``folder`` and read back the time the storage gave it."""
         self.write(folder, clock_name(cluster), {"cluster": cluster})
-        listing = self.read(folder)
-        stamp = listing.clocks.get(cluster)
+        target = folder.child(clock_name(cluster))
+        try:
+            stamp = modified_time(self._storage.filesystem(folder).info(target.fs_path))
+        except Exception as exc:
+            raise _error("reading", target, exc) from None
         if stamp is None:
-            raise StorageError(f"{folder.child(clock_name(cluster))} was written but is not listed")
-        return listing, stamp
+            raise StorageError(f"{target}: the storage reports no modification time")
+        return stamp
 
 
 def heartbeat_name(cluster: str) -> str:

@@ -1,0 +1,331 @@
+"""One running copy at fleet scale, and a partition's timeline with the production timings.
+
+1. **Work webhook under a burst**: 100 Flink Work CREATEs sent at once (one connection each) to the real
+   control-plane server (gunicorn, TLS, the chart's 1 worker x 8 threads); each decided on a fresh GET of
+   its ResourceBinding from the fake API server.
+2. **Member webhook with fencing, on S3** (moto on loopback): 100 failed-over FlinkDeployments admitted at
+   once by the real member server run with ``--cluster member2`` (the chart's 2 workers x 8 threads); every
+   one of them still heartbeats on member1, so every one is held. Then member1's agent stops its 100 stale
+   copies and member2's served agent releases all 100; the two clusters' objects are sampled every 50 ms
+   throughout for a workload running on both.
+3. **Partition timeline**: one job, both agents with the production timings (poll 5 s, lease 30 s), member1's
+   copy completing a checkpoint every 15 s until it is suspended: seconds of two running copies, seconds from
+   the stale copy's suspension to the new copy's release, checkpoints lost.
+
+``python -m bench fleet [--jobs N]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import copy
+import json
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from tests.controlplane import fakeapi
+from tests.controlplane import recorded as r
+from tests.controlplane import support as s
+from tests.controlplane.server import Server
+from tests.support.objects import apply, decode_patch, flink_deployment, make_checkpoints, review
+from tests.support.s3 import moto_server, s3_options
+from tests.support.server import generate_certs, serve
+from webhook.common.kubeclient import ClientConfig
+from webhook.member.fencing.agent import FencingAgent
+from webhook.member.fencing.flinkapi import FlinkApi
+from webhook.member.policy import FencingPolicy, RestorePolicy
+from webhook.member.storage import CheckpointStorage
+
+P = "flink-failover.io"
+NS = "analytics"
+BUCKET = "fleet"
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+KARMADA_CONCURRENCY = (
+    5  # karmada-controller-manager --concurrent-resourcebinding-syncs / --concurrent-work-syncs
+)
+
+
+def _burst(
+    url: str, ca: str | bool, bodies: list[dict[str, Any]], path: str, concurrency: int
+) -> list[tuple[float, dict[str, Any]]]:
+    """Every body queued at once, sent over ``concurrency`` keep-alive connections (warmed first, as
+    kube-apiserver keeps its connections): Karmada's controllers sync 5 objects at a time by default."""
+    local = threading.local()
+
+    def session() -> requests.Session:
+        if not hasattr(local, "session"):
+            local.session = requests.Session()
+            local.session.get(url + "/healthz", verify=ca, timeout=30)
+        return local.session  # type: ignore[no-any-return]
+
+    with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+        list(pool.map(lambda _: session(), range(concurrency * 4)))  # open every connection first
+
+        def send(body: dict[str, Any]) -> tuple[float, dict[str, Any]]:
+            started = time.perf_counter()
+            answer = session().post(url + path, json=body, verify=ca, timeout=30)
+            elapsed = (time.perf_counter() - started) * 1000
+            assert answer.status_code == 200, answer.text[:300]
+            return elapsed, answer.json()["response"]
+
+        return list(pool.map(send, bodies))
+
+
+def _line(label: str, times: list[float]) -> str:
+    return f"  {label:34} p50 {statistics.median(times):7.1f} ms  p99 {_percentile(times, 0.99):7.1f} ms"
+
+
+def work_burst(jobs: int, work_dir: Path) -> None:
+    work_dir.mkdir(parents=True, exist_ok=True)
+    running = fakeapi.start()
+    try:
+        binding = r.binding("gracefully-race/rb-2-scheduled-to-member2.json")
+        work = r.work_create("gracefully-race/work-create-member2.audit.json")
+        bodies = []
+        for i in range(jobs):
+            b = copy.deepcopy(binding)
+            b["metadata"]["name"] = f"orders-{i}-flinkdeployment"
+            b["metadata"].pop("resourceVersion", None)
+            running.fake.upsert(b)
+            w = copy.deepcopy(work)
+            w["metadata"]["name"] = f"orders-{i}-work"
+            w["metadata"]["annotations"]["resourcebinding.karmada.io/name"] = b["metadata"]["name"]
+            bodies.append(s.admission_review(w))
+        server = Server(
+            running.kubeconfig(work_dir / "kubeconfig"),
+            generate_certs(work_dir / "certs"),
+            work_dir,
+            "--threads",
+            "8",
+        )
+        try:
+            server.wait_ready()
+            print(f"Work webhook, {jobs} Flink Work CREATEs at once (one fresh GET each), client-observed:")
+            for concurrency in (KARMADA_CONCURRENCY, KARMADA_CONCURRENCY, 20, jobs):
+                answers = _burst(server.url, server.ca, bodies, "/mutate-work", concurrency)
+                assert all(a["allowed"] for _, a in answers)
+                print(_line(f"{concurrency} in flight", [t for t, _ in answers]))
+        finally:
+            server.stop()
+    finally:
+        running.stop()
+
+
+def _flink_api(running: fakeapi.RunningFake, path: Path) -> FlinkApi:
+    api = FlinkApi.connect(ClientConfig(str(running.kubeconfig(path))))
+    assert isinstance(api, FlinkApi)
+    return api
+
+
+def _flink_fake() -> fakeapi.RunningFake:
+    return fakeapi.start(
+        fakeapi.flink_collection("flinkdeployments"), extra=(fakeapi.flink_collection("flinksessionjobs"),)
+    )
+
+
+def member_fleet(jobs: int, work_dir: Path) -> None:
+    import s3fs
+
+    with moto_server(work_dir / "moto.log") as endpoint:
+        options = s3_options(endpoint)
+        fs = s3fs.S3FileSystem(skip_instance_cache=True, **options)
+        fs.mkdir(BUCKET)
+        root = f"s3://{BUCKET}/checkpoints"
+        job_ids = [f"{i:032x}" for i in range(1, jobs + 1)]
+        fs.pipe({f"{BUCKET}/checkpoints/{j}/chk-{n}/_metadata": b"\xc0\xde" for j in job_ids for n in (1, 2)})
+        policy = RestorePolicy(
+            default_checkpoint_dir=root, storage_options={"s3": options}, fencing=FencingPolicy(30, 5)
+        )
+        m1, m2 = _flink_fake(), _flink_fake()
+        try:
+            for i, job in enumerate(job_ids):
+                obj = flink_deployment(name=f"orders-{i}")
+                obj["spec"]["job"]["state"] = "running"
+                obj["status"] = {"jobStatus": {"jobId": job, "state": "RUNNING"}}
+                m1.fake.upsert(obj)
+            agent1 = FencingAgent(
+                "member1", policy, _flink_api(m1, work_dir / "m1"), CheckpointStorage(policy.storage_options)
+            )
+            started = time.perf_counter()
+            assert {st.action for st in agent1.tick()} == {"heartbeat"}
+            first_poll = time.perf_counter() - started
+            policy_file = work_dir / "policy.yaml"
+            policy_file.write_text(
+                f"defaultCheckpointDir: {root}\nstorageOptions: {{s3: {json.dumps(options)}}}\n"
+                "fencing: {leaseSeconds: 30, pollSeconds: 5}\n"
+            )
+            extra = [
+                "--cluster",
+                "member2",
+                "--kubeconfig",
+                str(m2.kubeconfig(work_dir / "m2")),
+                "--workers",
+                "2",
+            ]
+            with serve(
+                generate_certs(work_dir / "member-certs"), policy_file, work_dir / "member.log", extra=extra
+            ) as server:
+                objs = [
+                    flink_deployment(
+                        name=f"orders-{i}",
+                        labels={f"{P}/failover": "true", f"{P}/job-id": job},
+                        annotations={f"{P}/failover-count": "1"},
+                    )
+                    for i, job in enumerate(job_ids)
+                ]
+                url = f"https://127.0.0.1:{server.port}"
+                ca = str(server.cert_dir / "ca.crt")
+                answers = _burst(url, ca, [review(o) for o in objs], "/mutate", KARMADA_CONCURRENCY)
+                times = [t for t, _ in answers]
+                dry = [review(o, dry_run=True) for o in objs]
+                burst = [t for t, _ in _burst(url, ca, dry, "/mutate", len(objs))]
+                held = 0
+                for obj, (_, answer) in zip(objs, answers, strict=True):
+                    admitted = apply(obj, decode_patch(answer))
+                    held += admitted["spec"]["job"]["state"] == "suspended"
+                    m2.fake.upsert(admitted)
+                twice = _watch_for_twice(m1, m2, jobs, agent1)
+                print(
+                    f"member webhook with fencing on S3, {jobs} failed-over CREATEs at once, client-observed:"
+                )
+                print(_line(f"{KARMADA_CONCURRENCY} in flight (held {held}/{jobs})", times))
+                print(_line(f"{jobs} in flight (dry runs)", burst))
+                print(f"  member1's agent: first poll over {jobs} copies {first_poll:.2f} s; {twice}")
+        finally:
+            m1.stop()
+            m2.stop()
+
+
+def _watch_for_twice(
+    m1: fakeapi.RunningFake, m2: fakeapi.RunningFake, jobs: int, agent1: FencingAgent
+) -> str:
+    """Sample both clusters every 50 ms while member1's agent polls and member2's served agent releases."""
+    stop = threading.Event()
+    worst = 0
+
+    def state(fake: fakeapi.FakeKarmada, i: int) -> str:
+        obj = fake.objects.get((NS, f"orders-{i}"))
+        return "" if obj is None else str(obj["spec"]["job"].get("state", "running"))
+
+    started = time.monotonic()
+    poller = threading.Thread(target=agent1.run, args=(stop,), daemon=True)
+    poller.start()
+    released = 0
+    try:
+        while time.monotonic() - started < 120:
+            with m1.fake.cond, m2.fake.cond:
+                both = sum(
+                    state(m1.fake, i) == "running" and state(m2.fake, i) == "running" for i in range(jobs)
+                )
+                released = sum(state(m2.fake, i) == "running" for i in range(jobs))
+            worst = max(worst, both)
+            if released == jobs:
+                break
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        poller.join(10)
+    took = time.monotonic() - started
+    return f"released {released}/{jobs} in {took:.1f} s; most workloads running on both at once: {worst}"
+
+
+def partition_timeline(work_dir: Path) -> None:
+    root = work_dir / "partition"
+    job = "3c653dbe4c19bb72f8eb28445541bed6"
+    make_checkpoints(root / job, [1])
+    policy = RestorePolicy(default_checkpoint_dir=str(root), fencing=FencingPolicy(30, 5))
+    m1, m2 = _flink_fake(), _flink_fake()
+    stop = threading.Event()
+    try:
+        old = flink_deployment()
+        old["spec"]["job"]["state"] = "running"
+        old["status"] = {"jobStatus": {"jobId": job, "state": "RUNNING"}}
+        m1.fake.upsert(old)
+        agents = [
+            FencingAgent(name, policy, _flink_api(fake, work_dir / f"p-{name}"), CheckpointStorage())
+            for name, fake in (("member1", m1), ("member2", m2))
+        ]
+        threads = [threading.Thread(target=a.run, args=(stop,), daemon=True) for a in agents]
+        for t in threads:
+            t.start()
+        written = [1]
+
+        def checkpointing() -> None:  # member1's job, every 15 s while it runs
+            while not stop.wait(15):
+                if m1.fake.get(NS, "orders")["spec"]["job"].get("state") != "running":
+                    return
+                written.append(written[-1] + 1)
+                make_checkpoints(root / job, [written[-1]])
+
+        threading.Thread(target=checkpointing, daemon=True).start()
+        time.sleep(20)  # member1 heartbeats; one checkpoint more
+        handler = __import__("webhook.member.handler", fromlist=["MemberHandler"]).MemberHandler.from_policy(
+            policy, "member2"
+        )
+        from webhook.common.admission import parse_review
+
+        obj = flink_deployment(
+            labels={f"{P}/failover": "true", f"{P}/job-id": job}, annotations={f"{P}/failover-count": "1"}
+        )
+        t0 = time.monotonic()
+        answer = handler(parse_review(review(obj))).to_review()["response"]
+        m2.fake.upsert(apply(obj, decode_patch(answer)))
+        suspended = released = None
+        both = 0.0
+        last = time.monotonic()
+        newest_at_stop = 0
+        while time.monotonic() - t0 < 120 and released is None:
+            now = time.monotonic()
+            s1 = m1.fake.get(NS, "orders")["spec"]["job"].get("state")
+            s2 = m2.fake.get(NS, "orders")["spec"]["job"].get("state")
+            if s1 == "running" and s2 == "running":
+                both += now - last
+            if suspended is None and s1 == "suspended":
+                suspended, newest_at_stop = now, written[-1]
+            if released is None and s2 == "running":
+                released = now
+            last = now
+            time.sleep(0.05)
+        path = m2.fake.get(NS, "orders")["spec"]["job"]["initialSavepointPath"]
+        started_from = int(path.rsplit("chk-", 1)[1])
+        assert suspended is not None and released is not None
+        print("partition, production timings (poll 5 s, lease 30 s), checkpoint every 15 s:")
+        print(f"  two running copies: {both:.1f} s")
+        print(f"  member1's copy suspended {suspended - t0:.1f} s after the restore was admitted (held)")
+        print(f"  member2's job released {released - suspended:.1f} s after member1's copy was suspended")
+        lost = newest_at_stop - started_from
+        print(
+            f"  started from chk-{started_from}; newest member1 completed: chk-{newest_at_stop}; lost: {lost}"
+        )
+        handler.close()
+    finally:
+        stop.set()
+        m1.stop()
+        m2.stop()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench fleet")
+    parser.add_argument("--jobs", type=int, default=100)
+    parser.add_argument("--skip-partition", action="store_true", help="skip the 1-minute partition timeline")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        work_burst(args.jobs, work / "cp")
+        member_fleet(args.jobs, work)
+        if not args.skip_partition:
+            partition_timeline(work)
+    return 0
