@@ -356,3 +356,41 @@ def test_a_dry_run_writes_nothing_and_still_holds(local_site: Site, world: Any) 
     assert dry["spec"]["job"]["state"] == "suspended"
     records = (local_site.local or Path()) / "flink-failover" / "analytics" / "flinkdeployment" / "orders"
     assert sorted(p.name for p in records.iterdir()) == ["heartbeat-member1.json"]
+
+
+def test_a_whole_fleet_fails_over_at_once_and_every_job_runs_exactly_once(
+    local_site: Site, world: Any
+) -> None:
+    jobs = 30
+    policy = policy_for(local_site)
+    m1, m2 = world("member1", policy), world("member2", policy)
+    root = local_site.local or Path()
+    ids = [f"{i:032x}" for i in range(1, jobs + 1)]
+    for i, job in enumerate(ids):
+        make_checkpoints(root / job, [1, 2])
+        obj = running_copy(name=f"orders-{i}")
+        obj["status"]["jobStatus"]["jobId"] = job
+        m1.put(obj)
+    assert set(m1.tick().values()) == {"heartbeat"}
+    for i, job in enumerate(ids):
+        obj = failed_over(1, "member1", job)
+        obj["metadata"]["name"] = f"orders-{i}"
+        assert m2.admit(obj)["spec"]["job"]["state"] == "suspended"
+
+    def running_twice() -> list[str]:
+        return [
+            f"orders-{i}"
+            for i in range(jobs)
+            if state_of(m1, f"orders-{i}") == "running" and state_of(m2, f"orders-{i}") == "running"
+        ]
+
+    assert set(m2.tick().values()) == {"held"} and running_twice() == []
+    assert set(m1.tick().values()) == {"stopped"} and running_twice() == []
+    assert set(m2.tick().values()) == {"released"} and running_twice() == []
+    for i, job in enumerate(ids):
+        assert state_of(m2, f"orders-{i}") == "running"
+        assert m2.obj(f"orders-{i}")["spec"]["job"]["initialSavepointPath"] == str(root / job / "chk-2")
+
+
+def state_of(member: Member, name: str) -> str:
+    return str(member.obj(name)["spec"]["job"].get("state", "running"))
