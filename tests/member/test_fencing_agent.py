@@ -297,14 +297,20 @@ def test_storage_unwritable_holds_by_default_and_proceeds_when_told(local_site: 
     assert started["spec"]["job"]["state"] == "running"
 
 
+def heartbeating_pair(site: Site, world: Any) -> tuple[Member, Member]:
+    """member1 runs the job and heartbeats; member2 is where Karmada is about to restore it."""
+    policy = policy_for(site)
+    m1, m2 = world("member1", policy), world("member2", policy)
+    site.checkpoints([1])
+    m1.put(running_copy())
+    assert m1.tick() == {"orders": "heartbeat"}
+    return m1, m2
+
+
 def test_a_manual_release_is_honoured(
     local_site: Site, world: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    policy = policy_for(local_site)
-    m1, m2 = world("member1", policy), world("member2", policy)
-    local_site.checkpoints([1])
-    m1.put(running_copy())
-    m1.tick()
+    _, m2 = heartbeating_pair(local_site, world)
     cli = ["release", "analytics/orders", "--kubeconfig", str(m2.kubeconfig)]
     assert main(cli) == 1  # not there yet
     assert "not found" in capsys.readouterr().err
@@ -324,11 +330,7 @@ def test_a_manual_release_is_honoured(
 def test_karmada_reapplying_its_template_during_a_hold_does_not_start_the_job(
     local_site: Site, world: Any
 ) -> None:
-    policy = policy_for(local_site)
-    m1, m2 = world("member1", policy), world("member2", policy)
-    local_site.checkpoints([1])
-    m1.put(running_copy())
-    m1.tick()
+    m1, m2 = heartbeating_pair(local_site, world)
     held = m2.admit(failed_over(1, "member1"))
     template = failed_over(1, "member1")  # Karmada's re-apply: running, none of our fields
     again = m2.admit(template, operation="UPDATE", old=held)
@@ -347,11 +349,7 @@ def test_karmada_reapplying_its_template_during_a_hold_does_not_start_the_job(
 
 
 def test_a_dry_run_writes_nothing_and_still_holds(local_site: Site, world: Any) -> None:
-    policy = policy_for(local_site)
-    m1, m2 = world("member1", policy), world("member2", policy)
-    local_site.checkpoints([1])
-    m1.put(running_copy())
-    m1.tick()
+    _, m2 = heartbeating_pair(local_site, world)
     dry = m2.admit(failed_over(1, "member1"), dry_run=True)
     assert dry["spec"]["job"]["state"] == "suspended"
     records = (local_site.local or Path()) / "flink-failover" / "analytics" / "flinkdeployment" / "orders"

@@ -112,18 +112,7 @@ class MemberHandler:
                 f"(an earlier lookup on {_describe(hung[0])} is still waiting for it)"
             )
 
-        def work() -> Snapshots:
-            scan = (
-                self.storage.scan_checkpoints(query.job_dir, deadline, query.checkpoint_dir)
-                if query.job_dir
-                else None
-            )
-            savepoint = self.storage.savepoint(query.savepoint, deadline) if query.savepoint else None
-            if scan is None:
-                return Snapshots(None, savepoint)
-            return Snapshots(scan.candidate, savepoint, scan.job_dir_missing, scan.incomplete)
-
-        future = self._pool.submit(work)
+        future = self._pool.submit(self.storage.snapshots, query, deadline)
         try:
             return future.result(timeout=max(deadline.remaining(), 0.001))
         except concurrent.futures.TimeoutError:

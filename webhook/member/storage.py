@@ -19,7 +19,7 @@ from typing import Any
 import fsspec
 
 from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath, StoragePathError
-from webhook.member.restore import Candidate, StorageError
+from webhook.member.restore import Candidate, SnapshotQuery, Snapshots, StorageError
 
 METADATA = "_metadata"
 
@@ -192,6 +192,15 @@ class CheckpointStorage:
                 return CheckpointScan(Candidate(chk, "checkpoint", found), incomplete=tuple(incomplete))
             incomplete.append(n)
         return CheckpointScan(None, incomplete=tuple(incomplete))
+
+    def snapshots(self, query: SnapshotQuery, deadline: Deadline) -> Snapshots:
+        """What ``decide_restore`` asks storage (its ``lookup``): the job's newest checkpoint and the
+        reported savepoint, with what was seen on the way."""
+        scan = self.scan_checkpoints(query.job_dir, deadline, query.checkpoint_dir) if query.job_dir else None
+        savepoint = self.savepoint(query.savepoint, deadline) if query.savepoint else None
+        if scan is None:
+            return Snapshots(None, savepoint)
+        return Snapshots(scan.candidate, savepoint, scan.job_dir_missing, scan.incomplete)
 
     def _require_dir(self, fs: fsspec.AbstractFileSystem, path: StoragePath) -> None:
         try:

@@ -266,15 +266,7 @@ class FencingAgent:
         deadline = Deadline(max(self.policy.deadline_seconds, 10.0))
 
         def lookup(query: SnapshotQuery) -> Snapshots:
-            scan = (
-                self.storage.scan_checkpoints(query.job_dir, deadline, query.checkpoint_dir)
-                if query.job_dir
-                else None
-            )
-            savepoint = self.storage.savepoint(query.savepoint, deadline) if query.savepoint else None
-            if scan is None:
-                return Snapshots(None, savepoint)
-            return Snapshots(scan.candidate, savepoint, scan.job_dir_missing, scan.incomplete)
+            return self.storage.snapshots(query, deadline)
 
         decision = decide_restore("CREATE", copy.resource, None, self.policy, lookup)
         if decision.storage_error:
