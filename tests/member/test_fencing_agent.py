@@ -392,3 +392,24 @@ def test_a_whole_fleet_fails_over_at_once_and_every_job_runs_exactly_once(
 
 def state_of(member: Member, name: str) -> str:
     return str(member.obj(name)["spec"]["job"].get("state", "running"))
+
+
+def test_gracefully_the_healthy_old_copy_is_stopped_and_stays_stopped_while_its_work_lingers(
+    local_site: Site, world: Any
+) -> None:
+    """Purge mode Gracefully: Karmada keeps member1's Work until member2's copy is healthy, and it may
+    re-apply its template there meanwhile. The held copy never becomes healthy by waiting, so fencing must
+    stop the old one first; the re-applied template must not start it again."""
+    m1, m2 = heartbeating_pair(local_site, world)
+    m2.admit(failed_over(1, "member1"))
+    assert m2.tick() == {"orders": "held"}
+    assert m1.tick() == {"orders": "stopped"}
+    stale = m1.obj()
+    reapplied = m1.admit(running_copy(), operation="UPDATE", old=stale)  # through member1's webhook
+    assert reapplied["spec"]["job"]["state"] == "suspended"
+    assert m1.tick() == {"orders": "fenced"}
+    # Had the re-apply got through anyway (no webhook there), the agent stops the copy again.
+    m1.running.fake.patch("analytics", "orders", {"spec": {"job": {"state": "running"}}})
+    assert m1.tick() == {"orders": "stopped"}
+    assert m2.tick() == {"orders": "released"}
+    never_both_running(m1, m2)

@@ -32,6 +32,7 @@ RELEASE = "release"  # annotation an engineer sets to "true" to release a hold b
 RELEASED = "released"  # annotation: why and when a hold was released (ack | lease-expiry | ...)
 FENCED = "fenced"  # label on a stale copy the agent stopped: the epoch of the fence that stopped it
 FENCED_BY = "fenced-by"  # annotation on that copy: the cluster that owns the workload now
+FENCED_UPGRADE_MODE = "fenced-upgrade-mode"  # annotation on that copy: its upgradeMode before the stop
 
 # Kept by the control plane on the ResourceBinding.
 LAST_KNOWN_STATE = "last-known-state"

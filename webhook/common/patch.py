@@ -52,7 +52,14 @@ def set_fields(obj: Mapping[str, Any], path: tuple[str, ...], values: Mapping[st
     return ops
 
 
-def plan(obj: Mapping[str, Any], spec_job: Mapping[str, str], annotations: Mapping[str, str]) -> list[Op]:
-    return set_fields(obj, ("spec", "job"), spec_job) + set_fields(
-        obj, ("metadata", "annotations"), annotations
+def plan(
+    obj: Mapping[str, Any],
+    spec_job: Mapping[str, str],
+    annotations: Mapping[str, str],
+    labels: Mapping[str, str] | None = None,
+) -> list[Op]:
+    return (
+        set_fields(obj, ("spec", "job"), spec_job)
+        + set_fields(obj, ("metadata", "annotations"), annotations)
+        + set_fields(obj, ("metadata", "labels"), labels or {})
     )

@@ -193,7 +193,7 @@ def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionRe
     )
     if decision.outcome is RestoreOutcome.DENIED:
         return denied(request, decision.reason, RestoreOutcome.DENIED, audit)
-    ops = plan(request.object, decision.spec_job, decision.annotations)
+    ops = plan(request.object, decision.spec_job, decision.annotations, decision.labels)
     answer = decision.outcome
     if decision.carried:
         answer = RestoreOutcome.CARRIED if ops else RestoreOutcome.UNCHANGED

@@ -16,6 +16,7 @@ from webhook.common.contract import (
     EPOCH,
     FENCED,
     FENCED_BY,
+    FENCED_UPGRADE_MODE,
     HOLD,
     LAST_SAVEPOINT,
     RELEASED,
@@ -60,6 +61,7 @@ class RestoreDecision:
     warnings: tuple[str, ...] = ()
     spec_job: Mapping[str, str] = field(default_factory=dict)  # spec.job fields the object must have
     annotations: Mapping[str, str] = field(default_factory=dict)  # annotations the object must have
+    labels: Mapping[str, str] = field(default_factory=dict)  # labels the object must have (a fenced copy)
 
 
 class StorageError(Exception):
@@ -358,15 +360,18 @@ def _keep_fenced(resource: FlinkResource, old: FlinkResource, policy: RestorePol
     spec_job = {"state": "suspended"}
     if old.job_field("upgradeMode"):
         spec_job["upgradeMode"] = str(old.job_field("upgradeMode"))
-    annotations = {}
-    if old.annotations.get(policy.key(FENCED_BY)):
-        annotations[policy.key(FENCED_BY)] = old.annotations[policy.key(FENCED_BY)]
+    annotations = {
+        key: old.annotations[key]
+        for key in (policy.key(FENCED_BY), policy.key(FENCED_UPGRADE_MODE))
+        if old.annotations.get(key)
+    }
     return RestoreDecision(
         RestoreOutcome.SUSPENDED,
         "stale copy stopped by a fence: kept suspended",
         carried=True,
         spec_job=spec_job,
         annotations=annotations,
+        labels={policy.key(FENCED): old.labels[policy.key(FENCED)]},
     )
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from webhook.common.contract import FENCED
 from webhook.common.kubeclient import ApiFailure
 from webhook.common.paths import StoragePath
 from webhook.member.fencing import copies, metrics
@@ -283,7 +284,8 @@ class FencingAgent:
                 return Step(copy.workload, "error", answer)
             metrics.STOPPED.inc()
             return Step(copy.workload, "stopped", "fenced copy was running again")
-        epoch = int(copy.resource.labels.get(self.policy.key("fenced"), "0") or 0)
+        raw = copy.resource.labels.get(self.policy.key(FENCED), "")
+        epoch = int(raw) if raw.isdigit() else 0
         if listing.ownership.acked(self.cluster, epoch) is None:
             self.store.write(folder, ack_name(epoch, self.cluster), {"cluster": self.cluster, "epoch": epoch})
         if any(b.cluster == self.cluster for b in listing.ownership.heartbeats):

@@ -17,6 +17,7 @@ from webhook.common.contract import (
     FAILOVER_COUNT,
     FENCED,
     FENCED_BY,
+    FENCED_UPGRADE_MODE,
     HOLD,
     RELEASE,
     RELEASED,
@@ -151,7 +152,7 @@ def stop_patch(copy: Copy, fence: Fence, policy: RestorePolicy, when: str) -> di
             "labels": {policy.key(FENCED): str(fence.epoch)},
             "annotations": {
                 policy.key(FENCED_BY): f"{fence.owner} at epoch {fence.epoch}, stopped {when}",
-                f"{policy.key(FENCED)}-upgrade-mode": copy.resource.upgrade_mode,
+                policy.key(FENCED_UPGRADE_MODE): copy.resource.upgrade_mode,
             },
         },
         "spec": {"job": {"state": "suspended", "upgradeMode": stop_mode(copy.resource)}},
