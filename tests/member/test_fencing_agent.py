@@ -413,3 +413,17 @@ def test_gracefully_the_healthy_old_copy_is_stopped_and_stays_stopped_while_its_
     assert m1.tick() == {"orders": "stopped"}
     assert m2.tick() == {"orders": "released"}
     never_both_running(m1, m2)
+
+
+def test_a_failover_back_onto_a_fenced_copy_keeps_it_stopped_and_says_what_to_do(
+    local_site: Site, world: Any
+) -> None:
+    m1, m2 = heartbeating_pair(local_site, world)
+    m2.admit(failed_over(1, "member1"))
+    assert m1.tick() == {"orders": "stopped"}
+    back = failed_over(2, "member2")  # Karmada moves it back to member1 before deleting the old object
+    response = m1.handler(parse_review(review(back, operation="UPDATE", old=m1.obj()))).to_review()[
+        "response"
+    ]
+    assert apply(back, decode_patch(response))["spec"]["job"]["state"] == "suspended"
+    assert any("delete it" in w for w in response.get("warnings", [])), response

@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from webhook.common.contract import (
     EPOCH,
+    FAILOVER_COUNT,
     FENCED,
     FENCED_BY,
     FENCED_UPGRADE_MODE,
@@ -365,10 +366,26 @@ def _keep_fenced(resource: FlinkResource, old: FlinkResource, policy: RestorePol
         for key in (policy.key(FENCED_BY), policy.key(FENCED_UPGRADE_MODE))
         if old.annotations.get(key)
     }
+    warnings: tuple[str, ...] = ()
+    fenced_at = old.labels[policy.key(FENCED)]
+    count = resource.annotations.get(policy.key(FAILOVER_COUNT), "")
+    if (
+        triggered(resource, policy)
+        and count.isdigit()
+        and fenced_at.isdigit()
+        and int(count) > int(fenced_at)
+    ):
+        # The workload is failing over back here, onto the stopped copy: a restore path set on an object
+        # that already exists is ignored by the operator, so only a new object can be restored.
+        warnings = (
+            f"failover {count} back to this cluster meets the copy fenced at epoch {fenced_at}: it stays "
+            "suspended; delete it so that Karmada re-creates it and it is restored",
+        )
     return RestoreDecision(
         RestoreOutcome.SUSPENDED,
         "stale copy stopped by a fence: kept suspended",
         carried=True,
+        warnings=warnings,
         spec_job=spec_job,
         annotations=annotations,
         labels={policy.key(FENCED): old.labels[policy.key(FENCED)]},
