@@ -55,10 +55,11 @@ def _fencing_cluster(args: argparse.Namespace, policy: RestorePolicy) -> str:
     return cluster if cluster and policy.fencing.enabled else ""
 
 
-def _member_offline(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
+def _member_offline(_args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
     from webhook.member.handler import MemberHandler, internal_error
 
-    return MemberHandler.from_policy(policy, _fencing_cluster(args, policy)), internal_error
+    # Offline answers never write a fence: review shows the restore, not a hold that needs the agent.
+    return MemberHandler.from_policy(policy), internal_error
 
 
 def _control_plane_endpoints(args: argparse.Namespace, policy: RestorePolicy, ready: Ready) -> ServerConfig:
