@@ -122,13 +122,13 @@ class FencingAgent:
         return steps
 
     def _step(self, copy: Copy) -> Step:
-        if copy.folder is None or copy.state is CopyState.IDLE:
+        if copy.folder is None or copy.clock is None or copy.state is CopyState.IDLE:
             return Step(copy.workload, "skipped", "no checkpoint directory" if copy.folder is None else "")
         try:
             if copy.state is CopyState.RUNNING:
                 return self._running(copy, copy.folder)
             if copy.state is CopyState.HELD:
-                return self._held(copy, copy.folder)
+                return self._held(copy, copy.folder, copy.clock)
             return self._fenced(copy, copy.folder)
         except StorageError as exc:
             metrics.STORAGE_ERRORS.labels("agent").inc()
@@ -210,9 +210,8 @@ class FencingAgent:
                 known = self._clocks.setdefault(clock, known)
         return known
 
-    def _held(self, copy: Copy, folder: StoragePath) -> Step:
-        assert copy.clock is not None  # a copy with a folder has a clock folder
-        now = self._storage_now(copy.clock)
+    def _held(self, copy: Copy, folder: StoragePath, clock: StoragePath) -> Step:
+        now = self._storage_now(clock)
         listing = self.store.read(folder)
         if listing.ownership.fence(self.cluster, copy.epoch) is None:
             listing = self._ensure_fence(copy, folder, listing)
@@ -232,8 +231,7 @@ class FencingAgent:
                 if answer is not None:
                     return Step(copy.workload, "error", answer)
             return Step(copy.workload, "held", text)
-        assert verdict.cause is not None
-        return self._release(copy, verdict.cause)
+        return self._release(copy, verdict.cause or ReleaseCause.NO_HEARTBEAT)
 
     def _held_storage_error(self, copy: Copy, problem: str) -> Step:
         if self.policy.fencing.on_storage_error is FencingStorageError.PROCEED:
