@@ -84,7 +84,7 @@ class FencingAgent:
         self.workers = workers
         self._beating: dict[Workload, StoragePath] = {}
         self._clocks: dict[StoragePath, datetime] = {}  # storage time per storage, once per poll
-        self._clock_lock = threading.Lock()
+        self._clock_lock = threading.Lock()  # both maps are shared by the poll's worker threads
 
     def run(self, stop: threading.Event) -> None:
         log.info("fencing agent started", extra={"fields": {"cluster": self.cluster}})
@@ -146,7 +146,7 @@ class FencingAgent:
             if answer is not None:
                 self._beat(copy, folder)  # it still runs: say so, the new copy keeps waiting
                 return Step(copy.workload, "error", f"cannot stop stale copy: {answer}")
-            self._acknowledge(folder, fence.epoch)
+            self._acknowledge(copy.workload, folder, fence.epoch)
             metrics.STOPPED.inc()
             log.warning(
                 "stale copy stopped",
@@ -167,12 +167,14 @@ class FencingAgent:
             "written": self._now(),
         }
         self.store.write(folder, heartbeat_name(self.cluster), body)
-        self._beating[copy.workload] = folder
+        with self._clock_lock:
+            self._beating[copy.workload] = folder
 
-    def _acknowledge(self, folder: StoragePath, epoch: int) -> None:
+    def _acknowledge(self, workload: Workload, folder: StoragePath, epoch: int) -> None:
         self.store.write(folder, ack_name(epoch, self.cluster), {"cluster": self.cluster, "epoch": epoch})
         self.store.remove(folder, heartbeat_name(self.cluster))
-        self._beating.pop(next((w for w, f in self._beating.items() if f == folder), None), None)  # type: ignore[arg-type]
+        with self._clock_lock:
+            self._beating.pop(workload, None)
 
     def _ensure_fence(self, copy: Copy, folder: StoragePath, listing: Listing) -> Listing:
         if listing.ownership.fence(self.cluster, copy.epoch) is not None:
