@@ -84,7 +84,7 @@ class FencingAgent:
         self.workers = workers
         self._beating: dict[Workload, StoragePath] = {}
         self._clocks: dict[StoragePath, datetime] = {}  # storage time per storage, once per poll
-        self._clock_lock = threading.Lock()  # both maps are shared by the poll's worker threads
+        self._lock = threading.Lock()  # both maps are shared by the poll's worker threads
 
     def run(self, stop: threading.Event) -> None:
         log.info("fencing agent started", extra={"fields": {"cluster": self.cluster}})
@@ -105,7 +105,7 @@ class FencingAgent:
             )
             return []
         found = [copies.read_copy(obj, self.policy) for obj in listed]
-        with self._clock_lock:
+        with self._lock:
             self._clocks.clear()
         with concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="fencing") as pool:
             steps = list(pool.map(self._step, found))
@@ -167,13 +167,13 @@ class FencingAgent:
             "written": self._now(),
         }
         self.store.write(folder, heartbeat_name(self.cluster), body)
-        with self._clock_lock:
+        with self._lock:
             self._beating[copy.workload] = folder
 
     def _acknowledge(self, workload: Workload, folder: StoragePath, epoch: int) -> None:
         self.store.write(folder, ack_name(epoch, self.cluster), {"cluster": self.cluster, "epoch": epoch})
         self.store.remove(folder, heartbeat_name(self.cluster))
-        with self._clock_lock:
+        with self._lock:
             self._beating.pop(workload, None)
 
     def _ensure_fence(self, copy: Copy, folder: StoragePath, listing: Listing) -> Listing:
@@ -204,11 +204,11 @@ class FencingAgent:
     def _storage_now(self, clock: StoragePath) -> datetime:
         """The storage's time, learnt once per poll per storage before any listing of this poll: ages
         measured from it are never longer than they are (a later "now" could only release sooner)."""
-        with self._clock_lock:
+        with self._lock:
             known = self._clocks.get(clock)
         if known is None:
             known = self.store.clock(clock, self.cluster)
-            with self._clock_lock:
+            with self._lock:
                 known = self._clocks.setdefault(clock, known)
         return known
 
