@@ -37,17 +37,26 @@ class Role:
     offline: Callable[[argparse.Namespace, RestorePolicy], tuple[Handler, OnError]]
 
 
-def _member_endpoints(_args: argparse.Namespace, policy: RestorePolicy, ready: Ready) -> ServerConfig:
-    from webhook.member.handler import MemberHandler, internal_error
+def _member_endpoints(args: argparse.Namespace, policy: RestorePolicy, ready: Ready) -> ServerConfig:
+    from webhook.member.handler import MemberHandler, SessionClusterSource, internal_error
 
-    handler = MemberHandler.from_policy(policy)
+    clusters: SessionClusterSource | None = None
+    if getattr(args, "kubeconfig", None):  # with a kubeconfig, a session job's cluster is read for its dirs
+        from webhook.common.kubeclient import ClientConfig
+        from webhook.member.sessions import KubeSessionClusters
+
+        clusters = KubeSessionClusters(ClientConfig(args.kubeconfig, getattr(args, "context", None)))
+    handler = MemberHandler.from_policy(policy, clusters)
     return ServerConfig([Endpoint(MEMBER_PATH, MEMBER, handler, internal_error)], ready)
 
 
-def _member_offline(_args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
+def _member_offline(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
     from webhook.member.handler import MemberHandler, internal_error
+    from webhook.member.sessions import load_session_clusters
 
-    return MemberHandler.from_policy(policy), internal_error
+    objects = getattr(args, "objects", None)
+    clusters = load_session_clusters(objects) if objects else None
+    return MemberHandler.from_policy(policy, clusters), internal_error
 
 
 def _control_plane_endpoints(args: argparse.Namespace, policy: RestorePolicy, ready: Ready) -> ServerConfig:
@@ -118,12 +127,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="member role: refuse to start when the policy allows a storage scheme with no fsspec backend "
         "installed (default: start, warn in the log and on /readyz)",
     )
-    control = parser.add_argument_group("control-plane role (--kubeconfig and --context: the estimator too)")
+    control = parser.add_argument_group(
+        "control-plane role (--kubeconfig and --context: the estimator and the member role too)"
+    )
     control.add_argument(
         "--kubeconfig",
         default=None,
-        help="control-plane: the Karmada API server; estimator: the member cluster "
-        "(default: in-cluster, else ~/.kube/config)",
+        help="control-plane: the Karmada API server; estimator: the member cluster (default: in-cluster, "
+        "else ~/.kube/config); member: the member cluster, to read the FlinkDeployment a FlinkSessionJob "
+        "runs on for its checkpoint directory (default: not read)",
     )
     control.add_argument("--context", default=None, help="kubeconfig context (default: its current one)")
     control.add_argument(

@@ -22,7 +22,14 @@ import pytest
 
 from tests.conftest import REPO
 from tests.faults.conftest import DEADLINE, FaultStack
-from tests.support.objects import apply, decode_patch, flink_deployment, make_checkpoints, review
+from tests.support.objects import (
+    FLINK_METADATA,
+    apply,
+    decode_patch,
+    flink_deployment,
+    make_checkpoints,
+    review,
+)
 from tests.support.server import ApiServerClient
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
@@ -147,7 +154,7 @@ def test_many_concurrent_lookups_on_hung_storage_all_hold_the_deadline(faults: F
 def test_s3_access_denied_is_denied(faults: FaultStack) -> None:
     job = new_job()
     bucket = faults.new_bucket()
-    faults.s3.pipe(f"{bucket}/denied/{job}/chk-4/_metadata", b"m")
+    faults.s3.pipe(f"{bucket}/denied/{job}/chk-4/_metadata", FLINK_METADATA)
     obj = flink_deployment(checkpoint_dir=f"s3://{bucket}/denied", labels=labels(job))
     faults.proxy.mode = "deny"
     try:
@@ -167,7 +174,7 @@ def test_s3_listing_failing_half_way_is_never_a_partial_answer(faults: FaultStac
     job = new_job()
     bucket = faults.new_bucket()
     prefix = f"{bucket}/half/{job}"
-    faults.s3.pipe({f"{prefix}/chk-{n}/_metadata": b"m" for n in (1, 10, 11, 12, 2, 3)})
+    faults.s3.pipe({f"{prefix}/chk-{n}/_metadata": FLINK_METADATA for n in (1, 10, 11, 12, 2, 3)})
     obj = flink_deployment(checkpoint_dir=f"s3://{bucket}/half", labels=labels(job))
     faults.proxy.mode = mode
     before = faults.proxy.failed
@@ -274,7 +281,7 @@ def test_names_that_are_not_flink_checkpoints_are_ignored(
     make_checkpoints(tmp_path / job, [3])
     bogus = tmp_path / job / junk
     bogus.mkdir()
-    (bogus / "_metadata").write_bytes(b"not a checkpoint")
+    (bogus / "_metadata").write_bytes(FLINK_METADATA)
     obj = flink_deployment(checkpoint_dir=str(tmp_path), labels=labels(job))
     _, patched, _ = admit(faults, obj, f"{tmp_path}/{job}")
     assert restored_from(patched) == f"{tmp_path}/{job}/chk-3"

@@ -5,7 +5,9 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
 
 from prometheus_client import Counter
 
@@ -25,6 +27,8 @@ from webhook.member.policy import RestorePolicy
 from webhook.member.restore import (
     RestoreDecision,
     RestoreOutcome,
+    SessionCluster,
+    SessionClusterLookup,
     SnapshotQuery,
     Snapshots,
     StorageError,
@@ -49,12 +53,37 @@ class RestoreAudit(Audit):
     job_id: str = ""
     carried: bool = False  # replayed from oldObject on UPDATE, storage untouched
     storage_error: bool = False  # the state is unknown because storage failed
+    held: bool = False  # the job was held suspended at this admission
+    storage: str = ""  # what was looked up (job directory, savepoint): names the storage that failed
+    checkpoint_dir_from: str = ""  # where the checkpoint directory setting was read
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.job_id:
+            out["jobId"] = self.job_id
+        if self.carried:
+            out["carried"] = True
+        if self.storage_error:
+            out["storageError"] = True
+        if self.storage:
+            out["storage"] = self.storage
+        if self.checkpoint_dir_from:
+            out["checkpointDirFrom"] = self.checkpoint_dir_from
+        return out
+
+    def warns(self) -> bool:
+        return self.storage_error or self.held
+
+
+# (namespace, name, seconds left) -> the session cluster a FlinkSessionJob names; built at the edge.
+SessionClusterSource = Callable[[str, str, float], SessionCluster]
 
 
 @dataclass
 class MemberHandler:
     policy: RestorePolicy
     storage: CheckpointStorage
+    session_clusters: SessionClusterSource | None = None  # without it: the session job's own settings
 
     def __post_init__(self) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(_POOL_SIZE, thread_name_prefix="storage")
@@ -63,8 +92,10 @@ class MemberHandler:
         self._abandoned: dict[tuple[str, str, str], int] = {}
 
     @classmethod
-    def from_policy(cls, policy: RestorePolicy) -> MemberHandler:
-        return cls(policy, CheckpointStorage(policy.storage_options))
+    def from_policy(
+        cls, policy: RestorePolicy, session_clusters: SessionClusterSource | None = None
+    ) -> MemberHandler:
+        return cls(policy, CheckpointStorage(policy.storage_options), session_clusters)
 
     def __call__(self, request: AdmissionRequest) -> AdmissionResponse:
         deadline = Deadline(self.policy.deadline_seconds * 0.9)  # leave room to answer
@@ -72,9 +103,18 @@ class MemberHandler:
         if not_ours:
             return allowed(request, RestoreOutcome.SKIP, RestoreAudit(reason=not_ours))
         resource = FlinkResource.from_object(request.object)
+        if not resource.namespace:  # the request names it when the object does not (yet)
+            resource = replace(resource, namespace=request.namespace)
         old = FlinkResource.from_object(request.old_object) if request.old_object is not None else None
+        clusters: SessionClusterLookup | None = None
+        source = self.session_clusters
+        if source is not None:
+
+            def clusters(namespace: str, name: str) -> SessionCluster:
+                return source(namespace, name, max(deadline.remaining(), 0.001))
+
         decision = decide_restore(
-            request.operation, resource, old, self.policy, lambda q: self._lookup(q, deadline)
+            request.operation, resource, old, self.policy, lambda q: self._lookup(q, deadline), clusters
         )
         if decision.storage_error:
             STORAGE_ERRORS.inc()
@@ -89,12 +129,13 @@ class MemberHandler:
         than the server has threads, the rest queue outside the deadline (tests/faults).
         """
         keys = {_storage_key(p) for p in (query.job_dir, query.savepoint) if p is not None}
+        asked = ", ".join(str(p) for p in (query.job_dir, query.savepoint) if p is not None)
         with self._pool_lock:
             hung = sorted(k for k in keys if self._abandoned.get(k))
         if hung:
             raise DeadlineExceeded(
                 f"storage did not answer within {self.policy.deadline_seconds:g}s deadline "
-                f"(an earlier lookup on {_describe(hung[0])} is still waiting for it)"
+                f"(an earlier lookup on {_describe(hung[0])} is still waiting for it; looking up {asked})"
             )
 
         def work() -> Snapshots:
@@ -103,10 +144,14 @@ class MemberHandler:
                 if query.job_dir
                 else None
             )
-            savepoint = self.storage.savepoint(query.savepoint, deadline) if query.savepoint else None
+            check = self.storage.check_savepoint(query.savepoint, deadline) if query.savepoint else None
+            savepoint = check.candidate if check is not None else None
+            rejected = (f"savepoint {query.savepoint}: {check.problem}",) if check and check.problem else ()
             if scan is None:
-                return Snapshots(None, savepoint)
-            return Snapshots(scan.candidate, savepoint, scan.job_dir_missing, scan.incomplete)
+                return Snapshots(None, savepoint, rejected=rejected)
+            return Snapshots(
+                scan.candidate, savepoint, scan.job_dir_missing, scan.incomplete, scan.rejected + rejected
+            )
 
         future = self._pool.submit(work)
         try:
@@ -115,7 +160,8 @@ class MemberHandler:
             if not future.cancel():
                 self._abandon(future, keys)
             raise DeadlineExceeded(
-                f"storage did not answer within {self.policy.deadline_seconds:g}s deadline"
+                f"storage did not answer within {self.policy.deadline_seconds:g}s deadline "
+                f"(looking up {asked})"
             ) from None
         except StorageError:
             raise
@@ -175,8 +221,14 @@ def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionRe
         job_id=decision.job_id,
         carried=decision.carried,
         storage_error=decision.storage_error,
+        held=decision.outcome is RestoreOutcome.SUSPENDED and not decision.carried,
+        storage=decision.storage,
+        checkpoint_dir_from=decision.checkpoint_dir_from,
     )
     if decision.outcome is RestoreOutcome.DENIED:
+        if decision.storage_error:
+            # Not a permission problem: the state could not be read now; 503 says "try again".
+            return errored(request, decision.reason, RestoreOutcome.DENIED, audit, code=503)
         return denied(request, decision.reason, RestoreOutcome.DENIED, audit)
     ops = plan(request.object, decision.spec_job, decision.annotations)
     answer = decision.outcome

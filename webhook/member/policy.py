@@ -84,6 +84,9 @@ class RestorePolicy:
     deadline_seconds: float = 5.0
     storage_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     prefix: str = DEFAULT_PREFIX
+    # The Flink operator version on the member clusters, (major, minor); None: not stated, so only
+    # what every supported operator (1.7+) accepts is chosen (docs/flink.md "Operator versions").
+    operator_version: tuple[int, int] | None = None
 
     @functools.cached_property
     def contract(self) -> Contract:
@@ -111,7 +114,11 @@ _FIELDS: dict[str, str] = {
     "deadlineSeconds": "deadline_seconds",
     "storageOptions": "storage_options",
     "prefix": "prefix",
+    "operatorVersion": "operator_version",
 }
+
+_OPERATOR_VERSION_RE = re.compile(r"^v?([0-9]{1,3})\.([0-9]{1,3})(\.[0-9]{1,5})?$")
+MIN_OPERATOR_VERSION = (1, 7)  # suspended first deployments (onMissingState: suspend) need 1.7+
 
 
 def _enum(cls: type[StrEnum], name: str, value: Any) -> Any:
@@ -132,6 +139,20 @@ def _dir(name: str, value: Any) -> str:
     if not isinstance(value, str):
         raise PolicyError(name, "must be a string (a storage URI or an empty string)")
     return value.strip()
+
+
+def _operator_version(value: Any) -> tuple[int, int]:
+    m = _OPERATOR_VERSION_RE.match(value) if isinstance(value, str) else None
+    if m is None:
+        raise PolicyError("operatorVersion", f'{value!r} is not a version such as "1.10" (quote it in YAML)')
+    version = (int(m.group(1)), int(m.group(2)))
+    if version < MIN_OPERATOR_VERSION:
+        raise PolicyError(
+            "operatorVersion",
+            f"{value} is older than 1.7: the Flink operator ignores state: suspended on a first deployment "
+            "before 1.7, so a held job would start empty",
+        )
+    return version
 
 
 def policy_from_dict(doc: Any) -> RestorePolicy:
@@ -194,6 +215,8 @@ def policy_from_dict(doc: Any) -> RestorePolicy:
             if scheme not in KNOWN_SCHEMES:
                 raise PolicyError("storageOptions", f"{scheme!r} is not a known scheme")
         kw["storage_options"] = {k: dict(v) for k, v in opts.items()}
+    if "operatorVersion" in doc:
+        kw["operator_version"] = _operator_version(doc["operatorVersion"])
     if "prefix" in doc:
         prefix = doc["prefix"]
         if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix) or len(prefix) > 253:
@@ -261,6 +284,7 @@ def json_schema() -> dict[str, Any]:
                 "additionalProperties": {"type": "object"},
             },
             "prefix": {"type": "string", "pattern": _PREFIX_RE.pattern, "maxLength": 253},
+            "operatorVersion": {"type": "string", "pattern": _OPERATOR_VERSION_RE.pattern},
         },
     }
 

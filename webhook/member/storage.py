@@ -19,7 +19,7 @@ from typing import Any
 import fsspec
 
 from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath, StoragePathError
-from webhook.member.restore import Candidate, StorageError
+from webhook.member.restore import METADATA_HEADER_BYTES, Candidate, StorageError, metadata_problem
 
 METADATA = "_metadata"
 
@@ -124,6 +124,21 @@ class CheckpointScan:
     candidate: Candidate | None
     job_dir_missing: bool = False
     incomplete: tuple[int, ...] = ()  # chk-<N> seen without _metadata (in progress or aborted), highest first
+    rejected: tuple[str, ...] = ()  # "chk-<N>: why" for a _metadata that is not a complete Flink file
+
+
+@dataclass(frozen=True)
+class SavepointCheck:
+    """The savepoint when its ``_metadata`` is complete, else why not ("" when it has none at all)."""
+
+    candidate: Candidate | None
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class _Metadata:
+    modified: datetime
+    problem: str = ""  # why it is not a complete Flink metadata file, "" when it can be one
 
 
 class CheckpointStorage:
@@ -182,16 +197,21 @@ class CheckpointStorage:
             raise _storage_error("listing", job_dir, exc) from None
         local_root = _real(job_dir) if job_dir.protocol == "file" else None
         incomplete: list[int] = []
+        rejected: list[str] = []
         for n in checkpoint_ids(names):
             deadline.check()
             chk = job_dir.child(f"chk-{n}")
             if local_root is not None and not _entry_inside(local_root, chk):
                 continue  # a symlink leading out of the checkpoint dir is never a restore path
             found = self._metadata(fs, chk)
-            if found is not None:
-                return CheckpointScan(Candidate(chk, "checkpoint", found), incomplete=tuple(incomplete))
-            incomplete.append(n)
-        return CheckpointScan(None, incomplete=tuple(incomplete))
+            if found is None:
+                incomplete.append(n)
+            elif found.problem:
+                rejected.append(f"chk-{n}: {found.problem}")
+            else:
+                candidate = Candidate(chk, "checkpoint", found.modified)
+                return CheckpointScan(candidate, incomplete=tuple(incomplete), rejected=tuple(rejected))
+        return CheckpointScan(None, incomplete=tuple(incomplete), rejected=tuple(rejected))
 
     def _require_dir(self, fs: fsspec.AbstractFileSystem, path: StoragePath) -> None:
         try:
@@ -202,15 +222,25 @@ class CheckpointStorage:
             raise StorageError(f"checkpoint directory {path} does not exist (wrong bucket or path?)")
 
     def savepoint(self, path: StoragePath, deadline: Deadline) -> Candidate | None:
-        """The savepoint at ``path`` when its ``_metadata`` exists; None otherwise."""
+        """The savepoint at ``path`` when its ``_metadata`` is complete; None otherwise."""
+        return self.check_savepoint(path, deadline).candidate
+
+    def check_savepoint(self, path: StoragePath, deadline: Deadline) -> SavepointCheck:
+        """:meth:`savepoint` with why a savepoint whose ``_metadata`` exists is not restorable."""
         fs = self.filesystem(path)
         deadline.check()
         if path.protocol == "file" and not _inside(path, _real(path)):
-            return None
+            return SavepointCheck(None)
         found = self._metadata(fs, path)
-        return Candidate(path, "savepoint", found) if found is not None else None
+        if found is None:
+            return SavepointCheck(None)
+        if found.problem:
+            return SavepointCheck(None, found.problem)
+        return SavepointCheck(Candidate(path, "savepoint", found.modified))
 
-    def _metadata(self, fs: fsspec.AbstractFileSystem, snapshot: StoragePath) -> datetime | None:
+    def _metadata(self, fs: fsspec.AbstractFileSystem, snapshot: StoragePath) -> _Metadata | None:
+        """The snapshot's ``_metadata`` (None when absent): its time, and whether its header is Flink's
+        (one small read of the file the lookup already found)."""
         meta = snapshot.child(METADATA)
         try:
             info = fs.info(meta.fs_path)
@@ -224,7 +254,22 @@ class CheckpointStorage:
             real = os.path.realpath(meta.path)
             if not real.startswith(os.path.realpath(snapshot.path) + os.sep):
                 return None
-        return _modified(info) or datetime.fromtimestamp(0, UTC)
+        modified = _modified(info) or datetime.fromtimestamp(0, UTC)
+        size = info.get("size")
+        size = size if isinstance(size, int) else None
+        head = b"" if size == 0 else self._head(fs, meta)
+        return _Metadata(modified, metadata_problem(head, size))
+
+    def _head(self, fs: fsspec.AbstractFileSystem, meta: StoragePath) -> bytes:
+        try:
+            if meta.protocol == "file":
+                with open(meta.path, "rb") as f:
+                    return f.read(METADATA_HEADER_BYTES)
+            return bytes(fs.cat_file(meta.fs_path, start=0, end=METADATA_HEADER_BYTES))
+        except FileNotFoundError:
+            return b""
+        except Exception as exc:
+            raise _storage_error("reading", meta, exc) from None
 
 
 def _entry_names(fs: fsspec.AbstractFileSystem, job_dir: StoragePath) -> list[str]:
