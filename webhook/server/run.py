@@ -76,9 +76,15 @@ def serve(args: argparse.Namespace, name: str, build: BuildConfig, default_worke
     workers = args.workers or default_workers
     factory = app_factory(build, reloader)
     options = gunicorn_options(args.bind, workers, args.threads, args.log_level, reloader)
-    _prepare_metrics_dir()
+    own_dir = prepare_metrics_dir()
     log.info("starting", extra={"fields": {"role": name, "bind": args.bind, "workers": workers}})
-    WebhookServer(factory, options).run()
+    master = os.getpid()
+    try:
+        WebhookServer(factory, options).run()
+    finally:
+        # gunicorn's workers leave through SystemExit too, up this same stack: only the master cleans up.
+        if own_dir is not None and os.getpid() == master:
+            shutil.rmtree(own_dir, ignore_errors=True)
     return 0
 
 
@@ -153,14 +159,27 @@ def _child_exit(_server: Any, worker: Any) -> None:
         multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
 
 
-def _prepare_metrics_dir() -> None:
-    """Metrics from all workers are summed through files in one directory, emptied at start."""
+_OWN_METRICS_DIR: list[str] = []  # the directory this process made (and removes when it stops)
+
+
+def prepare_metrics_dir() -> str | None:
+    """Metrics from all workers are summed through files in one directory, emptied at start.
+
+    Must run before anything imports ``prometheus_client``: it picks its multiprocess value class once,
+    at import, from ``PROMETHEUS_MULTIPROC_DIR`` (a role that imported it first counted in memory and
+    served an empty /metrics). Returns the directory when this process made it, else None; idempotent.
+    """
+    if _OWN_METRICS_DIR:
+        return _OWN_METRICS_DIR[0]
     path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    own = None
     if not path:
-        path = os.path.join(tempfile.gettempdir(), f"flink-failover-metrics-{os.getpid()}")
+        path = own = os.path.join(tempfile.gettempdir(), f"flink-failover-metrics-{os.getpid()}")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+        _OWN_METRICS_DIR.append(own)
     shutil.rmtree(path, ignore_errors=True)
     os.makedirs(path, exist_ok=True)
+    return own
 
 
 class WebhookServer:
