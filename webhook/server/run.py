@@ -10,6 +10,7 @@ import argparse
 import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Callable
@@ -52,6 +53,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="threads per worker")
     parser.add_argument(
+        "--probe-bind",
+        default=os.environ.get("FLINK_FAILOVER_PROBE_BIND") or None,
+        metavar="HOST:PORT",
+        help="also answer /healthz and /readyz here, from a thread no admission occupies, so probes answer "
+        "at once while admissions wait on storage (same TLS as --bind; the chart's probes use it) "
+        "($FLINK_FAILOVER_PROBE_BIND; default: only on --bind)",
+    )
+    parser.add_argument(
         "--log-level",
         default=os.environ.get("FLINK_FAILOVER_LOG_LEVEL", "info"),
         help="debug, info, warning, error ($FLINK_FAILOVER_LOG_LEVEL)",
@@ -74,7 +83,16 @@ def serve(args: argparse.Namespace, name: str, build: BuildConfig, default_worke
             print(f"flink-failover: {reason}", file=sys.stderr)
             return 2
     workers = args.workers or default_workers
-    factory = app_factory(build, reloader)
+    probe_socket = None
+    if getattr(args, "probe_bind", None):
+        from webhook.server import probes
+
+        try:
+            probe_socket = probes.listen(args.probe_bind)
+        except (OSError, ValueError) as exc:
+            print(f"flink-failover: --probe-bind {args.probe_bind}: {exc}", file=sys.stderr)
+            return 2
+    factory = app_factory(build, reloader, probe_socket)
     options = gunicorn_options(args.bind, workers, args.threads, args.log_level, reloader)
     own_dir = prepare_metrics_dir()
     log.info("starting", extra={"fields": {"role": name, "bind": args.bind, "workers": workers}})
@@ -88,16 +106,24 @@ def serve(args: argparse.Namespace, name: str, build: BuildConfig, default_worke
     return 0
 
 
-def app_factory(build: BuildConfig, reloader: CertificateReloader | None) -> Callable[[], Flask]:
-    """Built in each worker after fork, so thread pools and storage clients are per process."""
+def app_factory(
+    build: BuildConfig, reloader: CertificateReloader | None, probe_socket: socket.socket | None = None
+) -> Callable[[], Flask]:
+    """Built in each worker after fork, so thread pools and storage clients are per process; with a
+    probe socket each worker also answers the probes on it from a thread of its own."""
 
     def ready() -> str | None:
         return reloader.ready() if reloader is not None else None
 
     def make() -> Flask:
-        from webhook.server.app import create_app
+        from webhook.server.app import create_app, probe_answers
 
-        return create_app(build(ready))
+        config = build(ready)
+        if probe_socket is not None:
+            from webhook.server import probes
+
+            probes.start(probe_socket, probe_answers(config), reloader.context if reloader else None)
+        return create_app(config)
 
     return make
 
