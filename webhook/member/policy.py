@@ -29,7 +29,8 @@ DEFAULT_POLICY_FILE = Path(str(files("webhook").joinpath("restore-policy.yaml"))
 POLICY_ENV = "FLINK_FAILOVER_POLICY"
 
 KNOWN_SCHEMES = ("s3", "s3a", "s3p", "gs", "hdfs", "abfs", "abfss", "oss", "wasb", "wasbs", "file")
-DEFAULT_ALLOWED_SCHEMES: tuple[str, ...] = ("s3", "s3a", "s3p", "gs", "hdfs", "abfs", "abfss", "oss", "file")
+# hdfs is known but not allowed by default: it needs a JVM and the Hadoop client in the image (README).
+DEFAULT_ALLOWED_SCHEMES: tuple[str, ...] = ("s3", "s3a", "s3p", "gs", "abfs", "abfss", "oss", "file")
 
 MAX_DEADLINE_SECONDS = 30  # kube-apiserver caps a webhook's timeoutSeconds at 30
 _PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")

@@ -54,8 +54,15 @@ class MissingBackend:
     scheme: str
     extra: str
     error: str
+    native: bool = False  # the Python package imports, but the native client it loads is missing
 
     def message(self) -> str:
+        if self.native:
+            return (
+                f"allowed scheme {self.scheme}:// cannot be read: {self.error}; use an image with a JVM and "
+                f"the Hadoop client, or remove {self.scheme} from the policy's allowedSchemes; until then "
+                "a restore from it is a storage error"
+            )
         install = f"install flink-failover[{self.extra}]" if self.extra else "reinstall flink-failover"
         return (
             f"allowed scheme {self.scheme}:// has no fsspec backend ({self.error}): {install}, or remove "
@@ -77,7 +84,65 @@ def missing_backends(schemes: Iterable[str]) -> tuple[MissingBackend, ...]:
                 importlib.import_module(module)
         except (ImportError, ValueError) as exc:
             missing.append(MissingBackend(scheme, extra, str(exc).strip().splitlines()[0][:160]))
+            continue
+        if protocol == "hdfs" and (problem := hadoop_client_problem(os.environ)):
+            missing.append(MissingBackend(scheme, extra, problem, native=True))
     return tuple(missing)
+
+
+def hadoop_client_problem(environ: Mapping[str, str]) -> str:
+    """Why pyarrow's HadoopFileSystem cannot work here ("" when it can): it loads a JVM (libjvm) and
+    libhdfs at the first connection, and the JVM needs the Hadoop jars on its classpath. Without them
+    pyarrow still imports, and every restore failed with ``OSError: Unable to load libjvm``.
+
+    Looks where Arrow looks: libjvm under ``JAVA_HOME``, libhdfs in ``ARROW_LIBHDFS_DIR``, then
+    ``HADOOP_HOME/lib/native``, then the loader's search path; each is loaded once to be sure.
+    """
+    import ctypes
+
+    home = environ.get("JAVA_HOME", "")
+    jvms = (
+        [
+            os.path.join(home, sub, "libjvm.so")
+            for sub in (
+                "lib/server",
+                "jre/lib/server",
+                "lib/amd64/server",
+                "jre/lib/amd64/server",
+                "lib/aarch64/server",
+            )
+        ]
+        if home
+        else []
+    )
+    if not _load_first(jvms + ([] if home else ["libjvm.so"]), ctypes.RTLD_GLOBAL):
+        where = f"under JAVA_HOME={home}" if home else "(JAVA_HOME is not set)"
+        return f"no loadable JVM (libjvm.so) {where}"
+    hadoop_home = environ.get("HADOOP_HOME", "")
+    hdfs_dirs = [environ.get("ARROW_LIBHDFS_DIR", ""), os.path.join(hadoop_home, "lib", "native") if hadoop_home else ""]
+    libhdfs = [os.path.join(d, "libhdfs.so") for d in hdfs_dirs if d]
+    if not _load_first([*libhdfs, "libhdfs.so"], ctypes.RTLD_GLOBAL):
+        return "no loadable libhdfs.so (set ARROW_LIBHDFS_DIR or HADOOP_HOME)"
+    hadoop = os.path.join(environ.get("HADOOP_HOME", ""), "bin", "hadoop")
+    if "hadoop" not in environ.get("CLASSPATH", "") and not (
+        environ.get("HADOOP_HOME") and os.path.isfile(hadoop)
+    ):
+        return "no Hadoop jars for the JVM (set CLASSPATH to `hadoop classpath --glob`, or HADOOP_HOME)"
+    return ""
+
+
+def _load_first(paths: list[str], mode: int) -> bool:
+    import ctypes
+
+    for path in paths:
+        if os.sep in path and not os.path.isfile(path):
+            continue
+        try:
+            ctypes.CDLL(path, mode=mode)
+        except OSError:
+            continue
+        return True
+    return False
 
 
 class DeadlineExceeded(StorageError):
