@@ -21,6 +21,18 @@ from webhook.server.config import Endpoint, OnError, Ready, ServerConfig
 
 log = logging.getLogger(__name__)
 
+HELP = """\
+Run one role of flink-failover as a server (--role, default member):
+
+  member         the admission webhook on every member cluster (FlinkDeployment, FlinkSessionJob):
+                 restores a failed-over job from its newest restorable checkpoint or savepoint
+  control-plane  beside Karmada: records each job's last good state, labels the Work bound for the new
+                 cluster (/mutate-work), serves component-fit placement (/placement)
+  estimator      Karmada's scheduler-estimator (gRPC) for one member cluster
+
+`flink-failover serve --role ROLE --help` lists that role's options only; docs/install.md tells how the
+Helm chart runs each."""
+
 MEMBER = "member"
 CONTROL_PLANE = "control-plane"
 ESTIMATOR = "estimator"  # Karmada's scheduler-estimator over gRPC: served by its own package, no gunicorn
@@ -104,8 +116,12 @@ def offline_handler(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Ha
     return ROLES[args.role].offline(args, policy)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, only: str | None = None) -> None:
+    """Every role's options; ``only`` (``serve --role ROLE --help``) leaves out the other roles' groups
+    from the help (parsing always takes all of them)."""
     from webhook.estimator import options as estimator  # options only: no gRPC loaded here
+
+    shows = (lambda role: True) if only not in (*ROLES, ESTIMATOR) else (lambda role: role == only)
 
     parser.add_argument(
         "--role",
@@ -120,13 +136,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="restore policy file (default: $FLINK_FAILOVER_POLICY, else the policy shipped in the package)",
     )
     server.add_arguments(parser)
-    member = parser.add_argument_group("member role")
-    member.add_argument(
-        "--require-storage-backends",
-        action="store_true",
-        help="member role: refuse to start when the policy allows a storage scheme with no fsspec backend "
-        "installed (default: start, warn in the log and on /readyz)",
-    )
+    if shows(MEMBER):
+        member = parser.add_argument_group("member role")
+        member.add_argument(
+            "--require-storage-backends",
+            action="store_true",
+            help="member role: refuse to start when the policy allows a storage scheme with no fsspec "
+            "backend installed (default: start, warn in the log and on /readyz)",
+        )
     control = parser.add_argument_group(
         "control-plane role (--kubeconfig and --context: the estimator and the member role too)"
     )
@@ -138,44 +155,48 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "runs on for its checkpoint directory (default: not read)",
     )
     control.add_argument("--context", default=None, help="kubeconfig context (default: its current one)")
-    control.add_argument(
-        "--no-capture",
-        action="store_true",
-        help="control-plane role: serve the Work webhook only, record no ResourceBinding state",
-    )
-    election = parser.add_argument_group(
-        "leader election (control-plane role)",
-        "with --leader-elect every replica serves the Work webhook and only the holder of a "
-        "coordination.k8s.io Lease captures ResourceBinding state",
-    )
-    election.add_argument(
-        "--leader-elect", action="store_true", help="capture only while holding the Lease (default: off)"
-    )
-    election.add_argument("--lease-name", default="flink-failover-control-plane", help="default: %(default)s")
-    election.add_argument(
-        "--lease-namespace",
-        default=os.environ.get("POD_NAMESPACE", "default"),
-        help="namespace of the Lease on the Karmada API server (default: $POD_NAMESPACE, else default)",
-    )
-    election.add_argument(
-        "--lease-duration",
-        type=float,
-        default=15.0,
-        help="seconds a Lease stays valid unrenewed (default: 15)",
-    )
-    election.add_argument(
-        "--renew-deadline",
-        type=float,
-        default=10.0,
-        help="seconds the leader keeps leading without a successful renewal (default: 10)",
-    )
-    election.add_argument(
-        "--retry-period",
-        type=float,
-        default=2.0,
-        help="seconds between tries to acquire or renew (default: 2)",
-    )
-    estimator.add_arguments(parser)
+    if shows(CONTROL_PLANE):
+        control.add_argument(
+            "--no-capture",
+            action="store_true",
+            help="control-plane role: serve the Work webhook only, record no ResourceBinding state",
+        )
+        election = parser.add_argument_group(
+            "leader election (control-plane role)",
+            "with --leader-elect every replica serves the Work webhook and only the holder of a "
+            "coordination.k8s.io Lease captures ResourceBinding state",
+        )
+        election.add_argument(
+            "--leader-elect", action="store_true", help="capture only while holding the Lease (default: off)"
+        )
+        election.add_argument(
+            "--lease-name", default="flink-failover-control-plane", help="default: %(default)s"
+        )
+        election.add_argument(
+            "--lease-namespace",
+            default=os.environ.get("POD_NAMESPACE", "default"),
+            help="namespace of the Lease on the Karmada API server (default: $POD_NAMESPACE, else default)",
+        )
+        election.add_argument(
+            "--lease-duration",
+            type=float,
+            default=15.0,
+            help="seconds a Lease stays valid unrenewed (default: 15)",
+        )
+        election.add_argument(
+            "--renew-deadline",
+            type=float,
+            default=10.0,
+            help="seconds the leader keeps leading without a successful renewal (default: 10)",
+        )
+        election.add_argument(
+            "--retry-period",
+            type=float,
+            default=2.0,
+            help="seconds between tries to acquire or renew (default: 2)",
+        )
+    if shows(ESTIMATOR):
+        estimator.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -119,7 +119,10 @@ def hadoop_client_problem(environ: Mapping[str, str]) -> str:
         where = f"under JAVA_HOME={home}" if home else "(JAVA_HOME is not set)"
         return f"no loadable JVM (libjvm.so) {where}"
     hadoop_home = environ.get("HADOOP_HOME", "")
-    hdfs_dirs = [environ.get("ARROW_LIBHDFS_DIR", ""), os.path.join(hadoop_home, "lib", "native") if hadoop_home else ""]
+    hdfs_dirs = [
+        environ.get("ARROW_LIBHDFS_DIR", ""),
+        os.path.join(hadoop_home, "lib", "native") if hadoop_home else "",
+    ]
     libhdfs = [os.path.join(d, "libhdfs.so") for d in hdfs_dirs if d]
     if not _load_first([*libhdfs, "libhdfs.so"], ctypes.RTLD_GLOBAL):
         return "no loadable libhdfs.so (set ARROW_LIBHDFS_DIR or HADOOP_HOME)"
