@@ -121,6 +121,13 @@ def test_storage_slower_than_the_deadline_is_denied_at_the_deadline(faults: Faul
     obj = flink_deployment(checkpoint_dir="s3p://bucket/ckpt", labels=labels(job))
     resp, _, _ = admit(faults, obj, f"s3p://bucket/ckpt/{job}")
     assert denied_for(resp, "storage did not answer within 2s deadline")
+    # Issue 17 items 10 and 13: the storage is named, the answer says "retry" (503, not 403), and the
+    # audit line is a warning that names what was looked up (before: info, "path":"").
+    assert f"s3p://bucket/ckpt/{job}" in resp["status"]["message"] and resp["status"]["code"] == 503
+    lines = [json.loads(line) for line in faults.server.logs().splitlines() if resp["uid"] in line]
+    audit = next(entry for entry in lines if entry.get("msg") == "admission")
+    assert audit["level"] == "warning" and audit["storage"] == f"s3p://bucket/ckpt/{job}"
+    assert audit["jobId"] == job and audit["storageError"] is True
 
 
 def test_many_concurrent_lookups_on_hung_storage_all_hold_the_deadline(faults: FaultStack) -> None:

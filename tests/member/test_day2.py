@@ -330,3 +330,23 @@ def test_review_objects_stand_in_for_the_session_cluster(ckpt: Path, tmp_path: P
 
 def test_policy_replace_keeps_operator_version() -> None:
     assert replace(policy_from_dict({"operatorVersion": "v1.11.2"})).operator_version == (1, 11)
+
+
+def test_a_held_job_is_logged_as_a_warning(ckpt: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Item 10: the audit line of a job held suspended is a warning (before: info, like a no-op)."""
+    import logging
+
+    from webhook.member.handler import internal_error
+    from webhook.server.config import Endpoint
+    from webhook.server.instrument import instrumented
+
+    handler = MemberHandler.from_policy(RestorePolicy())
+    answer_of = instrumented(Endpoint("/mutate", "member", handler, internal_error))
+    try:
+        with caplog.at_level(logging.INFO, logger="webhook.admission"):
+            held = answer_of(parse_review(review(flink_deployment(checkpoint_dir=str(ckpt), labels=LABELS))))
+            answer_of(parse_review(review(flink_deployment(checkpoint_dir=str(ckpt)))))
+    finally:
+        handler.close()
+    assert held.decision == "suspended"
+    assert [r.levelname for r in caplog.records if r.name == "webhook.admission"] == ["WARNING", "INFO"]
