@@ -244,24 +244,6 @@ def explain(answer: Answer, numbered: bool = False) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    code = _answer(args)
-    _leave_lingering_lookups(code)
-    return code
-
-
-def _leave_lingering_lookups(code: int) -> None:
-    """A storage lookup abandoned at the deadline still holds a pool thread, and the interpreter would
-    join it at exit (10 s and more on a hung S3) although the answer is printed: exit without it."""
-    import threading
-
-    lingering = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
-    if lingering:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
-
-
-def _answer(args: argparse.Namespace) -> int:
     source = policy_source(args.policy, os.environ)
     try:
         policy = load_policy(source.path)

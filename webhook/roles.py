@@ -68,7 +68,7 @@ def _member_offline(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Ha
 
     objects = getattr(args, "objects", None)
     clusters = load_session_clusters(objects) if objects else None
-    return MemberHandler.from_policy(policy, clusters), internal_error
+    return MemberHandler.from_policy(policy, clusters, daemon_lookups=True), internal_error
 
 
 def _control_plane_endpoints(args: argparse.Namespace, policy: RestorePolicy, ready: Ready) -> ServerConfig:

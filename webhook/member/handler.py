@@ -84,18 +84,29 @@ class MemberHandler:
     policy: RestorePolicy
     storage: CheckpointStorage
     session_clusters: SessionClusterSource | None = None  # without it: the session job's own settings
+    # Offline (``review``): each lookup on a daemon thread, so a lookup abandoned at the deadline on a
+    # hung storage does not hold the process after its answer is printed (a pool's threads are joined
+    # at exit: 10 s and more).
+    daemon_lookups: bool = False
 
     def __post_init__(self) -> None:
-        self._pool = concurrent.futures.ThreadPoolExecutor(_POOL_SIZE, thread_name_prefix="storage")
+        self._pool: concurrent.futures.Executor = (
+            _DaemonThreads()
+            if self.daemon_lookups
+            else concurrent.futures.ThreadPoolExecutor(_POOL_SIZE, thread_name_prefix="storage")
+        )
         self._pool_lock = threading.Lock()
         # Lookups abandoned at the deadline and still running, per storage (see _lookup).
         self._abandoned: dict[tuple[str, str, str], int] = {}
 
     @classmethod
     def from_policy(
-        cls, policy: RestorePolicy, session_clusters: SessionClusterSource | None = None
+        cls,
+        policy: RestorePolicy,
+        session_clusters: SessionClusterSource | None = None,
+        daemon_lookups: bool = False,
     ) -> MemberHandler:
-        return cls(policy, CheckpointStorage(policy.storage_options), session_clusters)
+        return cls(policy, CheckpointStorage(policy.storage_options), session_clusters, daemon_lookups)
 
     def __call__(self, request: AdmissionRequest) -> AdmissionResponse:
         deadline = Deadline(self.policy.deadline_seconds * 0.9)  # leave room to answer
@@ -186,6 +197,24 @@ class MemberHandler:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+class _DaemonThreads(concurrent.futures.Executor):
+    """Runs each call on a daemon thread of its own (the offline review makes a handful of lookups)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # handed to the waiting admission, as a pool would
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="storage-offline", daemon=True).start()
+        return future
 
 
 def _not_ours(request: AdmissionRequest) -> str:
