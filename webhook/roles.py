@@ -205,12 +205,9 @@ def run(args: argparse.Namespace) -> int:
         from webhook.estimator import run as estimator
 
         return estimator.run(args)
-    own_metrics = server.prepare_metrics_dir()  # before any role module imports prometheus_client
+    server.prepare_metrics_dir()  # before any role module imports prometheus_client
     code = _serve(args)
-    if own_metrics is not None:  # serve removes it when it ran; a refused start leaves nothing either
-        import shutil
-
-        shutil.rmtree(own_metrics, ignore_errors=True)
+    server.discard_metrics_dir()  # serve removes it when it ran; a refused start leaves nothing either
     return code
 
 

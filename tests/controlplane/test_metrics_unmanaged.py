@@ -40,3 +40,16 @@ def test_control_plane_metrics_without_a_multiprocess_dir(
         server.stop()
     assert server.proc.returncode == 0
     assert not own.exists()
+
+
+def test_a_refused_start_leaves_no_metrics_dir_nor_environment(tmp_path: Path) -> None:
+    import os
+
+    from webhook.cli import main
+
+    os.environ.pop("PROMETHEUS_MULTIPROC_DIR", None)
+    bad = tmp_path / "policy.yaml"
+    bad.write_text("onMissingState: hold\n")
+    assert main(["serve", "--role", "member", "--policy", str(bad), "--cert-dir", str(tmp_path)]) == 2
+    assert "PROMETHEUS_MULTIPROC_DIR" not in os.environ  # a process that goes on passes nothing on
+    assert not (Path(tempfile.gettempdir()) / f"flink-failover-metrics-{os.getpid()}").exists()

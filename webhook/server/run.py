@@ -208,6 +208,16 @@ def prepare_metrics_dir() -> str | None:
     return own
 
 
+def discard_metrics_dir() -> None:
+    """Undo :func:`prepare_metrics_dir` when the server does not start: the directory it made and the
+    environment variable it set (a process that goes on, e.g. a test runner, must not pass it on)."""
+    for path in _OWN_METRICS_DIR:
+        shutil.rmtree(path, ignore_errors=True)
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR") == path:
+            del os.environ["PROMETHEUS_MULTIPROC_DIR"]
+    _OWN_METRICS_DIR.clear()
+
+
 class WebhookServer:
     """A gunicorn application configured from a dict rather than a config file."""
 
