@@ -5,8 +5,10 @@
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 # Storage backends baked into the image (extras of pyproject.toml): gcs, azure, oss, hdfs, or "" for S3
 # and local files only. The server refuses to start (chart default) when the restore policy allows a
-# scheme whose backend is missing, so trim allowedSchemes together with this list.
-ARG EXTRAS=gcs,azure,oss,hdfs
+# scheme whose backend is missing, so trim allowedSchemes together with this list. hdfs is not in the
+# default: pyarrow's HadoopFileSystem also needs a JVM and the Hadoop client (libhdfs, jars), which this
+# slim base does not have; build FROM an image that does (PYTHON_IMAGE) with EXTRAS=...,hdfs.
+ARG EXTRAS=gcs,azure,oss
 
 # --- builder: compilers live here only (for any dependency without a binary wheel) ---
 FROM ${PYTHON_IMAGE} AS builder

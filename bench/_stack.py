@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.objects import make_checkpoints
+from tests.support.objects import FLINK_METADATA, make_checkpoints
 from tests.support.s3 import moto_server, s3_options
 from tests.support.server import RunningServer, generate_certs, serve
 
@@ -56,7 +56,7 @@ def _seed_s3(endpoint: str) -> None:
     fs.mkdir(BUCKET)
     fs.pipe(
         {
-            f"{BUCKET}/ckpt/{JOB_10}/chk-{n}/{name}": b"x"
+            f"{BUCKET}/ckpt/{JOB_10}/chk-{n}/{name}": FLINK_METADATA if name == "_metadata" else b"x"
             for n in range(1, 11)
             for name in ("_metadata", "state")
         }

@@ -35,12 +35,21 @@ from tests.controlplane import fakeapi
 from tests.controlplane import recorded as r
 from tests.controlplane import support as s
 from tests.controlplane.server import Server
-from tests.support.objects import apply, decode_patch, flink_deployment, make_checkpoints, review
+from tests.support.objects import (
+    FLINK_METADATA,
+    apply,
+    decode_patch,
+    flink_deployment,
+    make_checkpoints,
+    review,
+)
 from tests.support.s3 import moto_server, s3_options
 from tests.support.server import generate_certs, serve
+from webhook.common.admission import parse_review
 from webhook.common.kubeclient import ClientConfig
 from webhook.member.fencing.agent import FencingAgent
 from webhook.member.fencing.flinkapi import FlinkApi
+from webhook.member.handler import MemberHandler
 from webhook.member.policy import FencingPolicy, RestorePolicy
 from webhook.member.storage import CheckpointStorage
 
@@ -146,7 +155,9 @@ def member_fleet(jobs: int, work_dir: Path) -> None:
         fs.mkdir(BUCKET)
         root = f"s3://{BUCKET}/checkpoints"
         job_ids = [f"{i:032x}" for i in range(1, jobs + 1)]
-        fs.pipe({f"{BUCKET}/checkpoints/{j}/chk-{n}/_metadata": b"\xc0\xde" for j in job_ids for n in (1, 2)})
+        fs.pipe(
+            {f"{BUCKET}/checkpoints/{j}/chk-{n}/_metadata": FLINK_METADATA for j in job_ids for n in (1, 2)}
+        )
         policy = RestorePolicy(
             default_checkpoint_dir=root, storage_options={"s3": options}, fencing=FencingPolicy(30, 5)
         )
@@ -268,11 +279,7 @@ def partition_timeline(work_dir: Path) -> None:
 
         threading.Thread(target=checkpointing, daemon=True).start()
         time.sleep(20)  # member1 heartbeats; one checkpoint more
-        handler = __import__("webhook.member.handler", fromlist=["MemberHandler"]).MemberHandler.from_policy(
-            policy, "member2"
-        )
-        from webhook.common.admission import parse_review
-
+        handler = MemberHandler.from_policy(policy, cluster="member2")
         obj = flink_deployment(
             labels={f"{P}/failover": "true", f"{P}/job-id": job}, annotations={f"{P}/failover-count": "1"}
         )

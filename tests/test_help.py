@@ -70,3 +70,35 @@ def test_role_specific_serve_options_say_which_role() -> None:
                 assert "member role" in (group.title or "") and "member role" in (action.help or ""), option
             if option in control:
                 assert "control-plane role" in (group.title or ""), option
+
+
+def _help(*argv: str) -> str:
+    import contextlib
+    import io
+
+    from webhook.cli import main
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit):
+        main([*argv, "--help"])
+    return out.getvalue()
+
+
+def test_help_names_every_role_and_serve_speaks_to_users() -> None:
+    """Issue 17 item 13: "two roles", and ``serve --help`` showed the composition root's docstring."""
+    top = build_parser().format_help()
+    assert "two roles" not in top and "--role estimator" in top
+    serve = _help("serve")
+    assert "composition root" not in serve and "control-plane  beside Karmada" in serve
+
+
+def test_role_specific_help_shows_that_roles_options_only() -> None:
+    member, control, estimator = (
+        _help("serve", "--role", r) for r in ("member", "control-plane", "estimator")
+    )
+    assert len({member, control, estimator}) == 3  # before: identical for every role
+    assert "--require-storage-backends" in member and "--leader-elect" not in member
+    assert "--server-port" not in member and "--cluster NAME" not in control  # --cluster: member and estimator
+    assert "--leader-elect" in control and "--require-storage-backends" not in control
+    assert "--server-port" in estimator and "--leader-elect" not in estimator
+    assert all("--kubeconfig" in text and "--cert-dir" in text for text in (member, control))

@@ -35,6 +35,7 @@ PURE_CORE = (
     "webhook.common.untyped",
     "webhook.common.paths",
     "webhook.member.restore",
+    "webhook.member.failover",
     "webhook.controlplane.answer",
     "webhook.controlplane.relocation",
     "webhook.controlplane.capture",

@@ -30,10 +30,11 @@ Stateful failover for Apache Flink jobs that Karmada spreads over Kubernetes clu
 a FlinkDeployment or FlinkSessionJob to another cluster, the job resumes from the newest restorable
 checkpoint or savepoint of the job that ran before, never from empty state.
 
-One command, two roles: `serve --role member` on every member cluster (the admission webhook that sets
-spec.job.initialSavepointPath), `serve --role control-plane` beside Karmada (records each job's last good
-state, labels the Work bound for the new cluster). `review` answers a request offline exactly as the
-server would; `placement` counts how many complete sets of a workload fit each cluster; `certs` looks
+One command, three server roles: `serve --role member` on every member cluster (the admission webhook
+that sets spec.job.initialSavepointPath), `serve --role control-plane` beside Karmada (records each job's
+last good state, labels the Work bound for the new cluster), `serve --role estimator` for Karmada's
+scheduler (how many complete component sets fit a member). `review` answers a request offline exactly
+as the server would; `placement` counts how many complete sets of a workload fit each cluster; `certs` looks
 after the webhook's TLS certificates. `flink-failover COMMAND --help` tells more."""
 
 
@@ -53,7 +54,20 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _help_role(argv: Sequence[str]) -> str | None:
+    """The role of ``serve --role ROLE --help``: its help then shows that role's options only."""
+    args = list(argv)
+    if "serve" not in args or not ({"-h", "--help"} & set(args)):
+        return None
+    for i, arg in enumerate(args):
+        if arg == "--role" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--role="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def build_parser(help_role: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="flink-failover", description=DESCRIPTION, formatter_class=HelpFormatter
     )
@@ -62,16 +76,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         module = importlib.import_module(module_name)
-        command = sub.add_parser(
-            name, help=help_text, description=module.__doc__, formatter_class=HelpFormatter
-        )
-        module.add_arguments(command)
+        # A module's HELP is what a user reads; its docstring is for developers.
+        description = getattr(module, "HELP", None) or module.__doc__
+        command = sub.add_parser(name, help=help_text, description=description, formatter_class=HelpFormatter)
+        if help_role is not None and name == "serve":
+            module.add_arguments(command, only=help_role)
+        else:
+            module.add_arguments(command)
         command.set_defaults(_run=module.run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(_help_role(argv))
     args = parser.parse_args(argv)
     try:
         return int(args._run(args))

@@ -24,10 +24,11 @@ import yaml
 
 from webhook.common import documents
 from webhook.common.admission import KIND as REVIEW_KIND
-from webhook.common.admission import AdmissionRequest, AdmissionResponse, BadReview, Handler, review
-from webhook.member.policy import PolicyError, PolicySource, load_policy, policy_source
+from webhook.common.admission import AdmissionRequest, AdmissionResponse, BadReview, review
+from webhook.common.contract import Contract
+from webhook.member.failover import NotRunning, failover_create
+from webhook.member.policy import PolicyError, load_policy, policy_source
 from webhook.roles import ROLES, offline_handler
-from webhook.server.config import OnError
 
 EXIT_OK = 0
 EXIT_DENIED = 1
@@ -60,7 +61,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--old", metavar="FILE", help="for bare objects: the object before an UPDATE")
     parser.add_argument(
-        "--objects", help="control-plane role: YAML stream of ResourceBindings standing in for Karmada"
+        "--objects",
+        help="objects standing in for the cluster (YAML stream): control-plane role, the ResourceBindings "
+        "Karmada would hold; member role, the session clusters' FlinkDeployments a FlinkSessionJob names",
+    )
+    parser.add_argument(
+        "--as-failover",
+        action="store_true",
+        help="for bare objects: review the object as the failover CREATE the control plane would send "
+        "(jobId and last savepoint from its status, status dropped): what a failover would do to it",
     )
     show = parser.add_mutually_exclusive_group()
     show.add_argument(
@@ -81,10 +90,6 @@ class UsageError(ValueError):
 def _fail(message: str) -> int:
     print(f"{PROG}: {message}", file=sys.stderr)
     return EXIT_USAGE
-
-
-def build_handler(args: argparse.Namespace, source: PolicySource) -> tuple[Handler, OnError]:
-    return offline_handler(args, load_policy(source.path))
 
 
 def _identity(obj: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -126,14 +131,18 @@ def _is_object(doc: Any) -> bool:
     return isinstance(doc, Mapping) and bool(doc.get("apiVersion")) and bool(doc.get("kind"))
 
 
-def requests_from(args: argparse.Namespace) -> list[Any]:
-    """Every document of FILE as an AdmissionReview body (bare objects wrapped)."""
+def requests_from(args: argparse.Namespace, contract: Contract | None = None) -> list[Any]:
+    """Every document of FILE as an AdmissionReview body (bare objects wrapped; with ``--as-failover``
+    each bare object first becomes the failover CREATE the control plane would send for it)."""
     docs = documents.load(args.file)
     if not docs:
         raise UsageError(f"{documents.display_name(args.file)}: no documents")
     olds: list[Any] = documents.load(args.old) if args.old else []
     if args.old and not olds:
         raise UsageError(f"{args.old}: no documents")
+    as_failover = getattr(args, "as_failover", False)
+    if as_failover and (args.old or args.operation == "UPDATE"):
+        raise UsageError("--as-failover reviews a CREATE: it takes no --old or --operation UPDATE")
     operation = args.operation or ("UPDATE" if args.old else "CREATE")
     if (
         operation == "UPDATE"
@@ -154,6 +163,11 @@ def requests_from(args: argparse.Namespace) -> list[Any]:
                 f"{documents.display_name(args.file)}: document {index} is not an AdmissionReview "
                 "and not a Kubernetes object (apiVersion and kind)"
             )
+        if as_failover:
+            try:
+                doc = failover_create(doc, contract or Contract())
+            except NotRunning as exc:
+                raise UsageError(f"{documents.display_name(args.file)}: document {index}: {exc}") from None
         old = None
         if operation == "UPDATE":
             old = olds[0] if len(olds) == 1 else by_identity.get(_identity(doc))
@@ -167,6 +181,7 @@ def requests_from(args: argparse.Namespace) -> list[Any]:
 class Answer:
     request: AdmissionRequest
     response: AdmissionResponse
+    index: int = 1  # the document's place in FILE, from 1
 
     @property
     def name(self) -> str:
@@ -183,50 +198,67 @@ def dump(doc: Any, output: str) -> str:
     return json.dumps(doc, indent=2)
 
 
-def dump_all(docs: Sequence[Any], output: str) -> str:
+def dump_all(docs: Sequence[Any], output: str, names: Sequence[str] = ()) -> str:
+    """One document, or many: YAML documents each headed by a comment naming the object answered (in
+    input order, as the JSON List's items are)."""
     if len(docs) == 1:
         return dump(docs[0], output)
     if output == "yaml":
-        return "\n---\n".join(dump(d, output) for d in docs)
+        heads = [f"# {n}\n" for n in names] if len(names) == len(docs) else [""] * len(docs)
+        return "\n---\n".join(h + dump(d, output) for h, d in zip(heads, docs, strict=True))
     return dump({"apiVersion": "v1", "kind": "List", "items": list(docs)}, output)
 
 
 def unified_diff(answer: Answer, output: str) -> str:
-    before = dump(answer.request.object, output).splitlines(keepends=True)
-    after = dump(answer.patched(), output).splitlines(keepends=True)
+    # Both texts end with a newline, so a changed last line is not glued to the next diff line.
+    before = (dump(answer.request.object, output) + "\n").splitlines(keepends=True)
+    after = (dump(answer.patched(), output) + "\n").splitlines(keepends=True)
     label = answer.name
     return "".join(difflib.unified_diff(before, after, f"{label} (request)", f"{label} (admitted)"))
 
 
-def explain(answer: Answer) -> None:
-    """What a person would otherwise have to guess from an empty answer: why nothing changed, or why not."""
+def explain(answer: Answer, numbered: bool = False) -> None:
+    """What a person would otherwise have to guess: why nothing changed, or why not, and the warnings the
+    API server would show (why a job is held, an ignored savepoint), whatever the output form.
+
+    With several documents every answer gets a line, numbered in input order with its uid, so each
+    answer in the output can be matched to its object.
+    """
     response = answer.response
+    head = f"{PROG}: {answer.name}"
+    if numbered:
+        head = f"{PROG}: [{answer.index}] {answer.name} (uid {answer.request.uid})"
     if not response.allowed:
-        print(f"{PROG}: {answer.name}: denied: {response.message}", file=sys.stderr)
+        print(f"{head}: denied: {response.message}", file=sys.stderr)
     elif response.decision == "skip":
         reason = response.audit.reason or "not a request this webhook changes"
-        print(f"{PROG}: {answer.name}: skipped: {reason}", file=sys.stderr)
+        print(f"{head}: skipped: {reason}", file=sys.stderr)
     elif not response.patch:
-        print(
-            f"{PROG}: {answer.name}: allowed unchanged ({response.decision or 'no change'})", file=sys.stderr
-        )
+        decision = response.decision
+        said = "allowed unchanged" if decision in ("", "unchanged") else f"allowed unchanged ({decision})"
+        print(f"{head}: {said}", file=sys.stderr)
+    elif numbered:
+        print(f"{head}: {response.decision or 'patched'}", file=sys.stderr)
+    for warning in response.warnings:
+        print(f"{head}: warning: {warning}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
     source = policy_source(args.policy, os.environ)
     try:
-        handler, on_error = build_handler(args, source)
+        policy = load_policy(source.path)
+        handler, on_error = offline_handler(args, policy)
     except (PolicyError, documents.DocumentError) as exc:
         return _fail(f"policy {source.describe()}: {exc}" if isinstance(exc, PolicyError) else str(exc))
     except (OSError, ValueError) as exc:
         return _fail(str(exc))
     print(f"{PROG}: policy {source.describe()}", file=sys.stderr)
     try:
-        bodies = requests_from(args)
+        bodies = requests_from(args, policy.contract)
         answers = []
-        for body in bodies:
+        for index, body in enumerate(bodies, 1):
             try:
-                answers.append(Answer(*review(body, handler, on_error)))
+                answers.append(Answer(*review(body, handler, on_error), index=index))
             except BadReview as exc:
                 raise UsageError(
                     f"{documents.display_name(args.file)}: not an AdmissionReview: {exc}"
@@ -234,15 +266,16 @@ def run(args: argparse.Namespace) -> int:
     except (documents.DocumentError, UsageError) as exc:
         return _fail(str(exc))
     for answer in answers:
-        explain(answer)
+        explain(answer, numbered=len(answers) > 1)
     denied = any(not a.response.allowed for a in answers)
     if args.diff:
         print("".join(unified_diff(a, args.output) for a in answers if a.response.allowed), end="")
         return EXIT_DENIED if denied else EXIT_OK
     if args.print_object:
-        admitted = [a.patched() for a in answers if a.response.allowed]
+        admitted = [a for a in answers if a.response.allowed]
         if admitted:
-            print(dump_all(admitted, args.output))
+            print(dump_all([a.patched() for a in admitted], args.output, [a.name for a in admitted]))
         return EXIT_DENIED if denied else EXIT_OK
-    print(dump_all([a.response.to_review(a.request.api_version) for a in answers], args.output))
+    reviews = [a.response.to_review(a.request.api_version) for a in answers]
+    print(dump_all(reviews, args.output, [f"[{a.index}] {a.name} (uid {a.request.uid})" for a in answers]))
     return EXIT_OK

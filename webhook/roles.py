@@ -21,6 +21,18 @@ from webhook.server.config import Endpoint, OnError, Ready, ServerConfig
 
 log = logging.getLogger(__name__)
 
+HELP = """\
+Run one role of flink-failover as a server (--role, default member):
+
+  member         the admission webhook on every member cluster (FlinkDeployment, FlinkSessionJob):
+                 restores a failed-over job from its newest restorable checkpoint or savepoint
+  control-plane  beside Karmada: records each job's last good state, labels the Work bound for the new
+                 cluster (/mutate-work), serves component-fit placement (/placement)
+  estimator      Karmada's scheduler-estimator (gRPC) for one member cluster
+
+`flink-failover serve --role ROLE --help` lists that role's options only; docs/install.md tells how the
+Helm chart runs each."""
+
 MEMBER = "member"
 CONTROL_PLANE = "control-plane"
 ESTIMATOR = "estimator"  # Karmada's scheduler-estimator over gRPC: served by its own package, no gunicorn
@@ -38,11 +50,19 @@ class Role:
 
 
 def _member_endpoints(args: argparse.Namespace, policy: RestorePolicy, ready: Ready) -> ServerConfig:
-    """The Flink webhook; with --cluster also the fencing agent (in one worker) and the webhook's gate."""
-    from webhook.member.handler import MemberHandler, internal_error
+    """The Flink webhook. With --kubeconfig or --cluster it reads its own cluster: a session job's
+    FlinkDeployment for its directories, and with --cluster the fencing agent runs (in one worker) and the
+    webhook fences failover admissions."""
+    from webhook.member.handler import MemberHandler, SessionClusterSource, internal_error
 
     cluster = _fencing_cluster(args, policy)
-    handler = MemberHandler.from_policy(policy, cluster)
+    clusters: SessionClusterSource | None = None
+    if getattr(args, "kubeconfig", None) or cluster:  # a session job's cluster is read for its dirs
+        from webhook.common.kubeclient import ClientConfig
+        from webhook.member.sessions import KubeSessionClusters
+
+        clusters = KubeSessionClusters(ClientConfig(args.kubeconfig, getattr(args, "context", None)))
+    handler = MemberHandler.from_policy(policy, clusters, cluster=cluster)
     if cluster:
         from webhook.member.fencing import runner
 
@@ -55,11 +75,14 @@ def _fencing_cluster(args: argparse.Namespace, policy: RestorePolicy) -> str:
     return cluster if cluster and policy.fencing.enabled else ""
 
 
-def _member_offline(_args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
+def _member_offline(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
     from webhook.member.handler import MemberHandler, internal_error
+    from webhook.member.sessions import load_session_clusters
 
     # Offline answers never write a fence: review shows the restore, not a hold that needs the agent.
-    return MemberHandler.from_policy(policy), internal_error
+    objects = getattr(args, "objects", None)
+    clusters = load_session_clusters(objects) if objects else None
+    return MemberHandler.from_policy(policy, clusters, daemon_lookups=True), internal_error
 
 
 def _control_plane_endpoints(args: argparse.Namespace, policy: RestorePolicy, ready: Ready) -> ServerConfig:
@@ -107,8 +130,12 @@ def offline_handler(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Ha
     return ROLES[args.role].offline(args, policy)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, only: str | None = None) -> None:
+    """Every role's options; ``only`` (``serve --role ROLE --help``) leaves out the other roles' groups
+    from the help (parsing always takes all of them)."""
     from webhook.estimator import options as estimator  # options only: no gRPC loaded here
+
+    shows = (lambda role: True) if only not in (*ROLES, ESTIMATOR) else (lambda role: role == only)
 
     parser.add_argument(
         "--role",
@@ -123,65 +150,72 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="restore policy file (default: $FLINK_FAILOVER_POLICY, else the policy shipped in the package)",
     )
     server.add_arguments(parser)
-    member = parser.add_argument_group("member role")
-    member.add_argument(
-        "--require-storage-backends",
-        action="store_true",
-        help="member role: refuse to start when the policy allows a storage scheme with no fsspec backend "
-        "installed (default: start, warn in the log and on /readyz)",
+    if shows(MEMBER):
+        member = parser.add_argument_group("member role")
+        member.add_argument(
+            "--require-storage-backends",
+            action="store_true",
+            help="member role: refuse to start when the policy allows a storage scheme with no fsspec "
+            "backend installed (default: start, warn in the log and on /readyz)",
+        )
+    control = parser.add_argument_group(
+        "control-plane role (--kubeconfig and --context: the estimator and the member role too)"
     )
-    control = parser.add_argument_group("control-plane role (--kubeconfig and --context: the estimator too)")
     control.add_argument(
         "--kubeconfig",
         default=None,
-        help="control-plane: the Karmada API server; estimator: the member cluster "
-        "(default: in-cluster, else ~/.kube/config)",
+        help="control-plane: the Karmada API server; estimator: the member cluster (default: in-cluster, "
+        "else ~/.kube/config); member: its own cluster, to read the FlinkDeployment a FlinkSessionJob "
+        "runs on for its checkpoint directory and, with --cluster, for the fencing agent (default: not "
+        "read; with --cluster: in-cluster)",
     )
     control.add_argument("--context", default=None, help="kubeconfig context (default: its current one)")
-    control.add_argument(
-        "--no-capture",
-        action="store_true",
-        help="control-plane role: serve the Work webhook only, record no ResourceBinding state",
-    )
-    election = parser.add_argument_group(
-        "leader election (control-plane role)",
-        "with --leader-elect every replica serves the Work webhook and only the holder of a "
-        "coordination.k8s.io Lease captures ResourceBinding state",
-    )
-    election.add_argument(
-        "--leader-elect", action="store_true", help="capture only while holding the Lease (default: off)"
-    )
-    election.add_argument("--lease-name", default="flink-failover-control-plane", help="default: %(default)s")
-    election.add_argument(
-        "--lease-namespace",
-        default=os.environ.get("POD_NAMESPACE", "default"),
-        help="namespace of the Lease on the Karmada API server (default: $POD_NAMESPACE, else default)",
-    )
-    election.add_argument(
-        "--lease-duration",
-        type=float,
-        default=15.0,
-        help="seconds a Lease stays valid unrenewed (default: 15)",
-    )
-    election.add_argument(
-        "--renew-deadline",
-        type=float,
-        default=10.0,
-        help="seconds the leader keeps leading without a successful renewal (default: 10)",
-    )
-    election.add_argument(
-        "--retry-period",
-        type=float,
-        default=2.0,
-        help="seconds between tries to acquire or renew (default: 2)",
-    )
-    estimator.add_arguments(parser)
+    if shows(CONTROL_PLANE):
+        control.add_argument(
+            "--no-capture",
+            action="store_true",
+            help="control-plane role: serve the Work webhook only, record no ResourceBinding state",
+        )
+        election = parser.add_argument_group(
+            "leader election (control-plane role)",
+            "with --leader-elect every replica serves the Work webhook and only the holder of a "
+            "coordination.k8s.io Lease captures ResourceBinding state",
+        )
+        election.add_argument(
+            "--leader-elect", action="store_true", help="capture only while holding the Lease (default: off)"
+        )
+        election.add_argument(
+            "--lease-name", default="flink-failover-control-plane", help="default: %(default)s"
+        )
+        election.add_argument(
+            "--lease-namespace",
+            default=os.environ.get("POD_NAMESPACE", "default"),
+            help="namespace of the Lease on the Karmada API server (default: $POD_NAMESPACE, else default)",
+        )
+        election.add_argument(
+            "--lease-duration",
+            type=float,
+            default=15.0,
+            help="seconds a Lease stays valid unrenewed (default: 15)",
+        )
+        election.add_argument(
+            "--renew-deadline",
+            type=float,
+            default=10.0,
+            help="seconds the leader keeps leading without a successful renewal (default: 10)",
+        )
+        election.add_argument(
+            "--retry-period",
+            type=float,
+            default=2.0,
+            help="seconds between tries to acquire or renew (default: 2)",
+        )
+    if shows(ESTIMATOR):
+        estimator.add_arguments(parser)
 
 
 def _check_member_arguments(args: argparse.Namespace) -> str | None:
     cluster = getattr(args, "cluster", None)
-    if args.kubeconfig and not cluster:
-        return "--kubeconfig with --role member needs --cluster NAME (the member's name in Karmada) to fence"
     if cluster:
         from webhook.member.fencing.records import ClusterNameError, check_cluster_name
 
@@ -198,6 +232,13 @@ def run(args: argparse.Namespace) -> int:
         from webhook.estimator import run as estimator
 
         return estimator.run(args)
+    server.prepare_metrics_dir()  # before any role module imports prometheus_client
+    code = _serve(args)
+    server.discard_metrics_dir()  # serve removes it when it ran; a refused start leaves nothing either
+    return code
+
+
+def _serve(args: argparse.Namespace) -> int:
     if args.role == CONTROL_PLANE:
         from webhook.controlplane.serve import check_arguments
 

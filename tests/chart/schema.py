@@ -68,6 +68,7 @@ def webhook_server() -> Schema:
         "workers": {"type": "integer", "minimum": 1, "maximum": 64},
         "threads": {"type": "integer", "minimum": 1, "maximum": 256},
         "containerPort": {"type": "integer", "minimum": 1024, "maximum": 65535},
+        "probePort": {"type": "integer", "minimum": 1024, "maximum": 65535},
         # for the API server calling a webhook pod on a custom CNI; the estimator's caller is a pod
         "hostNetwork": {"type": "boolean"},
     }
@@ -186,6 +187,12 @@ def values_schema() -> Schema:
             ),
         }
     )
+    # controlPlane.part workload without kubeconfigSecret would use the host cluster's credentials: refused
+    # here as well as by the template (helm template --set skips neither).
+    needs_kubeconfig: Schema = {
+        "if": {"properties": {"part": {"const": "workload"}}, "required": ["part"]},
+        "then": {"properties": {"kubeconfigSecret": {"minLength": 1}}, "required": ["kubeconfigSecret"]},
+    }
     control_plane = obj(
         {
             "part": {"type": "string", "enum": ["all", "workload", "registration"]},
@@ -221,6 +228,7 @@ def values_schema() -> Schema:
             ),
         }
     )
+    control_plane.update(needs_kubeconfig)
     duration = {"type": "string", "pattern": r"^([0-9]+(\.[0-9]+)?(h|m|s|ms))+$"}
     certificates = obj(
         {
@@ -252,6 +260,7 @@ def values_schema() -> Schema:
             {
                 "repository": {"type": "string", "minLength": 1},
                 "tag": {"type": "string"},
+                "digest": {"type": "string", "pattern": "^(sha256:[a-f0-9]{64})?$"},
                 "pullPolicy": {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]},
             },
             ["repository"],
@@ -261,6 +270,9 @@ def values_schema() -> Schema:
             "items": obj({"name": {"type": "string", "minLength": 1}}, ["name"]),
         },
         "logLevel": {"type": "string", "enum": ["debug", "info", "warning", "error", "critical"]},
+        # replaced whole when not empty; the rest is checked against the Kubernetes schema by the tests
+        "podSecurityContext": {"type": "object"},
+        "containerSecurityContext": {"type": "object"},
         "policy": policy,
         "member": member,
         "controlPlane": control_plane,
@@ -278,7 +290,14 @@ def values_schema() -> Schema:
                         "interval": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
                         "labels": STRING_MAP,
                     }
-                )
+                ),
+                "prometheusRule": obj(
+                    {
+                        "enabled": {"type": "boolean"},
+                        "labels": STRING_MAP,
+                        "for": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
+                    }
+                ),
             }
         ),
     }

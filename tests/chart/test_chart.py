@@ -46,6 +46,18 @@ COMBOS: dict[str, dict[str, Any]] = {
         "controlPlane": {"part": "workload", "kubeconfigSecret": "karmada-kubeconfig"},
     },
     "control-plane-registration": {**CP, "controlPlane": {"part": "registration"}},
+    # issue 17: OpenShift's restricted-v2 (no fixed UID), a pinned image, the alerts
+    "member-openshift-digest-alerts": {
+        "image": {"digest": "sha256:" + "ab" * 32},
+        "podSecurityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containerSecurityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "metrics": {"prometheusRule": {"enabled": True, "labels": {"release": "prom"}}},
+    },
+    "control-plane-alerts": {**CP, "metrics": {"prometheusRule": {"enabled": True}}},
     "member-platform-extras": {
         "member": {
             "replicaCount": 1,
@@ -266,8 +278,12 @@ def test_deployment_is_hardened_and_probed(rendered: dict[str, list[dict[str, An
     assert set(res["requests"]) == {"cpu", "memory"} and set(res["limits"]) == {"cpu", "memory"}
     for probe, path in (("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")):
         get = container[probe]["httpGet"]
-        assert get == {"path": path, "port": "https", "scheme": "HTTPS"}
-    assert container["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
+        assert get == {"path": path, "port": "probes", "scheme": "HTTPS"}  # their own port (issue 17)
+    assert container["ports"] == [
+        {"name": "https", "containerPort": 8443, "protocol": "TCP"},
+        {"name": "probes", "containerPort": 8081, "protocol": "TCP"},
+    ]
+    assert "--probe-bind=0.0.0.0:8081" in container["args"]
     assert container["args"][:2] == ["serve", "--role=member"]
     assert "--workers=2" in container["args"]
     assert "--require-storage-backends" in container["args"]  # the image carries the default backends
@@ -296,7 +312,8 @@ def test_service_pdb_and_network_policy(rendered: dict[str, list[dict[str, Any]]
     netpol = one(docs, "NetworkPolicy")
     assert selector_matches(netpol["spec"]["podSelector"], labels)
     assert netpol["spec"]["policyTypes"] == ["Ingress"]
-    assert netpol["spec"]["ingress"] == [{"ports": [{"port": 8443, "protocol": "TCP"}]}]
+    ports = [{"port": 8443, "protocol": "TCP"}, {"port": 8081, "protocol": "TCP"}]  # webhook, probes
+    assert netpol["spec"]["ingress"] == [{"ports": ports}]
     assert not find(docs, "ServiceMonitor")
     assert not find(rendered["member-no-pdb-no-netpol"], "PodDisruptionBudget")
     assert not find(rendered["member-no-pdb-no-netpol"], "NetworkPolicy")

@@ -35,7 +35,7 @@ GOOD: list[dict[str, Any]] = [
     {"defaultCheckpointDir": "s3://bucket/checkpoints"},
     {"defaultCheckpointDir": "s3p://bucket/checkpoints", "defaultSavepointDir": "s3a://bucket/savepoints"},
     {"defaultCheckpointDir": "gs://bucket/chk"},
-    {"defaultCheckpointDir": "hdfs://namenode:8020/flink/chk"},
+    {"allowedSchemes": ["hdfs"], "defaultCheckpointDir": "hdfs://namenode:8020/flink/chk"},
     {"defaultCheckpointDir": "abfss://container@account.dfs.core.windows.net/chk"},
     {"defaultCheckpointDir": "oss://bucket/chk"},
     {"defaultCheckpointDir": "file:///data/chk"},

@@ -133,6 +133,55 @@ CRD_SHAPES: dict[tuple[str, str], dict[str, Any]] = {
             }
         },
     },
+    ("monitoring.coreos.com/v1", "PrometheusRule"): {
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "spec": {
+                "type": "object",
+                "required": ["groups"],
+                "additionalProperties": False,
+                "properties": {
+                    "groups": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "required": ["name", "rules"],
+                            "additionalProperties": False,
+                            "properties": {
+                                "name": {"type": "string", "minLength": 1},
+                                "rules": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "object",
+                                        "required": ["alert", "expr"],
+                                        "additionalProperties": False,
+                                        "properties": {
+                                            "alert": {
+                                                "type": "string",
+                                                "pattern": "^[A-Za-z_][A-Za-z0-9_]*$",
+                                            },
+                                            "expr": {"type": "string", "minLength": 1},
+                                            "for": {"type": "string", "pattern": r"^[0-9]+(ms|s|m|h)$"},
+                                            "labels": {
+                                                "type": "object",
+                                                "additionalProperties": {"type": "string"},
+                                            },
+                                            "annotations": {
+                                                "type": "object",
+                                                "additionalProperties": {"type": "string"},
+                                            },
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    }
+                },
+            }
+        },
+    },
 }
 
 

@@ -29,11 +29,15 @@ P = "flink-failover.io/"
 
 
 class Server:
-    def __init__(self, kubeconfig: Path, certs: Path, workdir: Path, *extra: str) -> None:
+    def __init__(
+        self, kubeconfig: Path, certs: Path, workdir: Path, *extra: str, metrics_dir: bool = True
+    ) -> None:
         self.port = free_port()
         self.ca = str(certs / "ca.crt")
         self.log = workdir / f"server-{self.port}.log"
-        env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(workdir / f"metrics-{self.port}")}
+        env = {k: v for k, v in os.environ.items() if k != "PROMETHEUS_MULTIPROC_DIR"}
+        if metrics_dir:  # as the chart runs it; without, as a user runs the command by hand
+            env["PROMETHEUS_MULTIPROC_DIR"] = str(workdir / f"metrics-{self.port}")
         command = [
             str(BIN), "serve", "--role", "control-plane", "--kubeconfig", str(kubeconfig),
             "--cert-dir", str(certs), "--bind", f"127.0.0.1:{self.port}",

@@ -119,3 +119,18 @@ def test_bad_objects_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     as_list.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
     code, out, _ = run(capsys, "review", "--role", "control-plane", "--objects", str(as_list), path)
     assert code == 0 and "patch" in json.loads(out)["response"]
+
+
+def test_the_samples_readme_says_what_each_review_answers(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 17 item 13: the README's "expected" column matches the answers (before: a sample the README
+    said got no patch was patched)."""
+    rows = [
+        line.split("|")[1:4]
+        for line in (SAMPLES / "README.md").read_text().splitlines()
+        if line.startswith("| `review-")
+    ]
+    assert len(rows) == len(list(SAMPLES.glob("review-*.json")))
+    for name, _binding, expected in rows:
+        _, result = answer(capsys, name.strip().strip("`"))
+        patched = "patch" in result["response"]
+        assert patched == (not expected.strip().startswith("no patch")), (name, expected)

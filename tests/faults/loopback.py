@@ -140,7 +140,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
             for key, value in resp.getheaders():
                 if key.lower() not in ("connection", "transfer-encoding", "content-length", "server", "date"):
                     self.send_header(key, value)
-            self.send_header("Content-Length", str(len(data)))
+            # A HEAD answer has no body but the object's length (what a size check reads).
+            length_header = resp.getheader("Content-Length") if self.command == "HEAD" else None
+            self.send_header("Content-Length", length_header or str(len(data)))
             self.end_headers()
             if listing and mode == "cut-list":
                 with self.server.lock:

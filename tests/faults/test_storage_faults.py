@@ -22,7 +22,14 @@ import pytest
 
 from tests.conftest import REPO
 from tests.faults.conftest import DEADLINE, FaultStack
-from tests.support.objects import apply, decode_patch, flink_deployment, make_checkpoints, review
+from tests.support.objects import (
+    FLINK_METADATA,
+    apply,
+    decode_patch,
+    flink_deployment,
+    make_checkpoints,
+    review,
+)
 from tests.support.server import ApiServerClient
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
@@ -114,6 +121,13 @@ def test_storage_slower_than_the_deadline_is_denied_at_the_deadline(faults: Faul
     obj = flink_deployment(checkpoint_dir="s3p://bucket/ckpt", labels=labels(job))
     resp, _, _ = admit(faults, obj, f"s3p://bucket/ckpt/{job}")
     assert denied_for(resp, "storage did not answer within 2s deadline")
+    # Issue 17 items 10 and 13: the storage is named, the answer says "retry" (503, not 403), and the
+    # audit line is a warning that names what was looked up (before: info, "path":"").
+    assert f"s3p://bucket/ckpt/{job}" in resp["status"]["message"] and resp["status"]["code"] == 503
+    lines = [json.loads(line) for line in faults.server.logs().splitlines() if resp["uid"] in line]
+    audit = next(entry for entry in lines if entry.get("msg") == "admission")
+    assert audit["level"] == "warning" and audit["storage"] == f"s3p://bucket/ckpt/{job}"
+    assert audit["jobId"] == job and audit["storageError"] is True
 
 
 def test_many_concurrent_lookups_on_hung_storage_all_hold_the_deadline(faults: FaultStack) -> None:
@@ -147,7 +161,7 @@ def test_many_concurrent_lookups_on_hung_storage_all_hold_the_deadline(faults: F
 def test_s3_access_denied_is_denied(faults: FaultStack) -> None:
     job = new_job()
     bucket = faults.new_bucket()
-    faults.s3.pipe(f"{bucket}/denied/{job}/chk-4/_metadata", b"m")
+    faults.s3.pipe(f"{bucket}/denied/{job}/chk-4/_metadata", FLINK_METADATA)
     obj = flink_deployment(checkpoint_dir=f"s3://{bucket}/denied", labels=labels(job))
     faults.proxy.mode = "deny"
     try:
@@ -167,7 +181,7 @@ def test_s3_listing_failing_half_way_is_never_a_partial_answer(faults: FaultStac
     job = new_job()
     bucket = faults.new_bucket()
     prefix = f"{bucket}/half/{job}"
-    faults.s3.pipe({f"{prefix}/chk-{n}/_metadata": b"m" for n in (1, 10, 11, 12, 2, 3)})
+    faults.s3.pipe({f"{prefix}/chk-{n}/_metadata": FLINK_METADATA for n in (1, 10, 11, 12, 2, 3)})
     obj = flink_deployment(checkpoint_dir=f"s3://{bucket}/half", labels=labels(job))
     faults.proxy.mode = mode
     before = faults.proxy.failed
@@ -274,7 +288,7 @@ def test_names_that_are_not_flink_checkpoints_are_ignored(
     make_checkpoints(tmp_path / job, [3])
     bogus = tmp_path / job / junk
     bogus.mkdir()
-    (bogus / "_metadata").write_bytes(b"not a checkpoint")
+    (bogus / "_metadata").write_bytes(FLINK_METADATA)
     obj = flink_deployment(checkpoint_dir=str(tmp_path), labels=labels(job))
     _, patched, _ = admit(faults, obj, f"{tmp_path}/{job}")
     assert restored_from(patched) == f"{tmp_path}/{job}/chk-3"

@@ -93,3 +93,53 @@ def test_only_installed_schemes_start_and_readyz_warns_otherwise(certs: Path, tm
     for m in missing:
         assert f"warning: allowed scheme {m.scheme}:// has no fsspec backend" in body.decode()
         assert f"allowed scheme {m.scheme}:// has no fsspec backend" in logs
+
+
+# --- Issue 17 item 2: hdfs is ready only with a JVM, libhdfs and the Hadoop jars -----------------------
+
+
+def _shared_object(tmp: Path, name: str) -> Path:
+    """A real loadable shared object under the name Arrow looks for (a copy of the system's libz)."""
+    import ctypes.util
+    import shutil
+
+    found = ctypes.util.find_library("z")
+    assert found is not None
+    source = next(p for d in ("/lib", "/usr/lib", "/lib64", "/usr/lib64") for p in Path(d).rglob(found))
+    tmp.mkdir(parents=True, exist_ok=True)
+    shutil.copy(source, tmp / name)
+    return tmp / name
+
+
+def test_hdfs_without_a_jvm_is_not_ready(tmp_path: Path) -> None:
+    from webhook.member.storage import hadoop_client_problem
+
+    assert "no loadable JVM (libjvm.so) (JAVA_HOME is not set)" in hadoop_client_problem({})
+    java = tmp_path / "jdk"
+    assert "under JAVA_HOME=" in hadoop_client_problem({"JAVA_HOME": str(java)})
+    _shared_object(java / "lib" / "server", "libjvm.so")
+    no_hdfs = hadoop_client_problem({"JAVA_HOME": str(java)})
+    assert "no loadable libhdfs.so" in no_hdfs
+    hadoop = tmp_path / "hadoop"
+    _shared_object(hadoop / "lib" / "native", "libhdfs.so")
+    env = {"JAVA_HOME": str(java), "HADOOP_HOME": str(hadoop)}
+    assert "no Hadoop jars" in hadoop_client_problem(env)
+    (hadoop / "bin").mkdir()
+    (hadoop / "bin" / "hadoop").write_text("#!/bin/sh\n")
+    assert hadoop_client_problem(env) == ""
+    assert (
+        hadoop_client_problem(
+            {
+                "JAVA_HOME": str(java),
+                "ARROW_LIBHDFS_DIR": str(hadoop / "lib" / "native"),
+                "CLASSPATH": "/opt/hadoop/share/hadoop/common/*",
+            }
+        )
+        == ""
+    )
+
+
+def test_the_default_policy_allows_only_what_the_default_image_reads() -> None:
+    """hdfs needs a JVM the slim image lacks: not allowed by default (before: allowed, and the chart's
+    --require-storage-backends passed while every hdfs restore was denied)."""
+    assert "hdfs" not in DEFAULT_ALLOWED_SCHEMES and "hdfs" in KNOWN_SCHEMES

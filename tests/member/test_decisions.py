@@ -93,6 +93,7 @@ def test_highest_completed_checkpoint_is_restored(ckpt: Path) -> None:
     for junk in ("chk-abc", "chk--1", "chk-", "shared", "taskowned"):
         (ckpt / JOB_ID / junk).mkdir()
     obj = flink_deployment(checkpoint_dir=f"file://{ckpt}", labels=labels())
+    obj["spec"]["flinkConfiguration"]["high-availability.type"] = "kubernetes"
     resp = answer(POLICY, review(obj))
     assert resp["allowed"] is True
     patched = apply(obj, decode_patch(resp))
@@ -100,7 +101,7 @@ def test_highest_completed_checkpoint_is_restored(ckpt: Path) -> None:
     assert patched["spec"]["job"]["initialSavepointPath"] == expected
     assert (
         patched["spec"]["job"]["upgradeMode"] == "last-state"
-    )  # stateless -> last-state without savepoint dir
+    )  # stateless -> last-state without savepoint dir, with HA
     annotations = patched["metadata"]["annotations"]
     assert annotations[DECISION] == "restored"
     assert annotations[RESTORED_FROM] == expected
@@ -250,6 +251,7 @@ def test_storage_error_follows_on_storage_error(ckpt: Path) -> None:
 def test_upgrade_mode_and_state_policies(ckpt: Path, tmp_path: Path) -> None:
     make_checkpoints(ckpt / JOB_ID, [1])
     obj = flink_deployment(checkpoint_dir=str(ckpt), labels=labels())
+    obj["spec"]["flinkConfiguration"]["high-availability"] = "kubernetes"  # the pre-1.17 spelling
     obj["spec"]["job"]["state"] = "suspended"
     cases = [
         (replace(POLICY, upgrade_mode=UpgradeModePolicy.KEEP), None, "suspended"),

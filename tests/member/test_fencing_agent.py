@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 
 from tests.controlplane import fakeapi
-from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment, make_checkpoints, review
+from tests.support.objects import (
+    FLINK_METADATA,
+    JOB_ID,
+    apply,
+    decode_patch,
+    flink_deployment,
+    make_checkpoints,
+    review,
+)
 from tests.support.s3 import moto_server, s3_options
 from webhook.cli import main
 from webhook.common.admission import parse_review
@@ -74,7 +82,7 @@ class Site:
 
         fs = s3fs.S3FileSystem(skip_instance_cache=True, **self.options["s3"])
         for n in ids:
-            fs.pipe(f"{self.root.removeprefix('s3://')}/{JOB_ID}/chk-{n}/_metadata", b"\xc0\xde\x00")
+            fs.pipe(f"{self.root.removeprefix('s3://')}/{JOB_ID}/chk-{n}/_metadata", FLINK_METADATA)
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +133,7 @@ def world(tmp_path: Path) -> Iterator[Any]:
         api = FlinkApi.connect(ClientConfig(str(kubeconfig)))
         assert isinstance(api, FlinkApi)
         agent = FencingAgent(name, policy, api, CheckpointStorage(policy.storage_options), workers=2)
-        found = Member(name, running, agent, MemberHandler.from_policy(policy, name), kubeconfig)
+        found = Member(name, running, agent, MemberHandler.from_policy(policy, cluster=name), kubeconfig)
         started.append(found)
         return found
 

@@ -173,10 +173,22 @@ def test_many_documents_answer_as_a_list_and_skips_say_why(tmp_path: Path) -> No
     answer = json.loads(result.stdout)
     assert answer["kind"] == "List" and len(answer["items"]) == 3
     assert [i["response"]["allowed"] for i in answer["items"]] == [True, True, True]
-    assert "FlinkDeployment team-a/plain: skipped: no failover label" in result.stderr
-    assert "Pod team-a/p: skipped: not a FlinkDeployment or FlinkSessionJob (core/Pod)" in result.stderr
+    # Every answer is named, numbered in input order with its uid (issue 17 item 8).
+    uids = [i["response"]["uid"] for i in answer["items"]]
+    assert f"[1] FlinkDeployment analytics/orders (uid {uids[0]}): restored" in result.stderr
+    assert f"[2] FlinkDeployment team-a/plain (uid {uids[1]}): skipped: no failover label" in result.stderr
+    assert (
+        f"[3] Pod team-a/p (uid {uids[2]}): skipped: not a FlinkDeployment or FlinkSessionJob (core/Pod)"
+        in result.stderr
+    )
     as_yaml = run(str(path), "-o", "yaml")
     assert [d["kind"] for d in yaml.safe_load_all(as_yaml.stdout)] == ["AdmissionReview"] * 3
+    heads = [line for line in as_yaml.stdout.splitlines() if line.startswith("# ")]
+    assert heads == [
+        f"# [1] FlinkDeployment analytics/orders (uid {uids[0]})",
+        f"# [2] FlinkDeployment team-a/plain (uid {uids[1]})",
+        f"# [3] Pod team-a/p (uid {uids[2]})",
+    ]
 
 
 def test_review_without_request_kind_says_so(tmp_path: Path) -> None:

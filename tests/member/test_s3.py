@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import s3fs
 
-from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment, review
+from tests.support.objects import FLINK_METADATA, JOB_ID, apply, decode_patch, flink_deployment, review
 from tests.support.s3 import moto_server, s3_options
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
@@ -34,7 +34,7 @@ def put_checkpoints(
     for n in ids:
         fs.pipe(f"{BUCKET}/{prefix}/chk-{n}/state", b"x")
         if n not in without_metadata:
-            fs.pipe(f"{BUCKET}/{prefix}/chk-{n}/_metadata", b"meta")
+            fs.pipe(f"{BUCKET}/{prefix}/chk-{n}/_metadata", FLINK_METADATA)
 
 
 def answer(policy: RestorePolicy, obj: dict[str, Any]) -> dict[str, Any]:
@@ -79,7 +79,7 @@ def test_new_checkpoints_are_seen_without_a_restart(s3: tuple[str, Any]) -> None
 def test_savepoint_annotation_on_s3(s3: tuple[str, Any]) -> None:
     endpoint, fs = s3
     sp = f"sp/savepoint-{JOB_ID[:6]}-0123456789ab"
-    fs.pipe(f"{BUCKET}/{sp}/_metadata", b"sp")
+    fs.pipe(f"{BUCKET}/{sp}/_metadata", FLINK_METADATA)
     obj = flink_deployment(
         checkpoint_dir=f"s3://{BUCKET}/none",
         savepoint_dir=f"s3://{BUCKET}/sp",

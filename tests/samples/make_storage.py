@@ -14,6 +14,8 @@ from pathlib import Path
 ROOT = Path("/tmp/flink-failover-samples/checkpoints")
 RESTORABLE = "3c653dbe4c19bb72f8eb28445541bed6"
 EMPTY = "00000000000000000000000000000bad"
+# What Flink writes first: the metadata magic number and version 3, then the body.
+FLINK_METADATA = bytes.fromhex("4960672d00000003") + b"sample checkpoint metadata"
 
 
 def make(root: Path = ROOT) -> Path:
@@ -22,7 +24,7 @@ def make(root: Path = ROOT) -> Path:
             chk = root / job / f"chk-{n}"
             chk.mkdir(parents=True, exist_ok=True)
             if n in complete:
-                (chk / "_metadata").write_bytes(b"sample checkpoint metadata")
+                (chk / "_metadata").write_bytes(FLINK_METADATA)
     return root
 
 

@@ -15,6 +15,9 @@ import jsonpatch
 JOB_ID = "3c653dbe4c19bb72f8eb28445541bed6"
 OTHER_JOB_ID = "0123456789abcdef0123456789abcdef"
 
+# A complete-looking Flink checkpoint metadata file: the magic number, metadata version 3, a body.
+FLINK_METADATA = bytes.fromhex("4960672d00000003") + b"flink checkpoint metadata body"
+
 
 def flink_deployment(
     *,
@@ -114,7 +117,7 @@ def make_checkpoints(
         (chk / "state-file").write_bytes(b"x")
         if n not in without_metadata:
             meta = chk / "_metadata"
-            meta.write_bytes(b"flink-metadata")
+            meta.write_bytes(FLINK_METADATA)
             if mtime is not None:
                 os.utime(meta, (mtime, mtime))
 
@@ -123,7 +126,7 @@ def make_savepoint(root: Path, job_id: str, suffix: str = "a1b2c3d4e5f6", mtime:
     sp = root / f"savepoint-{job_id[:6]}-{suffix}"
     sp.mkdir(parents=True, exist_ok=True)
     meta = sp / "_metadata"
-    meta.write_bytes(b"flink-savepoint")
+    meta.write_bytes(FLINK_METADATA)
     if mtime is not None:
         os.utime(meta, (mtime, mtime))
     return sp

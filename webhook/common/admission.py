@@ -57,6 +57,11 @@ class Audit:
         """A role's own fields for the log line, beside ``path`` and ``reason``."""
         return {}
 
+    def warns(self) -> bool:
+        """Whether the line is logged as a warning: an answer someone should look at (a refusal for a
+        storage error, a job held), not routine."""
+        return False
+
 
 @dataclass(frozen=True)
 class AdmissionResponse:

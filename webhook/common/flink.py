@@ -22,6 +22,7 @@ SAVEPOINT_DIR_KEYS = (
     "state.savepoints.dir",
     "savepoints.state.backend.fs.dir",
 )
+HA_KEYS = ("high-availability.type", "high-availability")  # the newer spelling first (Flink 1.17+)
 CREATE_SUBDIR_KEYS = ("execution.checkpointing.create-subdir", "state.checkpoints.create-subdir")
 
 JOB_ID_RE = re.compile(r"^[0-9a-f]{32}$")
@@ -82,6 +83,7 @@ class FlinkResource:
     job: Mapping[str, Any] | None
     configuration: Mapping[str, str]
     deleting: bool = False  # metadata.deletionTimestamp set: the operator is removing its finalizer
+    deployment_name: str = ""  # a FlinkSessionJob's spec.deploymentName: the session cluster it runs on
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> FlinkResource:
@@ -96,6 +98,7 @@ class FlinkResource:
             job=job if isinstance(job, Mapping) else None,
             configuration=flatten_configuration(spec.get("flinkConfiguration")),
             deleting=bool(meta.get("deletionTimestamp")),
+            deployment_name=str(spec.get("deploymentName") or ""),
         )
 
     @property
@@ -109,6 +112,12 @@ class FlinkResource:
     @property
     def savepoint_dir(self) -> str:
         return _first(self.configuration, SAVEPOINT_DIR_KEYS)
+
+    @property
+    def high_availability(self) -> bool:
+        """HA configured (``kubernetes``, ``zookeeper`` or a factory class): what last-state needs on
+        operators before 1.10."""
+        return _first(self.configuration, HA_KEYS).lower() not in ("", "none")
 
     @property
     def checkpoints_in_job_subdir(self) -> bool:

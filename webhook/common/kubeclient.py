@@ -56,6 +56,9 @@ class ClientConfig:
     watch_timeout: int = 290  # server-side timeoutSeconds of one watch request
     watch_read_timeout: float = 330.0  # no byte for this long (bookmarks included): the connection is dead
     list_page: int = LIST_PAGE
+    # How often (at most) a request checks whether the kubeconfig file, or a tokenFile it names, changed
+    # (a mounted Secret updated in place): the new token is used without a restart.
+    credentials_check_seconds: float = 10.0
 
 
 def failure(exc: BaseException) -> ApiFailure:
@@ -124,11 +127,101 @@ def new_api_client(config: ClientConfig, what: str) -> Any:
             kube_config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=config.kubeconfig, context=config.context, client_configuration=configuration
             )
+            if config.kubeconfig:
+                hook = TokenRefresh(config, configuration.refresh_api_key_hook)
+                configuration.refresh_api_key_hook = hook  # type: ignore[assignment]
         else:
+            # The in-cluster loader re-reads the projected service-account token by itself.
             kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except (ConfigException, OSError, ValueError, TypeError) as exc:
         return ApiFailure(0, f"cannot load {what} credentials: {exc}")
     return client.ApiClient(configuration)
+
+
+class TokenRefresh:
+    """The kubeconfig's bearer token, re-read when the kubeconfig or a ``tokenFile`` it names changes.
+
+    The ``kubernetes`` client reads a kubeconfig's token once; a token rotated in the mounted Secret
+    would be used only after a restart (and the old one, once revoked, fails every request). The client
+    calls this hook before each request; it looks at the files' stat at most every
+    ``credentials_check_seconds`` and, on a change, loads the kubeconfig anew and takes its token.
+    """
+
+    def __init__(self, config: ClientConfig, inner: Callable[[Any], None] | None) -> None:
+        import threading
+        import time
+
+        self._config = config
+        self._inner = inner  # the loader's own hook (exec plugins, expiring tokens)
+        self._lock = threading.Lock()
+        self._clock = time.monotonic
+        self._checked = self._clock()
+        self._seen = self._fingerprint()
+
+    def _paths(self) -> list[str]:
+        import os
+
+        import yaml
+
+        path = str(self._config.kubeconfig)
+        paths = [path]
+        try:
+            with open(path, encoding="utf-8") as f:
+                doc = yaml.safe_load(f)
+        except (OSError, yaml.YAMLError):
+            return paths
+        users = doc.get("users") if isinstance(doc, Mapping) else None
+        for entry in users if isinstance(users, list) else []:
+            user = entry.get("user") if isinstance(entry, Mapping) else None
+            token_file = user.get("tokenFile") if isinstance(user, Mapping) else None
+            if isinstance(token_file, str) and token_file:
+                paths.append(os.path.join(os.path.dirname(os.path.abspath(path)), token_file))
+        return paths
+
+    def _fingerprint(self) -> tuple[tuple[int, int, int], ...]:
+        import os
+
+        out = []
+        for path in self._paths():
+            try:
+                st = os.stat(path)  # follows the ..data symlink a Secret volume swaps on update
+                out.append((st.st_ino, st.st_mtime_ns, st.st_size))
+            except OSError:
+                out.append((0, 0, 0))
+        return tuple(out)
+
+    def __call__(self, configuration: Any) -> None:
+        if self._inner is not None:
+            self._inner(configuration)
+            configuration.refresh_api_key_hook = self  # the loader's hook puts itself back: stay first
+        now = self._clock()
+        with self._lock:
+            if now - self._checked < self._config.credentials_check_seconds:
+                return
+            self._checked = now
+            seen = self._fingerprint()
+            if seen == self._seen:
+                return
+            import yaml
+            from kubernetes import client
+            from kubernetes import config as kube_config
+            from kubernetes.config.config_exception import ConfigException
+
+            fresh = client.Configuration()
+            try:
+                kube_config.load_kube_config(  # type: ignore[no-untyped-call]
+                    config_file=self._config.kubeconfig,
+                    context=self._config.context,
+                    client_configuration=fresh,
+                )
+            except (ConfigException, OSError, ValueError, TypeError, yaml.YAMLError) as exc:
+                log.warning("kubeconfig changed but cannot be loaded (keeping the old token): %s", exc)
+                return  # a half-written file: tried again at the next check
+            self._seen = seen
+            self._inner = fresh.refresh_api_key_hook
+            configuration.api_key = dict(fresh.api_key)
+            configuration.api_key_prefix = dict(fresh.api_key_prefix)
+            log.info("kubeconfig changed: using its new credentials")
 
 
 def watch_events(

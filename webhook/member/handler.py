@@ -5,7 +5,9 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
 
 from prometheus_client import Counter
 
@@ -26,6 +28,8 @@ from webhook.member.policy import RestorePolicy
 from webhook.member.restore import (
     RestoreDecision,
     RestoreOutcome,
+    SessionCluster,
+    SessionClusterLookup,
     SnapshotQuery,
     Snapshots,
     StorageError,
@@ -51,22 +55,61 @@ class RestoreAudit(Audit):
     job_id: str = ""
     carried: bool = False  # replayed from oldObject on UPDATE, storage untouched
     storage_error: bool = False  # the state is unknown because storage failed
+    held: bool = False  # the job was held suspended at this admission
+    storage: str = ""  # what was looked up (job directory, savepoint): names the storage that failed
+    checkpoint_dir_from: str = ""  # where the checkpoint directory setting was read
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.job_id:
+            out["jobId"] = self.job_id
+        if self.carried:
+            out["carried"] = True
+        if self.storage_error:
+            out["storageError"] = True
+        if self.storage:
+            out["storage"] = self.storage
+        if self.checkpoint_dir_from:
+            out["checkpointDirFrom"] = self.checkpoint_dir_from
+        return out
+
+    def warns(self) -> bool:
+        return self.storage_error or self.held
+
+
+# (namespace, name, seconds left) -> the session cluster a FlinkSessionJob names; built at the edge.
+SessionClusterSource = Callable[[str, str, float], SessionCluster]
 
 
 @dataclass
 class MemberHandler:
     policy: RestorePolicy
     storage: CheckpointStorage
-    fencing: FencingGate | None = None  # with --cluster: a restore fences and may be held
+    session_clusters: SessionClusterSource | None = None  # without it: the session job's own settings
+    # Offline (``review``): each lookup on a daemon thread, so a lookup abandoned at the deadline on a
+    # hung storage does not hold the process after its answer is printed (a pool's threads are joined
+    # at exit: 10 s and more).
+    daemon_lookups: bool = False
+    fencing: FencingGate | None = None  # with --cluster: a failover admission fences, a restore may be held
 
     def __post_init__(self) -> None:
-        self._pool = concurrent.futures.ThreadPoolExecutor(_POOL_SIZE, thread_name_prefix="storage")
+        self._pool: concurrent.futures.Executor = (
+            _DaemonThreads()
+            if self.daemon_lookups
+            else concurrent.futures.ThreadPoolExecutor(_POOL_SIZE, thread_name_prefix="storage")
+        )
         self._pool_lock = threading.Lock()
         # Lookups abandoned at the deadline and still running, per storage (see _lookup).
         self._abandoned: dict[tuple[str, str, str], int] = {}
 
     @classmethod
-    def from_policy(cls, policy: RestorePolicy, cluster: str = "") -> MemberHandler:
+    def from_policy(
+        cls,
+        policy: RestorePolicy,
+        session_clusters: SessionClusterSource | None = None,
+        daemon_lookups: bool = False,
+        cluster: str = "",
+    ) -> MemberHandler:
         """``cluster``: this member's name in Karmada, when its fencing agent runs (else no fencing)."""
         storage = CheckpointStorage(policy.storage_options)
         gate = None
@@ -74,7 +117,7 @@ class MemberHandler:
             from webhook.member.fencing.records import FencingStore
 
             gate = FencingGate(cluster, policy, FencingStore(storage))
-        return cls(policy, storage, gate)
+        return cls(policy, storage, session_clusters, daemon_lookups, gate)
 
     def __call__(self, request: AdmissionRequest) -> AdmissionResponse:
         deadline = Deadline(self.policy.deadline_seconds * 0.9)  # leave room to answer
@@ -82,12 +125,21 @@ class MemberHandler:
         if not_ours:
             return allowed(request, RestoreOutcome.SKIP, RestoreAudit(reason=not_ours))
         resource = FlinkResource.from_object(request.object)
+        if not resource.namespace:  # the request names it when the object does not (yet)
+            resource = replace(resource, namespace=request.namespace)
         old = FlinkResource.from_object(request.old_object) if request.old_object is not None else None
+        clusters: SessionClusterLookup | None = None
+        source = self.session_clusters
+        if source is not None:
+
+            def clusters(namespace: str, name: str) -> SessionCluster:
+                return source(namespace, name, max(deadline.remaining(), 0.001))
+
         pending = None
         if self.fencing is not None and _fences(request, resource, self.policy):
             pending = self.fencing.begin(resource, request.dry_run, self._pool)  # beside the lookup
         decision = decide_restore(
-            request.operation, resource, old, self.policy, lambda q: self._lookup(q, deadline)
+            request.operation, resource, old, self.policy, lambda q: self._lookup(q, deadline), clusters
         )
         if decision.storage_error:
             STORAGE_ERRORS.inc()
@@ -104,12 +156,13 @@ class MemberHandler:
         than the server has threads, the rest queue outside the deadline (tests/faults).
         """
         keys = {_storage_key(p) for p in (query.job_dir, query.savepoint) if p is not None}
+        asked = ", ".join(str(p) for p in (query.job_dir, query.savepoint) if p is not None)
         with self._pool_lock:
             hung = sorted(k for k in keys if self._abandoned.get(k))
         if hung:
             raise DeadlineExceeded(
                 f"storage did not answer within {self.policy.deadline_seconds:g}s deadline "
-                f"(an earlier lookup on {_describe(hung[0])} is still waiting for it)"
+                f"(an earlier lookup on {_describe(hung[0])} is still waiting for it; looking up {asked})"
             )
 
         future = self._pool.submit(self.storage.snapshots, query, deadline)
@@ -119,7 +172,8 @@ class MemberHandler:
             if not future.cancel():
                 self._abandon(future, keys)
             raise DeadlineExceeded(
-                f"storage did not answer within {self.policy.deadline_seconds:g}s deadline"
+                f"storage did not answer within {self.policy.deadline_seconds:g}s deadline "
+                f"(looking up {asked})"
             ) from None
         except StorageError:
             raise
@@ -157,6 +211,24 @@ def _fences(request: AdmissionRequest, resource: FlinkResource, policy: RestoreP
     )
 
 
+class _DaemonThreads(concurrent.futures.Executor):
+    """Runs each call on a daemon thread of its own (the offline review makes a handful of lookups)."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+
+        def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return
+            try:
+                future.set_result(fn(*args, **kwargs))
+            except BaseException as exc:  # handed to the waiting admission, as a pool would
+                future.set_exception(exc)
+
+        threading.Thread(target=run, name="storage-offline", daemon=True).start()
+        return future
+
+
 def _not_ours(request: AdmissionRequest) -> str:
     """Why this request is not one the member role changes ("" when it is)."""
     if not request.kind:
@@ -190,8 +262,14 @@ def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionRe
         job_id=decision.job_id,
         carried=decision.carried,
         storage_error=decision.storage_error,
+        held=decision.outcome is RestoreOutcome.SUSPENDED and not decision.carried,
+        storage=decision.storage,
+        checkpoint_dir_from=decision.checkpoint_dir_from,
     )
     if decision.outcome is RestoreOutcome.DENIED:
+        if decision.storage_error:
+            # Not a permission problem: the state could not be read now; 503 says "try again".
+            return errored(request, decision.reason, RestoreOutcome.DENIED, audit, code=503)
         return denied(request, decision.reason, RestoreOutcome.DENIED, audit)
     ops = plan(request.object, decision.spec_job, decision.annotations, decision.labels)
     answer = decision.outcome

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from importlib.resources import files
@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from webhook.common.contract import DEFAULT_JOB_ID_LABELS, DEFAULT_PREFIX, Contract
-from webhook.common.paths import StoragePath, StoragePathError
+from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath, StoragePathError
 
 API_VERSION = "flink-failover.io/v1alpha1"
 KIND = "RestorePolicy"
@@ -29,7 +29,41 @@ DEFAULT_POLICY_FILE = Path(str(files("webhook").joinpath("restore-policy.yaml"))
 POLICY_ENV = "FLINK_FAILOVER_POLICY"
 
 KNOWN_SCHEMES = ("s3", "s3a", "s3p", "gs", "hdfs", "abfs", "abfss", "oss", "wasb", "wasbs", "file")
-DEFAULT_ALLOWED_SCHEMES: tuple[str, ...] = ("s3", "s3a", "s3p", "gs", "hdfs", "abfs", "abfss", "oss", "file")
+# hdfs is known but not allowed by default: it needs a JVM and the Hadoop client in the image (README).
+DEFAULT_ALLOWED_SCHEMES: tuple[str, ...] = ("s3", "s3a", "s3p", "gs", "abfs", "abfss", "oss", "file")
+
+# What each fsspec backend's constructor takes (storageOptions are handed to it): its own parameters at
+# the pinned versions, and fsspec's common ones. fsspec accepts and ignores any other name, so a typo
+# (endpointUrl) would pass and fail only at the first failover. tests/member/test_storage_options.py
+# compares these with the installed backends' signatures.
+_FSSPEC_COMMON = ("use_listings_cache", "listings_expiry_time", "max_paths", "skip_instance_cache")
+_ASYNC = ("asynchronous", "loop", "batch_size")
+STORAGE_OPTIONS: dict[str, tuple[str, ...]] = {
+    "s3": (
+        "anon", "endpoint_url", "key", "secret", "token", "use_ssl", "client_kwargs", "requester_pays",
+        "default_block_size", "default_fill_cache", "default_cache_type", "version_aware", "cache_regions",
+        "config_kwargs", "s3_additional_kwargs", "session", "username", "password", "max_concurrency",
+        "fixed_upload_size", "local_expiry_check", "profile", *_ASYNC, *_FSSPEC_COMMON,
+    ),
+    "gs": (
+        "project", "access", "token", "block_size", "consistency", "cache_timeout", "secure_serialize",
+        "check_connection", "requests_timeout", "requester_pays", "session_kwargs", "timeout",
+        "endpoint_url", "default_location", "version_aware", *_ASYNC, *_FSSPEC_COMMON,
+    ),
+    "abfs": (
+        "account_name", "account_key", "connection_string", "credential", "sas_token", "request_session",
+        "socket_timeout", "blocksize", "client_id", "client_secret", "tenant_id", "anon", "location_mode",
+        "default_fill_cache", "default_cache_type", "version_aware", "assume_container_exists",
+        "max_concurrency", "timeout", "connection_timeout", "read_timeout", "account_host",
+        *_ASYNC, *_FSSPEC_COMMON,
+    ),
+    "oss": (
+        "endpoint", "key", "secret", "token", "default_cache_type", "default_block_size", "version_aware",
+        *_ASYNC, *_FSSPEC_COMMON,
+    ),
+    "hdfs": ("host", "port", "user", "kerb_ticket", "replication", "extra_conf", *_FSSPEC_COMMON),
+    "file": ("auto_mkdir", *_FSSPEC_COMMON),
+}  # fmt: skip
 
 MAX_DEADLINE_SECONDS = 30  # kube-apiserver caps a webhook's timeoutSeconds at 30
 _PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -71,7 +105,7 @@ class FencingStorageError(StrEnum):
 
 @dataclass(frozen=True)
 class FencingPolicy:
-    """One running copy (member role with --kubeconfig and --cluster; docs/failover.md "One running copy").
+    """One running copy (member role with --cluster; docs/failover.md "One running copy").
 
     ``lease_seconds`` is how long a heartbeat stays fresh unrenewed; it must span at least two polls, so
     a live cluster always renews (or acknowledges) within one lease of a fence.
@@ -89,6 +123,16 @@ class PolicyError(ValueError):
     def __init__(self, field_name: str, message: str) -> None:
         super().__init__(f"invalid restore policy: {field_name}: {message}")
         self.field = field_name
+        self.detail = message
+
+    @classmethod
+    def combined(cls, errors: list[PolicyError]) -> PolicyError:
+        """One error naming every bad field (``field`` is the first)."""
+        if len(errors) == 1:
+            return errors[0]
+        exc = cls(errors[0].field, errors[0].detail)
+        exc.args = ("invalid restore policy: " + "; ".join(f"{e.field}: {e.detail}" for e in errors),)
+        return exc
 
 
 @dataclass(frozen=True)
@@ -105,6 +149,9 @@ class RestorePolicy:
     deadline_seconds: float = 5.0
     storage_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     prefix: str = DEFAULT_PREFIX
+    # The Flink operator version on the member clusters, (major, minor); None: not stated, so only
+    # what every supported operator (1.7+) accepts is chosen (docs/flink.md "Operator versions").
+    operator_version: tuple[int, int] | None = None
     fencing: FencingPolicy = field(default_factory=FencingPolicy)
 
     @functools.cached_property
@@ -133,10 +180,25 @@ _FIELDS: dict[str, str] = {
     "deadlineSeconds": "deadline_seconds",
     "storageOptions": "storage_options",
     "prefix": "prefix",
+    "operatorVersion": "operator_version",
     "fencing": "fencing",
 }
 _FENCING_FIELDS = ("enabled", "leaseSeconds", "pollSeconds", "onStorageError")
 MAX_LEASE_SECONDS = 3600
+
+_OPERATOR_VERSION_RE = re.compile(r"^v?([0-9]{1,3})\.([0-9]{1,3})(\.[0-9]{1,5})?$")
+MIN_OPERATOR_VERSION = (1, 7)  # suspended first deployments (onMissingState: suspend) need 1.7+
+
+
+def _closest(name: str, accepted: tuple[str, ...]) -> str:
+    """The accepted option a typo most likely meant (endpointUrl -> endpoint_url)."""
+    import difflib
+
+    folded = {a.replace("_", "").lower(): a for a in accepted}
+    if name.replace("_", "").replace("-", "").lower() in folded:
+        return folded[name.replace("_", "").replace("-", "").lower()]
+    close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.75)
+    return close[0] if close else ""
 
 
 def _enum(cls: type[StrEnum], name: str, value: Any) -> Any:
@@ -159,83 +221,72 @@ def _dir(name: str, value: Any) -> str:
     return value.strip()
 
 
-def policy_from_dict(doc: Any) -> RestorePolicy:
-    """Validate a parsed policy document; unknown keys are errors (a typo must not silently mean default)."""
-    if not isinstance(doc, dict):
-        raise PolicyError("<document>", "must be a mapping")
-    # Optional (a file may hold just the fields it changes), but never another document type.
-    if doc.get("apiVersion", API_VERSION) != API_VERSION:
-        raise PolicyError("apiVersion", f"must be {API_VERSION!r}, got {doc.get('apiVersion')!r}")
-    if doc.get("kind", KIND) != KIND:
-        raise PolicyError("kind", f"must be {KIND!r}, got {doc.get('kind')!r}")
-    unknown = sorted(set(doc) - set(_FIELDS) - {"apiVersion", "kind", "metadata"})
-    if unknown:
-        raise PolicyError(unknown[0], "unknown field")
+def _operator_version(value: Any) -> tuple[int, int]:
+    m = _OPERATOR_VERSION_RE.match(value) if isinstance(value, str) else None
+    if m is None:
+        raise PolicyError("operatorVersion", f'{value!r} is not a version such as "1.10" (quote it in YAML)')
+    version = (int(m.group(1)), int(m.group(2)))
+    if version < MIN_OPERATOR_VERSION:
+        raise PolicyError(
+            "operatorVersion",
+            f"{value} is older than 1.7: the Flink operator ignores state: suspended on a first deployment "
+            "before 1.7, so a held job would start empty",
+        )
+    return version
 
-    kw: dict[str, Any] = {}
-    if "jobIdLabels" in doc:
-        labels = _str_list("jobIdLabels", doc["jobIdLabels"])
-        for label in labels:
-            if not _LABEL_KEY_RE.match(label) or len(label) > 316:
-                raise PolicyError("jobIdLabels", f"{label!r} is not a valid label key")
-        kw["job_id_labels"] = labels
-    for key in ("defaultCheckpointDir", "defaultSavepointDir"):
-        if key in doc:
-            kw[_FIELDS[key]] = _dir(key, doc[key])
-    if "allowedSchemes" in doc:
-        schemes = _str_list("allowedSchemes", doc["allowedSchemes"])
-        for scheme in schemes:
-            if scheme not in KNOWN_SCHEMES:
-                raise PolicyError("allowedSchemes", f"{scheme!r} is not one of {', '.join(KNOWN_SCHEMES)}")
-        kw["allowed_schemes"] = schemes
-    enums: dict[str, type[StrEnum]] = {
-        "prefer": Prefer,
-        "onMissingState": Fallback,
-        "onStorageError": Fallback,
-        "upgradeMode": UpgradeModePolicy,
-        "state": StatePolicy,
-    }
-    for key, cls in enums.items():
-        if key in doc:
-            kw[_FIELDS[key]] = _enum(cls, key, doc[key])
-    if "deadlineSeconds" in doc:
-        deadline = doc["deadlineSeconds"]
-        if (
-            isinstance(deadline, bool)
-            or not isinstance(deadline, int | float)
-            or not 0 < deadline <= MAX_DEADLINE_SECONDS
-        ):
-            raise PolicyError(
-                "deadlineSeconds", "must be a number in (0, 30] (kube-apiserver caps webhooks at 30 s)"
-            )
-        kw["deadline_seconds"] = float(deadline)
-    if "storageOptions" in doc:
-        opts = doc["storageOptions"]
-        if opts is None:
-            opts = {}
-        if not isinstance(opts, dict) or not all(isinstance(v, dict) for v in opts.values()):
-            raise PolicyError("storageOptions", "must map a scheme to a mapping of fsspec options")
-        for scheme in opts:
-            if scheme not in KNOWN_SCHEMES:
-                raise PolicyError("storageOptions", f"{scheme!r} is not a known scheme")
-        kw["storage_options"] = {k: dict(v) for k, v in opts.items()}
-    if "prefix" in doc:
-        prefix = doc["prefix"]
-        if not isinstance(prefix, str) or not _PREFIX_RE.match(prefix) or len(prefix) > 253:
-            raise PolicyError("prefix", "must be a DNS subdomain such as flink-failover.io")
-        kw["prefix"] = prefix
-    if "fencing" in doc:
-        kw["fencing"] = _fencing(doc["fencing"])
-    for key in ("defaultCheckpointDir", "defaultSavepointDir"):
-        value = kw.get(_FIELDS[key], "")
-        if value:
-            try:
-                scheme = StoragePath.parse(value).scheme
-            except StoragePathError as exc:
-                raise PolicyError(key, str(exc)) from None
-            if scheme not in kw.get("allowed_schemes", DEFAULT_ALLOWED_SCHEMES):
-                raise PolicyError(key, f"scheme {scheme!r} is not in allowedSchemes")
-    return RestorePolicy(**kw)
+
+def _job_id_labels(name: str, value: Any) -> tuple[str, ...]:
+    labels = _str_list(name, value)
+    for label in labels:
+        if not _LABEL_KEY_RE.match(label) or len(label) > 316:
+            raise PolicyError(name, f"{label!r} is not a valid label key")
+    return labels
+
+
+def _allowed_schemes(name: str, value: Any) -> tuple[str, ...]:
+    schemes = _str_list(name, value)
+    for scheme in schemes:
+        if scheme not in KNOWN_SCHEMES:
+            raise PolicyError(name, f"{scheme!r} is not one of {', '.join(KNOWN_SCHEMES)}")
+    return schemes
+
+
+def _deadline(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= MAX_DEADLINE_SECONDS:
+        raise PolicyError(name, "must be a number in (0, 30] (kube-apiserver caps webhooks at 30 s)")
+    return float(value)
+
+
+def _storage_options(name: str, value: Any) -> dict[str, dict[str, Any]]:
+    opts = {} if value is None else value
+    if not isinstance(opts, dict) or not all(isinstance(v, dict) for v in opts.values()):
+        raise PolicyError(name, "must map a scheme to a mapping of fsspec options")
+    problems = []
+    for scheme, options in opts.items():
+        if scheme not in KNOWN_SCHEMES:
+            problems.append(f"{scheme!r} is not a known scheme")
+            continue
+        accepted = STORAGE_OPTIONS[FSSPEC_PROTOCOL[scheme]]
+        for option in options:
+            if option not in accepted:
+                hint = _closest(str(option), accepted)
+                problems.append(
+                    f"{scheme}.{option} is not an option of the {FSSPEC_PROTOCOL[scheme]} backend"
+                    + (f" (did you mean {hint}?)" if hint else "")
+                )
+    if problems:
+        raise PolicyError(name, "; ".join(problems))
+    return {k: dict(v) for k, v in opts.items()}
+
+
+def _prefix(name: str, value: Any) -> str:
+    if not isinstance(value, str) or not _PREFIX_RE.match(value) or len(value) > 253:
+        raise PolicyError(name, "must be a DNS subdomain such as flink-failover.io")
+    return value
+
+
+def _enum_of(cls: type[StrEnum]) -> Callable[[str, Any], Any]:
+    return lambda name, value: _enum(cls, name, value)
 
 
 def _seconds(name: str, value: Any, maximum: float) -> float:
@@ -244,7 +295,7 @@ def _seconds(name: str, value: Any, maximum: float) -> float:
     return float(value)
 
 
-def _fencing(doc: Any) -> FencingPolicy:
+def _fencing(_name: str, doc: Any) -> FencingPolicy:
     if doc is None:
         return FencingPolicy()
     if not isinstance(doc, dict):
@@ -264,8 +315,66 @@ def _fencing(doc: Any) -> FencingPolicy:
             f"{poll:g}s is more than half of leaseSeconds ({lease:g}s): a live cluster must renew its "
             "heartbeat at least twice per lease",
         )
-    choice = _enum(FencingStorageError, "fencing.onStorageError", doc.get("onStorageError", "hold"))
+    choice = _enum_of(FencingStorageError)("fencing.onStorageError", doc.get("onStorageError", "hold"))
     return FencingPolicy(enabled, lease, poll, choice)
+
+
+_VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
+    "jobIdLabels": _job_id_labels,
+    "defaultCheckpointDir": _dir,
+    "defaultSavepointDir": _dir,
+    "allowedSchemes": _allowed_schemes,
+    "prefer": _enum_of(Prefer),
+    "onMissingState": _enum_of(Fallback),
+    "onStorageError": _enum_of(Fallback),
+    "upgradeMode": _enum_of(UpgradeModePolicy),
+    "state": _enum_of(StatePolicy),
+    "deadlineSeconds": _deadline,
+    "storageOptions": _storage_options,
+    "prefix": _prefix,
+    "operatorVersion": lambda _name, value: _operator_version(value),
+    "fencing": _fencing,
+}
+
+
+def policy_from_dict(doc: Any) -> RestorePolicy:
+    """Validate a parsed policy document; unknown keys are errors (a typo must not silently mean default).
+
+    Every bad field is reported at once, not only the first, so one edit fixes the file.
+    """
+    if not isinstance(doc, dict):
+        raise PolicyError("<document>", "must be a mapping")
+    # Optional (a file may hold just the fields it changes), but never another document type.
+    if doc.get("apiVersion", API_VERSION) != API_VERSION:
+        raise PolicyError("apiVersion", f"must be {API_VERSION!r}, got {doc.get('apiVersion')!r}")
+    if doc.get("kind", KIND) != KIND:
+        raise PolicyError("kind", f"must be {KIND!r}, got {doc.get('kind')!r}")
+    errors = [
+        PolicyError(k, "unknown field")
+        for k in sorted(set(doc) - set(_FIELDS) - {"apiVersion", "kind", "metadata"})
+    ]
+    kw: dict[str, Any] = {}
+    for key, validate in _VALIDATORS.items():
+        if key in doc:
+            try:
+                kw[_FIELDS[key]] = validate(key, doc[key])
+            except PolicyError as exc:
+                errors.append(exc)
+    for key in ("defaultCheckpointDir", "defaultSavepointDir"):
+        value = kw.get(_FIELDS[key], "")
+        if value:
+            try:
+                scheme = StoragePath.parse(value).scheme
+            except StoragePathError as exc:
+                errors.append(PolicyError(key, str(exc)))
+                continue
+            if "allowedSchemes" in doc and "allowed_schemes" not in kw:
+                continue  # allowedSchemes is itself wrong, reported above
+            if scheme not in kw.get("allowed_schemes", DEFAULT_ALLOWED_SCHEMES):
+                errors.append(PolicyError(key, f"scheme {scheme!r} is not in allowedSchemes"))
+    if errors:
+        raise PolicyError.combined(errors)
+    return RestorePolicy(**kw)
 
 
 def _storage_uri_pattern() -> str:
@@ -314,10 +423,17 @@ def json_schema() -> dict[str, Any]:
             "deadlineSeconds": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_DEADLINE_SECONDS},
             "storageOptions": {
                 "type": "object",
-                "propertyNames": {"enum": schemes},
-                "additionalProperties": {"type": "object"},
+                "additionalProperties": False,
+                "properties": {
+                    scheme: {
+                        "type": "object",
+                        "propertyNames": {"enum": list(STORAGE_OPTIONS[FSSPEC_PROTOCOL[scheme]])},
+                    }
+                    for scheme in schemes
+                },
             },
             "prefix": {"type": "string", "pattern": _PREFIX_RE.pattern, "maxLength": 253},
+            "operatorVersion": {"type": "string", "pattern": _OPERATOR_VERSION_RE.pattern},
             "fencing": {
                 "type": "object",
                 "additionalProperties": False,

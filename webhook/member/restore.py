@@ -59,6 +59,8 @@ class RestoreDecision:
     source: str = ""  # checkpoint | savepoint
     carried: bool = False  # replayed from oldObject on UPDATE, storage untouched
     storage_error: bool = False  # the state is unknown because storage failed, not known to be absent
+    checkpoint_dir_from: str = ""  # where the checkpoint directory was read (the audit says it)
+    storage: str = ""  # what was looked up in storage (job directory, savepoint), for the audit
     warnings: tuple[str, ...] = ()
     spec_job: Mapping[str, str] = field(default_factory=dict)  # spec.job fields the object must have
     annotations: Mapping[str, str] = field(default_factory=dict)  # annotations the object must have
@@ -93,9 +95,52 @@ class Snapshots:
     savepoint: Candidate | None
     job_dir_missing: bool = False  # the job directory does not exist (the checkpoint directory does)
     incomplete: tuple[int, ...] = ()  # chk-<N> without _metadata, highest first
+    # Snapshots passed over because their _metadata is not a complete Flink metadata file, each as
+    # "chk-9: _metadata is empty (0 bytes)": told in the warnings and the audit.
+    rejected: tuple[str, ...] = ()
+
+
+# Flink's checkpoint metadata file (org.apache.flink.runtime.checkpoint.Checkpoints) starts with this
+# 4-byte big-endian magic number, then a 4-byte metadata version (serializers V1..V7 so far).
+METADATA_MAGIC = 0x4960672D
+METADATA_HEADER_BYTES = 8
+MAX_METADATA_VERSION = 64  # newer Flink adds versions; far beyond the known ones is not a version
+
+
+def metadata_problem(head: bytes, size: int | None) -> str:
+    """Why a ``_metadata`` file whose first bytes are ``head`` is not a complete Flink metadata file
+    ("" when it can be one). An empty or truncated file (a crash while it was written, a copy cut
+    short) passes an existence check, and restoring it fails the job on the new cluster."""
+    if size == 0 or not head:
+        return "_metadata is empty (0 bytes)"
+    if len(head) < METADATA_HEADER_BYTES or (size is not None and size <= METADATA_HEADER_BYTES):
+        return f"_metadata is truncated ({size if size is not None else len(head)} bytes)"
+    magic = int.from_bytes(head[:4], "big")
+    if magic != METADATA_MAGIC:
+        return (
+            f"_metadata is not a Flink metadata file (starts with 0x{magic:08x}, not 0x{METADATA_MAGIC:08x})"
+        )
+    version = int.from_bytes(head[4:8], "big", signed=True)
+    if not 0 < version <= MAX_METADATA_VERSION:
+        return f"_metadata has no valid Flink metadata version ({version})"
+    return ""
 
 
 SnapshotLookup = Callable[[SnapshotQuery], Snapshots]  # raises StorageError
+
+
+@dataclass(frozen=True)
+class SessionCluster:
+    """What the API server said about the FlinkDeployment a FlinkSessionJob names (spec.deploymentName):
+    the session cluster's configuration holds the checkpoint directory the job writes to."""
+
+    resource: FlinkResource | None  # None: no such FlinkDeployment (or it could not be read: ``error``)
+    error: str = ""  # the API server could not be asked or refused: the directory is unknown
+
+
+# (namespace, name) -> the session cluster; built at the edge (a GET in the member's own cluster, or
+# the objects of ``review --objects``).
+SessionClusterLookup = Callable[[str, str], SessionCluster]
 
 
 def choose(checkpoint: Candidate | None, savepoint: Candidate | None, prefer: Prefer) -> Candidate | None:
@@ -132,8 +177,14 @@ def decide_restore(
     old: FlinkResource | None,
     policy: RestorePolicy,
     lookup: SnapshotLookup,
+    session_clusters: SessionClusterLookup | None = None,
 ) -> RestoreDecision:
-    """The member role's whole decision for one admission (docs/architecture.md has the map)."""
+    """The member role's whole decision for one admission (docs/architecture.md has the map).
+
+    ``session_clusters`` finds a FlinkSessionJob's session cluster, whose configuration supplies the
+    checkpoint and savepoint directories the job itself does not set; without it only the job's own
+    configuration and the policy defaults count.
+    """
     if operation == "UPDATE" and old is not None and old.labels.get(policy.key(FENCED)):
         return _keep_fenced(resource, old, policy)
     if operation not in ("CREATE", "UPDATE") or not triggered(resource, policy):
@@ -157,27 +208,68 @@ def decide_restore(
     if operation == "UPDATE":
         return _carry_over(resource, old, policy)
 
-    return _resolve(resource, job_id, policy, lookup)
+    warnings: list[str] = []
+    own = resource
+    cluster: FlinkResource | None = None
+    needs_cluster = not (resource.checkpoint_dir and resource.savepoint_dir)
+    if resource.kind == "FlinkSessionJob" and session_clusters and resource.deployment_name and needs_cluster:
+        session = session_clusters(resource.namespace, resource.deployment_name)
+        where = f"FlinkDeployment {resource.namespace}/{resource.deployment_name}"
+        if session.error and not resource.checkpoint_dir:
+            why = f"cannot read the session cluster {where}: {session.error}"
+            return _fallback(policy.on_storage_error, why, job_id, warnings, policy, True)
+        if session.error:
+            warnings.append(f"cannot read the session cluster {where}: {session.error}")
+        elif session.resource is None:
+            warnings.append(f"session cluster {where} not found: its checkpoint directory is unknown")
+        else:
+            cluster = session.resource
+            # The session job's own settings win over the cluster's, as in the operator.
+            merged = {**cluster.configuration, **resource.configuration}
+            resource = replace(resource, configuration=merged)
+    return _resolve(resource, job_id, policy, lookup, warnings, own, cluster)
 
 
 def _resolve(
-    resource: FlinkResource, job_id: str, policy: RestorePolicy, lookup: SnapshotLookup
+    resource: FlinkResource,
+    job_id: str,
+    policy: RestorePolicy,
+    lookup: SnapshotLookup,
+    warnings: list[str] | None = None,
+    own: FlinkResource | None = None,
+    cluster: FlinkResource | None = None,
 ) -> RestoreDecision:
-    warnings: list[str] = []
+    warnings = [] if warnings is None else warnings
+    own = own or resource
+    checkpoint_from = _source(own, CHECKPOINT_DIR_KEYS, "defaultCheckpointDir", cluster)
     try:
         checkpoint_dir = _storage_dir(
-            _source(resource, CHECKPOINT_DIR_KEYS, "defaultCheckpointDir"),
+            checkpoint_from,
             resource.checkpoint_dir or policy.default_checkpoint_dir,
             policy,
         )
         savepoint_dir = _storage_dir(
-            _source(resource, SAVEPOINT_DIR_KEYS, "defaultSavepointDir"),
+            _source(own, SAVEPOINT_DIR_KEYS, "defaultSavepointDir", cluster),
             resource.savepoint_dir or policy.default_savepoint_dir,
             policy,
         )
     except _Refused as exc:
         return RestoreDecision(RestoreOutcome.DENIED, str(exc), job_id=job_id)
+    if checkpoint_dir is None:
+        checkpoint_from = ""
+    decision = _resolve_dirs(resource, job_id, policy, lookup, warnings, checkpoint_dir, savepoint_dir)
+    return replace(decision, checkpoint_dir_from=checkpoint_from) if checkpoint_from else decision
 
+
+def _resolve_dirs(
+    resource: FlinkResource,
+    job_id: str,
+    policy: RestorePolicy,
+    lookup: SnapshotLookup,
+    warnings: list[str],
+    checkpoint_dir: StoragePath | None,
+    savepoint_dir: StoragePath | None,
+) -> RestoreDecision:
     job_dir: StoragePath | None = None
     if checkpoint_dir is not None and job_id:
         job_dir = checkpoint_dir.child(job_id) if resource.checkpoints_in_job_subdir else checkpoint_dir
@@ -190,10 +282,12 @@ def _resolve(
             why = "no jobId label and no last-savepoint annotation"
         return _fallback(policy.on_missing_state, f"nothing to restore: {why}", job_id, warnings, policy)
 
+    asked = ", ".join(str(p) for p in (job_dir, savepoint) if p is not None)
     try:
         result = lookup(SnapshotQuery(job_dir, savepoint, checkpoint_dir))
     except StorageError as exc:
-        return _fallback(policy.on_storage_error, f"storage error: {exc}", job_id, warnings, policy, True)
+        decision = _fallback(policy.on_storage_error, f"storage error: {exc}", job_id, warnings, policy, True)
+        return replace(decision, storage=asked)
 
     chosen = choose(result.checkpoint, result.savepoint, policy.prefer)
     if chosen is None:
@@ -206,7 +300,13 @@ def _resolve(
 
     path = str(chosen.path)
     warnings.append(f"restoring from {chosen.kind} {path}")
-    return _restored(resource, job_id, path, chosen.kind, policy, savepoint_dir is not None, tuple(warnings))
+    warnings.extend(f"skipped {r}" for r in result.rejected)
+    decision = _restored(
+        resource, job_id, path, chosen.kind, policy, savepoint_dir is not None, tuple(warnings)
+    )
+    if result.rejected:
+        decision = replace(decision, reason=f"{decision.reason}; skipped {'; '.join(result.rejected)}")
+    return decision
 
 
 def _restored(
@@ -244,23 +344,40 @@ def _restored(
     )
 
 
+# Operators from 1.10 on accept last-state without high availability; before, their validator refuses it.
+LAST_STATE_WITHOUT_HA = (1, 10)
+
+
+def last_state_accepted(resource: FlinkResource, policy: RestorePolicy) -> bool:
+    """Would the target operator accept ``upgradeMode: last-state`` for this resource?
+
+    Never for a session job; with HA configured, always; without, only from operator 1.10 on, which
+    the policy must state (``operatorVersion``): an unknown operator is taken to be an older one.
+    """
+    if resource.kind == "FlinkSessionJob":
+        return False
+    if resource.high_availability:
+        return True
+    return policy.operator_version is not None and policy.operator_version >= LAST_STATE_WITHOUT_HA
+
+
 def _upgrade_mode(resource: FlinkResource, policy: RestorePolicy, has_savepoint_dir: bool) -> str:
-    """The upgradeMode to write, or "" to leave it; never one the operator's validator would reject."""
+    """The upgradeMode to write, or "" to leave it; never one the operator's validator would reject
+    (a rejected CREATE blocks the failover: docs/flink.md "Operator versions")."""
     has_checkpoint_dir = bool(resource.checkpoint_dir or policy.default_checkpoint_dir)
-    session_job = resource.kind == "FlinkSessionJob"  # the operator rejects last-state for session jobs
     match policy.upgrade_mode:
         case UpgradeModePolicy.KEEP:
             return ""
         case UpgradeModePolicy.SAVEPOINT:
             return "savepoint"
         case UpgradeModePolicy.LAST_STATE:
-            return "" if session_job else "last-state"
+            return "last-state" if last_state_accepted(resource, policy) else ""
         case UpgradeModePolicy.AUTO:
             if resource.upgrade_mode != "stateless":
                 return ""
             if has_savepoint_dir and has_checkpoint_dir:
                 return "savepoint"
-            if has_checkpoint_dir and not session_job:
+            if has_checkpoint_dir and last_state_accepted(resource, policy):
                 return "last-state"
             return ""
     return ""
@@ -396,10 +513,16 @@ class _Refused(Exception):
     pass
 
 
-def _source(resource: FlinkResource, keys: tuple[str, ...], policy_key: str) -> str:
+def _source(
+    resource: FlinkResource, keys: tuple[str, ...], policy_key: str, cluster: FlinkResource | None = None
+) -> str:
     """Where a directory setting came from, as the user would look for it."""
     key = resource.setting_key(keys)
-    return f"flinkConfiguration {key}" if key else f"restore policy {policy_key}"
+    if key:
+        return f"flinkConfiguration {key}"
+    if cluster is not None and (key := cluster.setting_key(keys)):
+        return f"session cluster FlinkDeployment {cluster.namespace}/{cluster.name} flinkConfiguration {key}"
+    return f"restore policy {policy_key}"
 
 
 def _storage_dir(source: str, value: str, policy: RestorePolicy) -> StoragePath | None:
@@ -433,10 +556,11 @@ def _nothing(job_dir: StoragePath | None, savepoint: StoragePath | None, result:
                 f"only incomplete checkpoints in {job_dir} ({shown}{more} without _metadata: "
                 "in progress or aborted)"
             )
-        else:
+        elif not any(r.startswith("chk-") for r in result.rejected):
             parts.append(f"no checkpoints in {job_dir}")
-    if savepoint is not None:
+    if savepoint is not None and not any(r.startswith(f"savepoint {savepoint}:") for r in result.rejected):
         parts.append(f"savepoint {savepoint} has no _metadata")
+    parts.extend(f"skipped {r}" for r in result.rejected)
     return "no restorable checkpoint or savepoint: " + "; ".join(parts)
 
 

@@ -19,7 +19,14 @@ from typing import Any
 import fsspec
 
 from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath, StoragePathError
-from webhook.member.restore import Candidate, SnapshotQuery, Snapshots, StorageError
+from webhook.member.restore import (
+    METADATA_HEADER_BYTES,
+    Candidate,
+    SnapshotQuery,
+    Snapshots,
+    StorageError,
+    metadata_problem,
+)
 
 METADATA = "_metadata"
 
@@ -54,8 +61,15 @@ class MissingBackend:
     scheme: str
     extra: str
     error: str
+    native: bool = False  # the Python package imports, but the native client it loads is missing
 
     def message(self) -> str:
+        if self.native:
+            return (
+                f"allowed scheme {self.scheme}:// cannot be read: {self.error}; use an image with a JVM and "
+                f"the Hadoop client, or remove {self.scheme} from the policy's allowedSchemes; until then "
+                "a restore from it is a storage error"
+            )
         install = f"install flink-failover[{self.extra}]" if self.extra else "reinstall flink-failover"
         return (
             f"allowed scheme {self.scheme}:// has no fsspec backend ({self.error}): {install}, or remove "
@@ -77,7 +91,68 @@ def missing_backends(schemes: Iterable[str]) -> tuple[MissingBackend, ...]:
                 importlib.import_module(module)
         except (ImportError, ValueError) as exc:
             missing.append(MissingBackend(scheme, extra, str(exc).strip().splitlines()[0][:160]))
+            continue
+        if protocol == "hdfs" and (problem := hadoop_client_problem(os.environ)):
+            missing.append(MissingBackend(scheme, extra, problem, native=True))
     return tuple(missing)
+
+
+def hadoop_client_problem(environ: Mapping[str, str]) -> str:
+    """Why pyarrow's HadoopFileSystem cannot work here ("" when it can): it loads a JVM (libjvm) and
+    libhdfs at the first connection, and the JVM needs the Hadoop jars on its classpath. Without them
+    pyarrow still imports, and every restore failed with ``OSError: Unable to load libjvm``.
+
+    Looks where Arrow looks: libjvm under ``JAVA_HOME``, libhdfs in ``ARROW_LIBHDFS_DIR``, then
+    ``HADOOP_HOME/lib/native``, then the loader's search path; each is loaded once to be sure.
+    """
+    import ctypes
+
+    home = environ.get("JAVA_HOME", "")
+    jvms = (
+        [
+            os.path.join(home, sub, "libjvm.so")
+            for sub in (
+                "lib/server",
+                "jre/lib/server",
+                "lib/amd64/server",
+                "jre/lib/amd64/server",
+                "lib/aarch64/server",
+            )
+        ]
+        if home
+        else []
+    )
+    if not _load_first(jvms + ([] if home else ["libjvm.so"]), ctypes.RTLD_GLOBAL):
+        where = f"under JAVA_HOME={home}" if home else "(JAVA_HOME is not set)"
+        return f"no loadable JVM (libjvm.so) {where}"
+    hadoop_home = environ.get("HADOOP_HOME", "")
+    hdfs_dirs = [
+        environ.get("ARROW_LIBHDFS_DIR", ""),
+        os.path.join(hadoop_home, "lib", "native") if hadoop_home else "",
+    ]
+    libhdfs = [os.path.join(d, "libhdfs.so") for d in hdfs_dirs if d]
+    if not _load_first([*libhdfs, "libhdfs.so"], ctypes.RTLD_GLOBAL):
+        return "no loadable libhdfs.so (set ARROW_LIBHDFS_DIR or HADOOP_HOME)"
+    hadoop = os.path.join(environ.get("HADOOP_HOME", ""), "bin", "hadoop")
+    if "hadoop" not in environ.get("CLASSPATH", "") and not (
+        environ.get("HADOOP_HOME") and os.path.isfile(hadoop)
+    ):
+        return "no Hadoop jars for the JVM (set CLASSPATH to `hadoop classpath --glob`, or HADOOP_HOME)"
+    return ""
+
+
+def _load_first(paths: list[str], mode: int) -> bool:
+    import ctypes
+
+    for path in paths:
+        if os.sep in path and not os.path.isfile(path):
+            continue
+        try:
+            ctypes.CDLL(path, mode=mode)
+        except OSError:
+            continue
+        return True
+    return False
 
 
 class DeadlineExceeded(StorageError):
@@ -124,6 +199,21 @@ class CheckpointScan:
     candidate: Candidate | None
     job_dir_missing: bool = False
     incomplete: tuple[int, ...] = ()  # chk-<N> seen without _metadata (in progress or aborted), highest first
+    rejected: tuple[str, ...] = ()  # "chk-<N>: why" for a _metadata that is not a complete Flink file
+
+
+@dataclass(frozen=True)
+class SavepointCheck:
+    """The savepoint when its ``_metadata`` is complete, else why not ("" when it has none at all)."""
+
+    candidate: Candidate | None
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class _Metadata:
+    modified: datetime
+    problem: str = ""  # why it is not a complete Flink metadata file, "" when it can be one
 
 
 class CheckpointStorage:
@@ -182,25 +272,34 @@ class CheckpointStorage:
             raise _storage_error("listing", job_dir, exc) from None
         local_root = _real(job_dir) if job_dir.protocol == "file" else None
         incomplete: list[int] = []
+        rejected: list[str] = []
         for n in checkpoint_ids(names):
             deadline.check()
             chk = job_dir.child(f"chk-{n}")
             if local_root is not None and not _entry_inside(local_root, chk):
                 continue  # a symlink leading out of the checkpoint dir is never a restore path
             found = self._metadata(fs, chk)
-            if found is not None:
-                return CheckpointScan(Candidate(chk, "checkpoint", found), incomplete=tuple(incomplete))
-            incomplete.append(n)
-        return CheckpointScan(None, incomplete=tuple(incomplete))
+            if found is None:
+                incomplete.append(n)
+            elif found.problem:
+                rejected.append(f"chk-{n}: {found.problem}")
+            else:
+                candidate = Candidate(chk, "checkpoint", found.modified)
+                return CheckpointScan(candidate, incomplete=tuple(incomplete), rejected=tuple(rejected))
+        return CheckpointScan(None, incomplete=tuple(incomplete), rejected=tuple(rejected))
 
     def snapshots(self, query: SnapshotQuery, deadline: Deadline) -> Snapshots:
         """What ``decide_restore`` asks storage (its ``lookup``): the job's newest checkpoint and the
         reported savepoint, with what was seen on the way."""
         scan = self.scan_checkpoints(query.job_dir, deadline, query.checkpoint_dir) if query.job_dir else None
-        savepoint = self.savepoint(query.savepoint, deadline) if query.savepoint else None
+        check = self.check_savepoint(query.savepoint, deadline) if query.savepoint else None
+        savepoint = check.candidate if check is not None else None
+        rejected = (f"savepoint {query.savepoint}: {check.problem}",) if check and check.problem else ()
         if scan is None:
-            return Snapshots(None, savepoint)
-        return Snapshots(scan.candidate, savepoint, scan.job_dir_missing, scan.incomplete)
+            return Snapshots(None, savepoint, rejected=rejected)
+        return Snapshots(
+            scan.candidate, savepoint, scan.job_dir_missing, scan.incomplete, scan.rejected + rejected
+        )
 
     def _require_dir(self, fs: fsspec.AbstractFileSystem, path: StoragePath) -> None:
         try:
@@ -211,15 +310,25 @@ class CheckpointStorage:
             raise StorageError(f"checkpoint directory {path} does not exist (wrong bucket or path?)")
 
     def savepoint(self, path: StoragePath, deadline: Deadline) -> Candidate | None:
-        """The savepoint at ``path`` when its ``_metadata`` exists; None otherwise."""
+        """The savepoint at ``path`` when its ``_metadata`` is complete; None otherwise."""
+        return self.check_savepoint(path, deadline).candidate
+
+    def check_savepoint(self, path: StoragePath, deadline: Deadline) -> SavepointCheck:
+        """:meth:`savepoint` with why a savepoint whose ``_metadata`` exists is not restorable."""
         fs = self.filesystem(path)
         deadline.check()
         if path.protocol == "file" and not _inside(path, _real(path)):
-            return None
+            return SavepointCheck(None)
         found = self._metadata(fs, path)
-        return Candidate(path, "savepoint", found) if found is not None else None
+        if found is None:
+            return SavepointCheck(None)
+        if found.problem:
+            return SavepointCheck(None, found.problem)
+        return SavepointCheck(Candidate(path, "savepoint", found.modified))
 
-    def _metadata(self, fs: fsspec.AbstractFileSystem, snapshot: StoragePath) -> datetime | None:
+    def _metadata(self, fs: fsspec.AbstractFileSystem, snapshot: StoragePath) -> _Metadata | None:
+        """The snapshot's ``_metadata`` (None when absent): its time, and whether its header is Flink's
+        (one small read of the file the lookup already found)."""
         meta = snapshot.child(METADATA)
         try:
             info = fs.info(meta.fs_path)
@@ -233,7 +342,22 @@ class CheckpointStorage:
             real = os.path.realpath(meta.path)
             if not real.startswith(os.path.realpath(snapshot.path) + os.sep):
                 return None
-        return modified_time(info) or datetime.fromtimestamp(0, UTC)
+        modified = modified_time(info) or datetime.fromtimestamp(0, UTC)
+        size = info.get("size")
+        size = size if isinstance(size, int) else None
+        head = b"" if size == 0 else self._head(fs, meta)
+        return _Metadata(modified, metadata_problem(head, size))
+
+    def _head(self, fs: fsspec.AbstractFileSystem, meta: StoragePath) -> bytes:
+        try:
+            if meta.protocol == "file":
+                with open(meta.path, "rb") as f:
+                    return f.read(METADATA_HEADER_BYTES)
+            return bytes(fs.cat_file(meta.fs_path, start=0, end=METADATA_HEADER_BYTES))
+        except FileNotFoundError:
+            return b""
+        except Exception as exc:
+            raise _storage_error("reading", meta, exc) from None
 
 
 def _entry_names(fs: fsspec.AbstractFileSystem, job_dir: StoragePath) -> list[str]:

@@ -21,6 +21,21 @@ def _plain(text: str, status: int) -> Response:
     return Response(text + "\n", status=status, mimetype="text/plain")
 
 
+def probe_answers(config: ServerConfig) -> dict[str, Callable[[], tuple[int, str]]]:
+    """What /healthz and /readyz answer, on the webhook port and on the probe port alike."""
+
+    def healthz() -> tuple[int, str]:
+        return 200, "ok"
+
+    def readyz() -> tuple[int, str]:
+        reason = config.ready()
+        if reason is not None:
+            return 503, reason
+        return 200, "\n".join(["ready", *(f"warning: {n}" for n in config.notes)])
+
+    return {"/healthz": healthz, "/readyz": readyz}
+
+
 def create_app(config: ServerConfig) -> Flask:
     app = Flask("flink-failover")
     app.config["MAX_CONTENT_LENGTH"] = config.max_body_bytes
@@ -50,16 +65,17 @@ def create_app(config: ServerConfig) -> Flask:
     for endpoint in config.endpoints:
         app.add_url_rule(endpoint.path, view_func=make_view(endpoint), methods=["POST"])
 
+    probes = probe_answers(config)
+
     @app.get("/healthz")
     def healthz() -> Response:
-        return _plain("ok", 200)
+        status, text = probes["/healthz"]()
+        return _plain(text, status)
 
     @app.get("/readyz")
     def readyz() -> Response:
-        reason = config.ready()
-        if reason is not None:
-            return _plain(reason, 503)
-        return _plain("\n".join(["ready", *(f"warning: {n}" for n in config.notes)]), 200)
+        status, text = probes["/readyz"]()
+        return _plain(text, status)
 
     @app.get("/metrics")
     def prometheus() -> Response:

@@ -85,7 +85,7 @@ def _log(role: str, req: AdmissionRequest, resp: AdmissionResponse, elapsed: flo
     if audit.reason:
         fields["reason"] = audit.reason
     fields.update(audit.fields())
-    log.info("admission", extra={"fields": fields})
+    log.log(logging.WARNING if audit.warns() else logging.INFO, "admission", extra={"fields": fields})
 
 
 def _meta_name(req: AdmissionRequest) -> str:

@@ -10,6 +10,7 @@ import argparse
 import logging
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Callable
@@ -52,6 +53,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="threads per worker")
     parser.add_argument(
+        "--probe-bind",
+        default=os.environ.get("FLINK_FAILOVER_PROBE_BIND") or None,
+        metavar="HOST:PORT",
+        help="also answer /healthz and /readyz here, from a thread no admission occupies, so probes answer "
+        "at once while admissions wait on storage (same TLS as --bind; the chart's probes use it) "
+        "($FLINK_FAILOVER_PROBE_BIND; default: only on --bind)",
+    )
+    parser.add_argument(
         "--log-level",
         default=os.environ.get("FLINK_FAILOVER_LOG_LEVEL", "info"),
         help="debug, info, warning, error ($FLINK_FAILOVER_LOG_LEVEL)",
@@ -74,24 +83,47 @@ def serve(args: argparse.Namespace, name: str, build: BuildConfig, default_worke
             print(f"flink-failover: {reason}", file=sys.stderr)
             return 2
     workers = args.workers or default_workers
-    factory = app_factory(build, reloader)
+    probe_socket = None
+    if getattr(args, "probe_bind", None):
+        from webhook.server import probes
+
+        try:
+            probe_socket = probes.listen(args.probe_bind)
+        except (OSError, ValueError) as exc:
+            print(f"flink-failover: --probe-bind {args.probe_bind}: {exc}", file=sys.stderr)
+            return 2
+    factory = app_factory(build, reloader, probe_socket)
     options = gunicorn_options(args.bind, workers, args.threads, args.log_level, reloader)
-    _prepare_metrics_dir()
+    own_dir = prepare_metrics_dir()
     log.info("starting", extra={"fields": {"role": name, "bind": args.bind, "workers": workers}})
-    WebhookServer(factory, options).run()
+    master = os.getpid()
+    try:
+        WebhookServer(factory, options).run()
+    finally:
+        # gunicorn's workers leave through SystemExit too, up this same stack: only the master cleans up.
+        if own_dir is not None and os.getpid() == master:
+            shutil.rmtree(own_dir, ignore_errors=True)
     return 0
 
 
-def app_factory(build: BuildConfig, reloader: CertificateReloader | None) -> Callable[[], Flask]:
-    """Built in each worker after fork, so thread pools and storage clients are per process."""
+def app_factory(
+    build: BuildConfig, reloader: CertificateReloader | None, probe_socket: socket.socket | None = None
+) -> Callable[[], Flask]:
+    """Built in each worker after fork, so thread pools and storage clients are per process; with a
+    probe socket each worker also answers the probes on it from a thread of its own."""
 
     def ready() -> str | None:
         return reloader.ready() if reloader is not None else None
 
     def make() -> Flask:
-        from webhook.server.app import create_app
+        from webhook.server.app import create_app, probe_answers
 
-        return create_app(build(ready))
+        config = build(ready)
+        if probe_socket is not None:
+            from webhook.server import probes
+
+            probes.start(probe_socket, probe_answers(config), reloader.context if reloader else None)
+        return create_app(config)
 
     return make
 
@@ -153,14 +185,37 @@ def _child_exit(_server: Any, worker: Any) -> None:
         multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
 
 
-def _prepare_metrics_dir() -> None:
-    """Metrics from all workers are summed through files in one directory, emptied at start."""
+_OWN_METRICS_DIR: list[str] = []  # the directory this process made (and removes when it stops)
+
+
+def prepare_metrics_dir() -> str | None:
+    """Metrics from all workers are summed through files in one directory, emptied at start.
+
+    Must run before anything imports ``prometheus_client``: it picks its multiprocess value class once,
+    at import, from ``PROMETHEUS_MULTIPROC_DIR`` (a role that imported it first counted in memory and
+    served an empty /metrics). Returns the directory when this process made it, else None; idempotent.
+    """
+    if _OWN_METRICS_DIR:
+        return _OWN_METRICS_DIR[0]
     path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    own = None
     if not path:
-        path = os.path.join(tempfile.gettempdir(), f"flink-failover-metrics-{os.getpid()}")
+        path = own = os.path.join(tempfile.gettempdir(), f"flink-failover-metrics-{os.getpid()}")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+        _OWN_METRICS_DIR.append(own)
     shutil.rmtree(path, ignore_errors=True)
     os.makedirs(path, exist_ok=True)
+    return own
+
+
+def discard_metrics_dir() -> None:
+    """Undo :func:`prepare_metrics_dir` when the server does not start: the directory it made and the
+    environment variable it set (a process that goes on, e.g. a test runner, must not pass it on)."""
+    for path in _OWN_METRICS_DIR:
+        shutil.rmtree(path, ignore_errors=True)
+        if os.environ.get("PROMETHEUS_MULTIPROC_DIR") == path:
+            del os.environ["PROMETHEUS_MULTIPROC_DIR"]
+    _OWN_METRICS_DIR.clear()
 
 
 class WebhookServer:

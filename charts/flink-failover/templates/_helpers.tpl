@@ -30,7 +30,11 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
 {{- define "ff.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "ff.tlsSecret" -}}{{ include "ff.fullname" . }}-tls{{- end -}}
@@ -118,6 +122,9 @@ shortened name is one the scheduler would never find. */}}
 {{- end -}}
 
 {{- define "ff.podSecurityContext" -}}
+{{- if .Values.podSecurityContext -}}
+{{- toYaml .Values.podSecurityContext -}}
+{{- else -}}
 runAsNonRoot: true
 runAsUser: 10001
 runAsGroup: 10001
@@ -125,8 +132,12 @@ fsGroup: 10001
 seccompProfile:
   type: RuntimeDefault
 {{- end -}}
+{{- end -}}
 
 {{- define "ff.containerSecurityContext" -}}
+{{- if .Values.containerSecurityContext -}}
+{{- toYaml .Values.containerSecurityContext -}}
+{{- else -}}
 allowPrivilegeEscalation: false
 readOnlyRootFilesystem: true
 runAsNonRoot: true
@@ -135,6 +146,7 @@ capabilities:
   drop: [ALL]
 seccompProfile:
   type: RuntimeDefault
+{{- end -}}
 {{- end -}}
 
 {{/* Pod spec fields shared by the certificate Jobs. Args: dict ctx, sa. */}}

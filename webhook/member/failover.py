@@ -1,0 +1,55 @@
+"""A running Flink object as the failover CREATE the control plane would send for it.
+
+Used by ``review --as-failover``.
+
+Pure: the documented pre-install check reviews a job that runs today; without this its answer is only
+"no failover label". The jobId and the last savepoint come from the object's status, as the control
+plane records them, and the status goes, as it does when Karmada creates the object on a new cluster.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.common.contract import JOB_ID, LAST_SAVEPOINT, Contract
+from webhook.common.flink import is_job_id
+from webhook.common.untyped import as_map, as_str
+
+# Server-set metadata a new object never carries.
+_SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink")
+
+
+class NotRunning(ValueError):
+    """The object's status holds no jobId: there is no job a failover would restore."""
+
+
+def failover_create(obj: Mapping[str, Any], contract: Contract) -> dict[str, Any]:
+    """``obj`` with the trigger labels and last savepoint the control plane adds, status and server
+    fields removed."""
+    job_status = as_map(as_map(obj.get("status")).get("jobStatus"))
+    job_id = as_str(job_status.get("jobId"))
+    if not is_job_id(job_id):
+        shown = f"{job_id[:64]!r} is not a Flink jobId" if job_id else "no status.jobStatus.jobId"
+        raise NotRunning(f"--as-failover needs a job that ran: {shown}")
+    out = copy.deepcopy(dict(obj))
+    out.pop("status", None)
+    meta = dict(as_map(out.get("metadata")))
+    for key in _SERVER_FIELDS:
+        meta.pop(key, None)
+    meta["labels"] = {
+        **as_map(meta.get("labels")),
+        contract.failover_label: "true",
+        contract.key(JOB_ID): job_id,
+    }
+    savepoint = _last_savepoint(job_status)
+    if savepoint:
+        meta["annotations"] = {**as_map(meta.get("annotations")), contract.key(LAST_SAVEPOINT): savepoint}
+    out["metadata"] = meta
+    return out
+
+
+def _last_savepoint(job_status: Mapping[str, Any]) -> str:
+    last = as_map(as_map(job_status.get("savepointInfo")).get("lastSavepoint"))
+    return as_str(last.get("location")).strip() or as_str(job_status.get("upgradeSavepointPath")).strip()
