@@ -141,28 +141,28 @@ def test_observe_is_a_fixpoint_and_capture_patches_only_on_change(shared_data: P
         binding = Binding.from_object(s.binding(shared_data, name))
         once = observe(Record(), binding, T0)
         assert observe(once, binding, T0 + timedelta(hours=1)) == once
-        first = capture(Record(), StoredRecord(), binding, KEY, T0)
-        assert first.patch == {"metadata": {"annotations": {KEY: first.record.dumps()}}}
-        stored = read_annotation(first.patch["metadata"]["annotations"], KEY)
-        assert capture(first.record, stored, binding, KEY, T0 + timedelta(hours=1)).patch is None
+        first = capture(Record(), StoredRecord(), binding, T0)
+        assert first.write
+        stored = read_annotation({KEY: first.record.dumps()}, KEY)
+        assert not capture(first.record, stored, binding, T0 + timedelta(hours=1)).write
 
 
 @pytest.mark.shared
 def test_nothing_to_record_means_no_patch(shared_data: Path) -> None:
     final = Binding.from_object(s.binding(shared_data, "scenA/rb-final.json"))
-    result = capture(Record(), StoredRecord(), final, KEY, T0)
+    result = capture(Record(), StoredRecord(), final, T0)
     assert result.record.placement == ("member2",)  # a placement alone is worth keeping
     bare = copy.deepcopy(s.binding(shared_data, "scenA/rb-final.json"))
     bare["spec"]["clusters"] = []
-    assert capture(Record(), StoredRecord(), Binding.from_object(bare), KEY, T0).patch is None
+    assert not capture(Record(), StoredRecord(), Binding.from_object(bare), T0).write
 
 
 @pytest.mark.shared
 def test_corrupt_stored_record_is_overwritten(shared_data: Path) -> None:
     binding = Binding.from_object(s.binding(shared_data, "scenA/rb-before-failure.json"))
     stored = read_annotation({KEY: "{broken"}, KEY)
-    result = capture(stored.record, stored, binding, KEY, T0)
-    assert result.patch is not None and result.record.cluster("member1").job_id == s.JOB_A
+    result = capture(stored.record, stored, binding, T0)
+    assert result.write and result.record.cluster("member1").job_id == s.JOB_A
 
 
 @pytest.mark.shared

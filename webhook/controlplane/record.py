@@ -39,10 +39,17 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from webhook.common.contract import LAST_KNOWN_STATE, Contract
+
 VERSION = 1
-ANNOTATION_NAME = "last-known-state"
+RESCHEDULED = "Rescheduled"  # the reason of a move no eviction task explains
 MAX_HISTORY = 24  # the annotation must stay small; the count is kept apart so trimming loses no total
 MAX_ANNOTATION_BYTES = 64 * 1024
+
+
+def annotation_key(contract: Contract) -> str:
+    """The annotation the record is kept in, under the contract's prefix."""
+    return contract.key(LAST_KNOWN_STATE)
 
 
 def format_time(moment: datetime) -> str:

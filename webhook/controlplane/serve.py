@@ -18,10 +18,12 @@ from dataclasses import dataclass
 from webhook import __version__
 from webhook.common.contract import Contract
 from webhook.common.kubeclient import ApiFailure, ClientConfig
-from webhook.controlplane.handler import WorkHandler, annotation_key, utc_now
+from webhook.controlplane.handler import WorkHandler, utc_now
 from webhook.controlplane.karmada import KarmadaApi
 from webhook.controlplane.leader import ElectionConfig, default_identity
-from webhook.controlplane.watch import BindingCache, FreshLookup, Watcher
+from webhook.controlplane.lookup import BindingCache, FreshLookup
+from webhook.controlplane.record import annotation_key
+from webhook.controlplane.watch import CaptureWhileLeading, Watcher
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +102,7 @@ def check_arguments(args: argparse.Namespace) -> str | None:
 
 
 def start_election(api: KarmadaApi, cache: BindingCache, annotation: str, election: ElectionConfig) -> None:
-    from webhook.controlplane.leader import CaptureWhileLeading, KubeLeases, LeaderElector
+    from webhook.controlplane.leader import KubeLeases, LeaderElector
 
     api.api_client.user_agent = f"flink-failover/{__version__} ({election.identity})"
     switch = CaptureWhileLeading(

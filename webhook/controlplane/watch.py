@@ -17,11 +17,10 @@ from typing import Any, Protocol
 
 from prometheus_client import Counter
 
-from webhook.common.contract import Contract
 from webhook.common.kubeclient import ApiFailure, Backoff, Listed, WatchEnded, WatchEvent
 from webhook.controlplane.binding import Binding, is_flink_binding
 from webhook.controlplane.capture import capture
-from webhook.controlplane.handler import BindingLookupResult, Found, LookupFailed, NotFound, found_from_object
+from webhook.controlplane.lookup import BindingCache, Entry
 from webhook.controlplane.record import Record, StoredRecord, read_annotation
 
 log = logging.getLogger(__name__)
@@ -42,62 +41,9 @@ class Api(Protocol):
 
     def watch_bindings(self, resource_version: str) -> Iterator[WatchEvent | WatchEnded | ApiFailure]: ...
 
-    def get_binding(
-        self, namespace: str, name: str, timeout: float | None = None
-    ) -> Mapping[str, Any] | ApiFailure | None: ...
-
     def patch_annotation(
         self, namespace: str, name: str, key: str, value: str
     ) -> Mapping[str, Any] | ApiFailure: ...
-
-
-@dataclass
-class Entry:
-    obj: Mapping[str, Any]
-    binding: Binding
-    record: Record  # the newest record we hold; the annotation catches up through the patch
-    written_at: int = -1  # resourceVersion our last successful patch produced (-1: none / unknown)
-    written: Record | None = None  # what that patch wrote
-    persisted: bool = True  # False while ``record`` is ahead of the annotation (patch pending or failed)
-
-
-class BindingCache:
-    """Flink ResourceBindings by (namespace, name), shared by the watch thread and the webhook threads."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._entries: dict[tuple[str, str], Entry] = {}
-        self._synced = threading.Event()
-
-    def get(self, namespace: str, name: str) -> Entry | None:
-        with self._lock:
-            return self._entries.get((namespace, name))
-
-    def put(self, entry: Entry) -> None:
-        with self._lock:
-            self._entries[entry.binding.key] = entry
-
-    def remove(self, key: tuple[str, str]) -> None:
-        with self._lock:
-            self._entries.pop(key, None)
-
-    def keys(self) -> set[tuple[str, str]]:
-        with self._lock:
-            return set(self._entries)
-
-    def mark_synced(self) -> None:
-        self._synced.set()
-
-    @property
-    def synced(self) -> bool:
-        return self._synced.is_set()
-
-    def wait_synced(self, timeout: float) -> bool:
-        return self._synced.wait(timeout)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
 
 
 @dataclass
@@ -195,26 +141,22 @@ class Watcher:
         if stored.error:
             log.warning("unreadable record on %s/%s: %s", binding.namespace, binding.name, stored.error)
         if not self.capture_enabled:
-            self.cache.put(Entry(obj, binding, stored.record))
+            self.cache.put(Entry(binding, stored.record))
             return binding.key
         previous = self.cache.get(*binding.key)
         if previous is not None and previous.binding.uid != binding.uid:
             previous = None  # deleted and created again under the same name: a new workload
         base, written_at = self._base(binding, stored, previous)
         written = previous.written if previous is not None else None
-        result = capture(base, stored, binding, self.annotation, self.clock())
-        patch = result.patch
-        if (
-            patch is not None
-            and result.record == written
-            and 0 <= _version(binding.resource_version) < written_at
-        ):
+        result = capture(base, stored, binding, self.clock())
+        write = result.write
+        if write and result.record == written and 0 <= _version(binding.resource_version) < written_at:
             # The event predates our last write and its annotation is older than what we wrote: the same
             # record again would be an identical patch (recorded: 107 of 209 before this check).
-            patch = None
-        entry = Entry(obj, binding, result.record, written_at, written, persisted=patch is None)
+            write = False
+        entry = Entry(binding, result.record, written_at, written, persisted=not write)
         self.cache.put(entry)
-        if patch is not None:
+        if write:
             self._persist(binding, result.record)
         return binding.key
 
@@ -281,34 +223,23 @@ def _resource_version(obj: Mapping[str, Any]) -> str:
 
 
 @dataclass
-class FreshLookup:
-    """The webhook's view: the binding as the API server holds it now, never the watch cache alone.
+class CaptureWhileLeading:
+    """What runs under the election: a follower keeps the webhook's cache warm with a read-only watch; the
+    leader runs a capturing watch, which lists first, so every binding that changed while nobody led is
+    captured from its current state when the new leader starts."""
 
-    Karmada creates a Work 1-25 ms after the scheduler's write that caused it (recorded), sooner than a
-    watch delivers that write. A GET without resourceVersion is a quorum read: it returns every write
-    that completed before it started, and the write that caused the Work completed before the Work
-    CREATE was even sent. The cache contributes only the record capture has folded but not persisted
-    yet, and is the fallback when the GET fails (see ``handler._fallback``).
-    """
+    make: Callable[[bool], Watcher]  # capture? -> a new watcher on the shared cache
+    current: Watcher | None = None
 
-    cache: BindingCache
-    api: Api | None
-    contract: Contract
-    get_timeout: float = 2.0
+    def follow(self) -> None:
+        self._switch(capture=False)
 
-    def lookup(self, namespace: str, name: str) -> BindingLookupResult:
-        # Taken before the GET: a record persisted by now is in what the GET returns.
-        entry = self.cache.get(namespace, name)
-        ahead = entry is not None and not entry.persisted
-        cached = Found(entry.binding, entry.record, "cache") if entry is not None else None
-        if self.api is None:
-            return LookupFailed("Karmada API client not available", cached)
-        obj = self.api.get_binding(namespace, name, self.get_timeout)
-        if isinstance(obj, ApiFailure):
-            return LookupFailed(obj.message, cached)
-        if obj is None:
-            return NotFound("api")
-        fresh = found_from_object(obj, self.contract, "api")
-        if entry is not None and entry.binding.uid == fresh.binding.uid and (ahead or fresh.record.empty):
-            return Found(fresh.binding, entry.record, "api")
-        return fresh
+    def lead(self) -> None:
+        self._switch(capture=True)
+
+    def _switch(self, capture: bool) -> None:
+        if self.current is not None:
+            self.current.stop.set()
+        self.current = self.make(capture)
+        name = "resourcebinding-capture" if capture else "resourcebinding-follow"
+        threading.Thread(target=self.current.run, name=name, daemon=True).start()
