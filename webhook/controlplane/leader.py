@@ -35,7 +35,6 @@ log = logging.getLogger(__name__)
 GROUP = "coordination.k8s.io"
 VERSION = "v1"
 PLURAL = "leases"
-DEFAULT_LEASE_NAME = "flink-failover-control-plane"
 
 TRANSITIONS = Counter(
     "flink_failover_leader_transitions_total", "Times this process started or stopped leading", ["change"]
@@ -51,7 +50,7 @@ LEADING = Gauge(
 @dataclass(frozen=True)
 class ElectionConfig:
     namespace: str
-    name: str = DEFAULT_LEASE_NAME
+    name: str
     identity: str = ""
     lease_duration: float = 15.0  # client-go's defaults: 15 s, 10 s, 2 s
     renew_deadline: float = 10.0
