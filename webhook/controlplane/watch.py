@@ -1,23 +1,23 @@
 """Capture: list + watch Flink ResourceBindings, keep them in a cache, persist each record when it changes.
 
-The loop survives what a long watch meets: the stream ending (watch again from the last
-resourceVersion), 410 Gone (relist), a dropped connection or an unreachable API server (reconnect
-with capped exponential backoff). On a restart it rebuilds from the records already stored in the
-annotations, so nothing captured before is lost. A patch that failed is retried on the next pass.
+The loop is ``common.listwatch`` (the stream ending, 410 Gone, a dropped connection, an unreachable API
+server). On a restart it rebuilds from the records already stored in the annotations, so nothing
+captured before is lost. A patch that failed is retried before the next watch.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from prometheus_client import Counter
 
-from webhook.common.kubeclient import ApiFailure, Backoff, Listed, WatchEnded, WatchEvent
+from webhook.common.kubeclient import ApiFailure, Backoff, Listed, Page, WatchEnded, WatchEvent
+from webhook.common.listwatch import ListWatch
 from webhook.controlplane.binding import Binding, is_flink_binding
 from webhook.controlplane.capture import capture
 from webhook.controlplane.lookup import BindingCache, Entry
@@ -48,6 +48,8 @@ class Api(Protocol):
 
 @dataclass
 class Watcher:
+    """The capture loop: ``common.listwatch`` over the Flink ResourceBindings, folding each into the cache."""
+
     api: Api
     cache: BindingCache
     annotation: str
@@ -55,83 +57,61 @@ class Watcher:
     capture_enabled: bool = True
     backoff: Backoff = field(default_factory=Backoff)
     stop: threading.Event = field(default_factory=threading.Event)
-    resource_version: str = ""
     restarts: dict[str, int] = field(default_factory=dict)
     _dirty: set[tuple[str, str]] = field(default_factory=set)
+    _loop: ListWatch = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._loop = ListWatch(
+            "ResourceBindings",
+            pages=self._pages,
+            watch=self.api.watch_bindings,
+            replace=self._replace,
+            apply=self._apply,
+            stop=self.stop,
+            backoff=self.backoff,
+            restarted=self._restarted,
+            seen=lambda kind: EVENTS.labels(kind).inc(),
+            before_watch=self._flush,
+        )
+
+    @property
+    def resource_version(self) -> str:
+        return self._loop.resource_version
 
     def run(self) -> None:
         """Until ``stop`` is set: list, then watch from the list's version; relist on 410 Gone."""
-        while not self.stop.is_set():
-            if not self.resource_version and not self._relist():
-                self._pause("list-failed")
-                continue
-            self._flush()
-            self._watch_once()
+        self._loop.run()
 
-    def _pause(self, cause: str) -> None:
+    def _pages(self) -> list[Page | ApiFailure]:
+        listed = self.api.list_bindings()  # all pages before anything is folded: a failed list folds nothing
+        return [
+            listed if isinstance(listed, ApiFailure) else Page(list(listed.items), listed.resource_version)
+        ]
+
+    def _restarted(self, cause: str) -> None:
         self.restarts[cause] = self.restarts.get(cause, 0) + 1
         WATCH_RESTARTS.labels(cause).inc()
-        self.stop.wait(self.backoff.next())
 
-    def _relist(self) -> bool:
-        listed = self.api.list_bindings()
-        if isinstance(listed, ApiFailure):
-            log.warning("listing ResourceBindings failed: %s", listed.message)
-            return False
+    def _replace(self, objects: Iterable[Mapping[str, Any]]) -> None:
         seen = set()
-        for obj in listed.items:
+        for obj in objects:
             key = self._handle(obj)
             if key is not None:
                 seen.add(key)
         for key in self.cache.keys() - seen:  # deleted while we were not watching
             self.cache.remove(key)
             self._dirty.discard(key)
-        self.resource_version = listed.resource_version
         self.cache.mark_synced()
-        self.backoff.reset()
-        log.info(
-            "ResourceBindings listed", extra={"fields": {"flink": len(seen), "rv": self.resource_version}}
-        )
-        return True
+        log.info("Flink ResourceBindings cached", extra={"fields": {"flink": len(seen)}})
 
-    def _watch_once(self) -> None:
-        for item in self.api.watch_bindings(self.resource_version):
-            if self.stop.is_set():
-                return
-            if isinstance(item, WatchEnded):
-                return  # the server's timeout: watch again from where we are
-            if isinstance(item, ApiFailure):
-                if item.gone:
-                    self._gone()
-                else:
-                    log.warning("ResourceBinding watch broke: %s", item.message)
-                    self._pause("disconnected")
-                return
-            EVENTS.labels(item.type or "unknown").inc()
-            if item.type == "ERROR":
-                code = item.object.get("code")
-                if code == 410:
-                    self._gone()
-                else:
-                    log.warning("ResourceBinding watch error event: %s", item.object.get("message"))
-                    self._pause("error-event")
-                return
-            version = _resource_version(item.object)
-            if item.type in ("ADDED", "MODIFIED"):
-                self._handle(item.object)
-            elif item.type == "DELETED":
-                key = _key(item.object)
-                self.cache.remove(key)
-                self._dirty.discard(key)
-            if version:
-                self.resource_version = version
-            self.backoff.reset()
-
-    def _gone(self) -> None:
-        log.info("ResourceBinding watch expired (410 Gone): relisting")
-        self.restarts["gone"] = self.restarts.get("gone", 0) + 1
-        WATCH_RESTARTS.labels("gone").inc()
-        self.resource_version = ""
+    def _apply(self, kind: str, obj: Mapping[str, Any]) -> None:
+        if kind == "DELETED":
+            key = _key(obj)
+            self.cache.remove(key)
+            self._dirty.discard(key)
+        else:
+            self._handle(obj)
 
     def _handle(self, obj: Mapping[str, Any]) -> tuple[str, str] | None:
         if not is_flink_binding(obj):

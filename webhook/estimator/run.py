@@ -19,7 +19,7 @@ from prometheus_client import Gauge
 
 from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.estimator import grpcserver
-from webhook.estimator.member_api import NODES, PODS, Feed, MemberApi
+from webhook.estimator.member_api import NODES, PODS, MemberApi, feed
 from webhook.estimator.options import EstimatorOptions
 from webhook.estimator.state import ClusterState
 from webhook.server import logs
@@ -109,8 +109,8 @@ def run(options: EstimatorOptions) -> int:
         (NODES, state.replace_nodes, state.node_event),
         (PODS, state.replace_pods, state.pod_event),
     ):
-        feed = Feed(api, resource, replace, apply, stop)
-        threading.Thread(target=feed.run, name=f"watch-{resource}", daemon=True).start()
+        loop = feed(api, resource, replace, apply, stop)
+        threading.Thread(target=loop.run, name=f"watch-{resource}", daemon=True).start()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     log.info(
