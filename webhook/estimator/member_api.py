@@ -27,12 +27,12 @@ from webhook.common.kubeclient import (
     watch_events,
 )
 from webhook.common.listwatch import ListWatch
+from webhook.placement.cluster import POD_FIELD_SELECTOR
 
 log = logging.getLogger(__name__)
 
 NODES = "nodes"
 PODS = "pods"
-POD_FIELDS = "status.phase!=Succeeded,status.phase!=Failed"
 
 WATCH_RESTARTS = Counter(
     "flink_failover_estimator_watch_restarts_total",
@@ -59,7 +59,7 @@ class MemberApi:
         if resource == NODES:
             return self._core.list_node(_preload_content=False, **kwargs)
         return self._core.list_pod_for_all_namespaces(
-            field_selector=POD_FIELDS, _preload_content=False, **kwargs
+            field_selector=POD_FIELD_SELECTOR, _preload_content=False, **kwargs
         )
 
     def pages(self, resource: str) -> Iterator[Page | ApiFailure]:
