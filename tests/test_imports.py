@@ -35,7 +35,7 @@ PURE_CORE = (
     "webhook.common.untyped",
     "webhook.common.paths",
     "webhook.member.restore",
-    "webhook.controlplane.answer",
+    "webhook.controlplane.audit",
     "webhook.controlplane.relocation",
     "webhook.controlplane.capture",
     "webhook.controlplane.record",

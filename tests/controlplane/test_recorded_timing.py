@@ -20,7 +20,7 @@ from tests.controlplane import recorded as r
 from tests.controlplane import support as s
 from webhook.common.admission import review
 from webhook.common.kubeclient import ClientConfig
-from webhook.controlplane.answer import WorkAudit
+from webhook.controlplane.audit import WorkAudit
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
 from webhook.controlplane.handler import WorkHandler, internal_error

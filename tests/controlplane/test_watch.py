@@ -16,7 +16,7 @@ from tests.controlplane import support as s
 from tests.controlplane.loop import Loop
 from webhook.common.admission import review
 from webhook.common.kubeclient import ClientConfig
-from webhook.controlplane.answer import WorkAudit
+from webhook.controlplane.audit import WorkAudit
 from webhook.controlplane.handler import WorkHandler, internal_error
 from webhook.controlplane.karmada import KarmadaApi
 from webhook.controlplane.lookup import BindingCache, Found, FreshLookup, LookupFailed, NotFound

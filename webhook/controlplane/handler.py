@@ -23,7 +23,7 @@ from webhook.common.admission import AdmissionRequest, AdmissionResponse, allowe
 from webhook.common.contract import Contract
 from webhook.common.patch import Op
 from webhook.common.untyped import str_map
-from webhook.controlplane.answer import ManifestAudit, WorkAudit, WorkDecision, overall
+from webhook.controlplane.audit import ManifestAudit, WorkAudit, WorkDecision, overall
 from webhook.controlplane.capture import observe
 from webhook.controlplane.lookup import BindingLookup, Found, LookupFailed, NotFound
 from webhook.controlplane.relocation import (
@@ -95,7 +95,7 @@ class WorkHandler:
                 audits.append(ManifestAudit(name, WorkDecision.BINDING_NOT_FOUND, result.source))
                 continue
             if isinstance(result, LookupFailed):
-                decided = _fallback(result, request.operation, target.cluster, self.contract, now)
+                decided = _from_cache(result, request.operation, target.cluster, self.contract, now)
             else:
                 decided = Decided(relocation(result, target.cluster, self.contract, now), result.source)
             if isinstance(decided, LookupFailed):
@@ -140,7 +140,7 @@ def relocation(found: Found, cluster: str, contract: Contract, now: datetime) ->
     return decide_relocation(record, found.binding, cluster, contract.job_id_labels, now)
 
 
-def _fallback(
+def _from_cache(
     failed: LookupFailed, operation: str, cluster: str, contract: Contract, now: datetime
 ) -> Decided | LookupFailed:
     """Without a fresh binding, the cached one may answer only what staleness cannot turn into an empty

@@ -15,7 +15,7 @@ from typing import Any
 from webhook.common.flink import GROUP, KINDS
 from webhook.common.patch import Op, escape, set_fields
 from webhook.common.untyped import as_map, as_str
-from webhook.controlplane.answer import WorkDecision
+from webhook.controlplane.audit import WorkDecision
 
 WORK_GROUP = "work.karmada.io"
 EXECUTION_NAMESPACE_PREFIX = "karmada-es-"
