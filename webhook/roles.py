@@ -16,14 +16,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from webhook.common.admission import Handler
+from webhook.common.admission import Handler, OnError
 from webhook.common.kubeclient import ClientConfig
 from webhook.controlplane import options as control_plane_options
 from webhook.estimator import options as estimator_options  # options only: no gRPC loaded here
 from webhook.member.policy import PolicyError, RestorePolicy, load_policy, policy_source
 from webhook.server import logs
 from webhook.server import run as server
-from webhook.server.config import Endpoint, OnError, Ready, ServerConfig
+from webhook.server.config import Endpoint, Ready, ServerConfig
 
 log = logging.getLogger(__name__)
 

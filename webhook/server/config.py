@@ -10,14 +10,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from webhook.common.admission import AdmissionRequest, AdmissionResponse, Handler
+from webhook.common.admission import Handler
+from webhook.common.admission import OnError as OnError  # re-exported: the roles and review name it here
 
 if TYPE_CHECKING:
     from flask import Blueprint
 
 MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's own request limit is 3 MiB
 
-OnError = Callable[[AdmissionRequest, Exception], AdmissionResponse]
 Ready = Callable[[], str | None]  # None when ready, else the reason
 
 
