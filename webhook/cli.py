@@ -26,9 +26,10 @@ Stateful failover for Apache Flink jobs that Karmada spreads over Kubernetes clu
 a FlinkDeployment or FlinkSessionJob to another cluster, the job resumes from the newest restorable
 checkpoint or savepoint of the job that ran before, never from empty state.
 
-One command, two roles: `serve --role member` on every member cluster (the admission webhook that sets
+One command, three roles: `serve --role member` on every member cluster (the admission webhook that sets
 spec.job.initialSavepointPath), `serve --role control-plane` beside Karmada (records each job's last good
-state, labels the Work bound for the new cluster). `review` answers a request offline exactly as the
+state, labels the Work bound for the new cluster), `serve --role estimator` per member cluster (Karmada's
+scheduler-estimator, counting complete component sets). `review` answers a request offline exactly as the
 server would; `placement` counts how many complete sets of a workload fit each cluster; `certs` looks
 after the webhook's TLS certificates. `flink-failover COMMAND --help` tells more."""
 

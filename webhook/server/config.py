@@ -16,7 +16,9 @@ from webhook.common.admission import OnError as OnError  # re-exported: the role
 if TYPE_CHECKING:
     from flask import Blueprint
 
-MAX_BODY_BYTES = 3 * 1024 * 1024  # kube-apiserver's own request limit is 3 MiB
+# kube-apiserver's own request limit. An UPDATE's review carries two objects, each at most etcd's 1.5 MiB
+# default request size, so the largest review a cluster can send still fits.
+MAX_BODY_BYTES = 3 * 1024 * 1024
 
 Ready = Callable[[], str | None]  # None when ready, else the reason
 
