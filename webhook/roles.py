@@ -88,6 +88,8 @@ def _member_options(args: argparse.Namespace, policy: RestorePolicy) -> MemberOp
 
 
 def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
+    """Built in each worker after fork; with ``options.fencing`` the fencing agent starts here too (issue
+    15: a ``common.listwatch.ListWatch`` on a client from ``common.kubeclient.new_api_client``)."""
     from webhook.member.handler import MemberHandler, internal_error
 
     handler = MemberHandler.from_policy(options.policy)
@@ -228,7 +230,8 @@ ROLES: dict[str, Role] = {name: role for name, role in SERVED.items() if role.of
 def offline_handler(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
     """The handler ``flink-failover review`` runs for ``args.role``: the server's, without the server."""
     offline = ROLES[args.role].offline
-    assert offline is not None
+    if offline is None:  # not reached: ROLES holds only the roles that answer offline
+        raise ValueError(f"--role {args.role} has no offline review")
     return offline(args, policy)
 
 

@@ -189,9 +189,9 @@ def bound_pod(obj: Mapping[str, Any], where: str) -> tuple[str, dict[str, int]] 
     node_name = spec.get("nodeName")
     if not node_name or status.get("phase") in FINISHED_PHASES:
         return None
-    requests = pod_requests(spec, f"{where}.spec")
-    requests[PODS] = requests.get(PODS, 0) + 1
-    return str(node_name), requests
+    charged = pod_requests(spec, f"{where}.spec")
+    charged[PODS] = charged.get(PODS, 0) + 1
+    return str(node_name), charged
 
 
 def cluster_from_kubectl(doc: Mapping[str, Any], name: str, where: str) -> Cluster:
