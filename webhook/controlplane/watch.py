@@ -59,6 +59,7 @@ class Watcher:
     stop: threading.Event = field(default_factory=threading.Event)
     restarts: dict[str, int] = field(default_factory=dict)
     _dirty: set[tuple[str, str]] = field(default_factory=set)
+    _writing: threading.Lock = field(default_factory=threading.Lock)  # held while a patch is in flight
     _loop: ListWatch = field(init=False)
 
     def __post_init__(self) -> None:
@@ -152,8 +153,21 @@ class Watcher:
             return previous.record, previous.written_at
         return stored.record, previous.written_at
 
+    def halt(self) -> None:
+        """Stop, and return only once no patch of ours is in flight: a leader stepping down writes nothing
+        after this (the Lease may be another replica's the moment it returns)."""
+        self.stop.set()
+        with self._writing:
+            pass
+
     def _persist(self, binding: Binding, record: Record) -> None:
-        answer = self.api.patch_annotation(binding.namespace, binding.name, self.annotation, record.dumps())
+        with self._writing:
+            if self.stop.is_set():  # halted: the next leader captures from the binding as it is then
+                self._dirty.add(binding.key)
+                return
+            answer = self.api.patch_annotation(
+                binding.namespace, binding.name, self.annotation, record.dumps()
+            )
         if isinstance(answer, ApiFailure):
             CAPTURE_PATCHES.labels("failed").inc()
             self._dirty.add(binding.key)
@@ -219,7 +233,7 @@ class CaptureWhileLeading:
 
     def _switch(self, capture: bool) -> None:
         if self.current is not None:
-            self.current.stop.set()
+            self.current.halt()  # before the election goes on: no record written once we stop leading
         self.current = self.make(capture)
         name = "resourcebinding-capture" if capture else "resourcebinding-follow"
         threading.Thread(target=self.current.run, name=name, daemon=True).start()
