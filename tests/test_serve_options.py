@@ -34,8 +34,9 @@ def test_member_refuses_the_other_roles_options(capsys: pytest.CaptureFixture[st
 
 @pytest.mark.parametrize("given", [["--kubeconfig", "/k"], ["--cluster", "member1"]])
 def test_member_takes_kubeconfig_and_cluster_together(
-    capsys: pytest.CaptureFixture[str], given: list[str]
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, given: list[str]
 ) -> None:
+    monkeypatch.delenv("FLINK_FAILOVER_CLUSTER", raising=False)
     err = refused(capsys, "--role", "member", *given)
     assert "--kubeconfig and --cluster together" in err
 
@@ -76,3 +77,19 @@ def test_every_serve_option_is_read_by_some_role_and_every_role_reads_only_optio
     assert options == read
     for role in roles.SERVED.values():
         assert set(role.instead) <= options - role.options, role.name
+
+
+def test_member_with_kubeconfig_and_cluster_gets_a_fencing_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The member role's options for the fencing agent (issue 15): both, or the webhook alone."""
+    from webhook.member.policy import RestorePolicy
+
+    monkeypatch.delenv("FLINK_FAILOVER_CLUSTER", raising=False)  # --cluster's default
+
+    parse = build_parser().parse_args
+    args = parse(["serve", "--kubeconfig", "/k", "--context", "ctx", "--cluster", "member1"])
+    options = roles._member_options(args, RestorePolicy())
+    assert isinstance(options, roles.MemberOptions) and options.fencing is not None
+    assert (options.fencing.client.kubeconfig, options.fencing.client.context) == ("/k", "ctx")
+    assert options.fencing.cluster == "member1"
+    alone = roles._member_options(parse(["serve", "--require-storage-backends"]), RestorePolicy())
+    assert isinstance(alone, roles.MemberOptions) and alone.fencing is None and alone.require_storage_backends
