@@ -33,9 +33,18 @@ ESTIMATOR = "estimator"  # Karmada's scheduler-estimator over gRPC: served by it
 MEMBER_PATH = "/mutate"
 
 GIVEN = "_given"  # on the parsed namespace: dest -> the option string given on the command line
-EVERY_ROLE = ("role", "log_level")
-SERVER = ("cert_dir", "bind", "workers", "threads", "insecure_plain_http")  # gunicorn's (server.run)
-KUBE = ("kubeconfig", "context")
+
+
+def _dests(add_arguments: Callable[[argparse.ArgumentParser], None]) -> frozenset[str]:
+    """The dests of the options an ``add_arguments`` adds (so a new option is owned where it is added)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    return frozenset(action.dest for action in parser._actions)
+
+
+EVERY_ROLE = frozenset({"role", "log_level"})
+SERVER = _dests(server.add_arguments) - EVERY_ROLE  # gunicorn's, read by the admission roles
+KUBE = frozenset({"kubeconfig", "context"})
 
 
 @dataclass(frozen=True)
@@ -210,7 +219,7 @@ SERVED: dict[str, Role] = {
     CONTROL_PLANE: Role(
         CONTROL_PLANE,
         "the Karmada component",
-        frozenset({"policy", *SERVER, *KUBE, *control_plane_options.OPTIONS}),
+        frozenset({"policy", *SERVER, *KUBE, *_dests(control_plane_options.add_arguments)}),
         _serve_control_plane,
         _control_plane_offline,
         _GUNICORN_INSTEAD,
@@ -218,7 +227,7 @@ SERVED: dict[str, Role] = {
     ESTIMATOR: Role(
         ESTIMATOR,
         "Karmada's scheduler-estimator for one member cluster (gRPC)",
-        frozenset({*KUBE, "cluster", *estimator_options.OPTIONS}),
+        frozenset({*KUBE, "cluster", *_dests(estimator_options.add_arguments)}),
         _serve_estimator,
         instead=_ESTIMATOR_INSTEAD,
     ),

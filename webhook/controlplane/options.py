@@ -18,17 +18,6 @@ if TYPE_CHECKING:
 
 DEFAULT_LEASE_NAME = "flink-failover-control-plane"
 
-# The options this role reads beside the shared ones (--policy, --kubeconfig, --context, the server's).
-OPTIONS = (
-    "no_capture",
-    "leader_elect",
-    "lease_name",
-    "lease_namespace",
-    "lease_duration",
-    "renew_deadline",
-    "retry_period",
-)
-
 
 @dataclass(frozen=True)
 class ControlPlaneOptions:

@@ -29,19 +29,6 @@ class EstimatorOptions:
     refresh_s: float
 
 
-# The options this role reads beside the shared ones (--kubeconfig, --context, --cluster, --log-level).
-OPTIONS = (
-    "server_port",
-    "server_address",
-    "metrics_bind",
-    "grpc_auth_cert_file",
-    "grpc_auth_key_file",
-    "grpc_client_ca_file",
-    "insecure_skip_grpc_client_verify",
-    "grpc_workers",
-    "state_refresh_seconds",
-)
-
 DEFAULT_PORT = 10352  # Karmada's --scheduler-estimator-port and its estimator's --server-port
 DEFAULT_METRICS = "0.0.0.0:10351"
 DEFAULT_REFRESH_S = 0.5
