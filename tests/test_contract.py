@@ -50,4 +50,6 @@ def test_policy_prefix_moves_every_key() -> None:
 
 
 def test_the_control_plane_record_uses_the_contract_name() -> None:
-    assert record.ANNOTATION_NAME == contract.LAST_KNOWN_STATE
+    assert (
+        record.annotation_key(contract.Contract()) == f"{contract.DEFAULT_PREFIX}/{contract.LAST_KNOWN_STATE}"
+    )

@@ -98,7 +98,8 @@ def test_role_specific_help_shows_that_roles_options_only() -> None:
     )
     assert len({member, control, estimator}) == 3  # before: identical for every role
     assert "--require-storage-backends" in member and "--leader-elect" not in member
-    assert "--server-port" not in member and "--cluster NAME" not in control  # --cluster: member and estimator
+    assert "--server-port" not in member and "--cluster CLUSTER" in member  # the fencing agent
+    assert "--cluster CLUSTER" not in control and "--cluster CLUSTER" in estimator
     assert "--leader-elect" in control and "--require-storage-backends" not in control
     assert "--server-port" in estimator and "--leader-elect" not in estimator
     assert all("--kubeconfig" in text and "--cert-dir" in text for text in (member, control))

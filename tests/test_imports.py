@@ -1,5 +1,6 @@
 """Imports run one way: the server knows no role, the shared code knows no role, roles know no other
 role, one composition root wires them, and the pure core reaches no I/O library, not even indirectly.
+Inside each role, modules stand in layers and import only from lower ones (docs/architecture.md).
 
 Read from the source (every import statement, also inside functions; not the ones under
 ``if TYPE_CHECKING:``), so a lazy import cannot hide a wrong direction.
@@ -36,10 +37,15 @@ PURE_CORE = (
     "webhook.common.paths",
     "webhook.member.restore",
     "webhook.member.failover",
-    "webhook.controlplane.answer",
+    "webhook.member.fencing.protocol",
+    "webhook.controlplane.audit",
+    "webhook.controlplane.binding",
+    "webhook.controlplane.work",
     "webhook.controlplane.relocation",
     "webhook.controlplane.capture",
     "webhook.controlplane.record",
+    "webhook.estimator.answer",
+    "webhook.estimator.state",
     "webhook.placement.model",
     "webhook.placement.quantity",
     "webhook.placement.prepare",
@@ -52,6 +58,30 @@ PURE_CORE = (
 )
 # Cross-role imports still in the tree, each a known debt (none today).
 KNOWN_CROSS_ROLE: set[tuple[str, str]] = set()
+# Inside a role, bottom first: a module imports only from lower layers (a name may be a subpackage; its
+# modules may import each other). A module placed nowhere fails the test: add it where it belongs.
+ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "webhook.member": (
+        ("policy",),  # the restore policy
+        ("restore", "failover"),  # the decision (pure)
+        ("storage", "sessions"),  # the checkpoint listing (fsspec), session clusters (the API)
+        ("fencing",),  # one running copy: ownership records, the webhook's gate, the agent
+        ("handler",),  # the admission answer
+    ),
+    "webhook.controlplane": (
+        ("binding", "record", "audit", "leader"),  # Karmada's objects, our record, the answer, the election
+        ("capture", "relocation", "work", "lookup", "karmada", "options"),  # decisions, reads, settings
+        ("watch", "handler"),  # the capture loop, the Work webhook
+        ("serve", "offline"),  # wired for the server, for review
+    ),
+    "webhook.estimator": (
+        ("options", "proto"),  # settings, Karmada's generated messages
+        ("wire", "state", "answer", "member_api"),  # requests read, the watched state, the replies
+        ("grpcserver",),  # the gRPC edge
+        ("run",),  # wired for serve
+    ),
+}
+MAX_FLOORS = {"webhook.controlplane": 4}  # the longest import chain inside the role (issue 18: it was 8)
 
 
 def _module_name(path: Path) -> str:
@@ -136,6 +166,46 @@ def violations(graph: Mapping[str, set[str]]) -> list[str]:
     return out
 
 
+def _unit(module: str, role: str) -> str:
+    """The ROLE_LAYERS name a module answers to: its first part below the role's package."""
+    return module[len(role) + 1 :].split(".")[0] if module != role else ""
+
+
+def layer_violations(graph: Mapping[str, set[str]]) -> list[str]:
+    """Every import inside a role that does not point to a lower layer, and every module not placed."""
+    out = []
+    for role, layers in ROLE_LAYERS.items():
+        floor = {name: i for i, names in enumerate(layers) for name in names}
+        for module, imported in sorted(graph.items()):
+            if not _within(module, role) or module == role:
+                continue
+            unit = _unit(module, role)
+            if unit not in floor:
+                out.append(f"{module}: not placed in ROLE_LAYERS[{role!r}]")
+                continue
+            for name in sorted(imported):
+                other = _unit(name, role) if _within(name, role) and name != role else None
+                if other is None or other == unit or other not in floor:
+                    continue
+                if floor[other] >= floor[unit]:
+                    out.append(f"{module} -> {name}: inside a role, a module imports only from lower layers")
+    return out
+
+
+def floors(graph: Mapping[str, set[str]], package: str) -> dict[str, int]:
+    """Each module's floor inside ``package``: 1 + the highest floor it imports there (1: none)."""
+    inside = {m for m in graph if _within(m, package) and m != package}
+    memo: dict[str, int] = {}
+
+    def floor(module: str, path: tuple[str, ...] = ()) -> int:
+        if module not in memo:
+            below = [n for n in graph[module] if n in inside and n != module and n not in path]
+            memo[module] = 1 + max((floor(n, (*path, module)) for n in below), default=0)
+        return memo[module]
+
+    return {m: floor(m) for m in inside}
+
+
 def _io_reached(graph: Mapping[str, set[str]], start: str) -> list[tuple[str, str]]:
     seen, todo, hits = {start}, [start], []
     while todo:
@@ -154,6 +224,36 @@ def test_imports_point_one_way() -> None:
     graph = import_graph()
     assert all(module in graph for module in PURE_CORE), sorted(set(PURE_CORE) - set(graph))
     assert violations(graph) == []
+
+
+def test_inside_each_role_imports_point_down() -> None:
+    assert layer_violations(import_graph()) == []
+
+
+def test_the_control_plane_is_at_most_four_floors_deep() -> None:
+    graph = import_graph()
+    for package, most in MAX_FLOORS.items():
+        deepest = max(floors(graph, package).items(), key=lambda item: item[1])
+        assert deepest[1] <= most, deepest
+
+
+@pytest.mark.parametrize(
+    ("graph", "rule"),
+    [
+        ({"webhook.controlplane.watch": {"webhook.controlplane.handler"}}, "only from lower layers"),
+        ({"webhook.controlplane.leader": {"webhook.controlplane.watch"}}, "only from lower layers"),
+        ({"webhook.member.restore": {"webhook.member.storage"}}, "only from lower layers"),
+        ({"webhook.estimator.state": {"webhook.estimator.grpcserver"}}, "only from lower layers"),
+        ({"webhook.estimator.cache": set()}, "not placed"),
+    ],
+)
+def test_a_wrong_direction_inside_a_role_is_caught(graph: dict[str, set[str]], rule: str) -> None:
+    assert any(rule in v for v in layer_violations(graph)), layer_violations(graph)
+
+
+def test_floors_count_the_longest_chain() -> None:
+    graph = {"p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": set(), "p.d": {"p.c"}}
+    assert floors(graph, "p") == {"p.a": 3, "p.b": 2, "p.c": 1, "p.d": 2}
 
 
 def test_known_cross_role_imports_still_exist() -> None:

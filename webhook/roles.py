@@ -1,7 +1,9 @@
-"""The composition root: which roles exist, and how each is wired to endpoints and to the offline review.
+"""The composition root: which roles exist, the options each reads, and how each serves and answers offline.
 
 The only module that imports more than one role. The server (``webhook.server``) knows no role; a role
-knows no server. ``flink-failover serve`` is this module's ``add_arguments`` / ``run``.
+knows no server. ``flink-failover serve`` is this module's ``add_arguments`` / ``run``: every role is one
+:class:`Role` entry, and an option the chosen role does not read is refused (exit 2) with a message
+naming the option that does, rather than accepted and ignored.
 """
 
 from __future__ import annotations
@@ -10,14 +12,18 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from webhook.common.admission import Handler
+from webhook.common.admission import Handler, OnError
+from webhook.common.kubeclient import ClientConfig
+from webhook.controlplane import options as control_plane_options
+from webhook.estimator import options as estimator_options  # options only: no gRPC loaded here
 from webhook.member.policy import PolicyError, RestorePolicy, load_policy, policy_source
 from webhook.server import logs
 from webhook.server import run as server
-from webhook.server.config import Endpoint, OnError, Ready, ServerConfig
+from webhook.server.config import Endpoint, Ready, ServerConfig
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +31,8 @@ HELP = """\
 Run one role of flink-failover as a server (--role, default member):
 
   member         the admission webhook on every member cluster (FlinkDeployment, FlinkSessionJob):
-                 restores a failed-over job from its newest restorable checkpoint or savepoint
+                 restores a failed-over job from its newest restorable checkpoint or savepoint; given
+                 its cluster's name (--cluster), also its fencing agent: one running copy of every job
   control-plane  beside Karmada: records each job's last good state, labels the Work bound for the new
                  cluster (/mutate-work), serves component-fit placement (/placement)
   estimator      Karmada's scheduler-estimator (gRPC) for one member cluster
@@ -38,72 +45,144 @@ CONTROL_PLANE = "control-plane"
 ESTIMATOR = "estimator"  # Karmada's scheduler-estimator over gRPC: served by its own package, no gunicorn
 MEMBER_PATH = "/mutate"
 
+GIVEN = "_given"  # on the parsed namespace: dest -> the option string given on the command line
+
+
+def _dests(add_arguments: Callable[[argparse.ArgumentParser], None]) -> frozenset[str]:
+    """The dests of the options an ``add_arguments`` adds (so a new option is owned where it is added)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    add_arguments(parser)
+    return frozenset(action.dest for action in parser._actions)
+
+
+EVERY_ROLE = frozenset({"role", "log_level"})
+SERVER = _dests(server.add_arguments) - EVERY_ROLE  # gunicorn's, read by the admission roles
+KUBE = frozenset({"kubeconfig", "context"})
+
 
 @dataclass(frozen=True)
 class Role:
-    """How one role serves (endpoints built in each worker) and answers offline."""
+    """One role: the ``serve`` options it reads, how it serves, and how ``review`` answers as it would."""
 
     name: str
-    default_workers: int
-    endpoints: Callable[[argparse.Namespace, RestorePolicy, Ready], ServerConfig]
-    offline: Callable[[argparse.Namespace, RestorePolicy], tuple[Handler, OnError]]
+    summary: str  # for ``--role``'s help
+    options: frozenset[str]  # dests of the serve options it reads, beyond EVERY_ROLE
+    serve: Callable[[argparse.Namespace], int]
+    offline: Callable[[argparse.Namespace, RestorePolicy], tuple[Handler, OnError]] | None = None
+    instead: Mapping[str, str] = field(default_factory=dict)  # an option it does not read -> what it reads
+
+    def refusal(self, dest: str, option: str, roles: Sequence[Role]) -> str:
+        """Why ``option`` is refused for this role, naming what this role reads instead or who reads it."""
+        if dest in self.instead:
+            return f"--role {self.name} does not use {option}: {self.instead[dest]}"
+        users = [r.name for r in roles if dest in r.options]
+        whose = " and ".join(users) or "another"
+        return f"--role {self.name} does not use {option}: it is an option of the {whose} role" + (
+            "s" if len(users) > 1 else ""
+        )
 
 
-def _member_endpoints(args: argparse.Namespace, policy: RestorePolicy, ready: Ready) -> ServerConfig:
-    """The Flink webhook. With --kubeconfig or --cluster it reads its own cluster: a session job's
-    FlinkDeployment for its directories, and with --cluster the fencing agent runs (in one worker) and the
-    webhook fences failover admissions."""
+# --- member --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FencingTarget:
+    """``--cluster`` (with ``--kubeconfig``, else the in-cluster account): the member role's fencing agent."""
+
+    client: ClientConfig
+    cluster: str
+
+
+@dataclass(frozen=True)
+class MemberOptions:
+    policy: RestorePolicy
+    require_storage_backends: bool = False
+    own_cluster: ClientConfig | None = None  # --kubeconfig or --cluster: session clusters are read there
+    fencing: FencingTarget | None = None  # None: no fencing (no --cluster, or the policy turns it off)
+
+
+def _member_options(args: argparse.Namespace, policy: RestorePolicy) -> MemberOptions | str:
+    client = ClientConfig(kubeconfig=args.kubeconfig, context=args.context)
+    fencing = None
+    if args.cluster:
+        from webhook.member.fencing.records import ClusterNameError, check_cluster_name
+
+        try:
+            check_cluster_name(args.cluster)
+        except ClusterNameError as exc:
+            return f"--cluster: {exc}"
+        if policy.fencing.enabled:
+            fencing = FencingTarget(client, args.cluster)
+    own = client if args.kubeconfig or args.cluster else None
+    return MemberOptions(policy, bool(args.require_storage_backends), own, fencing)
+
+
+def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
+    """Built in each worker after fork. With its own cluster's API the webhook reads a session job's
+    FlinkDeployment for its directories; with ``options.fencing`` it fences failover admissions and the
+    fencing agent starts (it runs in one worker: ``member.fencing.runner``)."""
     from webhook.member.handler import MemberHandler, SessionClusterSource, internal_error
 
-    cluster = _fencing_cluster(args, policy)
     clusters: SessionClusterSource | None = None
-    if getattr(args, "kubeconfig", None) or cluster:  # a session job's cluster is read for its dirs
-        from webhook.common.kubeclient import ClientConfig
+    if options.own_cluster is not None:
         from webhook.member.sessions import KubeSessionClusters
 
-        clusters = KubeSessionClusters(ClientConfig(args.kubeconfig, getattr(args, "context", None)))
-    handler = MemberHandler.from_policy(policy, clusters, cluster=cluster)
-    if cluster:
+        clusters = KubeSessionClusters(options.own_cluster)
+    fencing = options.fencing
+    handler = MemberHandler.from_policy(options.policy, clusters, cluster=fencing.cluster if fencing else "")
+    if fencing is not None:
         from webhook.member.fencing import runner
 
-        runner.start(runner.AgentOptions(cluster, args.kubeconfig, args.context), policy)
+        agent = runner.AgentOptions(fencing.cluster, fencing.client.kubeconfig, fencing.client.context)
+        runner.start(agent, options.policy)
     return ServerConfig([Endpoint(MEMBER_PATH, MEMBER, handler, internal_error)], ready)
 
 
-def _fencing_cluster(args: argparse.Namespace, policy: RestorePolicy) -> str:
-    cluster = getattr(args, "cluster", None) or ""
-    return cluster if cluster and policy.fencing.enabled else ""
-
-
 def _member_offline(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
+    """Never fences (offline answers write nothing); ``--objects`` may carry session clusters."""
     from webhook.member.handler import MemberHandler, internal_error
     from webhook.member.sessions import load_session_clusters
 
-    # Offline answers never write a fence: review shows the restore, not a hold that needs the agent.
     objects = getattr(args, "objects", None)
     clusters = load_session_clusters(objects) if objects else None
     return MemberHandler.from_policy(policy, clusters, daemon_lookups=True), internal_error
 
 
-def _control_plane_endpoints(args: argparse.Namespace, policy: RestorePolicy, ready: Ready) -> ServerConfig:
+def _serve_member(args: argparse.Namespace) -> int:
+    policy = _policy(args)
+    if policy is None:
+        return 2
+    options = _member_options(args, policy)
+    if isinstance(options, str):
+        return _usage(options)
+    from webhook.member.storage import missing_backends
+
+    notes = tuple(m.message() for m in missing_backends(policy.allowed_schemes))
+    for note in notes:
+        log.warning(note)
+    if notes and options.require_storage_backends:
+        for note in notes:
+            print(f"flink-failover: {note}", file=sys.stderr)
+        return 2
+
+    def build(ready: Ready) -> ServerConfig:
+        return replace(_member_endpoints(options, ready), notes=notes)
+
+    return server.serve(args, MEMBER, build, server.DEFAULT_WORKERS)
+
+
+# --- control plane -------------------------------------------------------------------------------------
+
+
+def _control_plane_endpoints(
+    options: control_plane_options.ControlPlaneOptions, ready: Ready
+) -> ServerConfig:
     """The Work webhook (with its capture loop) and the component-fit placement API, in one worker."""
     from webhook.controlplane.handler import internal_error
-    from webhook.controlplane.serve import (
-        WORK_PATH,
-        ControlPlaneOptions,
-        election_config,
-        start_control_plane,
-    )
+    from webhook.controlplane.serve import WORK_PATH, start_control_plane
     from webhook.placement.http import blueprint
 
-    options = ControlPlaneOptions(
-        args.kubeconfig,
-        args.context,
-        capture=not args.no_capture,
-        get_timeout=policy.deadline_seconds,
-        election=election_config(args),
-    )
-    plane = start_control_plane(policy.contract, options)
+    plane = start_control_plane(options)
 
     def combined_ready() -> str | None:
         return ready() or plane.ready()
@@ -118,38 +197,134 @@ def _control_plane_offline(args: argparse.Namespace, policy: RestorePolicy) -> t
     return offline_handler(args, policy.contract)
 
 
-ROLES: dict[str, Role] = {
-    MEMBER: Role(MEMBER, server.DEFAULT_WORKERS, _member_endpoints, _member_offline),
+def _serve_control_plane(args: argparse.Namespace) -> int:
+    policy = _policy(args)
+    if policy is None:
+        return 2
+    options = control_plane_options.from_args(args, policy.contract, policy.deadline_seconds)
+    problem = options.problem()
+    if problem is not None:
+        return _usage(problem)
     # One worker: the watch thread, its cache and the webhook share one process.
-    CONTROL_PLANE: Role(CONTROL_PLANE, 1, _control_plane_endpoints, _control_plane_offline),
+    return server.serve(args, CONTROL_PLANE, lambda ready: _control_plane_endpoints(options, ready), 1)
+
+
+# --- estimator -----------------------------------------------------------------------------------------
+
+
+def _serve_estimator(args: argparse.Namespace) -> int:
+    logs.configure(args.log_level)
+    options = estimator_options.from_args(args)
+    if isinstance(options, str):
+        return _usage(options)
+    from webhook.estimator import run as estimator
+
+    return estimator.run(options)
+
+
+# --- the roles -----------------------------------------------------------------------------------------
+
+_GUNICORN_INSTEAD = {  # what the gunicorn roles read where the estimator reads its gRPC options
+    "server_port": "the webhook listens on --bind HOST:PORT",
+    "server_address": "the webhook listens on --bind HOST:PORT",
+    "metrics_bind": "/metrics is served on --bind, beside the webhook",
+    "grpc_auth_cert_file": "the webhook's TLS certificate and key are read from --cert-dir",
+    "grpc_auth_key_file": "the webhook's TLS certificate and key are read from --cert-dir",
+    "grpc_client_ca_file": "the webhook's TLS certificate and key are read from --cert-dir",
+    "insecure_skip_grpc_client_verify": "the webhook's TLS certificate and key are read from --cert-dir",
+    "grpc_workers": "the webhook's concurrency is --workers and --threads",
 }
+_ESTIMATOR_INSTEAD = {
+    "bind": "its gRPC port is --server-port (and --server-address), its HTTP port for /metrics and "
+    "the probes --metrics-bind",
+    "cert_dir": "it serves gRPC over TLS with --grpc-auth-cert-file and --grpc-auth-key-file",
+    "workers": "its gRPC concurrency is --grpc-workers",
+    "threads": "its gRPC concurrency is --grpc-workers",
+    "insecure_plain_http": "it serves plaintext gRPC unless --grpc-auth-cert-file is given",
+    "policy": "it reads no restore policy",
+}
+
+SERVED: dict[str, Role] = {
+    MEMBER: Role(
+        MEMBER,
+        "the Flink admission webhook on a member cluster",
+        frozenset({"policy", *SERVER, *KUBE, "cluster", "require_storage_backends"}),
+        _serve_member,
+        _member_offline,
+        _GUNICORN_INSTEAD,
+    ),
+    CONTROL_PLANE: Role(
+        CONTROL_PLANE,
+        "the Karmada component",
+        frozenset({"policy", *SERVER, *KUBE, *_dests(control_plane_options.add_arguments)}),
+        _serve_control_plane,
+        _control_plane_offline,
+        _GUNICORN_INSTEAD,
+    ),
+    ESTIMATOR: Role(
+        ESTIMATOR,
+        "Karmada's scheduler-estimator for one member cluster (gRPC)",
+        frozenset({*KUBE, "cluster", *_dests(estimator_options.add_arguments)}),
+        _serve_estimator,
+        instead=_ESTIMATOR_INSTEAD,
+    ),
+}
+# The roles ``flink-failover review`` can answer as (review.py's --role choices).
+ROLES: dict[str, Role] = {name: role for name, role in SERVED.items() if role.offline is not None}
 
 
 def offline_handler(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
     """The handler ``flink-failover review`` runs for ``args.role``: the server's, without the server."""
-    return ROLES[args.role].offline(args, policy)
+    offline = ROLES[args.role].offline
+    if offline is None:  # not reached: ROLES holds only the roles that answer offline
+        raise ValueError(f"--role {args.role} has no offline review")
+    return offline(args, policy)
+
+
+# --- the command line ----------------------------------------------------------------------------------
+
+
+def _tracking(base: type[argparse.Action]) -> type[argparse.Action]:
+    """``base`` that also notes, on the namespace, that its option was given (defaults are not)."""
+
+    class Tracked(base):  # type: ignore[valid-type,misc]
+        def __call__(
+            self,
+            parser: argparse.ArgumentParser,
+            namespace: argparse.Namespace,
+            values: Any,
+            option_string: str | None = None,
+        ) -> None:
+            super().__call__(parser, namespace, values, option_string)
+            setattr(namespace, GIVEN, {**getattr(namespace, GIVEN, {}), self.dest: option_string})
+
+    return Tracked
 
 
 def add_arguments(parser: argparse.ArgumentParser, only: str | None = None) -> None:
-    """Every role's options; ``only`` (``serve --role ROLE --help``) leaves out the other roles' groups
-    from the help (parsing always takes all of them)."""
-    from webhook.estimator import options as estimator  # options only: no gRPC loaded here
+    """Every role's options; ``only`` (``serve --role ROLE --help``) leaves the other roles' options out of
+    the help (parsing always takes all of them)."""
 
-    shows = (lambda role: True) if only not in (*ROLES, ESTIMATOR) else (lambda role: role == only)
+    def shows(*roles: str) -> bool:
+        return only not in SERVED or only in roles
 
+    for name, action in ((None, argparse._StoreAction), ("store", argparse._StoreAction)):
+        parser.register("action", name, _tracking(action))
+    parser.register("action", "store_true", _tracking(argparse._StoreTrueAction))
     parser.add_argument(
         "--role",
-        choices=[*ROLES, ESTIMATOR],
+        choices=list(SERVED),
         default=MEMBER,
-        help="member: the Flink admission webhook on a member cluster; control-plane: the Karmada "
-        "component; estimator: Karmada's scheduler-estimator for one member cluster (gRPC)",
+        help="; ".join(f"{role.name}: {role.summary}" for role in SERVED.values()),
     )
-    parser.add_argument(
-        "--policy",
-        default=None,
-        help="restore policy file (default: $FLINK_FAILOVER_POLICY, else the policy shipped in the package)",
-    )
-    server.add_arguments(parser)
+    if shows(MEMBER, CONTROL_PLANE):
+        parser.add_argument(
+            "--policy",
+            default=None,
+            help="member and control-plane: restore policy file (default: $FLINK_FAILOVER_POLICY, else the "
+            "policy shipped in the package)",
+        )
+        server.add_arguments(parser)
     if shows(MEMBER):
         member = parser.add_argument_group("member role")
         member.add_argument(
@@ -158,121 +333,72 @@ def add_arguments(parser: argparse.ArgumentParser, only: str | None = None) -> N
             help="member role: refuse to start when the policy allows a storage scheme with no fsspec "
             "backend installed (default: start, warn in the log and on /readyz)",
         )
-    control = parser.add_argument_group(
-        "control-plane role (--kubeconfig and --context: the estimator and the member role too)"
+    kube = parser.add_argument_group(
+        "Kubernetes API (control-plane role: Karmada's; estimator: the member cluster's; member role: its "
+        "own cluster's, for session clusters and, with --cluster, its fencing agent)"
     )
-    control.add_argument(
+    kube.add_argument(
         "--kubeconfig",
         default=None,
-        help="control-plane: the Karmada API server; estimator: the member cluster (default: in-cluster, "
-        "else ~/.kube/config); member: its own cluster, to read the FlinkDeployment a FlinkSessionJob "
-        "runs on for its checkpoint directory and, with --cluster, for the fencing agent (default: not "
-        "read; with --cluster: in-cluster)",
+        help="control-plane: the Karmada API server; estimator: the member cluster; member: its own "
+        "cluster, to read the FlinkDeployment a FlinkSessionJob runs on and, with --cluster, for the "
+        "fencing agent (default: in-cluster, else ~/.kube/config; member: not read without --cluster)",
     )
-    control.add_argument("--context", default=None, help="kubeconfig context (default: its current one)")
+    kube.add_argument("--context", default=None, help="kubeconfig context (default: its current one)")
+    if shows(MEMBER, ESTIMATOR):
+        kube.add_argument(
+            "--cluster",
+            "--cluster-name",  # Karmada's estimator spells it so
+            dest="cluster",
+            default=os.environ.get("FLINK_FAILOVER_CLUSTER", ""),
+            help="the member cluster's name in Karmada; member: runs the fencing agent (one running copy); "
+            "estimator: requests for other clusters are refused ($FLINK_FAILOVER_CLUSTER)",
+        )
     if shows(CONTROL_PLANE):
-        control.add_argument(
-            "--no-capture",
-            action="store_true",
-            help="control-plane role: serve the Work webhook only, record no ResourceBinding state",
-        )
-        election = parser.add_argument_group(
-            "leader election (control-plane role)",
-            "with --leader-elect every replica serves the Work webhook and only the holder of a "
-            "coordination.k8s.io Lease captures ResourceBinding state",
-        )
-        election.add_argument(
-            "--leader-elect", action="store_true", help="capture only while holding the Lease (default: off)"
-        )
-        election.add_argument(
-            "--lease-name", default="flink-failover-control-plane", help="default: %(default)s"
-        )
-        election.add_argument(
-            "--lease-namespace",
-            default=os.environ.get("POD_NAMESPACE", "default"),
-            help="namespace of the Lease on the Karmada API server (default: $POD_NAMESPACE, else default)",
-        )
-        election.add_argument(
-            "--lease-duration",
-            type=float,
-            default=15.0,
-            help="seconds a Lease stays valid unrenewed (default: 15)",
-        )
-        election.add_argument(
-            "--renew-deadline",
-            type=float,
-            default=10.0,
-            help="seconds the leader keeps leading without a successful renewal (default: 10)",
-        )
-        election.add_argument(
-            "--retry-period",
-            type=float,
-            default=2.0,
-            help="seconds between tries to acquire or renew (default: 2)",
-        )
+        control_plane_options.add_arguments(parser)
     if shows(ESTIMATOR):
-        estimator.add_arguments(parser)
+        estimator_options.add_arguments(parser)
 
 
-def _check_member_arguments(args: argparse.Namespace) -> str | None:
-    cluster = getattr(args, "cluster", None)
-    if cluster:
-        from webhook.member.fencing.records import ClusterNameError, check_cluster_name
-
-        try:
-            check_cluster_name(cluster)
-        except ClusterNameError as exc:
-            return f"--cluster: {exc}"
-    return None
+def _usage(problem: str) -> int:
+    print(f"flink-failover: {problem}", file=sys.stderr)
+    return 2
 
 
-def run(args: argparse.Namespace) -> int:
-    """``flink-failover serve``: check the role's options, load the policy, then serve the chosen role."""
-    if args.role == ESTIMATOR:
-        from webhook.estimator import run as estimator
-
-        return estimator.run(args)
-    server.prepare_metrics_dir()  # before any role module imports prometheus_client
-    code = _serve(args)
-    server.discard_metrics_dir()  # serve removes it when it ran; a refused start leaves nothing either
-    return code
-
-
-def _serve(args: argparse.Namespace) -> int:
-    if args.role == CONTROL_PLANE:
-        from webhook.controlplane.serve import check_arguments
-
-        problem = check_arguments(args)
-        if problem is not None:
-            print(f"flink-failover: {problem}", file=sys.stderr)
-            return 2
-    if args.role == MEMBER:
-        problem = _check_member_arguments(args)
-        if problem is not None:
-            print(f"flink-failover: {problem}", file=sys.stderr)
-            return 2
+def _policy(args: argparse.Namespace) -> RestorePolicy | None:
+    """The restore policy ``--policy`` (or the environment) names; None after saying why it is unusable."""
     logs.configure(args.log_level)
     source = policy_source(args.policy, os.environ)
     try:
         policy = load_policy(source.path)
     except PolicyError as exc:
         print(f"flink-failover: policy {source.describe()}: {exc}", file=sys.stderr)
-        return 2
+        return None
     log.info("restore policy loaded", extra={"fields": {"policy": str(source.path), "from": source.origin}})
-    notes: tuple[str, ...] = ()
-    if args.role == MEMBER:
-        from webhook.member.storage import missing_backends
+    return policy
 
-        notes = tuple(m.message() for m in missing_backends(policy.allowed_schemes))
-        for note in notes:
-            log.warning(note)
-        if notes and args.require_storage_backends:
-            for note in notes:
-                print(f"flink-failover: {note}", file=sys.stderr)
-            return 2
-    role = ROLES[args.role]
 
-    def build(ready: Ready) -> ServerConfig:
-        return replace(role.endpoints(args, policy, ready), notes=notes)
+def refused_options(role: Role, given: Mapping[str, str | None]) -> list[str]:
+    """A message for every option given that ``role`` does not read (in the order of the roles' table)."""
+    roles = list(SERVED.values())
+    return [
+        role.refusal(dest, option or dest, roles)
+        for dest, option in given.items()
+        if dest not in EVERY_ROLE and dest not in role.options
+    ]
 
-    return server.serve(args, role.name, build, role.default_workers)
+
+def run(args: argparse.Namespace) -> int:
+    """``flink-failover serve``: refuse the options the role does not read, then serve the chosen role."""
+    role = SERVED[args.role]
+    problems = refused_options(role, getattr(args, GIVEN, {}))
+    for problem in problems:
+        print(f"flink-failover: {problem}", file=sys.stderr)
+    if problems:
+        return 2
+    if role.name == ESTIMATOR:
+        return role.serve(args)  # its own server and metrics registry
+    server.prepare_metrics_dir()  # before any role module imports prometheus_client
+    code = role.serve(args)
+    server.discard_metrics_dir()  # serve removes it when it ran; a refused start leaves nothing either
+    return code

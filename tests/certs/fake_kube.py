@@ -17,7 +17,7 @@ from typing import Any
 
 import jsonpatch
 
-from tests.support.kube import merge_patch, write_kubeconfig
+from tests.support.kube import failure_status, merge_patch, send_json, write_kubeconfig
 
 _WEBHOOKS = re.compile(
     r"^/apis/admissionregistration\.k8s\.io/v1/(mutating|validating)webhookconfigurations/([^/]+)$"
@@ -96,25 +96,10 @@ class FakeKube:
                 pass
 
             def _send(self, code: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, code, body)
 
             def _status(self, code: int, reason: str) -> None:
-                self._send(
-                    code,
-                    {
-                        "kind": "Status",
-                        "apiVersion": "v1",
-                        "status": "Failure",
-                        "reason": reason,
-                        "code": code,
-                        "message": reason,
-                    },
-                )
+                send_json(self, code, failure_status(code, reason, reason))
 
             def _body(self) -> Any:
                 length = int(self.headers.get("Content-Length") or 0)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import signal
 import socket
 import ssl
 import subprocess
@@ -25,6 +24,7 @@ import requests
 from cryptography import x509
 
 from tests.conftest import REPO
+from tests.support.server import stop_group
 from webhook.certs import store
 from webhook.member.policy import DEFAULT_POLICY_FILE
 
@@ -233,11 +233,5 @@ def test_rotation_under_load_loses_no_request(tmp_path: Path) -> None:
         answer = requests.post(f"https://{HOST}:{port}/mutate", json=REVIEW, verify=str(ca_file), timeout=10)
         assert answer.status_code == 200 and answer.json()["response"]["allowed"] is True
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+        stop_group(proc)
         log.close()

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from tests.support.kube import merge_patch, write_kubeconfig
+from tests.support.kube import failure_status, merge_patch, send_json, write_kubeconfig
 
 PREFIX = "/apis/work.karmada.io/v1alpha2"
 LEASES = "/apis/coordination.k8s.io/v1"
@@ -265,25 +265,10 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
     def _json(self, status: int, body: Any) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, body)
 
     def _status(self, code: int, reason: str, message: str) -> None:
-        self._json(
-            code,
-            {
-                "kind": "Status",
-                "apiVersion": "v1",
-                "status": "Failure",
-                "reason": reason,
-                "code": code,
-                "message": message,
-            },
-        )
+        send_json(self, code, failure_status(code, reason, message))
 
     def _lease(self, method: str) -> bool:
         """Serve a Lease request; False when the path is not one."""

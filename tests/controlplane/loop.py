@@ -12,8 +12,9 @@ from tests.controlplane import fakeapi
 from tests.controlplane import support as s
 from webhook.common.kubeclient import Backoff, ClientConfig
 from webhook.controlplane.karmada import KarmadaApi
+from webhook.controlplane.lookup import BindingCache
 from webhook.controlplane.record import Record
-from webhook.controlplane.watch import BindingCache, Watcher
+from webhook.controlplane.watch import Watcher
 
 KEY = "flink-failover.io/last-known-state"
 NS, NAME = "analytics", "orders-flinkdeployment"

@@ -15,7 +15,7 @@ from webhook.controlplane.binding import Binding, savepoint_location
 from webhook.controlplane.capture import capture, observe
 from webhook.controlplane.record import (
     MAX_HISTORY,
-    ClusterState,
+    ClusterRecord,
     HistoryEntry,
     HistoryType,
     Record,
@@ -41,7 +41,10 @@ def _fold(*objs: dict[str, Any]) -> Record:
 def test_record_round_trip() -> None:
     record = Record(
         clusters=(
-            ("member1", ClusterState(job_id=s.JOB_A, job_seen="2026-11-29T14:00:00Z", savepoint="s3://b/sp")),
+            (
+                "member1",
+                ClusterRecord(job_id=s.JOB_A, job_seen="2026-11-29T14:00:00Z", savepoint="s3://b/sp"),
+            ),
         ),
         placement=("member2",),
         history=(
@@ -106,8 +109,8 @@ def test_scen_a_sequence(shared_data: Path) -> None:
     after = s.binding(shared_data, "scenA/rb-after-failover.json")
     final = s.binding(shared_data, "scenA/rb-final.json")
     record = _fold(before, after, final)
-    assert record.cluster("member1") == ClusterState(job_id=s.JOB_A, job_seen="2026-11-29T15:00:00Z")
-    assert record.cluster("member2") == ClusterState()  # status {}: nothing seen there
+    assert record.cluster("member1") == ClusterRecord(job_id=s.JOB_A, job_seen="2026-11-29T15:00:00Z")
+    assert record.cluster("member2") == ClusterRecord()  # status {}: nothing seen there
     assert record.placement == ("member2",)
     assert record.history == (
         HistoryEntry(
@@ -141,35 +144,35 @@ def test_observe_is_a_fixpoint_and_capture_patches_only_on_change(shared_data: P
         binding = Binding.from_object(s.binding(shared_data, name))
         once = observe(Record(), binding, T0)
         assert observe(once, binding, T0 + timedelta(hours=1)) == once
-        first = capture(Record(), StoredRecord(), binding, KEY, T0)
-        assert first.patch == {"metadata": {"annotations": {KEY: first.record.dumps()}}}
-        stored = read_annotation(first.patch["metadata"]["annotations"], KEY)
-        assert capture(first.record, stored, binding, KEY, T0 + timedelta(hours=1)).patch is None
+        first = capture(Record(), StoredRecord(), binding, T0)
+        assert first.write
+        stored = read_annotation({KEY: first.record.dumps()}, KEY)
+        assert not capture(first.record, stored, binding, T0 + timedelta(hours=1)).write
 
 
 @pytest.mark.shared
 def test_nothing_to_record_means_no_patch(shared_data: Path) -> None:
     final = Binding.from_object(s.binding(shared_data, "scenA/rb-final.json"))
-    result = capture(Record(), StoredRecord(), final, KEY, T0)
+    result = capture(Record(), StoredRecord(), final, T0)
     assert result.record.placement == ("member2",)  # a placement alone is worth keeping
     bare = copy.deepcopy(s.binding(shared_data, "scenA/rb-final.json"))
     bare["spec"]["clusters"] = []
-    assert capture(Record(), StoredRecord(), Binding.from_object(bare), KEY, T0).patch is None
+    assert not capture(Record(), StoredRecord(), Binding.from_object(bare), T0).write
 
 
 @pytest.mark.shared
 def test_corrupt_stored_record_is_overwritten(shared_data: Path) -> None:
     binding = Binding.from_object(s.binding(shared_data, "scenA/rb-before-failure.json"))
     stored = read_annotation({KEY: "{broken"}, KEY)
-    result = capture(stored.record, stored, binding, KEY, T0)
-    assert result.patch is not None and result.record.cluster("member1").job_id == s.JOB_A
+    result = capture(stored.record, stored, binding, T0)
+    assert result.write and result.record.cluster("member1").job_id == s.JOB_A
 
 
 @pytest.mark.shared
 def test_only_running_jobs_are_good_states(shared_data: Path) -> None:
     rb = s.binding(shared_data, "scenA/rb-before-failure.json")
     record = _fold(s.set_statuses(copy.deepcopy(rb), {"member1": s.flink_status(s.JOB_A, "RECONCILING")}))
-    assert record.cluster("member1") == ClusterState(observed_job_id=s.JOB_A, observed_state="RECONCILING")
+    assert record.cluster("member1") == ClusterRecord(observed_job_id=s.JOB_A, observed_state="RECONCILING")
     record = observe(record, Binding.from_object(rb), T0 + timedelta(minutes=5))
     assert record.cluster("member1").job_id == s.JOB_A
     assert record.cluster("member1").job_seen == "2026-11-29T15:05:00Z"

@@ -13,7 +13,8 @@ from tests.controlplane import support as s
 from webhook.common.admission import review
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
-from webhook.controlplane.handler import BindingLookupResult, WorkHandler, internal_error
+from webhook.controlplane.handler import WorkHandler, internal_error
+from webhook.controlplane.lookup import BindingLookupResult
 from webhook.controlplane.record import Record
 from webhook.member.policy import RestorePolicy
 

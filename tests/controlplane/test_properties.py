@@ -97,8 +97,8 @@ def test_capture_is_a_fixpoint_and_never_forgets(sequence: list[dict[str, Any]])
             if state.good:  # a good state is replaced only by a newer good state, never dropped
                 assert folded.cluster(cluster).good
         assert Record.loads(folded.dumps()) == folded
-        result = capture(folded, read_annotation({key: folded.dumps()}, key), binding, key, now)
-        assert result.patch is None
+        result = capture(folded, read_annotation({key: folded.dumps()}, key), binding, now)
+        assert not result.write
         record = folded
 
 

@@ -20,14 +20,14 @@ from tests.controlplane import recorded as r
 from tests.controlplane import support as s
 from webhook.common.admission import review
 from webhook.common.kubeclient import ClientConfig
-from webhook.controlplane.answer import WorkAudit
+from webhook.controlplane.audit import WorkAudit
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
-from webhook.controlplane.handler import BindingLookupResult, Found, WorkHandler, internal_error
+from webhook.controlplane.handler import WorkHandler, internal_error
 from webhook.controlplane.karmada import KarmadaApi
+from webhook.controlplane.lookup import BindingCache, BindingLookupResult, Entry, Found, FreshLookup
 from webhook.controlplane.record import HistoryType, Record
 from webhook.controlplane.relocation import Relocation, decide_relocation
-from webhook.controlplane.watch import BindingCache, Entry, FreshLookup
 from webhook.member.policy import RestorePolicy
 
 P = "flink-failover.io/"
@@ -327,7 +327,7 @@ def test_without_a_fresh_binding_only_a_safe_update_is_answered_from_the_cache(t
         # The cache shows the restored job running on member1 since the return: a re-applied Work
         # (UPDATE) can be answered from it; a CREATE still cannot.
         binding = Binding.from_object(later)
-        cache.put(Entry(later, binding, settled))
+        cache.put(Entry(binding, settled))
         update = answer("UPDATE")
         assert update.allowed and update.decision == "running-on-target"
         assert (
@@ -335,7 +335,7 @@ def test_without_a_fresh_binding_only_a_safe_update_is_answered_from_the_cache(t
         )
         assert answer("CREATE").code == 503
         # The cache still at the move back (no job has run there since): refused.
-        cache.put(Entry(fresh, Binding.from_object(fresh), fresh_record))
+        cache.put(Entry(Binding.from_object(fresh), fresh_record))
         assert answer("UPDATE").code == 503
     finally:
         server.stop()

@@ -16,11 +16,11 @@ from tests.controlplane import support as s
 from tests.controlplane.loop import Loop
 from webhook.common.admission import review
 from webhook.common.kubeclient import ClientConfig
-from webhook.controlplane.answer import WorkAudit
-from webhook.controlplane.handler import Found, LookupFailed, NotFound, WorkHandler, internal_error
+from webhook.controlplane.audit import WorkAudit
+from webhook.controlplane.handler import WorkHandler, internal_error
 from webhook.controlplane.karmada import KarmadaApi
+from webhook.controlplane.lookup import BindingCache, Found, FreshLookup, LookupFailed, NotFound
 from webhook.controlplane.record import Record
-from webhook.controlplane.watch import BindingCache, FreshLookup
 from webhook.member.policy import RestorePolicy
 
 pytestmark = pytest.mark.shared

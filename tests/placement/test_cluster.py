@@ -158,6 +158,20 @@ def test_kubectl_list() -> None:
     assert dict(n2.free) == {"cpu": 2000, "pods": 10}
 
 
+def test_a_malformed_taint_is_an_input_error_in_every_reader() -> None:
+    """One v1 Node reader: the CLI and the HTTP API used to raise AttributeError here (a 500), while the
+    estimator dropped the taint and kept the node; now both see an input error naming the field."""
+    from webhook.estimator.state import ClusterState
+
+    doc = kubectl_list()
+    doc["items"][0]["spec"]["taints"] = ["dedicated=flink:NoSchedule"]
+    with pytest.raises(PlacementInputError, match=r"f\.items\[0\]\.spec\.taints\[0\]: expected a mapping"):
+        cluster_from_kubectl(doc, "member1", "f")
+    state = ClusterState("member1")
+    state.replace_nodes([item for item in doc["items"] if item["kind"] == "Node"])
+    assert [n.name for n in state.snapshot().nodes] == ["n2"] and state.skipped == 1
+
+
 def test_kubectl_file_named_after_file_or_override(tmp_path: Path) -> None:
     path = tmp_path / "member7.json"
     path.write_text(json.dumps(kubectl_list()))

@@ -1,10 +1,11 @@
-"""Kubeconfig files for the local fake API servers the tests run."""
+"""Kubeconfig files, merge patches and answers for the local fake API servers the tests run."""
 
 from __future__ import annotations
 
 import copy
 import json
 from collections.abc import Mapping
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
@@ -34,3 +35,25 @@ def merge_patch(target: Any, patch: Any) -> Any:
         else:
             out[key] = merge_patch(out.get(key), value)
     return out
+
+
+def send_json(handler: BaseHTTPRequestHandler, code: int, body: Any) -> None:
+    """One JSON answer with its length, as kube-apiserver sends it."""
+    data = json.dumps(body).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+def failure_status(code: int, reason: str, message: str) -> dict[str, Any]:
+    """A v1 Status of a failed request."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "reason": reason,
+        "code": code,
+        "message": message,
+    }

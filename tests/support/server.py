@@ -158,6 +158,17 @@ def wait_ready(
     raise TimeoutError("server did not become ready")
 
 
+def stop_group(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the server's process group (gunicorn and its workers), SIGKILL when it lingers."""
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
+
+
 @contextmanager
 def serve(
     cert_dir: Path,
@@ -196,10 +207,4 @@ def serve(
         wait_ready(port, None if plain else cert_dir / "ca.crt", process)
         yield RunningServer(process, port, cert_dir, log_file)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(5)
+        stop_group(process)

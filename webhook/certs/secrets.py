@@ -7,10 +7,11 @@ else from a kubeconfig (``--kubeconfig``/``KUBECONFIG``/``~/.kube/config``).
 from __future__ import annotations
 
 import base64
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from webhook.common.kubeclient import ApiFailure, ClientConfig, new_api_client
 
 SA_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
@@ -20,18 +21,11 @@ class KubeError(RuntimeError):
 
 
 def api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:
-    from kubernetes import client
-    from kubernetes import config as kube_config
-
-    config: Any = kube_config  # its loaders carry no annotations
-
-    try:
-        if kubeconfig is None and context is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config()
-            return client.ApiClient()
-        return config.new_client_from_config(config_file=kubeconfig, context=context)
-    except config.ConfigException as exc:
-        raise KubeError(f"no Kubernetes configuration: {exc}") from None
+    """The client every role builds (``common.kubeclient``), with urllib3's retries (no loop retries here)."""
+    client = new_api_client(ClientConfig(kubeconfig, context, retries=True), "Kubernetes")
+    if isinstance(client, ApiFailure):
+        raise KubeError(f"no Kubernetes configuration: {client.message}")
+    return client
 
 
 def current_namespace(default: str = "default") -> str:

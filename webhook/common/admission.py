@@ -137,6 +137,7 @@ def errored(
 
 
 Handler = Callable[[AdmissionRequest], AdmissionResponse]
+OnError = Callable[[AdmissionRequest, Exception], AdmissionResponse]  # a role's answer to its own failure
 
 # metav1.StatusReason for the codes we answer with (503: try again, the state could not be read).
 _REASONS = {403: "Forbidden", 429: "TooManyRequests", 503: "ServiceUnavailable"}
@@ -184,11 +185,32 @@ def parse_review(body: Any) -> AdmissionRequest:
     )
 
 
+def answering(handler: Handler, on_error: OnError) -> Handler:
+    """``handler`` that never raises: the one place an unexpected failure becomes an admission answer
+    (the role's ``on_error``), on the server (``server.instrument``) and offline (``review``) alike.
+
+    RecursionError passes: ``review`` answers it as a bad request (an object nested too deeply).
+    """
+
+    def answer(request: AdmissionRequest) -> AdmissionResponse:
+        try:
+            return handler(request)
+        except RecursionError:
+            raise
+        except Exception as exc:
+            return on_error(request, exc)
+
+    return answer
+
+
 def review(
-    body: Any, handler: Handler, on_error: Callable[[AdmissionRequest, Exception], AdmissionResponse]
+    body: Any, handler: Handler, on_error: OnError | None = None
 ) -> tuple[AdmissionRequest, AdmissionResponse]:
-    """Parse, handle and never raise past a parsed request: every uid gets a complete answer."""
+    """Parse, then handle (through :func:`answering` when ``on_error`` is given, so every uid gets a
+    complete answer); raises :class:`BadReview` for what is not an AdmissionReview."""
     request = parse_review(body)
+    if on_error is not None:
+        handler = answering(handler, on_error)
     try:
         response = handler(request)
     except RecursionError:
@@ -196,6 +218,4 @@ def review(
         # under flinkConfiguration, so kube-apiserver admits such a body): a bad request, answered 400
         # without a thousand-frame traceback in the log, not an internal error (tests/fuzz).
         raise BadReview("object nested too deeply") from None
-    except Exception as exc:  # the one place an unexpected failure becomes an admission answer
-        response = on_error(request, exc)
     return request, response

@@ -59,6 +59,7 @@ class ClientConfig:
     # How often (at most) a request checks whether the kubeconfig file, or a tokenFile it names, changed
     # (a mounted Secret updated in place): the new token is used without a restart.
     credentials_check_seconds: float = 10.0
+    retries: bool = False  # urllib3's silent retries: off where a loop of ours retries with backoff
 
 
 def failure(exc: BaseException) -> ApiFailure:
@@ -114,16 +115,18 @@ def list_pages(call: Callable[..., Any], config: ClientConfig, kind: str) -> Ite
 
 
 def new_api_client(config: ClientConfig, what: str) -> Any:
-    """A ``kubernetes`` ApiClient from the kubeconfig (or the in-cluster account), or an ApiFailure."""
+    """The one way every role builds a ``kubernetes`` ApiClient, or an ApiFailure saying why it cannot:
+    the in-cluster account inside a pod when neither a kubeconfig nor a context is named, else the
+    kubeconfig (``--kubeconfig``, ``$KUBECONFIG``, ``~/.kube/config``) at that context."""
     from kubernetes import client
     from kubernetes import config as kube_config
     from kubernetes.config.config_exception import ConfigException
 
     configuration = client.Configuration()
-    # Our own loops retry with backoff; urllib3's silent retries would only stretch the deadlines.
-    configuration.retries = False
+    if not config.retries:  # our loops retry with backoff; urllib3's retries would stretch the deadlines
+        configuration.retries = False
     try:
-        if config.kubeconfig or not _in_cluster():
+        if config.kubeconfig or config.context or not _in_cluster():
             kube_config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=config.kubeconfig, context=config.context, client_configuration=configuration
             )

@@ -6,15 +6,14 @@ patches only on change can never chase its own MODIFIED events.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
 
 from webhook.common.flink import is_job_id
 from webhook.controlplane.binding import RUNNING, Binding
 from webhook.controlplane.record import (
     MAX_HISTORY,
+    RESCHEDULED,
     HistoryEntry,
     HistoryType,
     Record,
@@ -22,8 +21,6 @@ from webhook.controlplane.record import (
     format_time,
     parse_time,
 )
-
-RESCHEDULED = "Rescheduled"
 
 
 def observe(record: Record, binding: Binding, now: datetime) -> Record:
@@ -141,22 +138,18 @@ def _at_or_before(first: str, second: str) -> bool:
 
 @dataclass(frozen=True)
 class Capture:
-    """The record after folding, and the merge patch that persists it (None when nothing changed)."""
+    """The record after folding, and whether the annotation must be written to hold it."""
 
     record: Record
-    patch: Mapping[str, Any] | None
+    write: bool
 
 
-def capture(base: Record, stored: StoredRecord, binding: Binding, annotation: str, now: datetime) -> Capture:
+def capture(base: Record, stored: StoredRecord, binding: Binding, now: datetime) -> Capture:
     """``base`` is the newest record we hold (the cache's, else the stored one); ``stored`` is what the
-    object carries. A patch is emitted only when the persisted annotation differs from the result."""
+    object carries. A write is due only when the persisted annotation differs from the result."""
     record = observe(base, binding, now)
     if record.empty:
-        return Capture(record, None)
+        return Capture(record, False)
     if stored.present and not stored.error and stored.record == record:
-        return Capture(record, None)
-    return Capture(record, merge_patch(annotation, record))
-
-
-def merge_patch(annotation: str, record: Record) -> dict[str, Any]:
-    return {"metadata": {"annotations": {annotation: record.dumps()}}}
+        return Capture(record, False)
+    return Capture(record, True)

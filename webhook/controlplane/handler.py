@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from prometheus_client import Counter
 
@@ -22,21 +22,18 @@ from webhook.common import contract as keys
 from webhook.common.admission import AdmissionRequest, AdmissionResponse, allowed, errored, patched
 from webhook.common.contract import Contract
 from webhook.common.patch import Op
-from webhook.common.untyped import as_map, as_str, str_map
-from webhook.controlplane.answer import ManifestAudit, WorkAudit, WorkDecision, overall
-from webhook.controlplane.binding import Binding
+from webhook.common.untyped import str_map
+from webhook.controlplane.audit import ManifestAudit, WorkAudit, WorkDecision, overall
 from webhook.controlplane.capture import observe
-from webhook.controlplane.record import ANNOTATION_NAME, Record, read_annotation
-from webhook.controlplane.relocation import Injection, Relocation, RelocationDecision, decide_relocation
-from webhook.controlplane.work import (
-    WORK_GROUP,
-    FlinkManifest,
-    NotForUs,
+from webhook.controlplane.lookup import BindingLookup, Found, LookupFailed, NotFound
+from webhook.controlplane.relocation import (
+    Injection,
+    Relocation,
+    RelocationDecision,
+    decide_relocation,
     injection_metadata,
-    manifest_list,
-    manifest_ops,
-    parse_work,
 )
+from webhook.controlplane.work import WORK_GROUP, FlinkManifest, NotForUs, manifest_ops, parse_work
 
 log = logging.getLogger(__name__)
 
@@ -65,40 +62,11 @@ def utc_now() -> datetime:
 
 
 @dataclass(frozen=True)
-class Found:
-    binding: Binding
-    record: Record
-    source: str  # "cache", "api" or "file"
+class Decided:
+    """What a manifest's binding says about it, and where that binding came from."""
 
-
-@dataclass(frozen=True)
-class NotFound:
+    decision: RelocationDecision
     source: str
-
-
-@dataclass(frozen=True)
-class LookupFailed:
-    message: str
-    cached: Found | None = None  # what the watch cache held, for the one answer that stays safe
-
-
-BindingLookupResult = Found | NotFound | LookupFailed
-
-
-class BindingLookup(Protocol):
-    def lookup(self, namespace: str, name: str) -> BindingLookupResult: ...
-
-
-def annotation_key(contract: Contract) -> str:
-    return contract.key(ANNOTATION_NAME)
-
-
-def found_from_object(obj: Any, contract: Contract, source: str) -> Found:
-    binding = Binding.from_object(obj)
-    stored = read_annotation(obj.get("metadata", {}).get("annotations"), annotation_key(contract))
-    if stored.error:
-        log.warning("ignoring unreadable record on %s/%s: %s", binding.namespace, binding.name, stored.error)
-    return Found(binding, stored.record, source)
 
 
 @dataclass
@@ -112,7 +80,7 @@ class WorkHandler:
             return allowed(request, WorkDecision.NOT_A_WORK)
         if request.operation not in ("CREATE", "UPDATE"):
             return allowed(request, WorkDecision.IGNORED_OPERATION)
-        target = parse_work(request.object, request.namespace)
+        target = parse_work(request.object, request.namespace, request.old_object)
         if isinstance(target, NotForUs):
             return allowed(request, target.reason)
         now = self.clock()
@@ -122,42 +90,39 @@ class WorkHandler:
             ref = manifest.binding
             name = f"{ref.namespace}/{ref.name}"
             result = self.lookup.lookup(ref.namespace, ref.name)
+            if isinstance(result, NotFound):
+                LOOKUPS.labels("not-found").inc()
+                audits.append(ManifestAudit(name, WorkDecision.BINDING_NOT_FOUND, result.source))
+                continue
             if isinstance(result, LookupFailed):
-                result = _fallback(result, request.operation, target.cluster, self.contract, now)
-            if isinstance(result, LookupFailed):
+                decided = _from_cache(result, request.operation, target.cluster, self.contract, now)
+            else:
+                decided = Decided(relocation(result, target.cluster, self.contract, now), result.source)
+            if isinstance(decided, LookupFailed):
                 WORK_ERRORS.labels(WorkDecision.BINDING_UNAVAILABLE).inc()
                 log.error(
                     "no fresh binding for Work %s/%s, refusing so that Karmada retries: %s",
                     target.work_namespace,
                     target.work_name,
-                    result.message,
+                    decided.message,
                 )
-                return refused(request, target.cluster, name, result.message)
-            if isinstance(result, NotFound):
-                LOOKUPS.labels("not-found").inc()
-                audits.append(ManifestAudit(name, WorkDecision.BINDING_NOT_FOUND, result.source))
-                continue
-            LOOKUPS.labels(result.source).inc()
-            record = observe(result.record, result.binding, now)
-            decision = decide_relocation(
-                record, result.binding, target.cluster, self.contract.job_id_labels, now
-            )
-            old = _old_metadata(request.old_object, manifest)
-            ops = self._ops(request.object, manifest.index, decision, old)
+                return refused(request, target.cluster, name, decided.message)
+            LOOKUPS.labels(decided.source).inc()
+            ops = self._ops(manifest, decided.decision)
             patch += ops
-            audits.append(_manifest_audit(name, decision, ops, result.source))
+            audits.append(_manifest_audit(name, decided.decision, ops, decided.source))
         reason = next((m.explanation for m in reversed(audits) if m.explanation), "")
         audit = WorkAudit(reason=reason, cluster=target.cluster, manifests=tuple(audits))
         return patched(request, patch, overall([m.decision for m in audits]), audit)
 
-    def _ops(self, work: Any, index: int, decision: RelocationDecision, old: Mapping[str, Any]) -> list[Op]:
+    def _ops(self, manifest: FlinkManifest, decision: RelocationDecision) -> list[Op]:
         if decision.injection is None:
             return []
-        injection = stable(decision.injection, old, self.contract)
+        injection = stable(decision.injection, manifest.old_metadata, self.contract)
         labels, annotations = injection_metadata(injection, self.contract)
         if decision.outcome is Relocation.RUNNING_ON_TARGET:
             labels = {}  # the restored job runs: the trigger labels go, the failover stays visible
-        ops = manifest_ops(work, index, labels, annotations)
+        ops = manifest_ops(manifest, labels, annotations)
         if ops:
             INJECTIONS.labels(_injected_label(decision)).inc()
         return ops
@@ -169,21 +134,25 @@ def _injected_label(decision: RelocationDecision) -> str:
     return "job-id" if decision.injection is not None and decision.injection.job_id else "failover-only"
 
 
-def _fallback(
+def relocation(found: Found, cluster: str, contract: Contract, now: datetime) -> RelocationDecision:
+    """The binding's news folded into its record, then the decision for a Work bound for ``cluster``."""
+    record = observe(found.record, found.binding, now)
+    return decide_relocation(record, found.binding, cluster, contract.job_id_labels, now)
+
+
+def _from_cache(
     failed: LookupFailed, operation: str, cluster: str, contract: Contract, now: datetime
-) -> Found | LookupFailed:
+) -> Decided | LookupFailed:
     """Without a fresh binding, the cached one may answer only what staleness cannot turn into an empty
     start: an UPDATE (the object exists on the member, so initialSavepointPath no longer matters) of a
     Work whose job has run on that cluster since the workload arrived there."""
     cached = failed.cached
     if operation != "UPDATE" or cached is None:
         return failed
-    decision = decide_relocation(
-        observe(cached.record, cached.binding, now), cached.binding, cluster, contract.job_id_labels, now
-    )
+    decision = relocation(cached, cluster, contract, now)
     if decision.outcome is not Relocation.RUNNING_ON_TARGET:
         return failed
-    return Found(cached.binding, cached.record, "cache-fallback")
+    return Decided(decision, "cache-fallback")
 
 
 def refused(request: AdmissionRequest, cluster: str, binding: str, problem: str) -> AdmissionResponse:
@@ -194,19 +163,6 @@ def refused(request: AdmissionRequest, cluster: str, binding: str, problem: str)
     )
     audit = WorkAudit(reason=problem, cluster=cluster, binding=binding)
     return errored(request, message, WorkDecision.BINDING_UNAVAILABLE, audit, code=RETRY_CODE)
-
-
-def _old_metadata(old_work: Mapping[str, Any] | None, manifest: FlinkManifest) -> Mapping[str, Any]:
-    """The same manifest's metadata in the Work before this UPDATE ({} on CREATE or when it is gone)."""
-    for candidate in manifest_list(old_work or {}) or ():
-        if isinstance(candidate, Mapping) and candidate.get("kind") == manifest.kind:
-            meta = as_map(candidate.get("metadata"))
-            if (
-                as_str(meta.get("name")) == manifest.name
-                and as_str(meta.get("namespace")) == manifest.namespace
-            ):
-                return meta
-    return {}
 
 
 def stable(injection: Injection, old: Mapping[str, Any], contract: Contract) -> Injection:

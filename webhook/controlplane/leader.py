@@ -29,14 +29,12 @@ from typing import Any, Protocol
 from prometheus_client import Counter, Gauge
 
 from webhook.common.kubeclient import ApiFailure, api_errors, failure
-from webhook.controlplane.watch import Watcher
 
 log = logging.getLogger(__name__)
 
 GROUP = "coordination.k8s.io"
 VERSION = "v1"
 PLURAL = "leases"
-DEFAULT_LEASE_NAME = "flink-failover-control-plane"
 
 TRANSITIONS = Counter(
     "flink_failover_leader_transitions_total", "Times this process started or stopped leading", ["change"]
@@ -52,7 +50,7 @@ LEADING = Gauge(
 @dataclass(frozen=True)
 class ElectionConfig:
     namespace: str
-    name: str = DEFAULT_LEASE_NAME
+    name: str
     identity: str = ""
     lease_duration: float = 15.0  # client-go's defaults: 15 s, 10 s, 2 s
     renew_deadline: float = 10.0
@@ -203,7 +201,7 @@ class KubeLeases:
         return LeaseRecord.from_object(obj)
 
 
-def utc_now() -> datetime:
+def _wall_now() -> datetime:
     return datetime.now(UTC)
 
 
@@ -216,7 +214,7 @@ class LeaderElector:
     on_start: Callable[[], None]
     on_stop: Callable[[], None]
     monotonic: Callable[[], float] = time.monotonic
-    wall: Callable[[], datetime] = utc_now
+    wall: Callable[[], datetime] = _wall_now
     stop: threading.Event = field(default_factory=threading.Event)
     _leading: bool = False
     _observed: LeaseRecord | None = None
@@ -307,26 +305,3 @@ class LeaderElector:
             extra={"fields": {"identity": self.config.identity, "lease": self.config.name}},
         )
         (self.on_start if leading else self.on_stop)()
-
-
-@dataclass
-class CaptureWhileLeading:
-    """What runs under the election: a follower keeps the webhook's cache warm with a read-only watch; the
-    leader runs a capturing watch, which lists first, so every binding that changed while nobody led is
-    captured from its current state when the new leader starts."""
-
-    make: Callable[[bool], Watcher]  # capture? -> a new watcher on the shared cache
-    current: Watcher | None = None
-
-    def follow(self) -> None:
-        self._switch(capture=False)
-
-    def lead(self) -> None:
-        self._switch(capture=True)
-
-    def _switch(self, capture: bool) -> None:
-        if self.current is not None:
-            self.current.stop.set()
-        self.current = self.make(capture)
-        name = "resourcebinding-capture" if capture else "resourcebinding-follow"
-        threading.Thread(target=self.current.run, name=name, daemon=True).start()

@@ -15,13 +15,8 @@ from webhook.common import documents
 from webhook.common.admission import AdmissionRequest, AdmissionResponse, Handler
 from webhook.common.contract import Contract
 from webhook.controlplane.binding import API_GROUP
-from webhook.controlplane.handler import (
-    BindingLookupResult,
-    NotFound,
-    WorkHandler,
-    found_from_object,
-    internal_error,
-)
+from webhook.controlplane.handler import WorkHandler, internal_error
+from webhook.controlplane.lookup import BindingLookupResult, NotFound, found_from_object
 
 
 def _flatten(docs: Iterable[Any]) -> Iterable[Mapping[str, Any]]:

@@ -39,10 +39,17 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from webhook.common.contract import LAST_KNOWN_STATE, Contract
+
 VERSION = 1
-ANNOTATION_NAME = "last-known-state"
+RESCHEDULED = "Rescheduled"  # the reason of a move no eviction task explains
 MAX_HISTORY = 24  # the annotation must stay small; the count is kept apart so trimming loses no total
 MAX_ANNOTATION_BYTES = 64 * 1024
+
+
+def annotation_key(contract: Contract) -> str:
+    """The annotation the record is kept in, under the contract's prefix."""
+    return contract.key(LAST_KNOWN_STATE)
 
 
 def format_time(moment: datetime) -> str:
@@ -74,7 +81,7 @@ class HistoryType(StrEnum):
 
 
 @dataclass(frozen=True)
-class ClusterState:
+class ClusterRecord:
     job_id: str = ""
     job_seen: str = ""
     savepoint: str = ""
@@ -98,7 +105,7 @@ class ClusterState:
         return {k: v for k, v in out.items() if v}
 
     @classmethod
-    def from_json(cls, doc: Any) -> ClusterState | RecordError:
+    def from_json(cls, doc: Any) -> ClusterRecord | RecordError:
         if not isinstance(doc, dict):
             return RecordError("cluster entry is not an object")
         values: dict[str, str] = {}
@@ -173,20 +180,20 @@ class HistoryEntry:
 
 @dataclass(frozen=True)
 class Record:
-    clusters: tuple[tuple[str, ClusterState], ...] = ()  # sorted by cluster name
+    clusters: tuple[tuple[str, ClusterRecord], ...] = ()  # sorted by cluster name
     placement: tuple[str, ...] = ()
     history: tuple[HistoryEntry, ...] = ()
     failover_count: int = 0
     open_evictions: tuple[tuple[str, str], ...] = ()  # (fromCluster, creationTimestamp or ""), sorted
     version: int = VERSION
 
-    def cluster(self, name: str) -> ClusterState:
+    def cluster(self, name: str) -> ClusterRecord:
         for cluster, state in self.clusters:
             if cluster == name:
                 return state
-        return ClusterState()
+        return ClusterRecord()
 
-    def with_cluster(self, name: str, state: ClusterState) -> Record:
+    def with_cluster(self, name: str, state: ClusterRecord) -> Record:
         others = [(c, s) for c, s in self.clusters if c != name]
         return replace(self, clusters=tuple(sorted([*others, (name, state)])))
 
@@ -220,9 +227,9 @@ class Record:
         raw_clusters = doc.get("clusters", {})
         if not isinstance(raw_clusters, dict):
             return RecordError("clusters is not an object")
-        clusters: list[tuple[str, ClusterState]] = []
+        clusters: list[tuple[str, ClusterRecord]] = []
         for name, raw in raw_clusters.items():
-            state = ClusterState.from_json(raw)
+            state = ClusterRecord.from_json(raw)
             if isinstance(state, RecordError):
                 return RecordError(f"clusters.{name}: {state.message}")
             clusters.append((str(name), state))

@@ -15,10 +15,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from webhook.common import contract as keys
+from webhook.common.contract import Contract
 from webhook.common.flink import is_job_id
 from webhook.controlplane.binding import RUNNING, Binding, EvictionTask
-from webhook.controlplane.capture import RESCHEDULED
-from webhook.controlplane.record import HistoryEntry, HistoryType, Record, format_time, parse_time
+from webhook.controlplane.record import (
+    RESCHEDULED,
+    HistoryEntry,
+    HistoryType,
+    Record,
+    format_time,
+    parse_time,
+)
 
 
 class Relocation(StrEnum):
@@ -45,6 +53,22 @@ class Injection:
     failover_count: int
     reason: str
     last_savepoint: str
+
+
+def injection_metadata(injection: Injection, contract: Contract) -> tuple[dict[str, str], dict[str, str]]:
+    """The labels and annotations of the contract (README, "Label and annotation contract")."""
+    labels = {contract.failover_label: "true"}
+    if injection.job_id:
+        labels[contract.key(keys.JOB_ID)] = injection.job_id
+    annotations = {
+        contract.key(keys.SOURCE_CLUSTER): injection.source_cluster,
+        contract.key(keys.FAILOVER_TIME): injection.failover_time,
+        contract.key(keys.FAILOVER_COUNT): str(injection.failover_count),
+        contract.key(keys.REASON): injection.reason,
+    }
+    if injection.last_savepoint:
+        annotations[contract.key(keys.LAST_SAVEPOINT)] = injection.last_savepoint
+    return labels, {k: v for k, v in annotations.items() if v}
 
 
 @dataclass(frozen=True)

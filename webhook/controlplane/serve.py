@@ -9,32 +9,24 @@ records come from whichever instance captures.
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from webhook import __version__
-from webhook.common.contract import Contract
 from webhook.common.kubeclient import ApiFailure, ClientConfig
-from webhook.controlplane.handler import WorkHandler, annotation_key, utc_now
+from webhook.controlplane.handler import WorkHandler, utc_now
 from webhook.controlplane.karmada import KarmadaApi
 from webhook.controlplane.leader import ElectionConfig, default_identity
-from webhook.controlplane.watch import BindingCache, FreshLookup, Watcher
+from webhook.controlplane.lookup import BindingCache, FreshLookup
+from webhook.controlplane.options import ControlPlaneOptions
+from webhook.controlplane.record import annotation_key
+from webhook.controlplane.watch import CaptureWhileLeading, Watcher
 
 log = logging.getLogger(__name__)
 
 WORK_PATH = "/mutate-work"
-
-
-@dataclass(frozen=True)
-class ControlPlaneOptions:
-    kubeconfig: str | None = None
-    context: str | None = None
-    capture: bool = True  # False: serve the webhook only (no watch, no writes)
-    get_timeout: float = 2.0  # seconds for the fresh GET of a binding (the restore policy's deadline)
-    election: ElectionConfig | None = None  # capture only while holding the Lease (--leader-elect)
 
 
 @dataclass(frozen=True)
@@ -54,8 +46,9 @@ class ControlPlane:
         return None
 
 
-def start_control_plane(contract: Contract, options: ControlPlaneOptions) -> ControlPlane:
+def start_control_plane(options: ControlPlaneOptions) -> ControlPlane:
     """Connect to Karmada, start the capture watch (unless disabled) and build the Work handler."""
+    contract = options.contract
     capture_enabled = options.capture
     connected = KarmadaApi.connect(ClientConfig(kubeconfig=options.kubeconfig, context=options.context))
     cache = BindingCache()
@@ -75,33 +68,10 @@ def start_control_plane(contract: Contract, options: ControlPlaneOptions) -> Con
     return ControlPlane(WorkHandler(lookup, contract), problem, cache, capture_enabled)
 
 
-# --- leader election (--leader-elect): every replica serves the Work webhook, one captures -------------
-
-
-def election_config(args: argparse.Namespace) -> ElectionConfig | None:
-    if not getattr(args, "leader_elect", False):
-        return None
-    return ElectionConfig(
-        namespace=args.lease_namespace,
-        name=args.lease_name,
-        identity=default_identity(),
-        lease_duration=args.lease_duration,
-        renew_deadline=args.renew_deadline,
-        retry_period=args.retry_period,
-    )
-
-
-def check_arguments(args: argparse.Namespace) -> str | None:
-    """Checked before the server starts: a bad election setting is a usage error, not a crashing worker."""
-    election = election_config(args)
-    if election is not None and getattr(args, "no_capture", False):
-        return "--leader-elect elects the capturing replica: it cannot be combined with --no-capture"
-    return election.problem() if election is not None else None
-
-
 def start_election(api: KarmadaApi, cache: BindingCache, annotation: str, election: ElectionConfig) -> None:
-    from webhook.controlplane.leader import CaptureWhileLeading, KubeLeases, LeaderElector
+    from webhook.controlplane.leader import KubeLeases, LeaderElector
 
+    election = replace(election, identity=election.identity or default_identity())
     api.api_client.user_agent = f"flink-failover/{__version__} ({election.identity})"
     switch = CaptureWhileLeading(
         lambda capture: Watcher(api, cache, annotation, utc_now, capture_enabled=capture)

@@ -1,27 +1,26 @@
 """Capture: list + watch Flink ResourceBindings, keep them in a cache, persist each record when it changes.
 
-The loop survives what a long watch meets: the stream ending (watch again from the last
-resourceVersion), 410 Gone (relist), a dropped connection or an unreachable API server (reconnect
-with capped exponential backoff). On a restart it rebuilds from the records already stored in the
-annotations, so nothing captured before is lost. A patch that failed is retried on the next pass.
+The loop is ``common.listwatch`` (the stream ending, 410 Gone, a dropped connection, an unreachable API
+server). On a restart it rebuilds from the records already stored in the annotations, so nothing
+captured before is lost. A patch that failed is retried before the next watch.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
 from prometheus_client import Counter
 
-from webhook.common.contract import Contract
-from webhook.common.kubeclient import ApiFailure, Backoff, Listed, WatchEnded, WatchEvent
+from webhook.common.kubeclient import ApiFailure, Backoff, Listed, Page, WatchEnded, WatchEvent
+from webhook.common.listwatch import ListWatch
 from webhook.controlplane.binding import Binding, is_flink_binding
 from webhook.controlplane.capture import capture
-from webhook.controlplane.handler import BindingLookupResult, Found, LookupFailed, NotFound, found_from_object
+from webhook.controlplane.lookup import BindingCache, Entry
 from webhook.controlplane.record import Record, StoredRecord, read_annotation
 
 log = logging.getLogger(__name__)
@@ -42,66 +41,15 @@ class Api(Protocol):
 
     def watch_bindings(self, resource_version: str) -> Iterator[WatchEvent | WatchEnded | ApiFailure]: ...
 
-    def get_binding(
-        self, namespace: str, name: str, timeout: float | None = None
-    ) -> Mapping[str, Any] | ApiFailure | None: ...
-
     def patch_annotation(
         self, namespace: str, name: str, key: str, value: str
     ) -> Mapping[str, Any] | ApiFailure: ...
 
 
 @dataclass
-class Entry:
-    obj: Mapping[str, Any]
-    binding: Binding
-    record: Record  # the newest record we hold; the annotation catches up through the patch
-    written_at: int = -1  # resourceVersion our last successful patch produced (-1: none / unknown)
-    written: Record | None = None  # what that patch wrote
-    persisted: bool = True  # False while ``record`` is ahead of the annotation (patch pending or failed)
-
-
-class BindingCache:
-    """Flink ResourceBindings by (namespace, name), shared by the watch thread and the webhook threads."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._entries: dict[tuple[str, str], Entry] = {}
-        self._synced = threading.Event()
-
-    def get(self, namespace: str, name: str) -> Entry | None:
-        with self._lock:
-            return self._entries.get((namespace, name))
-
-    def put(self, entry: Entry) -> None:
-        with self._lock:
-            self._entries[entry.binding.key] = entry
-
-    def remove(self, key: tuple[str, str]) -> None:
-        with self._lock:
-            self._entries.pop(key, None)
-
-    def keys(self) -> set[tuple[str, str]]:
-        with self._lock:
-            return set(self._entries)
-
-    def mark_synced(self) -> None:
-        self._synced.set()
-
-    @property
-    def synced(self) -> bool:
-        return self._synced.is_set()
-
-    def wait_synced(self, timeout: float) -> bool:
-        return self._synced.wait(timeout)
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
-
-
-@dataclass
 class Watcher:
+    """The capture loop: ``common.listwatch`` over the Flink ResourceBindings, folding each into the cache."""
+
     api: Api
     cache: BindingCache
     annotation: str
@@ -109,83 +57,62 @@ class Watcher:
     capture_enabled: bool = True
     backoff: Backoff = field(default_factory=Backoff)
     stop: threading.Event = field(default_factory=threading.Event)
-    resource_version: str = ""
     restarts: dict[str, int] = field(default_factory=dict)
     _dirty: set[tuple[str, str]] = field(default_factory=set)
+    _writing: threading.Lock = field(default_factory=threading.Lock)  # held while a patch is in flight
+    _loop: ListWatch = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._loop = ListWatch(
+            "ResourceBindings",
+            pages=self._pages,
+            watch=self.api.watch_bindings,
+            replace=self._replace,
+            apply=self._apply,
+            stop=self.stop,
+            backoff=self.backoff,
+            restarted=self._restarted,
+            seen=lambda kind: EVENTS.labels(kind).inc(),
+            before_watch=self._flush,
+        )
+
+    @property
+    def resource_version(self) -> str:
+        return self._loop.resource_version
 
     def run(self) -> None:
         """Until ``stop`` is set: list, then watch from the list's version; relist on 410 Gone."""
-        while not self.stop.is_set():
-            if not self.resource_version and not self._relist():
-                self._pause("list-failed")
-                continue
-            self._flush()
-            self._watch_once()
+        self._loop.run()
 
-    def _pause(self, cause: str) -> None:
+    def _pages(self) -> list[Page | ApiFailure]:
+        listed = self.api.list_bindings()  # all pages before anything is folded: a failed list folds nothing
+        return [
+            listed if isinstance(listed, ApiFailure) else Page(list(listed.items), listed.resource_version)
+        ]
+
+    def _restarted(self, cause: str) -> None:
         self.restarts[cause] = self.restarts.get(cause, 0) + 1
         WATCH_RESTARTS.labels(cause).inc()
-        self.stop.wait(self.backoff.next())
 
-    def _relist(self) -> bool:
-        listed = self.api.list_bindings()
-        if isinstance(listed, ApiFailure):
-            log.warning("listing ResourceBindings failed: %s", listed.message)
-            return False
+    def _replace(self, objects: Iterable[Mapping[str, Any]]) -> None:
         seen = set()
-        for obj in listed.items:
+        for obj in objects:
             key = self._handle(obj)
             if key is not None:
                 seen.add(key)
         for key in self.cache.keys() - seen:  # deleted while we were not watching
             self.cache.remove(key)
             self._dirty.discard(key)
-        self.resource_version = listed.resource_version
         self.cache.mark_synced()
-        self.backoff.reset()
-        log.info(
-            "ResourceBindings listed", extra={"fields": {"flink": len(seen), "rv": self.resource_version}}
-        )
-        return True
+        log.info("Flink ResourceBindings cached", extra={"fields": {"flink": len(seen)}})
 
-    def _watch_once(self) -> None:
-        for item in self.api.watch_bindings(self.resource_version):
-            if self.stop.is_set():
-                return
-            if isinstance(item, WatchEnded):
-                return  # the server's timeout: watch again from where we are
-            if isinstance(item, ApiFailure):
-                if item.gone:
-                    self._gone()
-                else:
-                    log.warning("ResourceBinding watch broke: %s", item.message)
-                    self._pause("disconnected")
-                return
-            EVENTS.labels(item.type or "unknown").inc()
-            if item.type == "ERROR":
-                code = item.object.get("code")
-                if code == 410:
-                    self._gone()
-                else:
-                    log.warning("ResourceBinding watch error event: %s", item.object.get("message"))
-                    self._pause("error-event")
-                return
-            version = _resource_version(item.object)
-            if item.type in ("ADDED", "MODIFIED"):
-                self._handle(item.object)
-            elif item.type == "DELETED":
-                key = _key(item.object)
-                self.cache.remove(key)
-                self._dirty.discard(key)
-            if version:
-                self.resource_version = version
-            self.backoff.reset()
-
-    def _gone(self) -> None:
-        log.info("ResourceBinding watch expired (410 Gone): relisting")
-        self.restarts["gone"] = self.restarts.get("gone", 0) + 1
-        WATCH_RESTARTS.labels("gone").inc()
-        self.resource_version = ""
+    def _apply(self, kind: str, obj: Mapping[str, Any]) -> None:
+        if kind == "DELETED":
+            key = _key(obj)
+            self.cache.remove(key)
+            self._dirty.discard(key)
+        else:
+            self._handle(obj)
 
     def _handle(self, obj: Mapping[str, Any]) -> tuple[str, str] | None:
         if not is_flink_binding(obj):
@@ -195,26 +122,22 @@ class Watcher:
         if stored.error:
             log.warning("unreadable record on %s/%s: %s", binding.namespace, binding.name, stored.error)
         if not self.capture_enabled:
-            self.cache.put(Entry(obj, binding, stored.record))
+            self.cache.put(Entry(binding, stored.record))
             return binding.key
         previous = self.cache.get(*binding.key)
         if previous is not None and previous.binding.uid != binding.uid:
             previous = None  # deleted and created again under the same name: a new workload
         base, written_at = self._base(binding, stored, previous)
         written = previous.written if previous is not None else None
-        result = capture(base, stored, binding, self.annotation, self.clock())
-        patch = result.patch
-        if (
-            patch is not None
-            and result.record == written
-            and 0 <= _version(binding.resource_version) < written_at
-        ):
+        result = capture(base, stored, binding, self.clock())
+        write = result.write
+        if write and result.record == written and 0 <= _version(binding.resource_version) < written_at:
             # The event predates our last write and its annotation is older than what we wrote: the same
             # record again would be an identical patch (recorded: 107 of 209 before this check).
-            patch = None
-        entry = Entry(obj, binding, result.record, written_at, written, persisted=patch is None)
+            write = False
+        entry = Entry(binding, result.record, written_at, written, persisted=not write)
         self.cache.put(entry)
-        if patch is not None:
+        if write:
             self._persist(binding, result.record)
         return binding.key
 
@@ -230,8 +153,21 @@ class Watcher:
             return previous.record, previous.written_at
         return stored.record, previous.written_at
 
+    def halt(self) -> None:
+        """Stop, and return only once no patch of ours is in flight: a leader stepping down writes nothing
+        after this (the Lease may be another replica's the moment it returns)."""
+        self.stop.set()
+        with self._writing:
+            pass
+
     def _persist(self, binding: Binding, record: Record) -> None:
-        answer = self.api.patch_annotation(binding.namespace, binding.name, self.annotation, record.dumps())
+        with self._writing:
+            if self.stop.is_set():  # halted: the next leader captures from the binding as it is then
+                self._dirty.add(binding.key)
+                return
+            answer = self.api.patch_annotation(
+                binding.namespace, binding.name, self.annotation, record.dumps()
+            )
         if isinstance(answer, ApiFailure):
             CAPTURE_PATCHES.labels("failed").inc()
             self._dirty.add(binding.key)
@@ -281,34 +217,23 @@ def _resource_version(obj: Mapping[str, Any]) -> str:
 
 
 @dataclass
-class FreshLookup:
-    """The webhook's view: the binding as the API server holds it now, never the watch cache alone.
+class CaptureWhileLeading:
+    """What runs under the election: a follower keeps the webhook's cache warm with a read-only watch; the
+    leader runs a capturing watch, which lists first, so every binding that changed while nobody led is
+    captured from its current state when the new leader starts."""
 
-    Karmada creates a Work 1-25 ms after the scheduler's write that caused it (recorded), sooner than a
-    watch delivers that write. A GET without resourceVersion is a quorum read: it returns every write
-    that completed before it started, and the write that caused the Work completed before the Work
-    CREATE was even sent. The cache contributes only the record capture has folded but not persisted
-    yet, and is the fallback when the GET fails (see ``handler._fallback``).
-    """
+    make: Callable[[bool], Watcher]  # capture? -> a new watcher on the shared cache
+    current: Watcher | None = None
 
-    cache: BindingCache
-    api: Api | None
-    contract: Contract
-    get_timeout: float = 2.0
+    def follow(self) -> None:
+        self._switch(capture=False)
 
-    def lookup(self, namespace: str, name: str) -> BindingLookupResult:
-        # Taken before the GET: a record persisted by now is in what the GET returns.
-        entry = self.cache.get(namespace, name)
-        ahead = entry is not None and not entry.persisted
-        cached = Found(entry.binding, entry.record, "cache") if entry is not None else None
-        if self.api is None:
-            return LookupFailed("Karmada API client not available", cached)
-        obj = self.api.get_binding(namespace, name, self.get_timeout)
-        if isinstance(obj, ApiFailure):
-            return LookupFailed(obj.message, cached)
-        if obj is None:
-            return NotFound("api")
-        fresh = found_from_object(obj, self.contract, "api")
-        if entry is not None and entry.binding.uid == fresh.binding.uid and (ahead or fresh.record.empty):
-            return Found(fresh.binding, entry.record, "api")
-        return fresh
+    def lead(self) -> None:
+        self._switch(capture=True)
+
+    def _switch(self, capture: bool) -> None:
+        if self.current is not None:
+            self.current.halt()  # before the election goes on: no record written once we stop leading
+        self.current = self.make(capture)
+        name = "resourcebinding-capture" if capture else "resourcebinding-follow"
+        threading.Thread(target=self.current.run, name=name, daemon=True).start()

@@ -9,16 +9,13 @@ carry the annotations ``resourcebinding.karmada.io/name`` and ``/namespace``; th
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.common import contract as keys
-from webhook.common.contract import Contract
 from webhook.common.flink import GROUP, KINDS
 from webhook.common.patch import Op, escape, set_fields
 from webhook.common.untyped import as_map, as_str
-from webhook.controlplane.answer import WorkDecision
-from webhook.controlplane.relocation import Injection
+from webhook.controlplane.audit import WorkDecision
 
 WORK_GROUP = "work.karmada.io"
 EXECUTION_NAMESPACE_PREFIX = "karmada-es-"
@@ -41,11 +38,16 @@ class BindingRef:
 
 @dataclass(frozen=True)
 class FlinkManifest:
+    """One Flink workload in a Work: where it stands, which binding it came from, and the two versions
+    of it a patch is computed against (as sent, and as it was in the Work before an UPDATE)."""
+
     index: int
     kind: str
     namespace: str
     name: str
     binding: BindingRef
+    sent: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    old_metadata: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,10 @@ def manifest_list(work: Mapping[str, Any]) -> list[Any] | None:
     return manifests if isinstance(manifests, list) else None
 
 
-def parse_work(work: Mapping[str, Any], request_namespace: str = "") -> WorkTarget | NotForUs:
+def parse_work(
+    work: Mapping[str, Any], request_namespace: str = "", old_work: Mapping[str, Any] | None = None
+) -> WorkTarget | NotForUs:
+    """The Work's cluster and Flink manifests; ``old_work`` (an UPDATE's) gives each its old metadata."""
     meta = as_map(work.get("metadata"))
     namespace = request_namespace or as_str(meta.get("namespace"))
     cluster = cluster_of(namespace)
@@ -100,38 +105,35 @@ def parse_work(work: Mapping[str, Any], request_namespace: str = "") -> WorkTarg
             ref = BindingRef(m_namespace, f"{name}-{kind.lower()}")
         if not ref.name or not ref.namespace:
             continue
-        found.append(FlinkManifest(index, kind, m_namespace, name, ref))
+        old = _old_metadata(old_work, kind, m_namespace, name)
+        found.append(FlinkManifest(index, kind, m_namespace, name, ref, manifest, old))
     if not found:
         return NotForUs(WorkDecision.NO_FLINK_MANIFEST)
     return WorkTarget(cluster, namespace, as_str(meta.get("name")), tuple(found))
 
 
-def injection_metadata(injection: Injection, contract: Contract) -> tuple[dict[str, str], dict[str, str]]:
-    """The labels and annotations of the contract (README, "Label and annotation contract")."""
-    labels = {contract.failover_label: "true"}
-    if injection.job_id:
-        labels[contract.key(keys.JOB_ID)] = injection.job_id
-    annotations = {
-        contract.key(keys.SOURCE_CLUSTER): injection.source_cluster,
-        contract.key(keys.FAILOVER_TIME): injection.failover_time,
-        contract.key(keys.FAILOVER_COUNT): str(injection.failover_count),
-        contract.key(keys.REASON): injection.reason,
-    }
-    if injection.last_savepoint:
-        annotations[contract.key(keys.LAST_SAVEPOINT)] = injection.last_savepoint
-    return labels, {k: v for k, v in annotations.items() if v}
+def _old_metadata(
+    old_work: Mapping[str, Any] | None, kind: str, namespace: str, name: str
+) -> Mapping[str, Any]:
+    """The same manifest's metadata in the Work before this UPDATE ({} on CREATE or when it is gone)."""
+    for candidate in manifest_list(old_work or {}) or ():
+        if isinstance(candidate, Mapping) and candidate.get("kind") == kind:
+            meta = as_map(candidate.get("metadata"))
+            if as_str(meta.get("name")) == name and as_str(meta.get("namespace")) == namespace:
+                return meta
+    return {}
 
 
 def manifest_ops(
-    work: Mapping[str, Any], index: int, labels: Mapping[str, str], annotations: Mapping[str, str]
+    manifest: FlinkManifest, labels: Mapping[str, str], annotations: Mapping[str, str]
 ) -> list[Op]:
     """Ops that set labels/annotations on ``spec.workload.manifests[index].metadata`` of this exact Work."""
-    manifest = as_map(work["spec"]["workload"]["manifests"][index])
-    prefix = f"/{escape('spec')}/{escape('workload')}/{escape('manifests')}/{index}"
-    ops = set_fields(manifest, ("metadata", "labels"), labels)
+    sent = manifest.sent
+    prefix = f"/{escape('spec')}/{escape('workload')}/{escape('manifests')}/{manifest.index}"
+    ops = set_fields(sent, ("metadata", "labels"), labels)
     # set_fields may have created metadata for the labels; annotations then go inside that new map.
     if ops and ops[0]["path"] == "/metadata":
         ops[0]["value"].setdefault("annotations", {}).update(annotations)
     else:
-        ops += set_fields(manifest, ("metadata", "annotations"), annotations)
+        ops += set_fields(sent, ("metadata", "annotations"), annotations)
     return [{**op, "path": prefix + op["path"]} for op in ops]

@@ -2,6 +2,7 @@
 
 ``wire`` reads Karmada's messages into placement components, ``state`` keeps a member cluster's free
 capacity from watched nodes and pods, ``answer`` computes the replies (pure), ``grpcserver`` and
-``kube`` are the thin edges, ``run`` wires them for ``flink-failover serve --role estimator``.
+``member_api`` are the thin edges, ``options`` the settings, ``run`` wires them for
+``flink-failover serve --role estimator``.
 See docs/placement.md.
 """

@@ -31,6 +31,9 @@ from webhook.placement.model import Cluster
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+A = TypeVar("A")
+B = TypeVar("B")
+R = TypeVar("R")
 SERVICE = service_pb2.DESCRIPTOR.services_by_name["Estimator"].full_name
 
 REQUESTS = Counter(
@@ -64,17 +67,27 @@ class StateView(Protocol):
 
 
 class _Abort(Exception):
+    """The state cannot answer (another cluster's name, not listed yet): raised from ``_ready``."""
+
     def __init__(self, code: grpc.StatusCode, message: str) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
 
 
-def _valid(value: T | wire.Invalid) -> T:
-    """A request part we could read, or INVALID_ARGUMENT with the field's path."""
-    if isinstance(value, wire.Invalid):
-        raise _Abort(grpc.StatusCode.INVALID_ARGUMENT, value.message)
-    return value
+def _read_first(
+    first: Callable[[], A | wire.Invalid],
+    second: Callable[[], B | wire.Invalid],
+    then: Callable[[A, B], R],
+) -> R | wire.Invalid:
+    """Two request parts read in order, then ``then``; the first unreadable part is the answer."""
+    a = first()
+    if isinstance(a, wire.Invalid):
+        return a
+    b = second()
+    if isinstance(b, wire.Invalid):
+        return b
+    return then(a, b)
 
 
 def _object(context: grpc.ServicerContext) -> str:
@@ -101,23 +114,31 @@ class EstimatorService(service_pb2_grpc.EstimatorServicer):
             raise _Abort(grpc.StatusCode.UNAVAILABLE, "nodes and pods are not listed yet")
         return self.state.snapshot()
 
-    def _serve(self, method: str, context: grpc.ServicerContext, compute: Callable[[], T]) -> T:
+    def _serve(
+        self, method: str, context: grpc.ServicerContext, compute: Callable[[], T | wire.Invalid]
+    ) -> T:
+        """The one place a call ends in a gRPC error: an unreadable request (``wire.Invalid``, a value
+        from ``wire``) is INVALID_ARGUMENT with the field's path, ``_Abort`` its own code, anything
+        else INTERNAL (an answer must still go out; the scheduler drops the round on errors)."""
         started = time.perf_counter()
-        code = grpc.StatusCode.OK
+        code, message = grpc.StatusCode.OK, ""
         try:
-            return compute()
+            result = compute()
+            if isinstance(result, wire.Invalid):
+                code, message = grpc.StatusCode.INVALID_ARGUMENT, result.message
         except _Abort as exc:
-            code = exc.code
-            self._abort(context, exc.code, exc.message)
-        except Exception:  # an answer must still go out; the scheduler drops the round on errors
+            code, message = exc.code, exc.message
+        except Exception:
             log.exception("estimator %s failed", method)
-            code = grpc.StatusCode.INTERNAL
-            self._abort(context, code, "internal error (see the estimator's log)")
+            code, message = grpc.StatusCode.INTERNAL, "internal error (see the estimator's log)"
         finally:
             LATENCY.labels(method).observe(time.perf_counter() - started)
             REQUESTS.labels(method, code.name).inc()
             if code is not grpc.StatusCode.OK:
                 ERRORS.labels(method, code.name).inc()
+        if code is not grpc.StatusCode.OK or isinstance(result, wire.Invalid):  # (the second: for mypy)
+            self._abort(context, code, message)
+        return result
 
     @staticmethod
     def _abort(context: grpc.ServicerContext, code: grpc.StatusCode, message: str) -> NoReturn:
@@ -135,11 +156,13 @@ class EstimatorService(service_pb2_grpc.EstimatorServicer):
         method: str,
         cluster: str,
         context: grpc.ServicerContext,
-        compute: Callable[[Cluster], answer.Answer],
+        compute: Callable[[Cluster], answer.Answer | wire.Invalid],
         respond: Callable[[int], T],
     ) -> T:
-        def run() -> T:
+        def run() -> T | wire.Invalid:
             result = compute(self._ready(cluster))
+            if isinstance(result, wire.Invalid):
+                return result
             self._record(method, _object(context), result)
             return respond(result.value)
 
@@ -152,10 +175,10 @@ class EstimatorService(service_pb2_grpc.EstimatorServicer):
             "MaxAvailableComponentSets",
             request.cluster,
             context,
-            lambda cluster: answer.component_sets(
-                cluster,
-                _valid(wire.components(request.components)),
-                _valid(wire.assumed(request.assumedWorkloads)),
+            lambda cluster: _read_first(
+                lambda: wire.components(request.components),
+                lambda: wire.assumed(request.assumedWorkloads),
+                lambda components, assumed: answer.component_sets(cluster, components, assumed),
             ),
             lambda value: pb.MaxAvailableComponentSetsResponse(maxSets=value),
         )
@@ -167,10 +190,10 @@ class EstimatorService(service_pb2_grpc.EstimatorServicer):
             "MaxAvailableReplicas",
             request.cluster,
             context,
-            lambda cluster: answer.replicas(
-                cluster,
-                _valid(wire.replica_component(request.replicaRequirements)),
-                _valid(wire.assumed(request.assumedWorkloads)),
+            lambda cluster: _read_first(
+                lambda: wire.replica_component(request.replicaRequirements),
+                lambda: wire.assumed(request.assumedWorkloads),
+                lambda component, assumed: answer.replicas(cluster, component, assumed),
             ),
             lambda value: pb.MaxAvailableReplicasResponse(maxReplicas=value),
         )

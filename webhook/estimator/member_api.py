@@ -12,14 +12,12 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import Counter
 
 from webhook.common.kubeclient import (
     ApiFailure,
-    Backoff,
     ClientConfig,
     Page,
     WatchEnded,
@@ -28,12 +26,13 @@ from webhook.common.kubeclient import (
     new_api_client,
     watch_events,
 )
+from webhook.common.listwatch import ListWatch
+from webhook.placement.cluster import POD_FIELD_SELECTOR
 
 log = logging.getLogger(__name__)
 
 NODES = "nodes"
 PODS = "pods"
-POD_FIELDS = "status.phase!=Succeeded,status.phase!=Failed"
 
 WATCH_RESTARTS = Counter(
     "flink_failover_estimator_watch_restarts_total",
@@ -60,7 +59,7 @@ class MemberApi:
         if resource == NODES:
             return self._core.list_node(_preload_content=False, **kwargs)
         return self._core.list_pod_for_all_namespaces(
-            field_selector=POD_FIELDS, _preload_content=False, **kwargs
+            field_selector=POD_FIELD_SELECTOR, _preload_content=False, **kwargs
         )
 
     def pages(self, resource: str) -> Iterator[Page | ApiFailure]:
@@ -79,84 +78,20 @@ class MemberApi:
         yield from watch_events(call, self.config, resource_version)
 
 
-class _ListFailed(Exception):
-    def __init__(self, failure: ApiFailure) -> None:
-        super().__init__(failure.message)
-        self.failure = failure
-
-
-@dataclass
-class Feed:
-    """Keeps one resource of the state current: list, then watch from the list's version; relist on 410."""
-
-    api: MemberApi
-    resource: str
-    replace: Callable[[Iterable[Mapping[str, Any]]], None]
-    apply: Callable[[str, Mapping[str, Any]], None]
-    stop: threading.Event
-    backoff: Backoff = field(default_factory=Backoff)
-    resource_version: str = ""
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            if not self.resource_version and not self._relist():
-                self._pause("list-failed")
-                continue
-            self._watch_once()
-
-    def _pause(self, cause: str) -> None:
-        WATCH_RESTARTS.labels(self.resource, cause).inc()
-        self.stop.wait(self.backoff.next())
-
-    def _relist(self) -> bool:
-        version = ""
-
-        def items() -> Iterator[Mapping[str, Any]]:
-            nonlocal version
-            for page in self.api.pages(self.resource):
-                if isinstance(page, ApiFailure):
-                    raise _ListFailed(page)
-                version = page.resource_version or version
-                yield from page.items
-
-        try:
-            self.replace(items())  # the state swaps only after the last page arrived
-        except _ListFailed as exc:
-            log.warning("listing %s failed: %s", self.resource, exc.failure.message)
-            return False
-        self.resource_version = version
-        self.backoff.reset()
-        log.info("%s listed", self.resource, extra={"fields": {"rv": version}})
-        return True
-
-    def _watch_once(self) -> None:
-        for item in self.api.watch(self.resource, self.resource_version):
-            if self.stop.is_set():
-                return
-            if isinstance(item, WatchEnded):
-                return
-            if isinstance(item, ApiFailure):
-                if item.gone:
-                    self._gone()
-                else:
-                    log.warning("%s watch broke: %s", self.resource, item.message)
-                    self._pause("disconnected")
-                return
-            if item.type == "ERROR":
-                if item.object.get("code") == 410:
-                    self._gone()
-                else:
-                    log.warning("%s watch error event: %s", self.resource, item.object.get("message"))
-                    self._pause("error-event")
-                return
-            if item.type in ("ADDED", "MODIFIED", "DELETED"):
-                self.apply(item.type, item.object)
-            meta = item.object.get("metadata")
-            if isinstance(meta, Mapping) and meta.get("resourceVersion"):
-                self.resource_version = str(meta["resourceVersion"])
-            self.backoff.reset()
-
-    def _gone(self) -> None:
-        log.info("%s watch expired (410 Gone): relisting", self.resource)
-        WATCH_RESTARTS.labels(self.resource, "gone").inc()
-        self.resource_version = ""
+def feed(
+    api: MemberApi,
+    resource: str,
+    replace: Callable[[Iterable[Mapping[str, Any]]], None],
+    apply: Callable[[str, Mapping[str, Any]], None],
+    stop: threading.Event,
+) -> ListWatch:
+    """Keeps one resource of the state current (``common.listwatch``): list, watch, relist on 410."""
+    return ListWatch(
+        resource,
+        pages=lambda: api.pages(resource),
+        watch=lambda version: api.watch(resource, version),
+        replace=replace,
+        apply=apply,
+        stop=stop,
+        restarted=lambda cause: WATCH_RESTARTS.labels(resource, cause).inc(),
+    )

@@ -1,10 +1,9 @@
-"""The estimator role's command-line options (kept free of gRPC and metrics imports: ``serve --help``
-and the other roles load it too)."""
+"""The estimator role's own ``serve`` options and the typed settings built from them (kept free of gRPC
+and metrics imports: ``serve --help`` and the other roles load it too)."""
 
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,22 +16,27 @@ class TlsFiles:
     skip_client_verify: bool = False
 
 
+@dataclass(frozen=True)
+class EstimatorOptions:
+    cluster: str  # the member's name in Karmada
+    kubeconfig: str | None
+    context: str | None
+    log_level: str
+    address: str  # gRPC host:port
+    metrics_bind: str
+    tls: TlsFiles | None
+    grpc_workers: int
+    refresh_s: float
+
+
 DEFAULT_PORT = 10352  # Karmada's --scheduler-estimator-port and its estimator's --server-port
 DEFAULT_METRICS = "0.0.0.0:10351"
 DEFAULT_REFRESH_S = 0.5
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The estimator role's options (``--kubeconfig``/``--context`` are shared with the other roles)."""
+    """The estimator role's own options (``--kubeconfig``, ``--context``, ``--cluster``: shared, in roles)."""
     group = parser.add_argument_group("estimator role")
-    group.add_argument(
-        "--cluster",
-        "--cluster-name",  # Karmada's estimator spells it so
-        dest="cluster",
-        default=os.environ.get("FLINK_FAILOVER_CLUSTER", ""),
-        help="the member cluster's name in Karmada; member: runs the fencing agent (one running copy), "
-        "with --kubeconfig or the in-cluster account; estimator: requests for other clusters are refused",
-    )
     group.add_argument("--server-port", type=int, default=DEFAULT_PORT, help="estimator: gRPC port")
     group.add_argument("--server-address", default="[::]", help="estimator: gRPC listen address")
     group.add_argument(
@@ -56,6 +60,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=DEFAULT_REFRESH_S,
         help="estimator: rebuild the node snapshot at most this often while pods churn",
+    )
+
+
+def from_args(args: argparse.Namespace) -> EstimatorOptions | str:
+    """The typed settings, or a message saying what is wrong (the command exits 2 with it)."""
+    if not args.cluster:
+        return "--role estimator needs --cluster NAME (the member's name in Karmada)"
+    tls = tls_files(args)
+    if isinstance(tls, str):
+        return tls
+    return EstimatorOptions(
+        cluster=args.cluster,
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        log_level=args.log_level,
+        address=f"{args.server_address}:{args.server_port}",
+        metrics_bind=args.metrics_bind,
+        tls=tls,
+        grpc_workers=args.grpc_workers,
+        refresh_s=max(0.0, args.state_refresh_seconds),
     )
 
 

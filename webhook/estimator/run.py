@@ -7,7 +7,6 @@ in full; until then gRPC health says NOT_SERVING, ``/readyz`` says 503 and calls
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import signal
@@ -20,8 +19,8 @@ from prometheus_client import Gauge
 
 from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.estimator import grpcserver
-from webhook.estimator.member_api import NODES, PODS, Feed, MemberApi
-from webhook.estimator.options import tls_files
+from webhook.estimator.member_api import NODES, PODS, MemberApi, feed
+from webhook.estimator.options import EstimatorOptions
 from webhook.estimator.state import ClusterState
 from webhook.server import logs
 from webhook.server.metrics import exposition
@@ -89,30 +88,20 @@ def _gauges(state: ClusterState) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
-    logs.configure(args.log_level)
-    if not args.cluster:
-        print(
-            "flink-failover: --role estimator needs --cluster NAME (the member's name in Karmada)",
-            file=sys.stderr,
-        )
-        return 2
-    tls = tls_files(args)
-    if isinstance(tls, str):
-        print(f"flink-failover: {tls}", file=sys.stderr)
-        return 2
-    api = MemberApi.connect(ClientConfig(kubeconfig=args.kubeconfig, context=args.context))
+def run(options: EstimatorOptions) -> int:
+    """Serve until SIGTERM or SIGINT; 2 when the member cluster or a port cannot be had."""
+    logs.configure(options.log_level)
+    tls = options.tls
+    api = MemberApi.connect(ClientConfig(kubeconfig=options.kubeconfig, context=options.context))
     if isinstance(api, ApiFailure):
         print(f"flink-failover: {api.message}", file=sys.stderr)
         return 2
-    state = ClusterState(args.cluster, refresh_s=max(0.0, args.state_refresh_seconds))
+    state = ClusterState(options.cluster, refresh_s=options.refresh_s)
     _gauges(state)
     stop = threading.Event()
     try:
-        running = grpcserver.start(
-            state, f"{args.server_address}:{args.server_port}", tls, workers=args.grpc_workers
-        )
-        side = start_side(args.metrics_bind, running.service)
+        running = grpcserver.start(state, options.address, tls, workers=options.grpc_workers)
+        side = start_side(options.metrics_bind, running.service)
     except (OSError, ValueError, RuntimeError) as exc:  # grpc reports a port in use as RuntimeError
         print(f"flink-failover: cannot listen: {exc}", file=sys.stderr)
         return 2
@@ -120,13 +109,13 @@ def run(args: argparse.Namespace) -> int:
         (NODES, state.replace_nodes, state.node_event),
         (PODS, state.replace_pods, state.pod_event),
     ):
-        feed = Feed(api, resource, replace, apply, stop)
-        threading.Thread(target=feed.run, name=f"watch-{resource}", daemon=True).start()
+        loop = feed(api, resource, replace, apply, stop)
+        threading.Thread(target=loop.run, name=f"watch-{resource}", daemon=True).start()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     log.info(
         "estimator starting",
-        extra={"fields": {"cluster": args.cluster, "port": running.port, "tls": tls is not None}},
+        extra={"fields": {"cluster": options.cluster, "port": running.port, "tls": tls is not None}},
     )
     while not stop.is_set() and not state.synced:
         stop.wait(0.1)

@@ -17,55 +17,20 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.placement import fields as f
-from webhook.placement.cluster import parse_taints, pod_requests
+from webhook.placement.cluster import NodeInfo, bound_pod, node_info
 from webhook.placement.errors import PlacementInputError
-from webhook.placement.model import Cluster, Node, Taint, frozen_map, frozen_units
-from webhook.placement.quantity import PODS, capacity_units
+from webhook.placement.model import Cluster, Node, frozen_units
+from webhook.placement.quantity import PODS
 
 log = logging.getLogger(__name__)
 
-_FINISHED = ("Succeeded", "Failed")
 Requests = tuple[tuple[str, int], ...]
-
-
-@dataclass(frozen=True, slots=True)
-class NodeInfo:
-    name: str
-    labels: Mapping[str, str]
-    taints: tuple[Taint, ...]
-    unschedulable: bool
-    allocatable: Mapping[str, int]  # counting units
 
 
 @dataclass(frozen=True, slots=True)
 class PodInfo:
     node: str
     requests: Requests
-
-
-def node_info(obj: Mapping[str, Any]) -> NodeInfo:
-    """What the estimate uses of a v1 Node; like Karmada's estimator, it ignores the Ready condition."""
-    meta = f.mapping(obj.get("metadata"), "node.metadata")
-    name = f.string(meta.get("name"), "node.metadata.name")
-    where = f"node {name}"
-    spec = f.mapping(obj.get("spec"), f"{where}.spec")
-    status = f.mapping(obj.get("status"), f"{where}.status")
-    allocatable = f.mapping(status.get("allocatable"), f"{where}.status.allocatable")
-    raw_taints = [
-        {k: v for k, v in t.items() if k in ("key", "value", "effect")}
-        for t in f.sequence(spec.get("taints"), f"{where}.spec.taints")
-        if isinstance(t, Mapping)
-    ]
-    return NodeInfo(
-        name=name,
-        labels=frozen_map(f.string_map(meta.get("labels"), f"{where}.metadata.labels")),
-        taints=parse_taints(raw_taints, f"{where}.spec.taints"),
-        unschedulable=bool(spec.get("unschedulable", False)),
-        allocatable=frozen_units(
-            {str(k): capacity_units(str(k), v, f"{where}.allocatable.{k}") for k, v in allocatable.items()}
-        ),
-    )
 
 
 def pod_key(obj: Mapping[str, Any]) -> str:
@@ -234,19 +199,15 @@ class ClusterState:
 
     def _read_pod(self, obj: Mapping[str, Any]) -> PodInfo | None:
         """A pod that holds a node (bound, not finished), or None."""
-        spec = obj.get("spec")
-        status = obj.get("status")
-        if not isinstance(spec, Mapping) or not spec.get("nodeName"):
-            return None
-        if isinstance(status, Mapping) and status.get("phase") in _FINISHED:
-            return None
         try:
-            requests = pod_requests(spec, f"pod {pod_key(obj)}.spec")
+            held = bound_pod(obj, f"pod {pod_key(obj)}")
         except PlacementInputError as exc:
             self.skipped += 1
             log.warning("pod ignored: %s", exc)
             return None
-        requests[PODS] = 1
+        if held is None:
+            return None
+        node, requests = held
         shape = tuple(sorted(requests.items()))
         shape = self._shapes.setdefault(shape, shape)
-        return PodInfo(sys.intern(str(spec["nodeName"])), shape)
+        return PodInfo(sys.intern(node), shape)

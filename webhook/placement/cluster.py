@@ -7,6 +7,7 @@ hold a node), so the estimator never needs to know where the numbers came from.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,8 @@ _CLUSTER_FIELDS = ("name", "nodes")
 _NODE_FIELDS = ("name", "labels", "taints", "unschedulable", "allocatable", "requested")
 _TAINT_FIELDS = ("key", "value", "effect", "timeAdded")
 _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
-_FINISHED = ("Succeeded", "Failed")
+FINISHED_PHASES = ("Succeeded", "Failed")  # a pod in these phases holds no node (kube-scheduler, Karmada)
+POD_FIELD_SELECTOR = ",".join(f"status.phase!={phase}" for phase in FINISHED_PHASES)  # the same, server-side
 
 
 def parse_taints(raw: Any, where: str) -> tuple[Taint, ...]:
@@ -137,52 +139,92 @@ def pod_requests(pod_spec: Mapping[str, Any], where: str) -> dict[str, int]:
     return total
 
 
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """What placement uses of a v1 Node; like Karmada's estimator, the Ready condition is not read."""
+
+    name: str
+    labels: Mapping[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    allocatable: Mapping[str, int]  # counting units, rounded down
+
+
+def node_info(obj: Mapping[str, Any], where: str = "") -> NodeInfo:
+    """The one reader of a v1 Node (kubectl files, live contexts, the estimator's watch); raises
+    :class:`PlacementInputError` naming the field, ``where`` defaulting to ``node <name>``."""
+    meta = f.mapping(obj.get("metadata"), f"{where or 'node'}.metadata")
+    name = f.string(meta.get("name"), f"{where or 'node'}.metadata.name")
+    where = where or f"node {name}"
+    spec = f.mapping(obj.get("spec"), f"{where}.spec")
+    status = f.mapping(obj.get("status"), f"{where}.status")
+    allocatable = f.mapping(status.get("allocatable"), f"{where}.status.allocatable")
+    taints = [
+        {
+            k: v
+            for k, v in f.mapping(t, f"{where}.spec.taints[{i}]").items()
+            if k in ("key", "value", "effect")
+        }
+        for i, t in enumerate(f.sequence(spec.get("taints"), f"{where}.spec.taints"))
+    ]
+    return NodeInfo(
+        name=name,
+        labels=frozen_map(f.string_map(meta.get("labels"), f"{where}.metadata.labels")),
+        taints=parse_taints(taints, f"{where}.spec.taints"),
+        unschedulable=bool(spec.get("unschedulable", False)),
+        allocatable=frozen_units(
+            {
+                str(k): capacity_units(str(k), v, f"{where}.status.allocatable.{k}")
+                for k, v in allocatable.items()
+            }
+        ),
+    )
+
+
+def bound_pod(obj: Mapping[str, Any], where: str) -> tuple[str, dict[str, int]] | None:
+    """The one reader of a v1 Pod: the node it holds and what it charges there (``pods`` included), or
+    None when it holds none (not bound, or finished); raises :class:`PlacementInputError`."""
+    spec = f.mapping(obj.get("spec"), f"{where}.spec")
+    status = f.mapping(obj.get("status"), f"{where}.status")
+    node_name = spec.get("nodeName")
+    if not node_name or status.get("phase") in FINISHED_PHASES:
+        return None
+    charged = pod_requests(spec, f"{where}.spec")
+    charged[PODS] = charged.get(PODS, 0) + 1
+    return str(node_name), charged
+
+
 def cluster_from_kubectl(doc: Mapping[str, Any], name: str, where: str) -> Cluster:
     """A v1 List of Nodes and Pods: pods bound to a node and not finished hold their requests there."""
     used: dict[str, dict[str, int]] = {}
-    raw_nodes = []
+    infos = []
     for i, item in enumerate(f.sequence(doc.get("items"), f"{where}.items")):
         at = f"{where}.items[{i}]"
         obj = f.mapping(item, at)
         kind = obj.get("kind")
         if kind == "Node":
-            raw_nodes.append((obj, at))
+            infos.append(node_info(obj, at))
         elif kind == "Pod":
-            spec = f.mapping(obj.get("spec"), f"{at}.spec")
-            status = f.mapping(obj.get("status"), f"{at}.status")
-            node_name = spec.get("nodeName")
-            if not node_name or status.get("phase") in _FINISHED:
-                continue
-            slot = used.setdefault(str(node_name), {})
-            _add(slot, pod_requests(spec, f"{at}.spec"))
-            slot[PODS] = slot.get(PODS, 0) + 1
+            held = bound_pod(obj, at)
+            if held is not None:
+                _add(used.setdefault(held[0], {}), held[1])
         else:
             raise PlacementInputError(f"{at}.kind: expected Node or Pod in a kubectl List, got {kind!r}")
-    nodes = []
-    for obj, at in raw_nodes:
-        meta = f.mapping(obj.get("metadata"), f"{at}.metadata")
-        spec = f.mapping(obj.get("spec"), f"{at}.spec")
-        status = f.mapping(obj.get("status"), f"{at}.status")
-        node_name = f.string(meta.get("name"), f"{at}.metadata.name")
-        allocatable = f.mapping(status.get("allocatable"), f"{at}.status.allocatable")
-        nodes.append(
-            Node(
-                name=node_name,
-                free=frozen_units(
-                    free_capacity(allocatable, used.get(node_name, {}), f"{at}.status.allocatable")
-                ),
-                labels=frozen_map(f.string_map(meta.get("labels"), f"{at}.metadata.labels")),
-                taints=parse_taints(
-                    [
-                        {k: v for k, v in t.items() if k in ("key", "value", "effect")}
-                        for t in f.sequence(spec.get("taints"), f"{at}.spec.taints")
-                    ],
-                    f"{at}.spec.taints",
-                ),
-                unschedulable=bool(spec.get("unschedulable", False)),
-            )
+    nodes = [
+        Node(
+            name=info.name,
+            free=frozen_units(_free(info.allocatable, used.get(info.name, {}))),
+            labels=info.labels,
+            taints=info.taints,
+            unschedulable=info.unschedulable,
         )
+        for info in infos
+    ]
     return Cluster(name, _unique(nodes, where), source=where)
+
+
+def _free(allocatable: Mapping[str, int], used: Mapping[str, int]) -> dict[str, int]:
+    return {r: max(0, have - used.get(r, 0)) for r, have in allocatable.items()}
 
 
 def _ready_problem(status: Mapping[str, Any]) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from webhook.placement.cluster import cluster_from_kubectl
+from webhook.common.kubeclient import ApiFailure, ClientConfig, new_api_client
+from webhook.placement.cluster import POD_FIELD_SELECTOR, cluster_from_kubectl
 from webhook.placement.errors import PlacementInputError
 from webhook.placement.model import Cluster
 
@@ -25,16 +26,15 @@ def _as_items(api_client: Any, objects: Any, kind: str) -> list[dict[str, Any]]:
 
 def cluster_from_context(context: str, kubeconfig: str | None = None) -> Cluster:
     """One cluster named after its context: nodes plus pods that are bound and not finished."""
-    from kubernetes import client, config  # the edge dependency, imported only when used
+    from kubernetes import client  # the edge dependency, imported only when used
 
-    try:
-        api_client = config.new_client_from_config(config_file=kubeconfig, context=context)  # type: ignore[no-untyped-call]
-    except Exception as exc:  # the client raises several unrelated types for a bad kubeconfig
-        raise PlacementInputError(f"context {context!r}: cannot load kubeconfig: {exc}") from exc
+    api_client = new_api_client(ClientConfig(kubeconfig, context, retries=True), "kubeconfig")
+    if isinstance(api_client, ApiFailure):
+        raise PlacementInputError(f"context {context!r}: {api_client.message}")
     core = client.CoreV1Api(api_client)
     try:
         nodes = core.list_node()
-        pods = core.list_pod_for_all_namespaces(field_selector="status.phase!=Succeeded,status.phase!=Failed")
+        pods = core.list_pod_for_all_namespaces(field_selector=POD_FIELD_SELECTOR)
     except Exception as exc:  # ApiException, connection errors, timeouts
         raise PlacementInputError(f"context {context!r}: cannot list nodes and pods: {exc}") from exc
     doc = {

@@ -52,7 +52,7 @@ def create_app(config: ServerConfig) -> Flask:
                 metrics.BAD_REQUESTS.labels("400").inc()
                 return _plain("request body is not JSON", 400)
             try:
-                req, resp = review(body, handler, endpoint.on_error)
+                req, resp = review(body, handler)  # instrumented: failures are answered inside
             except BadReview as exc:
                 metrics.BAD_REQUESTS.labels("400").inc()
                 return _plain(f"not an AdmissionReview: {exc}", 400)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 
-from webhook.common.admission import AdmissionRequest, AdmissionResponse, Handler
+from webhook.common.admission import AdmissionRequest, AdmissionResponse, Handler, answering
 from webhook.server import metrics
 from webhook.server.config import Endpoint, OnError
 
@@ -22,23 +22,14 @@ def instrumented(endpoint: Endpoint) -> Handler:
 
 
 def with_errors(role: str, endpoint: Endpoint) -> Handler:
-    """An unexpected failure becomes the role's own answer (``on_error``), counted.
-
-    RecursionError passes through: ``review`` answers it as a bad request (an object nested too deeply).
-    """
-    handler: Handler = endpoint.handler
+    """An unexpected failure becomes the role's own answer (``common.admission.answering``), counted."""
     on_error: OnError = endpoint.on_error
 
-    def answer(request: AdmissionRequest) -> AdmissionResponse:
-        try:
-            return handler(request)
-        except RecursionError:
-            raise
-        except Exception as exc:
-            metrics.INTERNAL_ERRORS.labels(role).inc()
-            return on_error(request, exc)
+    def counted(request: AdmissionRequest, exc: Exception) -> AdmissionResponse:
+        metrics.INTERNAL_ERRORS.labels(role).inc()
+        return on_error(request, exc)
 
-    return answer
+    return answering(endpoint.handler, counted)
 
 
 def with_metrics(role: str, handler: Handler) -> Handler:

@@ -12,7 +12,7 @@ from tests.controlplane import fakeapi
 from tests.estimator.support import node, pod
 from tests.estimator.test_serve import _eventually
 from webhook.common.kubeclient import ApiFailure, ClientConfig, Page
-from webhook.estimator.member_api import NODES, PODS, Feed, MemberApi
+from webhook.estimator.member_api import NODES, PODS, MemberApi, feed
 from webhook.estimator.state import ClusterState
 
 
@@ -45,8 +45,8 @@ def test_feeds_follow_events_and_relist_after_gone(
     state = ClusterState("c1")
     stop = threading.Event()
     feeds = [
-        Feed(api, NODES, state.replace_nodes, state.node_event, stop),
-        Feed(api, PODS, state.replace_pods, state.pod_event, stop),
+        feed(api, NODES, state.replace_nodes, state.node_event, stop),
+        feed(api, PODS, state.replace_pods, state.pod_event, stop),
     ]
     threads = [threading.Thread(target=f.run, daemon=True) for f in feeds]
     for t in threads:
@@ -81,10 +81,10 @@ class _BrokenList:
 def test_a_list_that_fails_half_way_changes_nothing() -> None:
     state = ClusterState("c1")
     state.replace_nodes([node("n0", "2", "4Gi")])
-    feed = Feed(_BrokenList(), NODES, state.replace_nodes, state.node_event, threading.Event())  # type: ignore[arg-type]
-    assert feed._relist() is False
+    loop = feed(_BrokenList(), NODES, state.replace_nodes, state.node_event, threading.Event())  # type: ignore[arg-type]
+    assert loop.relist() is False
     assert [n.name for n in state.snapshot().nodes] == ["n0"]
-    assert feed.resource_version == ""
+    assert loop.resource_version == ""
 
 
 def test_unreachable_api_server_is_a_failure_value(tmp_path: Path) -> None:

@@ -1,0 +1,107 @@
+"""``serve`` refuses an option the chosen role does not read, naming the option that does, instead of
+accepting and ignoring it (``--role estimator --bind`` used to start on ``--server-port`` unannounced)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from webhook import roles
+from webhook.cli import build_parser, main
+
+
+def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(["serve", *argv]) == 2
+    return capsys.readouterr().err
+
+
+def test_estimator_refuses_the_webhook_options_and_names_its_own(capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(
+        capsys, "--role", "estimator", "--cluster", "c", "--kubeconfig", "/nonexistent", "--bind", "0.0.0.0:1"
+    )
+    assert "--role estimator does not use --bind" in err and "--server-port" in err
+    assert "--metrics-bind" in err and "credentials" not in err  # refused before anything is tried
+    err = refused(capsys, "--role", "estimator", "--cert-dir", "certs", "--threads", "4", "--policy", "p")
+    assert "--grpc-auth-cert-file" in err and "--grpc-workers" in err and "no restore policy" in err
+
+
+def test_member_refuses_the_other_roles_options(capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(capsys, "--role", "member", "--server-port", "10352", "--no-capture")
+    assert "--role member does not use --server-port: the webhook listens on --bind" in err
+    assert "--role member does not use --no-capture: it is an option of the control-plane role" in err
+
+
+def test_member_refuses_a_cluster_name_karmada_would_not_have(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FLINK_FAILOVER_CLUSTER", raising=False)
+    err = refused(capsys, "--role", "member", "--cluster", "Member_1")
+    assert "--cluster: cluster name 'Member_1' is not a DNS subdomain" in err
+
+
+def test_control_plane_refuses_the_other_roles_options(capsys: pytest.CaptureFixture[str]) -> None:
+    err = refused(
+        capsys,
+        "--role",
+        "control-plane",
+        "--require-storage-backends",
+        "--metrics-bind",
+        ":1",
+        "--cluster-name",
+        "x",
+    )
+    assert "--require-storage-backends: it is an option of the member role" in err
+    assert "--metrics-bind: /metrics is served on --bind" in err
+    assert "--cluster-name: it is an option of the member and estimator roles" in err  # as spelled
+
+
+def test_defaults_and_environment_are_not_given_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FLINK_FAILOVER_BIND", "0.0.0.0:9443")
+    args = build_parser().parse_args(["serve", "--role", "estimator", "--cluster", "c"])
+    assert roles.refused_options(roles.SERVED["estimator"], getattr(args, roles.GIVEN, {})) == []
+
+
+def serve_options() -> set[str]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    serve = sub.choices["serve"]
+    return {a.dest for a in serve._actions if a.option_strings and a.dest != "help"}
+
+
+def test_every_serve_option_is_read_by_some_role_and_every_role_reads_only_options() -> None:
+    """An option no role reads would be accepted and ignored for every role."""
+    options = serve_options()
+    read = set(roles.EVERY_ROLE).union(*(role.options for role in roles.SERVED.values()))
+    assert options == read
+    for role in roles.SERVED.values():
+        assert set(role.instead) <= options - role.options, role.name
+
+
+def test_member_with_kubeconfig_and_cluster_gets_a_fencing_target(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The member role's options: --cluster runs the fencing agent (on --kubeconfig, else in-cluster),
+    --kubeconfig alone reads only session clusters, neither is the webhook alone; a policy with fencing
+    off never fences."""
+    from webhook.member.policy import FencingPolicy, RestorePolicy
+
+    monkeypatch.delenv("FLINK_FAILOVER_CLUSTER", raising=False)  # --cluster's default
+
+    parse = build_parser().parse_args
+    args = parse(["serve", "--kubeconfig", "/k", "--context", "ctx", "--cluster", "member1"])
+    options = roles._member_options(args, RestorePolicy())
+    assert isinstance(options, roles.MemberOptions) and options.fencing is not None
+    assert (options.fencing.client.kubeconfig, options.fencing.client.context) == ("/k", "ctx")
+    assert options.fencing.cluster == "member1"
+    assert options.own_cluster == options.fencing.client
+    in_cluster = roles._member_options(parse(["serve", "--cluster", "member1"]), RestorePolicy())
+    assert isinstance(in_cluster, roles.MemberOptions) and in_cluster.fencing is not None
+    assert in_cluster.fencing.client.kubeconfig is None
+    sessions = roles._member_options(parse(["serve", "--kubeconfig", "/k"]), RestorePolicy())
+    assert isinstance(sessions, roles.MemberOptions) and sessions.fencing is None
+    assert sessions.own_cluster is not None and sessions.own_cluster.kubeconfig == "/k"
+    off = RestorePolicy(fencing=FencingPolicy(enabled=False))
+    unfenced = roles._member_options(parse(["serve", "--cluster", "member1"]), off)
+    assert isinstance(unfenced, roles.MemberOptions) and unfenced.fencing is None
+    alone = roles._member_options(parse(["serve", "--require-storage-backends"]), RestorePolicy())
+    assert isinstance(alone, roles.MemberOptions) and alone.fencing is None and alone.require_storage_backends
+    assert alone.own_cluster is None
