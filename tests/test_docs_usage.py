@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from tests.conftest import REPO
-from webhook.controlplane.answer import WorkDecision
+from webhook.controlplane.audit import WorkDecision
 from webhook.member.policy import _FIELDS
 from webhook.member.restore import RestoreOutcome
 
