@@ -20,7 +20,7 @@ from prometheus_client import Gauge
 
 from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.estimator import grpcserver
-from webhook.estimator.member_api import NODES, PODS, Feed, MemberApi
+from webhook.estimator.member_api import DEPLOYMENTS, NODES, PODS, REPLICASETS, Feed, MemberApi
 from webhook.estimator.options import tls_files
 from webhook.estimator.state import ClusterState
 from webhook.server import logs
@@ -119,6 +119,8 @@ def run(args: argparse.Namespace) -> int:
     for resource, replace, apply in (
         (NODES, state.replace_nodes, state.node_event),
         (PODS, state.replace_pods, state.pod_event),
+        (DEPLOYMENTS, state.workloads.replace_deployments, state.workloads.deployment_event),
+        (REPLICASETS, state.workloads.replace_replicasets, state.workloads.replicaset_event),
     ):
         feed = Feed(api, resource, replace, apply, stop)
         threading.Thread(target=feed.run, name=f"watch-{resource}", daemon=True).start()
