@@ -12,6 +12,7 @@ Method, in order of cost (grouping, bounds and packing each live in their own mo
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -105,14 +106,12 @@ def estimate(
             k_g, packing = group_result[id(g)]
             if packing is None:  # only when sets == 0: nothing to place
                 continue
-            for c, nodes, each in packing:
-                for i in nodes:
-                    placed[c][i] = placed[c].get(i, 0) + each
+            for c, nodes, each in packing:  # a packing places a component at most once per node
+                placed[c].update(zip(nodes, itertools.repeat(each)))
             for c in g:
                 trim(placed[c], (k_g - sets) * prep.replicas[c])
     assignment = {
-        components[c].name: MappingProxyType({prep.names[i]: n for i, n in sorted(placed[c].items()) if n})
-        for c in range(len(components))
+        components[c].name: MappingProxyType(_by_name(prep.names, placed[c])) for c in range(len(components))
     }
     left, scarcest = capacity_left(prep, active)
     if max_sets is not None and sets == max_sets < upper:
@@ -131,4 +130,19 @@ def estimate(
         scarcest=scarcest,
         limit=stop,
         not_ready=cluster.not_ready,
+    )
+
+
+def _by_name(names: Sequence[str], placed: Mapping[int, int]) -> dict[str, int]:
+    """Node index -> replicas as node name -> replicas, in node order, without empty entries."""
+    if not placed:
+        return {}
+    nodes, counts = zip(*sorted(placed.items()), strict=True)
+    kept = list(map(bool, counts))
+    return dict(
+        zip(
+            map(names.__getitem__, itertools.compress(nodes, kept)),
+            itertools.compress(counts, kept),
+            strict=True,
+        )
     )

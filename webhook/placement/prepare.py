@@ -8,6 +8,7 @@ the pod slot.
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -65,12 +66,28 @@ def prepare(cluster: Cluster, components: Sequence[Component]) -> Prepared:
             per_kind = [c.admits(node) for node in table.kinds]
             eligible.append(tuple(map(per_kind.__getitem__, table.kind_of)))
     columns = [table.columns.get(d) or (UNLIMITED if d == PODS else 0,) * n for d in dims]
-    # Column-wise: map(min, ...) over per-resource quotients runs in C, which matters at 10,000 nodes.
+    # Column-wise: map over whole columns runs in C, which matters at 10,000 nodes. A quotient column
+    # is computed once per (resource, request) however many components share it; the pod slot (1)
+    # needs no division.
+    quotient: dict[tuple[int, int], Sequence[int]] = {}
+
+    def per_node(d: int, need: int) -> Sequence[int]:
+        if need == 1:
+            return columns[d]
+        got = quotient.get((d, need))
+        if got is None:
+            got = quotient[(d, need)] = list(map(operator.floordiv, columns[d], itertools.repeat(need, n)))
+        return got
+
     fits = []
+    alone: dict[tuple[int, ...], Sequence[int]] = {}  # components with equal requests share the raw fit
     for ci, req in enumerate(requests):
-        quotients = [[have // need for have in columns[d]] for d, need in enumerate(req) if need]
-        raw = list(map(min, *quotients)) if len(quotients) > 1 else quotients[0]
-        fits.append(tuple(map(operator.mul, raw, eligible[ci])))  # ineligible: 0
+        raw = alone.get(req)
+        if raw is None:
+            quotients = [per_node(d, need) for d, need in enumerate(req) if need]
+            raw = alone[req] = list(map(min, *quotients)) if len(quotients) > 1 else quotients[0]
+        # ineligible nodes hold 0
+        fits.append(tuple(raw) if all(eligible[ci]) else tuple(map(operator.mul, raw, eligible[ci])))
     return Prepared(
         dims=dims,
         names=table.names,
