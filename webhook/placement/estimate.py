@@ -13,6 +13,7 @@ Method, in order of cost (grouping, bounds and packing each live in their own mo
 from __future__ import annotations
 
 import itertools
+import operator
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -64,7 +65,7 @@ def estimate(
     bounds = {}
     for g in groups:
         if len(g) == 1:
-            bounds[id(g)] = sum(prep.fits[g[0]]) // prep.replicas[g[0]]
+            bounds[id(g)] = prep.totals[g[0]] // prep.replicas[g[0]]
         else:
             bounds[id(g)] = group_bound(prep, built[id(g)])
     upper = min(bounds.values(), default=0)
@@ -135,14 +136,11 @@ def estimate(
 
 def _by_name(names: Sequence[str], placed: Mapping[int, int]) -> dict[str, int]:
     """Node index -> replicas as node name -> replicas, in node order, without empty entries."""
-    if not placed:
-        return {}
-    nodes, counts = zip(*sorted(placed.items()), strict=True)
-    kept = list(map(bool, counts))
-    return dict(
-        zip(
-            map(names.__getitem__, itertools.compress(nodes, kept)),
-            itertools.compress(counts, kept),
-            strict=True,
-        )
-    )
+    nodes, counts = list(placed), list(placed.values())
+    if any(map(operator.gt, nodes, nodes[1:])):  # a fill is in node order already; a packing is not
+        pairs = sorted(placed.items())
+        nodes, counts = [i for i, _ in pairs], [n for _, n in pairs]
+    if not all(counts):
+        kept = list(map(bool, counts))
+        nodes, counts = list(itertools.compress(nodes, kept)), list(itertools.compress(counts, kept))
+    return dict(zip(map(names.__getitem__, nodes), counts, strict=True))

@@ -47,7 +47,7 @@ def _orders(prep: Prepared, group: Group) -> list[list[int]]:
     """Component orders to try, likeliest first: most constrained (fewest sets on its own), largest
     dominant share of the group's free capacity; then every other order for groups of up to 3."""
     idx = list(range(len(group.comps)))
-    caps = [sum(prep.fits[c]) / max(1, prep.replicas[c]) for c in group.comps]
+    caps = [prep.totals[c] / max(1, prep.replicas[c]) for c in group.comps]
     totals = [0] * len(prep.dims)
     for vec, _elig, nodes in group.classes:
         for d, have in enumerate(vec):
@@ -199,6 +199,8 @@ def fill(prep: Prepared, c: int, count: int) -> dict[int, int]:
 
 def trim(placed: dict[int, int], drop: int) -> None:
     """Remove ``drop`` replicas (last nodes first): fewer pods on a node never breaks a valid assignment."""
+    if drop <= 0:
+        return
     for i in sorted(placed, reverse=True):
         if drop <= 0:
             return
