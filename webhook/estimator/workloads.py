@@ -191,10 +191,14 @@ def _time(text: Any) -> float | None:
         return None
 
 
+def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, Mapping) else {}
+
+
 def deployment_info(obj: Mapping[str, Any]) -> DeploymentInfo:
     meta = _meta(obj)
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-    assert isinstance(spec, Mapping)
+    spec = _spec(obj)
     return DeploymentInfo(
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
@@ -206,8 +210,7 @@ def deployment_info(obj: Mapping[str, Any]) -> DeploymentInfo:
 
 def replicaset_info(obj: Mapping[str, Any]) -> ReplicaSetInfo:
     meta = _meta(obj)
-    spec = obj.get("spec") if isinstance(obj.get("spec"), Mapping) else {}
-    assert isinstance(spec, Mapping)
+    spec = _spec(obj)
     return ReplicaSetInfo(
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
