@@ -126,3 +126,17 @@ def test_no_cycle_collection_while_answers_are_in_flight() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_busiest_nodes_are_the_sorted_ones() -> None:
+    from webhook.estimator.answer import _busiest
+
+    cases = [
+        {},
+        {"a": 1},
+        {f"n{i:04d}": (i * 7919) % 13 for i in range(2000)},
+        {f"n{i}": 2 for i in range(300)},  # all tied: by name
+        {"b": 3, "a": 3, "c": 1, "d": 3, "e": 2, "f": 3, "g": 3},
+    ]
+    for nodes in cases:
+        assert _busiest(nodes, 5) == sorted(nodes.items(), key=lambda kv: (-kv[1], kv[0]))[:5]

@@ -129,7 +129,8 @@ class EstimatorService(service_pb2_grpc.EstimatorServicer):
         summary = {"method": method, "object": obj, **answer.witness_summary(result)}
         self.recent.append(summary)
         log.info("estimated", extra={"fields": {k: v for k, v in summary.items() if k != "assignment"}})
-        log.debug("witness %s", json.dumps(summary["assignment"], sort_keys=True))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("witness %s", json.dumps(summary["assignment"], sort_keys=True))
 
     def _answer(
         self,
