@@ -138,8 +138,9 @@ def _by_name(names: Sequence[str], placed: Mapping[int, int]) -> dict[str, int]:
     """Node index -> replicas as node name -> replicas, in node order, without empty entries."""
     nodes, counts = list(placed), list(placed.values())
     if any(map(operator.gt, nodes, nodes[1:])):  # a fill is in node order already; a packing is not
-        pairs = sorted(placed.items())
-        nodes, counts = [i for i, _ in pairs], [n for _, n in pairs]
+        ordered = sorted(placed.items())
+        nodes = list(map(operator.itemgetter(0), ordered))
+        counts = list(map(operator.itemgetter(1), ordered))
     if not all(counts):
         kept = list(map(bool, counts))
         nodes, counts = list(itertools.compress(nodes, kept)), list(itertools.compress(counts, kept))

@@ -64,12 +64,14 @@ def prepare(cluster: Cluster, components: Sequence[Component]) -> Prepared:
     table = cluster.table
     n = len(table.names)
     eligible: list[tuple[bool, ...]]
+    signature: list[tuple[bool, ...]]  # what eligibility depends on: per node kind (or per node)
     if by_name:  # matchFields on metadata.name: filters depend on the node itself
-        eligible = [tuple(c.admits(node) for node in cluster.nodes) for c in components]
+        eligible = signature = [tuple(c.admits(node) for node in cluster.nodes) for c in components]
     else:
-        eligible = []
+        eligible, signature = [], []
         for c in components:
-            per_kind = [c.admits(node) for node in table.kinds]
+            per_kind = tuple(c.admits(node) for node in table.kinds)
+            signature.append(per_kind)
             eligible.append(tuple(map(per_kind.__getitem__, table.kind_of)))
     columns = [table.columns.get(d) or (UNLIMITED if d == PODS else 0,) * n for d in dims]
     # Column-wise: map over whole columns runs in C, which matters at 10,000 nodes. A component's fits
@@ -77,9 +79,9 @@ def prepare(cluster: Cluster, components: Sequence[Component]) -> Prepared:
     # cluster) and scattered into a row of zeros; components with the same requests and the same
     # eligible nodes share one computation, and the pod slot (1) needs no division.
     fits: list[tuple[int, ...]] = []
-    done: dict[tuple[tuple[int, ...], tuple[bool, ...]], tuple[int, ...]] = {}
+    done: dict[tuple[tuple[int, ...], tuple[bool, ...]], tuple[int, ...]] = {}  # by (requests, signature)
     for ci, req in enumerate(requests):
-        key = (req, eligible[ci])
+        key = (req, signature[ci])
         row = done.get(key)
         if row is None:
             row = done[key] = _fits(columns, req, eligible[ci], n)
