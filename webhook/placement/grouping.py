@@ -52,6 +52,8 @@ def component_groups(prep: Prepared, active: list[int]) -> list[list[int]]:
         return c
 
     for a, b in itertools.combinations(active, 2):
+        if prep.signatures and not any(map(operator.and_, prep.signatures[a], prep.signatures[b])):
+            continue  # no node kind admits both: no shared node, without walking every node
         if any(map(operator.mul, prep.fits[a], prep.fits[b])):
             parent[root(a)] = root(b)
     groups: dict[int, list[int]] = {}

@@ -31,6 +31,9 @@ class Prepared:
     eligible: tuple[tuple[bool, ...], ...]  # [c][i]: node passes c's filters
     fits: tuple[tuple[int, ...], ...]  # [c][i]
     columns: tuple[tuple[int, ...], ...]  # [d][i]: free capacity per resource and node
+    # [c]: eligibility per node kind (per node when a filter names nodes): two components whose
+    # signatures share no True can share no node
+    signatures: tuple[tuple[bool, ...], ...] = ()
 
     @functools.cached_property
     def totals(self) -> tuple[int, ...]:
@@ -94,6 +97,7 @@ def prepare(cluster: Cluster, components: Sequence[Component]) -> Prepared:
         eligible=tuple(eligible),
         fits=tuple(fits),
         columns=tuple(columns),
+        signatures=tuple(signature),
     )
 
 
