@@ -102,7 +102,7 @@ def component_sets(
     """MaxAvailableComponentSets: complete sets of ``components`` that fit after the assumed workloads."""
     with _no_cycle_collection():
         free, deducted = deduct(cluster, assumed)
-        result = estimate(free, components, INT32_MAX)
+        result = estimate(free, components, INT32_MAX, selection=False)
     return Answer(min(result.sets, INT32_MAX), result, deducted)
 
 

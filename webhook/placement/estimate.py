@@ -51,11 +51,13 @@ def estimate(
     components: Sequence[Component],
     max_sets: int | None = None,
     budget_s: float = SEARCH_BUDGET_S,
+    selection: bool = True,
 ) -> Estimate:
     """The number of complete sets of ``components`` that fit ``cluster``, with witness and upper bound.
 
     ``budget_s`` bounds the time spent trying packing variants on shared nodes; past it only the
     likeliest variant is tried, which can only lower the answer, never make it unsound.
+    ``selection=False`` leaves out what only cluster selection uses (``capacity_left``, ``scarcest``).
     """
     started = time.perf_counter()
     prep = prepare(cluster, components)
@@ -114,7 +116,8 @@ def estimate(
     assignment = {
         components[c].name: MappingProxyType(_by_name(prep.names, placed[c])) for c in range(len(components))
     }
-    left, scarcest = capacity_left(prep, active)
+    # what selection ranks clusters by; the estimator role answers sets only and skips it
+    left, scarcest = capacity_left(prep, active) if selection else (0.0, "")
     if max_sets is not None and sets == max_sets < upper:
         stop = cap_reached(max_sets)
     else:
