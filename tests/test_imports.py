@@ -46,6 +46,7 @@ PURE_CORE = (
     "webhook.controlplane.record",
     "webhook.estimator.answer",
     "webhook.estimator.state",
+    "webhook.estimator.workloads",
     "webhook.placement.model",
     "webhook.placement.quantity",
     "webhook.placement.prepare",
@@ -75,7 +76,7 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("serve", "offline"),  # wired for the server, for review
     ),
     "webhook.estimator": (
-        ("options", "proto"),  # settings, Karmada's generated messages
+        ("options", "proto", "workloads"),  # settings, Karmada's generated messages, Deployments' pods
         ("wire", "state", "answer", "member_api"),  # requests read, the watched state, the replies
         ("grpcserver",),  # the gRPC edge
         ("run",),  # wired for serve

@@ -175,14 +175,21 @@ def test_metrics_scrape_and_network_policy(rendered: dict[str, list[dict[str, An
     assert selector_matches(policy["spec"]["podSelector"], pod_labels)
 
 
-def test_in_member_cluster_reads_nodes_and_pods_only(rendered: dict[str, list[dict[str, Any]]]) -> None:
+def test_in_member_cluster_reads_nodes_pods_and_deployments_only(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
     docs = rendered["estimator-in-member"]
     args, _container, pod = _args(one(docs, "Deployment"))
     assert args.kubeconfig is None and pod["automountServiceAccountToken"] is True
     assert "volumes" not in pod
     role = one(docs, "ClusterRole")
     assert role["rules"] == [
-        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]}
+        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["get", "list", "watch"]},
+        {
+            "apiGroups": ["apps"],
+            "resources": ["deployments", "replicasets"],
+            "verbs": ["get", "list", "watch"],
+        },
     ]
     binding = one(docs, "ClusterRoleBinding")
     assert binding["subjects"][0]["name"] == pod["serviceAccountName"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import yaml
 
 from tests.conftest import REPO
 from tests.controlplane import support as s
+from tests.support.karmada_lua import karmada_lua, restore_empty
 from webhook.controlplane.serve import WORK_PATH
 from webhook.member.policy import RestorePolicy
 
@@ -180,48 +182,10 @@ def test_work_webhook_registration() -> None:
 # --- the retention script, run in a real Lua 5.1 (the dialect of Karmada's gopher-lua) ----------------------
 
 
-def _lua() -> Any:
-    import lupa
-
-    module = getattr(lupa, "lua51", None)
-    runtime = (
-        module.LuaRuntime(unpack_returned_tuples=True)
-        if module
-        else lupa.LuaRuntime(unpack_returned_tuples=True)
-    )
-    return runtime
-
-
-def _to_lua(lua: Any, value: Any) -> Any:
-    if isinstance(value, dict):
-        table = lua.table()
-        for k, v in value.items():
-            table[k] = _to_lua(lua, v)
-        return table
-    if isinstance(value, list):
-        table = lua.table()
-        for i, v in enumerate(value, start=1):
-            table[i] = _to_lua(lua, v)
-        return table
-    return value
-
-
-def _from_lua(lua: Any, value: Any) -> Any:
-    if lua.eval("type")(value) == "table":
-        keys = list(value.keys())
-        if keys and all(isinstance(k, int) for k in keys):
-            return [_from_lua(lua, value[k]) for k in sorted(keys)]
-        return {k: _from_lua(lua, value[k]) for k in keys}
-    return value
-
-
 def retain(script: str, desired: dict[str, Any], observed: dict[str, Any] | None) -> dict[str, Any]:
-    lua = _lua()
-    lua.execute(script)
-    result = lua.globals().Retain(
-        _to_lua(lua, desired), _to_lua(lua, observed) if observed is not None else None
-    )
-    out: dict[str, Any] = _from_lua(lua, result)
+    """Retain run as karmada-controller-manager runs it (its Lua sandbox, its JSON encoding)."""
+    result = karmada_lua().run(script, "Retain", desired, observed)
+    out: dict[str, Any] = restore_empty(result, desired, observed)
     return out
 
 
@@ -363,3 +327,132 @@ def test_match_conditions_select_exactly_the_flink_works(shared_data: Path) -> N
         },
     ):
         assert not _match(expressions, odd, "karmada-es-member2")
+
+
+# --- Karmada's Lua sandbox ---------------------------------------------------------------------------
+
+
+def lua_scripts() -> list[tuple[str, str, str]]:
+    """(file, customization, script) of every Lua script shipped under policies/."""
+    out = []
+    for path in sorted((REPO / "policies").rglob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+            if not doc or doc.get("kind") != "ResourceInterpreterCustomization":
+                continue
+            for operation, body in doc["spec"]["customizations"].items():
+                if isinstance(body, dict) and "luaScript" in body:
+                    out.append((path.name, operation, body["luaScript"]))
+    return out
+
+
+ENTRY_POINTS = {
+    "retention": "Retain",
+    "componentResource": "GetComponents",
+    "replicaResource": "GetReplicas",
+    "replicaRevision": "ReviseReplica",
+    "statusReflection": "ReflectStatus",
+    "statusAggregation": "AggregateStatus",
+    "healthInterpretation": "InterpretHealth",
+    "dependencyInterpretation": "GetDependencies",
+}
+
+
+def test_every_shipped_lua_script_is_found() -> None:
+    found = {(name, op) for name, op, _ in lua_scripts()}
+    assert ("resourceinterpretercustomization-flink-components.yaml", "componentResource") in found
+    assert ("resourceinterpretercustomization-flink-retention.yaml", "retention") in found
+
+
+@pytest.mark.parametrize(("name", "operation", "script"), lua_scripts(), ids=lambda v: str(v)[:40])
+def test_shipped_lua_uses_only_what_karmada_offers(name: str, operation: str, script: str) -> None:
+    """Each script loads in Karmada's sandbox, defines its entry point, and every library function it
+    names exists there (a call to a missing one would fail only on the path that reaches it)."""
+    sandbox = karmada_lua()
+    sandbox.load(script)
+    globals_ = sandbox.runtime.globals()
+    assert globals_[ENTRY_POINTS[operation]] is not None
+    for lib, fn in re.findall(r"\b(string|table|math|os)\.([A-Za-z_]\w*)", script):
+        assert globals_[lib][fn] is not None, f"{name}: {lib}.{fn} does not exist in Karmada's sandbox"
+    for lib in re.findall(r"\b(io|debug|coroutine)\.", script):
+        raise AssertionError(f"{name}: the {lib} library does not exist in Karmada's sandbox")
+    for blocked in ("setmetatable", "getmetatable", "rawget", "rawset", "loadstring", "load"):
+        assert not re.search(rf"\b{blocked}\s*\(", script), f"{name}: {blocked} raises in Karmada's sandbox"
+    if operation == "componentResource":  # and it runs on a FlinkDeployment of every common shape
+        out = sandbox.call(
+            "GetComponents", {"spec": {"jobManager": {"resource": {"cpu": 1, "memory": " 2048m "}}}}
+        )
+        assert out[0]["replicaRequirements"]["resourceRequest"] == {"cpu": "1000m", "memory": "2Gi"}
+
+
+PLANTED = """
+function GetComponents(obj)
+  local memory = string.gsub(obj.spec.jobManager.resource.memory, "%s", "")
+  return {{name = "jobmanager", replicas = 1, replicaRequirements = {resourceRequest = {memory = memory}}}}
+end
+"""
+
+
+def test_a_planted_gsub_fails_in_the_sandbox_as_in_karmada() -> None:
+    """What failed on a real v1.18.2 fails here: the same script runs in PUC Lua but not in the sandbox."""
+    obj = {"spec": {"jobManager": {"resource": {"memory": "2Gi"}}}}
+    import lupa.lua51
+
+    from tests.support.karmada_lua import to_lua
+
+    plain = lupa.lua51.LuaRuntime()
+    plain.execute(PLANTED)
+    assert plain.globals().GetComponents(to_lua(plain, obj))[1].name == "jobmanager"
+    sandbox = karmada_lua()
+    with pytest.raises(
+        sandbox.error, match=re.escape("The Lua function string.gsub is not supported by Karmada")
+    ):
+        sandbox.run(PLANTED, "GetComponents", obj)
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        ("return string.rep('x', 3)", "string.rep is not supported by Karmada"),
+        ("return ('x'):rep(3)", "string.rep is not supported by Karmada"),
+        ("return string.dump(print)", "string.dump is not supported by Karmada"),
+        ("return ('a b'):gsub(' ', '')", "string.gsub is not supported by Karmada"),
+        ("return io.open('/etc/passwd')", "attempt to index"),
+        ("return debug.traceback()", "attempt to index"),
+        ("return coroutine.create(print)", "attempt to index"),
+        ("return os.getenv('HOME')", "attempt to call"),
+        ("return setmetatable({}, {})", "setmetatable is not supported in karmada"),
+        ("return loadstring('return 1')()", "loadstring is not supported in karmada"),
+        ("return rawget({}, 1)", "rawget is not supported in karmada"),
+        ("return require('io')", "module 'io' not found"),
+        ("return type(string.match('a', 'b'))", "bad argument #1 to 'type'"),  # gopher-lua: no value at all
+        ("return string.format('%d', 3)", "verb %d is not emulated"),
+        ("local s = ('x'):upper() .. string.char(0):sub(2) return string.len(s), ('y'):lower()", None),
+        ("while true do end", "context deadline exceeded"),
+    ],
+)
+def test_the_sandbox_is_karmadas(code: str, message: str | None) -> None:
+    sandbox = karmada_lua()
+    if message is None:
+        sandbox.load(f"function F() {code} end")
+        sandbox.call("F")
+        return
+    with pytest.raises(sandbox.error, match=re.escape(message)):
+        sandbox.load(f"function F() {code} end")
+        sandbox.call("F")
+
+
+def test_the_sandbox_caps_string_arguments() -> None:
+    sandbox = karmada_lua()
+    sandbox.load("function F(s) return string.sub(s, 1, 1), string.len(s) end")
+    assert sandbox.call("F", "x" * 1_000_000) is not None  # at the limit: fine
+    with pytest.raises(sandbox.error, match="exceeds the maximum allowed input string length 1000000"):
+        sandbox.call("F", "x" * 1_000_001)
+
+
+def test_the_sandbox_encodes_results_as_karmada() -> None:
+    sandbox = karmada_lua()
+    sandbox.load("function F() return {a = {}, b = {1, 2}, c = 1.5, d = 'x', e = 3} end")
+    assert sandbox.call("F") == {"a": [], "b": [1, 2], "c": 1.5, "d": "x", "e": 3}
+    sandbox.load("function F() return {1, x = 2} end")
+    with pytest.raises(ValueError, match="mixed or invalid key types"):
+        sandbox.call("F")

@@ -103,3 +103,40 @@ def test_assumed_set_that_does_not_fit_deducts_nothing() -> None:
     assert placed == 2
     assert left.nodes[0].free["cpu"] == 2000 and left.nodes[0].free["pods"] == 8
     assert answer.component_sets(cluster, small, [big, small, small]).value == 2
+
+
+def test_no_cycle_collection_while_answers_are_in_flight() -> None:
+    """Collections wait while any answer is computed (a full one put tens of ms into the p99), and
+    resume once none is; a collector the process had switched off stays off."""
+    import gc
+
+    from webhook.estimator.answer import _no_cycle_collection
+
+    assert gc.isenabled()
+    with _no_cycle_collection():
+        assert not gc.isenabled()
+        with _no_cycle_collection():  # a second call in another gRPC worker
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the first is still computing
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with _no_cycle_collection():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_busiest_nodes_are_the_sorted_ones() -> None:
+    from webhook.estimator.answer import _busiest
+
+    cases = [
+        {},
+        {"a": 1},
+        {f"n{i:04d}": (i * 7919) % 13 for i in range(2000)},
+        {f"n{i}": 2 for i in range(300)},  # all tied: by name
+        {"b": 3, "a": 3, "c": 1, "d": 3, "e": 2, "f": 3, "g": 3},
+    ]
+    for nodes in cases:
+        assert _busiest(nodes, 5) == sorted(nodes.items(), key=lambda kv: (-kv[1], kv[0]))[:5]

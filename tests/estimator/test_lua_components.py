@@ -1,10 +1,11 @@
-"""The componentResource customization (Lua 5.1, as Karmada's gopher-lua runs it) and the Python
-component parser agree on every generated FlinkDeployment: same components, same quantities."""
+"""The componentResource customization, run in a sandbox with Karmada's Lua library set (gopher-lua's,
+restricted as karmada-controller-manager restricts it), and the Python component parser agree on
+every generated FlinkDeployment: same components, and quantities that Karmada's general estimator
+counts as the parser does."""
 
 from __future__ import annotations
 
 import copy
-import importlib
 from pathlib import Path
 from typing import Any
 
@@ -14,43 +15,63 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import REPO
-from tests.controlplane.test_policies import _from_lua, _lua, _to_lua
+from tests.support.karmada_lua import KarmadaLua, karmada_lua
+from tests.support.karmada_quantity import general_estimator_units
 from webhook.placement.components import components_from_flink, components_from_karmada
 from webhook.placement.errors import PlacementInputError
+from webhook.placement.model import Component
+from webhook.placement.quantity import CPU, is_bytes
 
 POLICY = REPO / "policies" / "karmada" / "resourceinterpretercustomization-flink-components.yaml"
 
 
-@pytest.fixture(scope="module")
-def lua() -> Any:
+def script() -> str:
     doc = yaml.safe_load(POLICY.read_text(encoding="utf-8"))
     assert set(doc["spec"]["customizations"]) == {"componentResource"}
     assert doc["spec"]["target"] == {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment"}
-    runtime = _lua()
-    assert runtime.eval("_VERSION") == "Lua 5.1"
-    runtime.execute(doc["spec"]["customizations"]["componentResource"]["luaScript"])
-    return runtime
+    text: str = doc["spec"]["customizations"]["componentResource"]["luaScript"]
+    return text
 
 
-def run_lua(lua: Any, obj: dict[str, Any]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = _from_lua(lua, lua.globals().GetComponents(_to_lua(lua, copy.deepcopy(obj))))
+@pytest.fixture(scope="module")
+def lua() -> KarmadaLua:
+    sandbox = karmada_lua()
+    sandbox.load(script())
+    return sandbox
+
+
+def run_lua(lua: KarmadaLua, obj: dict[str, Any]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = lua.call("GetComponents", copy.deepcopy(obj))
     return out
 
 
-def check_agree(lua: Any, obj: dict[str, Any]) -> list[dict[str, Any]]:
-    """Lua's components, read back by Karmada's rules (Kubernetes quantities), equal the Python parser's."""
-    lua_error = importlib.import_module(type(lua).__module__).LuaError  # lupa.lua51's own class
+def general_estimator_view(comp: Component) -> dict[str, int]:
+    """What Karmada's general estimator should count for the parser's requests: cpu in millicores,
+    bytes as bytes (BinarySI), every other resource x1000 (DecimalSI, as in the cluster summary)."""
+    return {
+        name: units if name == CPU or is_bytes(name) else units * 1000
+        for name, units in comp.requests.items()
+    }
+
+
+def check_agree(lua: KarmadaLua, obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """Lua's components, read back by Karmada's rules (Kubernetes quantities), equal the Python parser's,
+    and Karmada's general estimator counts every emitted quantity as the parser counts it."""
     try:
         expected = components_from_flink(obj)
     except PlacementInputError as exc:
-        with pytest.raises(lua_error):
+        with pytest.raises(lua.error):
             run_lua(lua, obj)
         return [{"error": str(exc)}]
     emitted = run_lua(lua, obj)
-    for comp in emitted:  # quantities are strings: Karmada would misread a Lua number
-        for value in comp.get("replicaRequirements", {}).get("resourceRequest", {}).values():
-            assert isinstance(value, str)
     assert components_from_karmada(emitted, "lua") == expected
+    for comp, want in zip(emitted, expected, strict=True):
+        request = comp.get("replicaRequirements", {}).get("resourceRequest", {})
+        for value in request.values():  # strings: Karmada would misread a Lua number
+            assert isinstance(value, str)
+        assert {name: general_estimator_units(v) for name, v in request.items()} == general_estimator_view(
+            want
+        )
     return emitted
 
 
@@ -139,19 +160,27 @@ def pod_templates(draw: st.DrawFn) -> dict[str, Any]:
     return {"spec": spec} if spec or draw(st.booleans()) else {}
 
 
+k8s_requests = st.fixed_dictionaries(
+    {},
+    optional={
+        "cpu": cores.map(str),
+        "memory": memory.map(str),
+        "ephemeral-storage": k8s_memory,
+        "nvidia.com/gpu": quantities,
+    },
+)
+
+
 @st.composite
 def components_spec(draw: st.DrawFn, replicas: bool) -> dict[str, Any]:
+    """A component with the FLINK-33548 ``resources``, the older ``resource``, or both (one per field)."""
     out: dict[str, Any] = {}
-    if draw(st.booleans()):
+    style = draw(st.sampled_from(["resources", "resource", "both"]))
+    if style != "resource":
         out["resources"] = {
-            "requests": draw(
-                st.fixed_dictionaries(
-                    {},
-                    optional={"cpu": cores.map(str), "memory": memory.map(str), "nvidia.com/gpu": quantities},
-                )
-            )
+            part: draw(k8s_requests) for part in draw(st.sets(st.sampled_from(["requests", "limits"])))
         }
-    else:
+    if style != "resources":
         out["resource"] = draw(
             st.fixed_dictionaries(
                 {}, optional={"cpu": cores, "memory": memory, "ephemeralStorage": k8s_memory}
@@ -188,32 +217,91 @@ def flink_deployments(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(obj=flink_deployments())
 @example(  # a whole number must read as digits ("10", not "1e+01")
     obj={
         "spec": {"job": {"parallelism": 25}, "flinkConfiguration": {"taskmanager": {"numberOfTaskSlots": 10}}}
     }
 )
-def test_lua_and_python_agree(lua: Any, obj: dict[str, Any]) -> None:
+def test_lua_and_python_agree(lua: KarmadaLua, obj: dict[str, Any]) -> None:
     check_agree(lua, obj)
 
 
 @pytest.mark.parametrize(
     ("resource", "expected"),
     [
-        ({"cpu": 1, "memory": "2048m"}, {"cpu": "1", "memory": "2Gi"}),
+        ({"cpu": 1, "memory": "2048m"}, {"cpu": "1000m", "memory": "2Gi"}),
         ({"cpu": 0.5, "memory": "1536m"}, {"cpu": "500m", "memory": "1536Mi"}),
         ({"cpu": 0.1, "memory": "2g"}, {"cpu": "100m", "memory": "2Gi"}),
-        ({"cpu": "250m", "memory": "4Gi"}, {"cpu": "250m", "memory": "4Gi"}),
-        ({"memory": 1000}, {"memory": "1000"}),
+        ({"cpu": "250m", "memory": "4Gi"}, {"cpu": "250m", "memory": "4Gi"}),  # Kubernetes units
+        ({"cpu": 2, "memory": "4096Mi"}, {"cpu": "2000m", "memory": "4Gi"}),
+        ({"memory": 1000}, {"memory": "1Ki"}),  # bytes: a whole KiB, never the DecimalSI "1000"
+        ({"memory": 1048577}, {"memory": "1025Ki"}),
         ({"memory": "1G"}, {"memory": "1Gi"}),  # Flink: G is GiB, not 10^9
         ({"memory": "1.5Gi"}, {"memory": "1536Mi"}),
+        ({"memory": "4G "}, {"memory": "4Gi"}),
         ({"ephemeralStorage": "10G"}, {"ephemeral-storage": "9765625Ki"}),  # 10^10 bytes
+        ({"ephemeralStorage": "2Gi"}, {"ephemeral-storage": "2Gi"}),
     ],
 )
-def test_emitted_quantities(lua: Any, resource: dict[str, Any], expected: dict[str, str]) -> None:
+def test_emitted_quantities(lua: KarmadaLua, resource: dict[str, Any], expected: dict[str, str]) -> None:
+    """Flink units and Kubernetes units alike come out BinarySI (bytes) and in millicores (cpu)."""
     obj = {"spec": {"jobManager": {"resource": resource}, "taskManager": {"resource": resource}}}
+    jm, tm = check_agree(lua, obj)
+    assert (
+        jm["replicaRequirements"]["resourceRequest"]
+        == expected
+        == tm["replicaRequirements"]["resourceRequest"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("component", "expected"),
+    [
+        # FLINK-33548: resources.requests first, then resources.limits, then the older resource
+        (
+            {
+                "resources": {"requests": {"cpu": "2", "memory": "4Gi"}},
+                "resource": {"cpu": 1, "memory": "1g"},
+            },
+            {"cpu": "2000m", "memory": "4Gi"},
+        ),
+        (
+            {
+                "resources": {"limits": {"cpu": "3", "memory": "2048m"}},
+                "resource": {"cpu": 1, "memory": "1g"},
+            },
+            {"cpu": "3000m", "memory": "2Gi"},
+        ),
+        (
+            {"resources": {"requests": {"cpu": "500m"}, "limits": {"cpu": "2", "memory": "8Gi"}}},
+            {"cpu": "500m", "memory": "8Gi"},
+        ),
+        (
+            {
+                "resources": {"requests": {"memory": "2g"}},
+                "resource": {"cpu": 1.5, "ephemeralStorage": "1Gi"},
+            },
+            {"cpu": "1500m", "memory": "2Gi", "ephemeral-storage": "1Gi"},
+        ),
+        (
+            {
+                "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                "podTemplate": {
+                    "spec": {
+                        "containers": [
+                            {"name": "flink-main-container", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+                        ]
+                    }
+                },
+            },
+            {"cpu": "1000m", "memory": "1Gi", "nvidia.com/gpu": "1"},
+        ),
+    ],
+)
+def test_flink_33548_resources(lua: KarmadaLua, component: dict[str, Any], expected: dict[str, str]) -> None:
+    obj = {"kind": "FlinkDeployment", "spec": {"jobManager": component, "taskManager": component}}
     jm, tm = check_agree(lua, obj)
     assert (
         jm["replicaRequirements"]["resourceRequest"]
@@ -234,13 +322,13 @@ def test_emitted_quantities(lua: Any, resource: dict[str, Any], expected: dict[s
         {"jobManager": {"resources": {"requests": {"pods": "1"}}}},
     ],
 )
-def test_malformed_deployments_fail_in_both(lua: Any, spec: dict[str, Any]) -> None:
+def test_malformed_deployments_fail_in_both(lua: KarmadaLua, spec: dict[str, Any]) -> None:
     (result,) = check_agree(lua, {"spec": spec})[:1]
     assert "error" in result
 
 
 @pytest.mark.shared
-def test_karmada_interpreter_cases(lua: Any, shared_data: Path) -> None:
+def test_karmada_interpreter_cases(lua: KarmadaLua, shared_data: Path) -> None:
     """Karmada's own FlinkDeployment test objects: same replicas and names, memory read Flink's way."""
     path = shared_data / "karmada-interpreter" / "interpretcomponent-test.yaml"
     cases = [d for d in yaml.safe_load_all(path.read_text()) if d]

@@ -72,6 +72,36 @@ def test_flinkdeployment_without_resources_is_an_error_not_zero(
     assert f"spec.{part} requests no memory" in err and "Traceback" not in err
 
 
+def test_flinkdeployment_with_flink_33548_resources(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The operator's newer ``resources`` (requests, then limits) places as the older ``resource`` does."""
+    workload: dict[str, Any] = json.loads(json.dumps(WORKLOAD))
+    for part in ("jobManager", "taskManager"):
+        old = workload["spec"][part].pop("resource")
+        workload["spec"][part]["resources"] = {"limits": {"cpu": str(old["cpu"]), "memory": old["memory"]}}
+    path = write(tmp_path, "fd.yaml", workload)
+    assert (
+        placement("--workload", path, "--clusters", write(tmp_path, "c.json", CLUSTERS), "--format", "json")
+        == 0
+    )
+    new = json.loads(capsys.readouterr().out)
+    assert (
+        placement(
+            "--workload",
+            write(tmp_path, "old.yaml", WORKLOAD),
+            "--clusters",
+            write(tmp_path, "c2.json", CLUSTERS),
+            "--format",
+            "json",
+        )
+        == 0
+    )
+    old_answer = json.loads(capsys.readouterr().out)
+    assert new["components"] == old_answer["components"]
+    assert [c["sets"] for c in new["clusters"]] == [c["sets"] for c in old_answer["clusters"]]
+
+
 def test_max_sets_zero_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_:
         placement(

@@ -143,6 +143,55 @@ def test_resources_requests_win_over_resource() -> None:
 
 
 @pytest.mark.parametrize(
+    ("component", "expected"),
+    [
+        # FLINK-33548, per resource: resources.requests, then resources.limits, then resource
+        (
+            {"resources": {"limits": {"cpu": "2", "memory": "4Gi"}}, "resource": {"cpu": 1}},
+            {"cpu": 2000, "memory": 4 * GI},
+        ),
+        (
+            {"resources": {"requests": {"cpu": "250m"}, "limits": {"cpu": "1", "memory": "2048m"}}},
+            {"cpu": 250, "memory": 2 * GI},
+        ),
+        (
+            {
+                "resources": {"requests": {"memory": "2g"}},
+                "resource": {"cpu": 0.5, "ephemeralStorage": "1Gi"},
+            },
+            {"cpu": 500, "memory": 2 * GI, "ephemeral-storage": GI},
+        ),
+        ({"resources": {"claims": [{"name": "gpu"}]}, "resource": {"memory": "1g"}}, {"memory": GI}),
+        # bytes are asked for in whole KiB, as the components customization emits them
+        ({"resource": {"memory": 1000}}, {"memory": 1024}),
+        ({"resources": {"requests": {"ephemeral-storage": "1025"}}}, {"ephemeral-storage": 2048}),
+    ],
+)
+def test_resources_field_precedence(component: dict[str, Any], expected: dict[str, int]) -> None:
+    _, tm = components_from_flink(fd({"taskManager": component}))
+    assert dict(tm.requests) == expected
+
+
+def test_resources_keep_the_main_containers_extended_resources() -> None:
+    template = {
+        "spec": {
+            "containers": [{"name": "flink-main-container", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]
+        }
+    }
+    _, tm = components_from_flink(
+        fd(
+            {
+                "taskManager": {
+                    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}},
+                    "podTemplate": template,
+                }
+            }
+        )
+    )
+    assert dict(tm.requests) == {"cpu": 1000, "memory": GI, "nvidia.com/gpu": 1}
+
+
+@pytest.mark.parametrize(
     ("spec", "message"),
     [
         ({"taskManager": {"resource": {"cpu": 1, "memory": "2 GiB"}}}, "spec.taskManager.resource.memory"),

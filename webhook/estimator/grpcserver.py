@@ -26,6 +26,7 @@ from webhook.estimator import answer, wire
 from webhook.estimator.options import TlsFiles
 from webhook.estimator.proto import estimator_pb2 as pb
 from webhook.estimator.proto import service_pb2, service_pb2_grpc
+from webhook.estimator.workloads import Unanswerable, Workloads, unsupported
 from webhook.placement.model import Cluster
 
 log = logging.getLogger(__name__)
@@ -149,7 +150,8 @@ class EstimatorService(service_pb2_grpc.EstimatorServicer):
         summary = {"method": method, "object": obj, **answer.witness_summary(result)}
         self.recent.append(summary)
         log.info("estimated", extra={"fields": {k: v for k, v in summary.items() if k != "assignment"}})
-        log.debug("witness %s", json.dumps(summary["assignment"], sort_keys=True))
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("witness %s", json.dumps(summary["assignment"], sort_keys=True))
 
     def _answer(
         self,
@@ -204,13 +206,28 @@ class EstimatorService(service_pb2_grpc.EstimatorServicer):
         def compute() -> pb.UnschedulableReplicasResponse:
             self._ready(request.cluster)
             ref = request.resource
-            # Karmada's estimator caches only apps/v1 Deployments and answers every other kind (a
-            # FlinkDeployment included) with an error, so the descheduler gets no figure either way.
-            raise _Abort(
-                grpc.StatusCode.UNKNOWN,
-                f"unschedulable replicas of {ref.apiVersion}/{ref.kind} {ref.namespace}/{ref.name} "
-                "are not tracked by this estimator",
+            refused = unsupported(ref.apiVersion, ref.kind, ref.namespace, ref.name)
+            if refused is not None:  # Karmada's text, as a plain Go error: Unknown
+                raise _Abort(grpc.StatusCode.UNKNOWN, refused.message)
+            workloads = getattr(self.state, "workloads", None)
+            if not isinstance(workloads, Workloads):
+                raise _Abort(grpc.StatusCode.UNKNOWN, "this estimator does not watch Deployments")
+            if not workloads.synced:
+                raise _Abort(
+                    grpc.StatusCode.UNAVAILABLE,
+                    "deployments and replicasets are not listed yet (the estimator needs get, list and "
+                    "watch on apps/v1 deployments and replicasets)",
+                )
+            count = workloads.unschedulable(
+                ref.apiVersion, ref.kind, ref.namespace, ref.name, request.unschedulableThreshold, time.time()
             )
+            if isinstance(count, Unanswerable):  # Karmada's text, as a plain Go error: Unknown
+                raise _Abort(grpc.StatusCode.UNKNOWN, count.message)
+            log.info(
+                "unschedulable replicas",
+                extra={"fields": {"object": f"{ref.kind} {ref.namespace}/{ref.name}", "replicas": count}},
+            )
+            return pb.UnschedulableReplicasResponse(unschedulableReplicas=min(count, answer.INT32_MAX))
 
         return self._serve("GetUnschedulableReplicas", context, compute)
 

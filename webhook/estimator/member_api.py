@@ -1,4 +1,5 @@
-"""List and watch a member cluster's nodes and pods (the only module here that talks to an API server).
+"""List and watch a member cluster's nodes and pods, and its Deployments and ReplicaSets (the only module
+here that talks to an API server).
 
 Raw JSON throughout (``_preload_content=False``): the client's model objects would cost seconds and
 hundreds of megabytes on a large pod list. Lists are paginated and handed on page by page, so only one
@@ -33,6 +34,9 @@ log = logging.getLogger(__name__)
 
 NODES = "nodes"
 PODS = "pods"
+DEPLOYMENTS = "deployments"  # apps/v1, with REPLICASETS only for GetUnschedulableReplicas
+REPLICASETS = "replicasets"
+_KINDS = {NODES: "NodeList", PODS: "PodList", DEPLOYMENTS: "DeploymentList", REPLICASETS: "ReplicaSetList"}
 
 WATCH_RESTARTS = Counter(
     "flink_failover_estimator_watch_restarts_total",
@@ -48,6 +52,7 @@ class MemberApi:
         from kubernetes import client
 
         self._core = client.CoreV1Api(api_client)
+        self._apps = client.AppsV1Api(api_client)
         self.config = config
 
     @classmethod
@@ -58,6 +63,10 @@ class MemberApi:
     def _call(self, resource: str, **kwargs: Any) -> Any:
         if resource == NODES:
             return self._core.list_node(_preload_content=False, **kwargs)
+        if resource == DEPLOYMENTS:
+            return self._apps.list_deployment_for_all_namespaces(_preload_content=False, **kwargs)
+        if resource == REPLICASETS:
+            return self._apps.list_replica_set_for_all_namespaces(_preload_content=False, **kwargs)
         return self._core.list_pod_for_all_namespaces(
             field_selector=POD_FIELD_SELECTOR, _preload_content=False, **kwargs
         )
@@ -68,8 +77,7 @@ class MemberApi:
         def call(**kwargs: Any) -> Any:
             return json.loads(self._call(resource, **kwargs).data)
 
-        kind = "NodeList" if resource == NODES else "PodList"
-        yield from list_pages(call, self.config, kind)
+        yield from list_pages(call, self.config, _KINDS[resource])
 
     def watch(self, resource: str, resource_version: str) -> Iterator[WatchEvent | WatchEnded | ApiFailure]:
         def call(**kwargs: Any) -> Any:

@@ -19,7 +19,7 @@ from prometheus_client import Gauge
 
 from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.estimator import grpcserver
-from webhook.estimator.member_api import NODES, PODS, MemberApi, feed
+from webhook.estimator.member_api import DEPLOYMENTS, NODES, PODS, REPLICASETS, MemberApi, feed
 from webhook.estimator.options import EstimatorOptions
 from webhook.estimator.state import ClusterState
 from webhook.server import logs
@@ -108,6 +108,8 @@ def run(options: EstimatorOptions) -> int:
     for resource, replace, apply in (
         (NODES, state.replace_nodes, state.node_event),
         (PODS, state.replace_pods, state.pod_event),
+        (DEPLOYMENTS, state.workloads.replace_deployments, state.workloads.deployment_event),
+        (REPLICASETS, state.workloads.replace_replicasets, state.workloads.replicaset_event),
     ):
         loop = feed(api, resource, replace, apply, stop)
         threading.Thread(target=loop.run, name=f"watch-{resource}", daemon=True).start()

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.estimator.workloads import PendingPod, Workloads, pending_pod
 from webhook.placement.cluster import NodeInfo, bound_pod, node_info
 from webhook.placement.errors import PlacementInputError
 from webhook.placement.model import Cluster, Node, frozen_units
@@ -62,6 +63,8 @@ class ClusterState:
         self._synced: set[str] = set()
         self._changed_at = clock()
         self.skipped = 0  # objects we could not read (logged)
+        # Deployments, ReplicaSets and the unschedulable pods, for GetUnschedulableReplicas
+        self.workloads = Workloads()
 
     # --- writers -------------------------------------------------------------------------------------
     def replace_nodes(self, objs: Iterable[Mapping[str, Any]]) -> None:
@@ -78,10 +81,16 @@ class ClusterState:
 
     def replace_pods(self, objs: Iterable[Mapping[str, Any]]) -> None:
         fresh: dict[str, PodInfo] = {}
+        waiting: list[tuple[str, PendingPod]] = []
         for obj in objs:
+            key = pod_key(obj)
             info = self._read_pod(obj)
             if info is not None:
-                fresh[pod_key(obj)] = info
+                fresh[key] = info
+            unschedulable = pending_pod(obj)
+            if unschedulable is not None:
+                waiting.append((key, unschedulable))
+        self.workloads.replace_pods(waiting)
         with self._lock:
             self._pods = {}
             self._used = {}
@@ -109,6 +118,7 @@ class ClusterState:
 
     def pod_event(self, kind: str, obj: Mapping[str, Any]) -> None:
         key = pod_key(obj)
+        self.workloads.pod_event(kind, key, None if kind == "DELETED" else pending_pod(obj))
         info = None if kind == "DELETED" else self._read_pod(obj)
         with self._lock:
             old = self._pods.get(key)

@@ -130,10 +130,10 @@ def limit(prep: Prepared, components: Sequence[Component], active: list[int], se
             )
     if notes:
         return Limit(notes[0][0], tuple(text for _code, text in notes))
-    ratios = sorted((sum(prep.fits[c]) // prep.replicas[c], components[c].name, c) for c in active)
+    ratios = sorted((prep.totals[c] // prep.replicas[c], components[c].name, c) for c in active)
     per, name, c = ratios[0]
     if per <= sets:
-        alone = f"eligible nodes hold {sum(prep.fits[c])} replicas alone, {prep.replicas[c]} per set"
+        alone = f"eligible nodes hold {prep.totals[c]} replicas alone, {prep.replicas[c]} per set"
         return Limit(LimitCode.COMPONENT_CAPACITY, (f"component {name}: {alone}",))
     return Limit(
         LimitCode.SHARED_NODES,

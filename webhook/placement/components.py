@@ -29,6 +29,7 @@ from webhook.placement.quantity import (
     flink_cpu_millis,
     flink_memory_bytes,
     request_units,
+    whole_kib,
 )
 
 MAIN_CONTAINER = "flink-main-container"
@@ -143,20 +144,23 @@ def _flink_component(
     own_template = f.mapping(spec.get("podTemplate"), f"{where}.podTemplate")
     template = _deep_merge(shared_template, own_template)
     pod_spec = f.mapping(template.get("spec"), f"{where}.podTemplate.spec")
-    if spec.get("resources") is not None:
-        resources = f.mapping(spec.get("resources"), f"{where}.resources", ("requests", "limits", "claims"))
-        requests = parse_requests(resources.get("requests"), f"{where}.resources.requests", flink_memory=True)
-    else:
-        resource = f.mapping(spec.get("resource"), f"{where}.resource", _FLINK_RESOURCE_FIELDS)
-        requests = _main_container_requests(pod_spec, f"{where}.podTemplate.spec")
-        if resource.get("cpu") is not None:
-            requests[CPU] = flink_cpu_millis(resource["cpu"], f"{where}.resource.cpu")
-        if resource.get("memory") is not None:
-            requests[MEMORY] = flink_memory_bytes(resource["memory"], f"{where}.resource.memory")
-        if resource.get("ephemeralStorage") is not None:
-            requests[EPHEMERAL] = request_units(
-                EPHEMERAL, resource["ephemeralStorage"], f"{where}.resource.ephemeralStorage"
-            )
+    # Per resource, as the operator reads them since FLINK-33548: resources.requests, then
+    # resources.limits (Kubernetes defaults a request to its limit), then the older resource field,
+    # then (extended resources only) the template's main container.
+    requests = _main_container_requests(pod_spec, f"{where}.podTemplate.spec")
+    resource = f.mapping(spec.get("resource"), f"{where}.resource", _FLINK_RESOURCE_FIELDS)
+    if resource.get("cpu") is not None:
+        requests[CPU] = flink_cpu_millis(resource["cpu"], f"{where}.resource.cpu")
+    if resource.get("memory") is not None:
+        requests[MEMORY] = flink_memory_bytes(resource["memory"], f"{where}.resource.memory")
+    if resource.get("ephemeralStorage") is not None:
+        requests[EPHEMERAL] = request_units(
+            EPHEMERAL, resource["ephemeralStorage"], f"{where}.resource.ephemeralStorage"
+        )
+    resources = f.mapping(spec.get("resources"), f"{where}.resources", ("requests", "limits", "claims"))
+    for part in ("limits", "requests"):
+        requests.update(parse_requests(resources.get(part), f"{where}.resources.{part}", flink_memory=True))
+    requests = {name: whole_kib(name, units) for name, units in requests.items()}
     affinity = f.mapping(pod_spec.get("affinity"), f"{where}.podTemplate.spec.affinity")
     node_affinity = f.mapping(affinity.get("nodeAffinity"), f"{where}.podTemplate.spec.affinity.nodeAffinity")
     return Component(
@@ -279,7 +283,8 @@ def load_workload(obj: Any, where: str = "workload") -> tuple[Component, ...]:
             for comp, part in zip(comps, ("jobManager", "taskManager"), strict=True):
                 if MEMORY not in comp.requests:
                     raise PlacementInputError(
-                        f"{where}: spec.{part} requests no memory (set spec.{part}.resource.memory): "
+                        f"{where}: spec.{part} requests no memory (set spec.{part}.resources.requests.memory "
+                        f"or spec.{part}.resource.memory): "
                         "the Flink operator rejects such a FlinkDeployment, so no cluster can run it"
                     )
         elif kind == "ResourceBinding" or kind == "ClusterResourceBinding":

@@ -12,6 +12,8 @@ Method, in order of cost (grouping, bounds and packing each live in their own mo
 
 from __future__ import annotations
 
+import itertools
+import operator
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -49,11 +51,13 @@ def estimate(
     components: Sequence[Component],
     max_sets: int | None = None,
     budget_s: float = SEARCH_BUDGET_S,
+    selection: bool = True,
 ) -> Estimate:
     """The number of complete sets of ``components`` that fit ``cluster``, with witness and upper bound.
 
     ``budget_s`` bounds the time spent trying packing variants on shared nodes; past it only the
     likeliest variant is tried, which can only lower the answer, never make it unsound.
+    ``selection=False`` leaves out what only cluster selection uses (``capacity_left``, ``scarcest``).
     """
     started = time.perf_counter()
     prep = prepare(cluster, components)
@@ -63,7 +67,7 @@ def estimate(
     bounds = {}
     for g in groups:
         if len(g) == 1:
-            bounds[id(g)] = sum(prep.fits[g[0]]) // prep.replicas[g[0]]
+            bounds[id(g)] = prep.totals[g[0]] // prep.replicas[g[0]]
         else:
             bounds[id(g)] = group_bound(prep, built[id(g)])
     upper = min(bounds.values(), default=0)
@@ -105,16 +109,15 @@ def estimate(
             k_g, packing = group_result[id(g)]
             if packing is None:  # only when sets == 0: nothing to place
                 continue
-            for c, nodes, each in packing:
-                for i in nodes:
-                    placed[c][i] = placed[c].get(i, 0) + each
+            for c, nodes, each in packing:  # a packing places a component at most once per node
+                placed[c].update(zip(nodes, itertools.repeat(each)))
             for c in g:
                 trim(placed[c], (k_g - sets) * prep.replicas[c])
     assignment = {
-        components[c].name: MappingProxyType({prep.names[i]: n for i, n in sorted(placed[c].items()) if n})
-        for c in range(len(components))
+        components[c].name: MappingProxyType(_by_name(prep.names, placed[c])) for c in range(len(components))
     }
-    left, scarcest = capacity_left(prep, active)
+    # what selection ranks clusters by; the estimator role answers sets only and skips it
+    left, scarcest = capacity_left(prep, active) if selection else (0.0, "")
     if max_sets is not None and sets == max_sets < upper:
         stop = cap_reached(max_sets)
     else:
@@ -132,3 +135,16 @@ def estimate(
         limit=stop,
         not_ready=cluster.not_ready,
     )
+
+
+def _by_name(names: Sequence[str], placed: Mapping[int, int]) -> dict[str, int]:
+    """Node index -> replicas as node name -> replicas, in node order, without empty entries."""
+    nodes, counts = list(placed), list(placed.values())
+    if any(map(operator.gt, nodes, nodes[1:])):  # a fill is in node order already; a packing is not
+        ordered = sorted(placed.items())
+        nodes = list(map(operator.itemgetter(0), ordered))
+        counts = list(map(operator.itemgetter(1), ordered))
+    if not all(counts):
+        kept = list(map(bool, counts))
+        nodes, counts = list(itertools.compress(nodes, kept)), list(itertools.compress(counts, kept))
+    return dict(zip(map(names.__getitem__, nodes), counts, strict=True))

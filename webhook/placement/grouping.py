@@ -8,10 +8,11 @@ equal frontiers accept exactly the same placements.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -51,6 +52,8 @@ def component_groups(prep: Prepared, active: list[int]) -> list[list[int]]:
         return c
 
     for a, b in itertools.combinations(active, 2):
+        if prep.signatures and not any(map(operator.and_, prep.signatures[a], prep.signatures[b])):
+            continue  # no node kind admits both: no shared node, without walking every node
         if any(map(operator.mul, prep.fits[a], prep.fits[b])):
             parent[root(a)] = root(b)
     groups: dict[int, list[int]] = {}
@@ -126,29 +129,68 @@ def build_group(prep: Prepared, comps: list[int]) -> Group:
     # Nodes that differ only below that resolution share one frontier, computed once.
     step = [math.gcd(*(r[d] for r in reqs)) for d in relevant]
     sub_reqs = [tuple(r[d] // g for d, g in zip(relevant, step, strict=True)) for r in reqs]
-    memo: dict[tuple[tuple[int, ...], ...], int] = {}  # canonical node -> class
     per_dim = [(d, g, [r[k] for r in sub_reqs]) for k, (d, g) in enumerate(zip(relevant, step, strict=True))]
     columns = [prep.fits[c] for c in comps]
-    for i, fit_row in enumerate(zip(*columns, strict=True)):
-        holders = len(fit_row) - fit_row.count(0)
-        if not holders:
-            continue
-        vec = prep.vecs[i]
-        if holders == 1:  # one component only: its fit says everything
-            memo_key: tuple[tuple[int, ...], ...] = (fit_row,)
-        else:
-            fits = list(fit_row)
-            sub = tuple(min(vec[d] // g, sum(map(operator.mul, fits, needs))) for d, g, needs in per_dim)
-            memo_key = (sub, fit_row)
-        at = memo.get(memo_key)
+    m, n = len(comps), len(prep.names)
+    # Column by column (map over whole columns runs in C, which matters at 10,000 nodes), and only over
+    # the nodes some component of the group can use: how many of the group's components each node
+    # holds, and, for the nodes two or more hold, the canonical free vector. A node one component alone
+    # holds is described by its fit alone.
+    holders = functools.reduce(
+        lambda acc, col: list(map(operator.add, acc, map(bool, col))), columns, [0] * n
+    )
+    used = list(itertools.compress(range(n), holders))
+    held = list(itertools.compress(holders, holders))
+    fits = [list(map(col.__getitem__, used)) for col in columns]
+    buckets: dict[tuple[int, ...], list[int]] = {}  # (fits, canonical vector) -> nodes, input order
+    single = list(map((1).__eq__, held))
+    _bucket(
+        buckets,
+        itertools.compress(used, single),
+        zip(*(itertools.compress(f, single) for f in fits), strict=True),
+    )
+    shared = list(map((1).__lt__, held))
+    nodes2 = list(itertools.compress(used, shared))
+    picked = [list(itertools.compress(f, shared)) for f in fits]
+    size = len(nodes2)
+    sub_columns = []
+    for d, g, needs in per_dim:
+        most: Iterable[int] | None = None  # never more than all the node's fits together
+        for col, need in zip(picked, needs, strict=True):
+            if need:
+                term = col if need == 1 else map(operator.mul, col, itertools.repeat(need, size))
+                most = term if most is None else map(operator.add, most, term)
+        free: Iterable[int] = map(prep.columns[d].__getitem__, nodes2)
+        if g != 1:
+            free = map(operator.floordiv, free, itertools.repeat(g, size))
+        sub_columns.append(list(map(min, free, most)) if most is not None else [0] * size)
+    _bucket(buckets, nodes2, zip(*picked, *sub_columns, strict=True))
+    merged: set[int] = set()  # classes that got several buckets: their nodes are sorted afterwards
+    for row, nodes in sorted(buckets.items(), key=lambda item: item[1][0]):  # in order of first node
+        fit_row, sub = row[:m], row[m:]
+        holding = m - fit_row.count(0)
+        front = [fit_row] if holding == 1 else _frontier(sub, sub_reqs, list(fit_row))
+        key = ("f", tuple(front)) if front is not None else ("v", (sub, fit_row))
+        at = keyed.get(key)
         if at is None:
-            front = [fit_row] if holders == 1 else _frontier(memo_key[0], sub_reqs, list(fit_row))
-            key = ("f", tuple(front)) if front is not None else ("v", memo_key)
-            at = keyed.get(key)
-            if at is None:
-                at = keyed[key] = len(classes)
-                classes.append(NodeClass(vec, tuple(x > 0 for x in fit_row), []))
-                frontiers.append(front)
-            memo[memo_key] = at
-        classes[at].nodes.append(i)
+            at = keyed[key] = len(classes)
+            vec = tuple(col[nodes[0]] for col in prep.columns)  # the first node stands for the class
+            classes.append(NodeClass(vec, tuple(x > 0 for x in fit_row), nodes))
+            frontiers.append(front)
+        else:
+            classes[at].nodes.extend(nodes)
+            merged.add(at)
+    for at in merged:
+        classes[at].nodes.sort()  # input order, as if appended node by node
     return Group(comps, classes, frontiers)
+
+
+def _bucket(
+    buckets: dict[tuple[int, ...], list[int]], nodes: Iterable[int], rows: Iterable[tuple[int, ...]]
+) -> None:
+    for i, row in zip(nodes, rows, strict=True):
+        got = buckets.get(row)
+        if got is None:
+            buckets[row] = [i]
+        else:
+            got.append(i)

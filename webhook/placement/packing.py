@@ -6,6 +6,7 @@ and node orders; whichever variant worked last is tried first next time.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import time
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ def _orders(prep: Prepared, group: Group) -> list[list[int]]:
     """Component orders to try, likeliest first: most constrained (fewest sets on its own), largest
     dominant share of the group's free capacity; then every other order for groups of up to 3."""
     idx = list(range(len(group.comps)))
-    caps = [sum(prep.fits[c]) / max(1, prep.replicas[c]) for c in group.comps]
+    caps = [prep.totals[c] / max(1, prep.replicas[c]) for c in group.comps]
     totals = [0] * len(prep.dims)
     for vec, _elig, nodes in group.classes:
         for d, have in enumerate(vec):
@@ -90,7 +91,7 @@ def pack(prep: Prepared, group: Group, k: int, order: list[int], rule: str) -> P
                 score = b.nodes[0]
             elif rule == "big":
                 score = -fit
-            else:  # harm: replicas of the components still to place lost per replica placed here
+            else:  # harm (and spread): replicas of the components still to place lost per replica placed here
                 after = [h - fit * q for h, q in zip(b.vec, req, strict=True)]
                 harm = 0.0
                 for x in others:
@@ -107,6 +108,20 @@ def pack(prep: Prepared, group: Group, k: int, order: list[int], rule: str) -> P
                 placements.append(Placement(comps[j], b.nodes, fit))
                 b.vec = [h - fit * q for h, q in zip(b.vec, req, strict=True)]
                 left -= fit * count
+                continue
+            if rule == "spread":  # the rest spread evenly over the class, not filling its first nodes
+                base, extra = divmod(left, count)
+                untouched: list[int] = []
+                for nodes, each in ((b.nodes[:extra], base + 1), (b.nodes[extra:], base)):
+                    if nodes and each:
+                        placements.append(Placement(comps[j], nodes, each))
+                        buckets.append(
+                            _Bucket([h - each * q for h, q in zip(b.vec, req, strict=True)], b.elig, nodes)
+                        )
+                    elif nodes:
+                        untouched = nodes
+                b.nodes = untouched
+                left = 0
                 continue
             full, rest = divmod(left, fit)
             if full:
@@ -132,7 +147,9 @@ class Search:
         self.prep = prep
         self.group = group
         self.deadline = deadline
-        self.variants = [(o, rule) for o in _orders(prep, group) for rule in ("harm", "input", "big")]
+        self.variants = [
+            (o, rule) for o in _orders(prep, group) for rule in ("harm", "input", "big", "spread")
+        ]
 
     def feasible(self, k: int) -> Packing | None:
         for at, (order, rule) in enumerate(self.variants):
@@ -167,19 +184,23 @@ class Search:
 
 def fill(prep: Prepared, c: int, count: int) -> dict[int, int]:
     """Greedy fill of ``count`` replicas of a component that shares no node: exact by construction."""
-    out: dict[int, int] = {}
-    for i, fit in enumerate(prep.fits[c]):
-        if count <= 0:
-            break
-        if fit:
-            take = min(fit, count)
-            out[i] = take
-            count -= take
+    if count <= 0:
+        return {}
+    fits = prep.fits[c]
+    # Whole nodes in input order up to the one where the running total reaches ``count`` (C-level
+    # accumulate, bisect and compress: this runs over every node of a 10,000-node cluster).
+    last = bisect.bisect_left(list(itertools.accumulate(fits)), count)
+    used = fits[: last + 1]
+    out = dict(zip(itertools.compress(range(len(used)), used), itertools.compress(used, used), strict=True))
+    if last < len(fits):
+        out[last] = count - sum(fits[:last])
     return out
 
 
 def trim(placed: dict[int, int], drop: int) -> None:
     """Remove ``drop`` replicas (last nodes first): fewer pods on a node never breaks a valid assignment."""
+    if drop <= 0:
+        return
     for i in sorted(placed, reverse=True):
         if drop <= 0:
             return

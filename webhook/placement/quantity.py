@@ -107,11 +107,25 @@ def flink_cpu_millis(value: object, where: str) -> int:
     return request_units(CPU, value, where)
 
 
+def is_bytes(resource: str) -> bool:
+    return resource in (MEMORY, EPHEMERAL) or resource.startswith("hugepages-")
+
+
+def whole_kib(resource: str, units: int) -> int:
+    """A byte request rounded up to a whole KiB (other resources as they are).
+
+    Kubernetes prints a byte count that is not a multiple of 1024 as a DecimalSI quantity, which
+    Karmada's general estimator reads x1000; the components customization therefore emits whole KiB,
+    and the parser asks for the same amount so both agree (never more than 1023 bytes above the spec).
+    """
+    return -(-units // 1024) * 1024 if is_bytes(resource) else units
+
+
 def format_quantity(resource: str, units: int) -> str:
     """Counting units back to a readable Kubernetes quantity (``1``/``500m`` cpu, ``2Gi`` bytes)."""
     if resource == CPU:
         return str(units // 1000) if units % 1000 == 0 else f"{units}m"
-    if resource in (MEMORY, EPHEMERAL) or resource.startswith("hugepages-"):
+    if is_bytes(resource):
         for suffix, power in sorted(_BINARY.items(), key=lambda item: -item[1]):
             step = 1024**power
             if units and units % step == 0:
