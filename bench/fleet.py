@@ -140,12 +140,6 @@ def _flink_api(running: fakeapi.RunningFake, path: Path) -> FlinkApi:
     return api
 
 
-def _flink_fake() -> fakeapi.RunningFake:
-    return fakeapi.start(
-        fakeapi.flink_collection("flinkdeployments"), extra=(fakeapi.flink_collection("flinksessionjobs"),)
-    )
-
-
 def member_fleet(jobs: int, work_dir: Path) -> None:
     import s3fs
 
@@ -161,7 +155,7 @@ def member_fleet(jobs: int, work_dir: Path) -> None:
         policy = RestorePolicy(
             default_checkpoint_dir=root, storage_options={"s3": options}, fencing=FencingPolicy(30, 5)
         )
-        m1, m2 = _flink_fake(), _flink_fake()
+        m1, m2 = fakeapi.start_member_cluster(), fakeapi.start_member_cluster()
         try:
             for i, job in enumerate(job_ids):
                 obj = flink_deployment(name=f"orders-{i}")
@@ -254,7 +248,7 @@ def partition_timeline(work_dir: Path) -> None:
     job = "3c653dbe4c19bb72f8eb28445541bed6"
     make_checkpoints(root / job, [1])
     policy = RestorePolicy(default_checkpoint_dir=str(root), fencing=FencingPolicy(30, 5))
-    m1, m2 = _flink_fake(), _flink_fake()
+    m1, m2 = fakeapi.start_member_cluster(), fakeapi.start_member_cluster()
     stop = threading.Event()
     try:
         old = flink_deployment()

@@ -539,6 +539,11 @@ def flink_collection(plural: str) -> FakeKarmada:
     )
 
 
+def start_member_cluster() -> RunningFake:
+    """A member cluster's API for the fencing agent: its FlinkDeployments and FlinkSessionJobs."""
+    return start(flink_collection("flinkdeployments"), extra=(flink_collection("flinksessionjobs"),))
+
+
 def start(fake: FakeKarmada | None = None, extra: tuple[FakeKarmada, ...] = ()) -> RunningFake:
     fake = fake or FakeKarmada()
     server = _Server(("127.0.0.1", 0), _Handler)

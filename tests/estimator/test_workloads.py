@@ -19,7 +19,7 @@ from tests.estimator.support import node, pod
 from tests.estimator.test_serve import _eventually
 from webhook.common.kubeclient import ClientConfig
 from webhook.estimator import grpcserver
-from webhook.estimator.member_api import DEPLOYMENTS, NODES, PODS, REPLICASETS, Feed, MemberApi
+from webhook.estimator.member_api import DEPLOYMENTS, NODES, PODS, REPLICASETS, MemberApi, feed
 from webhook.estimator.proto import estimator_pb2 as pb
 from webhook.estimator.proto import service_pb2_grpc
 from webhook.estimator.state import ClusterState
@@ -207,10 +207,10 @@ def watched(
     state = ClusterState("member1")
     stop = threading.Event()
     feeds = [
-        Feed(api, NODES, state.replace_nodes, state.node_event, stop),
-        Feed(api, PODS, state.replace_pods, state.pod_event, stop),
-        Feed(api, DEPLOYMENTS, state.workloads.replace_deployments, state.workloads.deployment_event, stop),
-        Feed(api, REPLICASETS, state.workloads.replace_replicasets, state.workloads.replicaset_event, stop),
+        feed(api, NODES, state.replace_nodes, state.node_event, stop),
+        feed(api, PODS, state.replace_pods, state.pod_event, stop),
+        feed(api, DEPLOYMENTS, state.workloads.replace_deployments, state.workloads.deployment_event, stop),
+        feed(api, REPLICASETS, state.workloads.replace_replicasets, state.workloads.replicaset_event, stop),
     ]
     threads = [threading.Thread(target=f.run, daemon=True) for f in feeds]
     for t in threads:

@@ -125,10 +125,7 @@ def world(tmp_path: Path) -> Iterator[Any]:
     started: list[Member] = []
 
     def member(name: str, policy: RestorePolicy) -> Member:
-        running = fakeapi.start(
-            fakeapi.flink_collection("flinkdeployments"),
-            extra=(fakeapi.flink_collection("flinksessionjobs"),),
-        )
+        running = fakeapi.start_member_cluster()
         kubeconfig = running.kubeconfig(tmp_path / f"{name}.kubeconfig")
         api = FlinkApi.connect(ClientConfig(str(kubeconfig)))
         assert isinstance(api, FlinkApi)

@@ -34,12 +34,8 @@ def test_served_member_role_holds_then_its_agent_releases(tmp_path: Path) -> Non
     policy_file.write_text(
         f"defaultCheckpointDir: {root}\nfencing: {{leaseSeconds: 30, pollSeconds: 0.5}}\n", encoding="utf-8"
     )
-    member1 = fakeapi.start(
-        fakeapi.flink_collection("flinkdeployments"), extra=(fakeapi.flink_collection("flinksessionjobs"),)
-    )
-    member2 = fakeapi.start(
-        fakeapi.flink_collection("flinkdeployments"), extra=(fakeapi.flink_collection("flinksessionjobs"),)
-    )
+    member1 = fakeapi.start_member_cluster()
+    member2 = fakeapi.start_member_cluster()
     try:
         old = flink_deployment()
         old["spec"]["job"]["state"] = "running"
