@@ -184,13 +184,21 @@ def member_fleet(jobs: int, work_dir: Path) -> None:
             certs = generate_certs(work_dir / "member-certs")
             ca = str(certs / "ca.crt")
             reviews = [review(o) for o in objs]
+            # One at a time first (other names, same jobs): what one admission costs, fenced or not.
+            serial = []
+            for i, o in enumerate(objs[:20]):
+                renamed = copy.deepcopy(o)
+                renamed["metadata"]["name"] = f"serial-{i}"
+                serial.append(review(renamed))
             with serve(certs, policy_file, work_dir / "plain.log", extra=["--workers", "2"]) as plain:
                 url = f"https://127.0.0.1:{plain.port}"
+                baseline_serial = [t for t, _ in _burst(url, ca, serial, "/mutate", 1)]
                 baseline = [t for t, _ in _burst(url, ca, reviews, "/mutate", KARMADA_CONCURRENCY)]
             kubeconfig = str(m2.kubeconfig(work_dir / "m2"))
             extra = ["--cluster", "member2", "--kubeconfig", kubeconfig, "--workers", "2"]
             with serve(certs, policy_file, work_dir / "member.log", extra=extra) as server:
                 url = f"https://127.0.0.1:{server.port}"
+                fenced_serial = [t for t, _ in _burst(url, ca, serial, "/mutate", 1)]
                 answers = _burst(url, ca, reviews, "/mutate", KARMADA_CONCURRENCY)
                 times = [t for t, _ in answers]
                 held = 0
@@ -202,6 +210,8 @@ def member_fleet(jobs: int, work_dir: Path) -> None:
                 print(
                     f"member webhook with fencing on S3, {jobs} failed-over CREATEs at once, client-observed:"
                 )
+                print(_line("1 in flight, fencing off", baseline_serial))
+                print(_line("1 in flight, fencing (held)", fenced_serial))
                 print(_line(f"{KARMADA_CONCURRENCY} in flight, fencing off", baseline))
                 print(_line(f"{KARMADA_CONCURRENCY} in flight, fencing (held {held}/{jobs})", times))
                 print(f"  member1's agent: first poll over {jobs} copies {first_poll:.2f} s; {twice}")
