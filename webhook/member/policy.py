@@ -434,16 +434,21 @@ def json_schema() -> dict[str, Any]:
             },
             "prefix": {"type": "string", "pattern": _PREFIX_RE.pattern, "maxLength": 253},
             "operatorVersion": {"type": "string", "pattern": _OPERATOR_VERSION_RE.pattern},
-            "fencing": {
-                "type": "object",
-                "additionalProperties": False,
-                "properties": {
-                    "enabled": {"type": "boolean"},
-                    "leaseSeconds": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_LEASE_SECONDS},
-                    "pollSeconds": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_LEASE_SECONDS},
-                    "onStorageError": enum(FencingStorageError),
-                },
-            },
+            "fencing": _fencing_schema(),
+        },
+    }
+
+
+def _fencing_schema() -> dict[str, Any]:
+    seconds = {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_LEASE_SECONDS}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "enabled": {"type": "boolean"},
+            "leaseSeconds": seconds,
+            "pollSeconds": seconds,
+            "onStorageError": {"type": "string", "enum": [m.value for m in FencingStorageError]},
         },
     }
 

@@ -246,16 +246,10 @@ class CheckpointStorage:
         except (ValueError, TypeError) as exc:
             raise StorageError(f"invalid storageOptions for {path.scheme}: {exc}") from None
 
-    def latest_checkpoint(
-        self, job_dir: StoragePath, deadline: Deadline, checkpoint_dir: StoragePath | None = None
-    ) -> Candidate | None:
-        """The highest ``chk-<N>`` under ``job_dir`` that holds ``_metadata``; None when there is none."""
-        return self.scan_checkpoints(job_dir, deadline, checkpoint_dir).candidate
-
     def scan_checkpoints(
         self, job_dir: StoragePath, deadline: Deadline, checkpoint_dir: StoragePath | None = None
     ) -> CheckpointScan:
-        """:meth:`latest_checkpoint` with what was seen on the way.
+        """The highest ``chk-<N>`` under ``job_dir`` with a complete ``_metadata``, and what was seen.
 
         A job directory that does not exist means "no checkpoints"; a checkpoint directory (or bucket)
         that does not exist means the storage is not the one the job wrote to: an error, not absence.
