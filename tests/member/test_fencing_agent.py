@@ -112,11 +112,14 @@ def local_site(tmp_path: Path) -> Site:
     return Site(str(root), {}, root)
 
 
+LEASE = 300.0  # far longer than any test takes on a loaded machine: leases run out only when aged
+
+
 def policy_for(site: Site, **fencing: Any) -> RestorePolicy:
     return RestorePolicy(
         default_checkpoint_dir=site.root,
         storage_options=site.options,
-        fencing=replace(FencingPolicy(), **fencing),
+        fencing=replace(FencingPolicy(lease_seconds=LEASE), **fencing),
     )
 
 
@@ -237,9 +240,9 @@ def test_a_dead_stale_side_is_released_by_lease_expiry(local_site: Site, world: 
     m1.tick()
     m2.admit(failed_over(1, "member1"))  # member1 dies here: its agent never polls again
     assert m2.tick() == {"orders": "held"}
-    _age(local_site.local or Path(), 20)
-    assert m2.tick() == {"orders": "held"}  # 20 s of 30: not yet
-    _age(local_site.local or Path(), 11)
+    _age(local_site.local or Path(), LEASE / 2)
+    assert m2.tick() == {"orders": "held"}  # half a lease: not yet
+    _age(local_site.local or Path(), LEASE / 2 + 1)
     assert m2.tick() == {"orders": "released"}
     assert m2.obj()["metadata"]["annotations"][RELEASED].startswith("lease-expiry at ")
     assert m2.obj()["spec"]["job"]["initialSavepointPath"].endswith("chk-2")

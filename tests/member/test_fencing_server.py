@@ -32,7 +32,7 @@ def test_served_member_role_holds_then_its_agent_releases(tmp_path: Path) -> Non
     make_checkpoints(root / JOB_ID, [1, 2])
     policy_file = tmp_path / "policy.yaml"
     policy_file.write_text(
-        f"defaultCheckpointDir: {root}\nfencing: {{leaseSeconds: 30, pollSeconds: 0.5}}\n", encoding="utf-8"
+        f"defaultCheckpointDir: {root}\nfencing: {{leaseSeconds: 300, pollSeconds: 0.5}}\n", encoding="utf-8"
     )
     member1 = fakeapi.start_member_cluster()
     member2 = fakeapi.start_member_cluster()
@@ -41,7 +41,7 @@ def test_served_member_role_holds_then_its_agent_releases(tmp_path: Path) -> Non
         old["spec"]["job"]["state"] = "running"
         old["status"] = {"jobStatus": {"jobId": JOB_ID, "state": "RUNNING"}}
         member1.fake.upsert(old)
-        policy = RestorePolicy(default_checkpoint_dir=str(root), fencing=FencingPolicy(30, 0.5))
+        policy = RestorePolicy(default_checkpoint_dir=str(root), fencing=FencingPolicy(300, 0.5))
         api1 = FlinkApi.connect(ClientConfig(str(member1.kubeconfig(tmp_path / "m1.kubeconfig"))))
         assert isinstance(api1, FlinkApi)
         agent1 = FencingAgent("member1", policy, api1, CheckpointStorage())
