@@ -247,7 +247,7 @@ def test_retention_keeps_held_and_fenced_copies_suspended(template: dict[str, An
     docs = {d["spec"]["target"]["kind"]: d for d in of_kind("ResourceInterpreterCustomization")}
     script = docs[kind]["spec"]["customizations"]["retention"]["luaScript"]
     assert template["spec"]["job"].get("state", "running") == "running"
-    hold = "epoch 1: waiting for member1 (heartbeat 3s old) to stop its copy, until 2026-12-01T15:00:30Z"
+    hold = "epoch 1: waiting for member1 to stop; heartbeat age 3s; until 2026-12-01T15:00:30Z unless renewed"
     held = copy.deepcopy(template)
     held["spec"]["job"]["state"] = "suspended"
     held["metadata"]["annotations"].update(

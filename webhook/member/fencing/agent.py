@@ -32,6 +32,7 @@ from webhook.member.fencing.records import (
     Listing,
     Workload,
     ack_name,
+    fence_body,
     fence_name,
     heartbeat_name,
 )
@@ -177,14 +178,10 @@ class FencingAgent:
             self._beating.pop(workload, None)
 
     def _ensure_fence(self, copy: Copy, folder: StoragePath, listing: Listing) -> Listing:
+        """The fence of this copy's restore, written if the webhook could not (storage was down then)."""
         if listing.ownership.fence(self.cluster, copy.epoch) is not None:
             return listing
-        body = {
-            "owner": self.cluster,
-            "epoch": copy.epoch,
-            "workload": str(copy.workload),
-            "written": self._now(),
-        }
+        body = fence_body(copy.workload, self.cluster, copy.epoch, self._now())
         self.store.write(folder, fence_name(copy.epoch, self.cluster), body)
         metrics.FENCES.inc()
         return self.store.read(folder)
@@ -214,9 +211,7 @@ class FencingAgent:
 
     def _held(self, copy: Copy, folder: StoragePath, clock: StoragePath) -> Step:
         now = self._storage_now(clock)
-        listing = self.store.read(folder)
-        if listing.ownership.fence(self.cluster, copy.epoch) is None:
-            listing = self._ensure_fence(copy, folder, listing)
+        listing = self._ensure_fence(copy, folder, self.store.read(folder))
         lease = self.policy.fencing.lease_seconds
         verdict = judge_hold(self.cluster, copy.epoch, listing.ownership, now, lease, copy.manual_release)
         if verdict.outcome is HoldOutcome.SUPERSEDED and verdict.superseded_by is not None:
@@ -228,7 +223,8 @@ class FencingAgent:
             return Step(copy.workload, "superseded", f"restore on {newer.owner} at epoch {newer.epoch}")
         if verdict.outcome is HoldOutcome.HOLD:
             text = copies.hold_text(verdict, copy.epoch, self.clock())
-            if _waiting_for(text) != _waiting_for(copy.hold):
+            subject = copies.hold_subject(tuple(w.cluster for w in verdict.waiting), copy.epoch)
+            if not copy.hold.startswith(subject + ";"):
                 answer = self._patch(copy, copies.hold_patch(text, self.policy))
                 if answer is not None:
                     return Step(copy.workload, "error", answer)
@@ -286,10 +282,9 @@ class FencingAgent:
             return Step(copy.workload, "stopped", "fenced copy was running again")
         raw = copy.resource.labels.get(self.policy.key(FENCED), "")
         epoch = int(raw) if raw.isdigit() else 0
-        if listing.ownership.acked(self.cluster, epoch) is None:
-            self.store.write(folder, ack_name(epoch, self.cluster), {"cluster": self.cluster, "epoch": epoch})
-        if any(b.cluster == self.cluster for b in listing.ownership.heartbeats):
-            self.store.remove(folder, heartbeat_name(self.cluster))
+        beating = any(b.cluster == self.cluster for b in listing.ownership.heartbeats)
+        if beating or listing.ownership.acked(self.cluster, epoch) is None:
+            self._acknowledge(copy.workload, folder, epoch)  # a stop whose ack or clean-up failed
         return Step(copy.workload, "fenced")
 
     def _patch(self, copy: Copy, body: Mapping[str, Any]) -> str | None:
@@ -303,9 +298,3 @@ class FencingAgent:
 
     def _now(self) -> str:
         return copies.format_time(self.clock())
-
-
-def _waiting_for(text: str) -> str:
-    """The part of a hold text naming whom it waits for (ages and times move every poll)."""
-    head = text.split(" to stop its copy", 1)[0]
-    return "".join(part.split(" (heartbeat", 1)[0] for part in head.split(", "))

@@ -192,11 +192,18 @@ def format_time(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def hold_subject(clusters: tuple[str, ...], epoch: int) -> str:
+    """The part of a hold text that changes only when whom it waits for changes (the rest moves every
+    poll): the agent rewrites the annotation only when this part differs."""
+    return f"epoch {epoch}: waiting for {', '.join(clusters)} to stop"
+
+
 def hold_text(verdict: HoldVerdict, epoch: int, local_now: datetime) -> str:
     """Whom a hold waits for and until when (``until``: by this machine's clock, for people)."""
-    names = ", ".join(f"{w.cluster} (heartbeat {w.age:.0f}s old)" for w in verdict.waiting)
+    subject = hold_subject(tuple(w.cluster for w in verdict.waiting), epoch)
+    ages = ", ".join(f"{w.age:.0f}s" for w in verdict.waiting)
     until = format_time(local_now + timedelta(seconds=verdict.remaining))
-    return f"epoch {epoch}: waiting for {names} to stop its copy, until {until} unless it renews"
+    return f"{subject}; heartbeat age {ages}; until {until} unless renewed"
 
 
 def unknown_age_text(clusters: tuple[str, ...], epoch: int) -> str:

@@ -19,7 +19,7 @@ from typing import TypeVar
 from webhook.common.flink import FlinkResource
 from webhook.member.fencing import copies, metrics
 from webhook.member.fencing.protocol import HoldOutcome, judge_admission, next_epoch
-from webhook.member.fencing.records import FencingStore, Listing, fence_name
+from webhook.member.fencing.records import FencingStore, Listing, fence_body, fence_name
 from webhook.member.policy import FencingStorageError, RestorePolicy
 from webhook.member.restore import RestoreDecision, StorageError
 
@@ -51,18 +51,13 @@ class FencingGate:
         if folder is None:
             return None
         counted = copies.epoch_of(resource, self.policy)
-        me = self.cluster
+        me, workload = self.cluster, copies.workload_of(resource)
 
         def fence() -> int:
             # Without a failover count (Karmada's own jobId labels only) the epoch comes from the fences seen.
             epoch = counted or next_epoch(me, self.store.read(folder).ownership)
             if not dry_run:
-                body = {
-                    "owner": me,
-                    "epoch": epoch,
-                    "workload": f"{resource.kind}/{resource.namespace}/{resource.name}",
-                    "written": copies.format_time(datetime.now(UTC)),  # this machine's clock: for people
-                }
+                body = fence_body(workload, me, epoch, copies.format_time(datetime.now(UTC)))
                 self.store.write(folder, fence_name(epoch, me), body)
                 metrics.FENCES.inc()
             return epoch

@@ -86,13 +86,17 @@ class CopyVerdict:
     fence: Fence | None = None  # the fence that makes it stale, when ``stop``
 
 
-def judge_copy(me: str, epoch: int, ownership: Ownership) -> CopyVerdict:
-    """Rule 1. A fence of ``me`` itself never stops ``me``; a fence at the copy's own epoch is the
-    restore that made this copy (or a twin of it): not newer."""
+def superseding(me: str, epoch: int, ownership: Ownership) -> Fence | None:
+    """The newest fence when it is another cluster's and newer than ``epoch``. A fence of ``me`` itself
+    never supersedes ``me``; one at the same epoch is the restore that made this copy (or a twin)."""
     fence = ownership.newest_fence()
-    if fence is not None and fence.owner != me and fence.epoch > epoch:
-        return CopyVerdict(True, fence)
-    return CopyVerdict(False)
+    return fence if fence is not None and fence.owner != me and fence.epoch > epoch else None
+
+
+def judge_copy(me: str, epoch: int, ownership: Ownership) -> CopyVerdict:
+    """Rule 1."""
+    fence = superseding(me, epoch, ownership)
+    return CopyVerdict(fence is not None, fence)
 
 
 # --- the new side --------------------------------------------------------------------------------
@@ -142,20 +146,16 @@ def judge_hold(
     manual: bool = False,
 ) -> HoldVerdict:
     """Rules 2 and 3 for a copy of ``me`` restored under ``epoch``; ``now`` is storage time."""
-    newest = ownership.newest_fence()
-    if newest is not None and newest.owner != me and newest.epoch > epoch:
-        return HoldVerdict(HoldOutcome.SUPERSEDED, superseded_by=newest)
+    newer = superseding(me, epoch, ownership)
+    if newer is not None:
+        return HoldVerdict(HoldOutcome.SUPERSEDED, superseded_by=newer)
     if manual:
         return HoldVerdict(HoldOutcome.RELEASE, ReleaseCause.MANUAL)
     mine = ownership.fence(me, epoch)
     waiting: list[Waiting] = []
     expired: list[str] = []
-    acked = False
     for beat in sorted(ownership.heartbeats, key=lambda b: b.cluster):
-        if beat.cluster == me:
-            continue
-        if ownership.acked(beat.cluster, epoch) is not None:
-            acked = True
+        if beat.cluster == me or ownership.acked(beat.cluster, epoch) is not None:
             continue
         since = max(beat.modified, mine.modified) if mine is not None else beat.modified
         age = (now - since).total_seconds()
@@ -165,27 +165,30 @@ def judge_hold(
         waiting.append(Waiting(beat.cluster, max(0.0, (now - beat.modified).total_seconds()), lease - age))
     if waiting:
         return HoldVerdict(HoldOutcome.HOLD, waiting=tuple(waiting), expired=tuple(expired))
-    acked = acked or any(a.cluster != me and a.epoch >= epoch for a in ownership.acks)
     if expired:
         cause = ReleaseCause.LEASE_EXPIRY
-    elif acked:
+    elif _acked_by_another(me, epoch, ownership):
         cause = ReleaseCause.ACK
     else:
         cause = ReleaseCause.NO_HEARTBEAT
     return HoldVerdict(HoldOutcome.RELEASE, cause, expired=tuple(expired))
 
 
+def _acked_by_another(me: str, epoch: int, ownership: Ownership) -> bool:
+    return any(a.cluster != me and a.epoch >= epoch for a in ownership.acks)
+
+
 def judge_admission(me: str, epoch: int, ownership: Ownership, lease: float) -> HoldVerdict:
     """:func:`judge_hold` at the moment ``me`` writes its fence for ``epoch``: the fence is the newest
     record, so every lease runs from it and any unacked heartbeat of another cluster holds. The member
     webhook needs no storage time, so it lists while it writes instead of after."""
-    newest = ownership.newest_fence()
-    if newest is not None and newest.owner != me and newest.epoch > epoch:
-        return HoldVerdict(HoldOutcome.SUPERSEDED, superseded_by=newest)
+    newer = superseding(me, epoch, ownership)
+    if newer is not None:
+        return HoldVerdict(HoldOutcome.SUPERSEDED, superseded_by=newer)
     waiting = tuple(Waiting(c, 0.0, lease) for c in others_heartbeating(me, ownership, epoch))
     if waiting:
         return HoldVerdict(HoldOutcome.HOLD, waiting=waiting)
-    acked = any(a.cluster != me and a.epoch >= epoch for a in ownership.acks)
+    acked = _acked_by_another(me, epoch, ownership)
     return HoldVerdict(HoldOutcome.RELEASE, ReleaseCause.ACK if acked else ReleaseCause.NO_HEARTBEAT)
 
 

@@ -116,6 +116,11 @@ class FencingStore:
         return stamp
 
 
+def fence_body(workload: Workload, cluster: str, epoch: int, written: str) -> dict[str, Any]:
+    """``written`` is the writer's own clock: for people reading the bucket, never compared."""
+    return {"owner": cluster, "epoch": epoch, "workload": str(workload), "written": written}
+
+
 def heartbeat_name(cluster: str) -> str:
     return f"heartbeat-{cluster}.json"
 
