@@ -42,6 +42,7 @@ from tests.support.objects import (
     flink_deployment,
     make_checkpoints,
     review,
+    running_deployment,
 )
 from tests.support.s3 import moto_server, s3_options
 from tests.support.server import generate_certs, serve
@@ -158,10 +159,7 @@ def member_fleet(jobs: int, work_dir: Path) -> None:
         m1, m2 = fakeapi.start_member_cluster(), fakeapi.start_member_cluster()
         try:
             for i, job in enumerate(job_ids):
-                obj = flink_deployment(name=f"orders-{i}")
-                obj["spec"]["job"]["state"] = "running"
-                obj["status"] = {"jobStatus": {"jobId": job, "state": "RUNNING"}}
-                m1.fake.upsert(obj)
+                m1.fake.upsert(running_deployment(job, name=f"orders-{i}"))
             agent1 = FencingAgent(
                 "member1", policy, _flink_api(m1, work_dir / "m1"), CheckpointStorage(policy.storage_options)
             )
@@ -261,10 +259,7 @@ def partition_timeline(work_dir: Path) -> None:
     m1, m2 = fakeapi.start_member_cluster(), fakeapi.start_member_cluster()
     stop = threading.Event()
     try:
-        old = flink_deployment()
-        old["spec"]["job"]["state"] = "running"
-        old["status"] = {"jobStatus": {"jobId": job, "state": "RUNNING"}}
-        m1.fake.upsert(old)
+        m1.fake.upsert(running_deployment(job))
         agents = [
             FencingAgent(name, policy, _flink_api(fake, work_dir / f"p-{name}"), CheckpointStorage())
             for name, fake in (("member1", m1), ("member2", m2))

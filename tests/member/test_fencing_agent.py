@@ -20,6 +20,7 @@ from tests.support.objects import (
     flink_deployment,
     make_checkpoints,
     review,
+    running_deployment,
 )
 from tests.support.s3 import moto_server, s3_options
 from webhook.cli import main
@@ -146,10 +147,9 @@ def world(tmp_path: Path) -> Iterator[Any]:
 def running_copy(epoch: int = 0, **extra: Any) -> dict[str, Any]:
     """member1's original copy: running job JOB_ID, heartbeating."""
     annotations = {f"{P}/failover-count": str(epoch)} if epoch else {}
-    obj = flink_deployment(annotations=annotations, **extra)
-    obj["spec"]["job"]["state"] = "running"
+    obj = running_deployment(annotations=annotations, **extra)
     obj["spec"]["job"]["upgradeMode"] = "savepoint"
-    obj["status"] = {"jobStatus": {"jobId": JOB_ID, "state": "RUNNING"}, "lifecycleState": "STABLE"}
+    obj["status"]["lifecycleState"] = "STABLE"
     return obj
 
 
@@ -435,3 +435,21 @@ def test_a_failover_back_onto_a_fenced_copy_keeps_it_stopped_and_says_what_to_do
     ]
     assert apply(back, decode_patch(response))["spec"]["job"]["state"] == "suspended"
     assert any("delete it" in w for w in response.get("warnings", [])), response
+
+
+def test_a_held_copy_is_patched_only_when_whom_it_waits_for_changes(local_site: Site, world: Any) -> None:
+    m1, m2 = heartbeating_pair(local_site, world)
+    m2.admit(failed_over(1, "member1"))
+    m1.running.fake.fail_next_patches = 10  # member1 cannot stop its copy, so it keeps saying it runs
+    for _ in range(3):  # member1 renews every poll: ages and times move, the subject does not
+        assert m1.tick() == {"orders": "error"}
+        assert m2.tick() == {"orders": "held"}
+    assert m2.running.fake.patches == []
+    m3 = world("member3", policy_for(local_site))  # a third cluster starts heartbeating a copy
+    m3.put(running_copy())
+    m3.running.fake.fail_next_patches = 10  # and cannot stop it either
+    assert m3.tick() == {"orders": "error"}
+    assert m2.tick() == {"orders": "held"}
+    hold = m2.obj()["metadata"]["annotations"][HOLD]
+    assert hold.startswith("epoch 1: waiting for member1, member3 to stop;"), hold
+    assert len(m2.running.fake.patches) == 1

@@ -7,7 +7,15 @@ import time
 from pathlib import Path
 
 from tests.controlplane import fakeapi
-from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment, make_checkpoints, review
+from tests.support.objects import (
+    JOB_ID,
+    apply,
+    decode_patch,
+    flink_deployment,
+    make_checkpoints,
+    review,
+    running_deployment,
+)
 from tests.support.server import generate_certs, serve
 from webhook.common.kubeclient import ClientConfig
 from webhook.member.fencing.agent import FencingAgent
@@ -37,10 +45,7 @@ def test_served_member_role_holds_then_its_agent_releases(tmp_path: Path) -> Non
     member1 = fakeapi.start_member_cluster()
     member2 = fakeapi.start_member_cluster()
     try:
-        old = flink_deployment()
-        old["spec"]["job"]["state"] = "running"
-        old["status"] = {"jobStatus": {"jobId": JOB_ID, "state": "RUNNING"}}
-        member1.fake.upsert(old)
+        member1.fake.upsert(running_deployment())
         policy = RestorePolicy(default_checkpoint_dir=str(root), fencing=FencingPolicy(300, 0.5))
         api1 = FlinkApi.connect(ClientConfig(str(member1.kubeconfig(tmp_path / "m1.kubeconfig"))))
         assert isinstance(api1, FlinkApi)

@@ -75,6 +75,15 @@ def flink_deployment(
     return {"apiVersion": "flink.apache.org/v1beta1", "kind": kind, "metadata": meta, "spec": spec}
 
 
+def running_deployment(job_id: str = JOB_ID, **kwargs: Any) -> dict[str, Any]:
+    """A FlinkDeployment whose job runs: ``state: running``, its status reporting ``job_id`` RUNNING
+    (a copy the fencing agent heartbeats, and stops when a newer fence elsewhere owns it)."""
+    obj = flink_deployment(**kwargs)
+    obj["spec"]["job"]["state"] = "running"
+    obj["status"] = {"jobStatus": {"jobId": job_id, "state": "RUNNING"}}
+    return obj
+
+
 def review(
     obj: dict[str, Any],
     *,
