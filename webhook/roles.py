@@ -135,6 +135,12 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
 
         agent = runner.AgentOptions(fencing.cluster, fencing.client.kubeconfig, fencing.client.context)
         runner.start(agent, options.policy)
+        lease = options.policy.fencing.lease_seconds
+        server_ready = ready
+
+        def ready() -> str | None:  # the server's own readiness, then the fencing agent's
+            return server_ready() or runner.readiness(lease)
+
     return ServerConfig([Endpoint(MEMBER_PATH, MEMBER, handler, internal_error)], ready)
 
 

@@ -22,6 +22,7 @@ from tests.support.objects import (
     review,
     running_deployment,
 )
+from tests.support.operator import operator_stops
 from tests.support.s3 import moto_server, s3_options
 from webhook.cli import main
 from webhook.common.admission import parse_review
@@ -58,6 +59,15 @@ class Member:
 
     def obj(self, name: str = "orders") -> dict[str, Any]:
         return self.running.fake.get("analytics", name)
+
+    def operator_stops(self, name: str = "orders") -> None:
+        """Its Flink operator reports the suspended job stopped (a suspend is only a request)."""
+        operator_stops(self.running.fake, "analytics", name)
+
+    def stop_completes(self, name: str = "orders") -> None:
+        """The operator stops the suspended copy and the agent acknowledges it at its next poll."""
+        self.operator_stops(name)
+        assert self.tick()[name] == "acked"
 
     def admit(self, obj: dict[str, Any], **kw: Any) -> dict[str, Any]:
         """A CREATE (or UPDATE) through the member webhook, stored as the API server would."""
@@ -192,12 +202,17 @@ def test_partition_the_stale_copy_acks_and_the_new_one_starts_from_its_newest_ch
     site.checkpoints([4])  # the stale copy completes another checkpoint before it sees the fence
     assert m2.tick() == {"orders": "held"}
     never_both_running(m1, m2)
-    assert m1.tick() == {"orders": "stopped"}
+    assert m1.tick() == {"orders": "stopping"}
     stale = m1.obj()
     assert stale["spec"]["job"]["state"] == "suspended"
     assert stale["spec"]["job"]["upgradeMode"] == "stateless"  # no HA: cancel, never a savepoint
     assert stale["metadata"]["labels"][FENCED] == "1"
     never_both_running(m1, m2)
+    # Asked to stop is not stopped: the operator still reports RUNNING, member1 keeps its heartbeat.
+    assert m1.tick() == {"orders": "waiting-for-operator"}
+    assert m2.tick() == {"orders": "held"}
+    assert "member1 (stopping its job)" in m2.obj()["metadata"]["annotations"][HOLD]
+    m1.stop_completes()
 
     assert m2.tick() == {"orders": "released"}
     restored = m2.obj()
@@ -220,7 +235,7 @@ def test_a_stale_copy_with_ha_is_stopped_as_last_state(local_site: Site, world: 
     m1.put(obj)
     m1.tick()
     m2.admit(failed_over(1, "member1"))
-    assert m1.tick() == {"orders": "stopped"}
+    assert m1.tick() == {"orders": "stopping"}
     assert m1.obj()["spec"]["job"]["upgradeMode"] == "last-state"  # deletes the cluster, keeps HA data
     assert m1.obj()["metadata"]["annotations"][f"{P}/fenced-upgrade-mode"] == "savepoint"
 
@@ -268,10 +283,11 @@ def test_return_after_an_outage_stops_the_copy_before_any_heartbeat(local_site: 
     # member1 comes back; its operator resumes the old job from HA data; its agent starts.
     m1 = world("member1", policy)
     m1.put(running_copy())
-    assert m1.tick() == {"orders": "stopped"}
-    assert not (records / "heartbeat-member1.json").exists()  # checked fences before anything else
+    assert m1.tick() == {"orders": "stopping"}  # checked fences before anything else
+    assert not (records / "ack-000000000001-member1.json").exists()  # its operator has not stopped it
+    m1.stop_completes()
+    assert not (records / "heartbeat-member1.json").exists()
     assert (records / "ack-000000000001-member1.json").exists()
-    never_both_running(m1, m2)
 
 
 def test_two_failovers_in_a_row_epochs_stop_every_older_copy(local_site: Site, world: Any) -> None:
@@ -281,14 +297,18 @@ def test_two_failovers_in_a_row_epochs_stop_every_older_copy(local_site: Site, w
     m1.put(running_copy())
     m1.tick()
     m2.admit(failed_over(1, "member1"))
-    m1.tick(), m2.tick()
+    m1.tick()
+    m1.stop_completes()
+    m2.tick()
     assert state(m2) == "running" and state(m1) == "suspended"
     m2.tick()  # heartbeats at epoch 1
     admitted = m3.admit(failed_over(2, "member2"))
     assert admitted["spec"]["job"]["state"] == "suspended"
     assert "waiting for member2" in admitted["metadata"]["annotations"][HOLD]
-    assert m2.tick() == {"orders": "stopped"}
+    assert m2.tick() == {"orders": "stopping"}
     assert m2.obj()["metadata"]["labels"][FENCED] == "2"
+    assert m3.tick() == {"orders": "held"}
+    m2.stop_completes()
     assert m3.tick() == {"orders": "released"}
     assert m1.tick() == {"orders": "fenced"}
     never_both_running(m1, m2, m3)
@@ -347,6 +367,7 @@ def test_karmada_reapplying_its_template_during_a_hold_does_not_start_the_job(
     assert again["spec"]["job"]["initialSavepointPath"] == held["spec"]["job"]["initialSavepointPath"]
     # The agent's release is an UPDATE too, and the webhook lets it through.
     m1.tick()
+    m1.stop_completes()
     assert m2.tick() == {"orders": "released"}
     released = m2.obj()
     assert m2.admit(released, operation="UPDATE", old=again)["spec"]["job"]["state"] == "running"
@@ -391,7 +412,11 @@ def test_a_whole_fleet_fails_over_at_once_and_every_job_runs_exactly_once(
         ]
 
     assert set(m2.tick().values()) == {"held"} and running_twice() == []
-    assert set(m1.tick().values()) == {"stopped"} and running_twice() == []
+    assert set(m1.tick().values()) == {"stopping"} and running_twice() == []
+    assert set(m2.tick().values()) == {"held"} and running_twice() == []
+    for i in range(jobs):
+        m1.operator_stops(f"orders-{i}")
+    assert set(m1.tick().values()) == {"acked"} and running_twice() == []
     assert set(m2.tick().values()) == {"released"} and running_twice() == []
     for i, job in enumerate(ids):
         assert state_of(m2, f"orders-{i}") == "running"
@@ -411,15 +436,16 @@ def test_gracefully_the_healthy_old_copy_is_stopped_and_stays_stopped_while_its_
     m1, m2 = heartbeating_pair(local_site, world)
     m2.admit(failed_over(1, "member1"))
     assert m2.tick() == {"orders": "held"}
-    assert m1.tick() == {"orders": "stopped"}
+    assert m1.tick() == {"orders": "stopping"}
     stale = m1.obj()
     reapplied = m1.admit(running_copy(), operation="UPDATE", old=stale)  # through member1's webhook
     assert reapplied["spec"]["job"]["state"] == "suspended"
+    m1.stop_completes()
     assert m1.tick() == {"orders": "fenced"}
     # Had the re-apply got through anyway (no webhook there), the agent stops the copy again.
     m1.running.fake.patch("analytics", "orders", {"spec": {"job": {"state": "running"}}})
-    assert m1.tick() == {"orders": "stopped"}
-    assert m2.tick() == {"orders": "released"}
+    assert m1.tick() == {"orders": "stopping"}
+    assert m2.tick() == {"orders": "released"}  # the ack of the completed stop still stands
     never_both_running(m1, m2)
 
 
@@ -428,7 +454,7 @@ def test_a_failover_back_onto_a_fenced_copy_keeps_it_stopped_and_says_what_to_do
 ) -> None:
     m1, m2 = heartbeating_pair(local_site, world)
     m2.admit(failed_over(1, "member1"))
-    assert m1.tick() == {"orders": "stopped"}
+    assert m1.tick() == {"orders": "stopping"}
     back = failed_over(2, "member2")  # Karmada moves it back to member1 before deleting the old object
     response = m1.handler(parse_review(review(back, operation="UPDATE", old=m1.obj()))).to_review()[
         "response"
@@ -444,7 +470,9 @@ def test_a_held_copy_is_patched_only_when_whom_it_waits_for_changes(local_site: 
     for _ in range(3):  # member1 renews every poll: ages and times move, the subject does not
         assert m1.tick() == {"orders": "error"}
         assert m2.tick() == {"orders": "held"}
-    assert m2.running.fake.patches == []
+    # Once: the agent's first poll writes the storage ages the admission could not know.
+    assert len(m2.running.fake.patches) == 1
+    assert "s old" in m2.obj()["metadata"]["annotations"][HOLD]
     m3 = world("member3", policy_for(local_site))  # a third cluster starts heartbeating a copy
     m3.put(running_copy())
     m3.running.fake.fail_next_patches = 10  # and cannot stop it either
@@ -452,4 +480,4 @@ def test_a_held_copy_is_patched_only_when_whom_it_waits_for_changes(local_site: 
     assert m2.tick() == {"orders": "held"}
     hold = m2.obj()["metadata"]["annotations"][HOLD]
     assert hold.startswith("epoch 1: waiting for member1, member3 to stop;"), hold
-    assert len(m2.running.fake.patches) == 1
+    assert len(m2.running.fake.patches) == 2

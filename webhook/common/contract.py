@@ -33,6 +33,10 @@ RELEASED = "released"  # annotation: why and when a hold was released (ack | lea
 FENCED = "fenced"  # label on a stale copy the agent stopped: the epoch of the fence that stopped it
 FENCED_BY = "fenced-by"  # annotation on that copy: the cluster that owns the workload now
 FENCED_UPGRADE_MODE = "fenced-upgrade-mode"  # annotation on that copy: its upgradeMode before the stop
+STEPPED_DOWN = (
+    "stepped-down"  # annotation on a copy its own agent suspended: it could not renew its heartbeat
+)
+RESUMED = "resumed"  # annotation: when and from where a stepped-down copy was resumed by its agent
 
 # Kept by the control plane on the ResourceBinding.
 LAST_KNOWN_STATE = "last-known-state"

@@ -116,7 +116,7 @@ class MemberHandler:
         if cluster and policy.fencing.enabled:
             from webhook.member.fencing.records import FencingStore
 
-            gate = FencingGate(cluster, policy, FencingStore(storage))
+            gate = FencingGate(cluster, policy, FencingStore(storage, cluster))
         return cls(policy, storage, session_clusters, daemon_lookups, gate)
 
     def __call__(self, request: AdmissionRequest) -> AdmissionResponse:

@@ -103,18 +103,36 @@ class FencingStorageError(StrEnum):
     PROCEED = "proceed"  # start it anyway: availability over a possible second copy
 
 
+class RenewFailure(StrEnum):
+    """What a running copy does when its heartbeat cannot be renewed for ``renewDeadlineSeconds``."""
+
+    STOP = "stop"  # step down (suspend without a savepoint) before anyone may take over
+    KEEP_RUNNING = "keep-running"  # availability: keep running, a second copy becomes possible
+
+
 @dataclass(frozen=True)
 class FencingPolicy:
     """One running copy (member role with --cluster; docs/failover.md "One running copy").
 
     ``lease_seconds`` is how long a heartbeat stays fresh unrenewed; it must span at least two polls, so
-    a live cluster always renews (or acknowledges) within one lease of a fence.
+    a live cluster always renews (or acknowledges) within one lease of a fence. A holder that has not
+    renewed for ``renew_deadline_seconds`` steps down; the deadline, one poll and the operator's stop
+    margin fit inside the lease, so the holder's job has stopped before another cluster may start one
+    (client-go's leader election: RenewDeadline < LeaseDuration).
     """
 
     enabled: bool = True
     lease_seconds: float = 30.0
     poll_seconds: float = 5.0
     on_storage_error: FencingStorageError = FencingStorageError.HOLD
+    renew_deadline_seconds: float = 15.0
+    stop_margin_seconds: float = 10.0
+    on_renew_failure: RenewFailure = RenewFailure.STOP
+
+    @property
+    def call_timeout(self) -> float:
+        """The deadline of every storage and API call the agent makes: one poll."""
+        return self.poll_seconds
 
 
 class PolicyError(ValueError):
@@ -183,7 +201,15 @@ _FIELDS: dict[str, str] = {
     "operatorVersion": "operator_version",
     "fencing": "fencing",
 }
-_FENCING_FIELDS = ("enabled", "leaseSeconds", "pollSeconds", "onStorageError")
+_FENCING_FIELDS = (
+    "enabled",
+    "leaseSeconds",
+    "pollSeconds",
+    "onStorageError",
+    "renewDeadlineSeconds",
+    "stopMarginSeconds",
+    "onRenewFailure",
+)
 MAX_LEASE_SECONDS = 3600
 
 _OPERATOR_VERSION_RE = re.compile(r"^v?([0-9]{1,3})\.([0-9]{1,3})(\.[0-9]{1,5})?$")
@@ -316,7 +342,23 @@ def _fencing(_name: str, doc: Any) -> FencingPolicy:
             "heartbeat at least twice per lease",
         )
     choice = _enum_of(FencingStorageError)("fencing.onStorageError", doc.get("onStorageError", "hold"))
-    return FencingPolicy(enabled, lease, poll, choice)
+    deadline = _seconds(
+        "fencing.renewDeadlineSeconds",
+        doc.get("renewDeadlineSeconds", base.renew_deadline_seconds),
+        MAX_LEASE_SECONDS,
+    )
+    margin = _seconds(
+        "fencing.stopMarginSeconds", doc.get("stopMarginSeconds", base.stop_margin_seconds), MAX_LEASE_SECONDS
+    )
+    if deadline + poll + margin > lease:
+        raise PolicyError(
+            "fencing.renewDeadlineSeconds",
+            f"renewDeadlineSeconds ({deadline:g}s) + pollSeconds ({poll:g}s) + stopMarginSeconds "
+            f"({margin:g}s) is more than leaseSeconds ({lease:g}s): a holder that cannot renew must have "
+            "stopped its job before another cluster may start one",
+        )
+    renew = _enum_of(RenewFailure)("fencing.onRenewFailure", doc.get("onRenewFailure", "stop"))
+    return FencingPolicy(enabled, lease, poll, choice, deadline, margin, renew)
 
 
 _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
@@ -449,6 +491,9 @@ def _fencing_schema() -> dict[str, Any]:
             "leaseSeconds": seconds,
             "pollSeconds": seconds,
             "onStorageError": {"type": "string", "enum": [m.value for m in FencingStorageError]},
+            "renewDeadlineSeconds": seconds,
+            "stopMarginSeconds": seconds,
+            "onRenewFailure": {"type": "string", "enum": [m.value for m in RenewFailure]},
         },
     }
 

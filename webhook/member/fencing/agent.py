@@ -1,14 +1,13 @@
-"""The fencing agent: one loop per member cluster, beside the webhook.
+"""The fencing agent: one loop per member cluster, beside the webhook. It decides nothing itself.
 
-Every poll it lists the cluster's FlinkDeployments and FlinkSessionJobs and, for each, reads its
-ownership records before doing anything else (so a cluster back from an outage stops a stale copy
-before it renews a heartbeat for it):
+Every poll it lists each Flink kind of the cluster on its own, reads each copy's ownership records
+(under a deadline, on its storage's own lane) and hands copy, records and times to ``decide.decide``,
+which returns a plan of effects; the agent executes them. A copy whose storage has not answered the
+previous poll's calls yet is decided without records, so a hung bucket never delays another bucket's
+heartbeats, and a holder that cannot renew still steps down on time (the step-down is an API call).
 
-- a running copy: stopped when a newer fence names another cluster, else its heartbeat is renewed;
-- a held restore: released once nobody else runs a copy, from the newest restorable state then;
-- a fenced copy: kept stopped, its acknowledgement written.
-
-Each step is one log line; errors of one object never stop the others or the loop.
+After every poll it reports its health (``Health``): the member role is not ready while the agent
+cannot reach its API server, cannot list any Flink kind, or has not completed a poll within a lease.
 """
 
 from __future__ import annotations
@@ -16,27 +15,39 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
-from webhook.common.contract import FENCED
 from webhook.common.kubeclient import ApiFailure
 from webhook.common.paths import StoragePath
 from webhook.member.fencing import copies, metrics
 from webhook.member.fencing.copies import Copy, CopyState
-from webhook.member.fencing.protocol import HoldOutcome, ReleaseCause, judge_copy, judge_hold
-from webhook.member.fencing.records import (
-    FencingStore,
-    Listing,
-    Workload,
-    ack_name,
-    fence_body,
-    fence_name,
-    heartbeat_name,
+from webhook.member.fencing.decide import (
+    Acknowledge,
+    Beat,
+    Effect,
+    MarkStopping,
+    Plan,
+    Release,
+    Resume,
+    RewriteHold,
+    StepDown,
+    Stop,
+    StorageHold,
+    Supersede,
+    Times,
+    Unreadable,
+    WriteFence,
+    decide,
 )
-from webhook.member.policy import FencingStorageError, RestorePolicy
+from webhook.member.fencing.flinkapi import PLURALS
+from webhook.member.fencing.lanes import Lanes
+from webhook.member.fencing.protocol import Ownership, ReleaseCause
+from webhook.member.fencing.records import FencingStore, Workload, fence_body
+from webhook.member.policy import RestorePolicy
 from webhook.member.restore import (
     RestoreOutcome,
     SnapshotQuery,
@@ -48,9 +59,11 @@ from webhook.member.storage import CheckpointStorage, Deadline
 
 log = logging.getLogger(__name__)
 
+KINDS = tuple(PLURALS)
+
 
 class MemberApi(Protocol):
-    def list_all(self) -> list[Mapping[str, Any]] | ApiFailure: ...
+    def list_kind(self, kind: str) -> list[Mapping[str, Any]] | ApiFailure: ...
 
     def patch(
         self, kind: str, namespace: str, name: str, body: Mapping[str, Any]
@@ -62,8 +75,18 @@ class Step:
     """What the agent did with one object in one poll (the log line, and what tests read)."""
 
     workload: Workload
-    action: str  # heartbeat | stopped | held | released | superseded | fenced | skipped | error
+    action: str  # a Plan's action, or error | pending
     detail: str = ""
+
+
+@dataclass(frozen=True)
+class Health:
+    """The agent's state, for ``/readyz`` and the metrics; written after every poll."""
+
+    ready: bool
+    reason: str  # why not ready ("" when ready)
+    polled_at: float  # wall time of the last poll that listed at least one kind (0: none yet)
+    kinds: Mapping[str, str] = field(default_factory=dict)  # kind -> "ok", or why it cannot be listed
 
 
 class FencingAgent:
@@ -75,91 +98,231 @@ class FencingAgent:
         storage: CheckpointStorage,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         workers: int = 8,
+        on_health: Callable[[Health], None] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cluster = cluster
         self.policy = policy
         self.api = api
         self.storage = storage
-        self.store = FencingStore(storage)
+        self.lanes = Lanes(policy.fencing.call_timeout)
+        self.store = FencingStore(storage, cluster, self.lanes)
         self.clock = clock
-        self.workers = workers
+        self.monotonic = monotonic
+        self.on_health = on_health
+        self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="fencing")
+        self._lock = threading.Lock()  # the maps below are shared by the poll's worker threads
         self._beating: dict[Workload, StoragePath] = {}
+        self._renewed: dict[Workload, float] = {}  # monotonic start of the last successful renewal
+        self._hold_written: dict[Workload, float] = {}
+        self._held_since: dict[Workload, float] = {}
         self._clocks: dict[StoragePath, datetime] = {}  # storage time per storage, once per poll
-        self._lock = threading.Lock()  # both maps are shared by the poll's worker threads
+        self._inflight: dict[Workload, concurrent.futures.Future[Step]] = {}
+        self._kinds: dict[str, str] = {}
+        self._polled_at = 0.0
 
     def run(self, stop: threading.Event) -> None:
         log.info("fencing agent started", extra={"fields": {"cluster": self.cluster}})
-        while not stop.is_set():
-            try:
-                self.tick()
-            except Exception:  # one bad poll must not end fencing for the cluster
-                log.exception("fencing poll failed")
-            stop.wait(self.policy.fencing.poll_seconds)
+        try:
+            while not stop.is_set():
+                started = self.monotonic()
+                try:
+                    self.tick()
+                except Exception:  # one bad poll must not end fencing for the cluster
+                    log.exception("fencing poll failed")
+                stop.wait(max(0.0, self.policy.fencing.poll_seconds - (self.monotonic() - started)))
+        finally:
+            self.close()
 
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.lanes.close()
+
+    # --- one poll ------------------------------------------------------------------------------------
     def tick(self) -> list[Step]:
-        listed = self.api.list_all()
-        if isinstance(listed, ApiFailure):
-            metrics.API_ERRORS.labels("list").inc()
-            log.warning(
-                "fencing agent cannot list Flink objects; heartbeats lapse until it can",
-                extra={"fields": {"error": listed.message}},
-            )
+        started = self.monotonic()
+        found = self._list()
+        if found is None:
+            self._report(started)
             return []
-        found = [copies.read_copy(obj, self.policy) for obj in listed]
         with self._lock:
             self._clocks.clear()
-        with concurrent.futures.ThreadPoolExecutor(self.workers, thread_name_prefix="fencing") as pool:
-            steps = list(pool.map(self._step, found))
-        self._forget_stopped({c.workload for c in found if c.state is CopyState.RUNNING})
-        metrics.HELD.set(sum(1 for s in steps if s.action == "held"))
-        metrics.LAST_POLL.set(self.clock().timestamp())
-        for step in steps:
-            if step.action not in ("heartbeat", "skipped"):
-                log.info(
-                    "fencing %s",
-                    step.action,
-                    extra={"fields": {"object": str(step.workload), "detail": step.detail}},
+        steps: list[Step] = []
+        submitted: dict[Workload, concurrent.futures.Future[Step]] = {}
+        for copy in found:
+            self._remember(copy, started)
+            previous = self._inflight.get(copy.workload)
+            if previous is not None and not previous.done():
+                # Its storage has not answered last poll's calls: decide without records (a step-down
+                # needs only the API), and leave the storage alone.
+                steps.append(
+                    self._execute(
+                        copy,
+                        self._plan(
+                            copy, Unreadable("storage calls of the last poll still unanswered"), started
+                        ),
+                    )
                 )
+                continue
+            future = self._pool.submit(self._step, copy, started)
+            self._inflight[copy.workload] = submitted[copy.workload] = future
+        concurrent.futures.wait(submitted.values(), timeout=self.policy.fencing.poll_seconds)
+        for workload, future in submitted.items():
+            steps.append(
+                future.result()
+                if future.done()
+                else Step(workload, "pending", "storage calls still unanswered")
+            )
+        present = {c.workload for c in found}
+        self._inflight = {w: f for w, f in self._inflight.items() if w in present and not f.done()}
+        self._forget_gone({c.workload for c in found if c.state in _HEARTBEATING})
+        self._observe(found, steps)
+        self._report(started)
         return steps
 
-    def _step(self, copy: Copy) -> Step:
+    def _list(self) -> list[Copy] | None:
+        """Each kind on its own; None when no kind could be listed."""
+        objects: list[Mapping[str, Any]] = []
+        kinds: dict[str, str] = {}
+        for kind in KINDS:
+            listed = self.api.list_kind(kind)
+            if isinstance(listed, ApiFailure):
+                metrics.API_ERRORS.labels("list").inc()
+                kinds[kind] = _list_problem(kind, listed)
+                continue
+            kinds[kind] = "ok"
+            objects += listed
+        for kind, state in kinds.items():
+            if self._kinds.get(kind) != state:  # said once, when it changes
+                if state == "ok":
+                    log.info("fencing watches %s", kind, extra={"fields": {"cluster": self.cluster}})
+                else:
+                    log.error("fencing cannot watch %s: %s", kind, state, extra={"fields": {"kind": kind}})
+            metrics.KIND_LISTED.labels(kind).set(1 if state == "ok" else 0)
+        self._kinds = kinds
+        if not any(state == "ok" for state in kinds.values()):
+            return None
+        return [copies.read_copy(obj, self.policy) for obj in objects]
+
+    def _remember(self, copy: Copy, now: float) -> None:
+        with self._lock:
+            if copy.state in (CopyState.RUNNING, CopyState.STEPPED_DOWN):
+                self._renewed.setdefault(copy.workload, now)  # first seen: a whole deadline from here
+            else:
+                self._renewed.pop(copy.workload, None)
+            if copy.state is CopyState.HELD:
+                self._held_since.setdefault(copy.workload, now)
+            else:
+                self._held_since.pop(copy.workload, None)
+                self._hold_written.pop(copy.workload, None)
+
+    def _step(self, copy: Copy, started: float) -> Step:
         if copy.folder is None or copy.clock is None or copy.state is CopyState.IDLE:
             return Step(copy.workload, "skipped", "no checkpoint directory" if copy.folder is None else "")
+        records: Ownership | Unreadable
+        storage_now = None
         try:
-            if copy.state is CopyState.RUNNING:
-                return self._running(copy, copy.folder)
             if copy.state is CopyState.HELD:
-                return self._held(copy, copy.folder, copy.clock)
-            return self._fenced(copy, copy.folder)
+                storage_now = self._storage_now(copy.clock)
+            records = self.store.list(copy.folder).ownership
         except StorageError as exc:
             metrics.STORAGE_ERRORS.labels("agent").inc()
-            if copy.state is CopyState.HELD:
-                return self._held_storage_error(copy, str(exc))
-            return Step(copy.workload, "error", f"storage: {exc}")
+            records = Unreadable(str(exc))
+        return self._execute(copy, self._plan(copy, records, started, storage_now))
 
-    # --- a running copy ----------------------------------------------------------------------------
-    def _running(self, copy: Copy, folder: StoragePath) -> Step:
-        listing = self.store.read(folder)
-        verdict = judge_copy(self.cluster, copy.epoch, listing.ownership)
-        if verdict.stop and verdict.fence is not None:
-            fence = verdict.fence
-            answer = self._patch(copy, copies.stop_patch(copy, fence, self.policy, self._now()))
-            if answer is not None:
-                self._beat(copy, folder)  # it still runs: say so, the new copy keeps waiting
-                return Step(copy.workload, "error", f"cannot stop stale copy: {answer}")
-            self._acknowledge(copy.workload, folder, fence.epoch)
-            metrics.STOPPED.inc()
-            log.warning(
-                "stale copy stopped",
-                extra={"fields": {"object": str(copy.workload), "owner": fence.owner, "epoch": fence.epoch}},
-            )
-            return Step(copy.workload, "stopped", f"fence of {fence.owner} at epoch {fence.epoch}")
-        if copy.epoch and copies.restored(copy.resource, self.policy):
-            self._ensure_fence(copy, folder, listing)
-        self._beat(copy, folder)
-        return Step(copy.workload, "heartbeat")
+    def _plan(
+        self, copy: Copy, records: Ownership | Unreadable, started: float, storage_now: datetime | None = None
+    ) -> Plan:
+        with self._lock:
+            renewed = self._renewed.get(copy.workload, started)
+            written = self._hold_written.get(copy.workload)
+        times = Times(self.monotonic(), renewed, storage_now, written)
+        return decide(self.cluster, copy, records, times, self.policy.fencing)
+
+    # --- executing a plan --------------------------------------------------------------------------
+    def _execute(self, copy: Copy, plan: Plan) -> Step:
+        problems = []
+        for chain in plan.chains:
+            for effect in chain:
+                problem = self._apply(copy, effect)
+                if problem is not None:
+                    problems.append(problem)
+                    break  # the rest of this chain depends on it; other chains do not
+        if problems:
+            return Step(copy.workload, "error", f"{plan.action}: {'; '.join(problems)}")
+        return Step(copy.workload, plan.action, plan.detail)
+
+    def _apply(self, copy: Copy, effect: Effect) -> str | None:
+        """Carry out one effect; None on success, else what went wrong."""
+        folder = copy.folder
+        try:
+            if isinstance(effect, StepDown):
+                return self._patched(
+                    copy,
+                    copies.step_down_patch(copy, effect.reason, self.policy, self._now()),
+                    _step_down_done,
+                )
+            if isinstance(effect, Stop):
+                return self._patched(
+                    copy, copies.stop_patch(copy, effect.fence, self.policy, self._now()), _stop_done
+                )
+            if isinstance(effect, Supersede):
+                return self._patched(
+                    copy, copies.superseded_patch(effect.fence, self.policy, self._now()), _superseded_done
+                )
+            if isinstance(effect, RewriteHold):
+                text = copies.hold_text(effect.verdict, copy.epoch, self.clock())
+                problem = self._patched(copy, copies.hold_patch(text, self.policy))
+                if problem is None:
+                    with self._lock:
+                        self._hold_written[copy.workload] = self.monotonic()
+                return problem
+            if isinstance(effect, StorageHold):
+                text = copies.storage_text(copy.epoch, effect.problem)
+                return (
+                    None if text == copy.hold else self._patched(copy, copies.hold_patch(text, self.policy))
+                )
+            if isinstance(effect, Release):
+                return self._release(copy, effect.cause)
+            if isinstance(effect, Resume):
+                return self._resume(copy)
+            if folder is None:
+                return "no checkpoint directory"
+            if isinstance(effect, Beat):
+                self._beat(copy, folder)
+                return None
+            if isinstance(effect, WriteFence):
+                self.store.fence(
+                    folder, effect.epoch, fence_body(copy.workload, self.cluster, effect.epoch, self._now())
+                )
+                metrics.FENCES.inc()
+                return None
+            if isinstance(effect, MarkStopping):
+                self.store.stopping(folder, effect.epoch, copy.operator.detail)
+                return None
+            if isinstance(effect, Acknowledge):
+                self.store.ack(folder, effect.epoch, copy.operator.detail)
+                with self._lock:
+                    self._beating.pop(copy.workload, None)
+                metrics.ACKS.inc()
+                log.warning(
+                    "stale copy stopped by its operator; acknowledged",
+                    extra={
+                        "fields": {
+                            "object": str(copy.workload),
+                            "epoch": effect.epoch,
+                            "status": copy.operator.detail,
+                        }
+                    },
+                )
+                return None
+        except StorageError as exc:
+            metrics.STORAGE_ERRORS.labels("agent").inc()
+            return f"storage: {exc}"
+        raise TypeError(f"unknown effect {effect!r}")  # pragma: no cover - decide() returns only the above
 
     def _beat(self, copy: Copy, folder: StoragePath) -> None:
+        start = self.monotonic()
         body = {
             "cluster": self.cluster,
             "epoch": copy.epoch,
@@ -167,134 +330,176 @@ class FencingAgent:
             "workload": str(copy.workload),
             "written": self._now(),
         }
-        self.store.write(folder, heartbeat_name(self.cluster), body)
+        self.store.beat(folder, body)
         with self._lock:
             self._beating[copy.workload] = folder
+            self._renewed[copy.workload] = start  # the renewal counts from when it started
 
-    def _acknowledge(self, workload: Workload, folder: StoragePath, epoch: int) -> None:
-        self.store.write(folder, ack_name(epoch, self.cluster), {"cluster": self.cluster, "epoch": epoch})
-        self.store.remove(folder, heartbeat_name(self.cluster))
-        with self._lock:
-            self._beating.pop(workload, None)
-
-    def _ensure_fence(self, copy: Copy, folder: StoragePath, listing: Listing) -> Listing:
-        """The fence of this copy's restore, written if the webhook could not (storage was down then)."""
-        if listing.ownership.fence(self.cluster, copy.epoch) is not None:
-            return listing
-        body = fence_body(copy.workload, self.cluster, copy.epoch, self._now())
-        self.store.write(folder, fence_name(copy.epoch, self.cluster), body)
-        metrics.FENCES.inc()
-        return self.store.read(folder)
-
-    def _forget_stopped(self, running: set[Workload]) -> None:
+    def _forget_gone(self, heartbeating: set[Workload]) -> None:
         """A copy that no longer runs here (deleted, suspended by hand) stops heartbeating at once."""
-        for workload in [w for w in self._beating if w not in running]:
-            folder = self._beating.pop(workload)
+        with self._lock:
+            gone = [(w, f) for w, f in self._beating.items() if w not in heartbeating]
+            for workload, _ in gone:
+                self._beating.pop(workload, None)
+        for workload, folder in gone:
             try:
-                self.store.remove(folder, heartbeat_name(self.cluster))
+                self.store.forget(folder)
             except StorageError as exc:
                 log.warning(
                     "cannot remove heartbeat", extra={"fields": {"object": str(workload), "error": str(exc)}}
                 )
 
-    # --- a held restore ----------------------------------------------------------------------------
     def _storage_now(self, clock: StoragePath) -> datetime:
         """The storage's time, learnt once per poll per storage before any listing of this poll: ages
         measured from it are never longer than they are (a later "now" could only release sooner)."""
         with self._lock:
             known = self._clocks.get(clock)
         if known is None:
-            known = self.store.clock(clock, self.cluster)
+            known = self.store.clock(clock)
             with self._lock:
                 known = self._clocks.setdefault(clock, known)
         return known
 
-    def _held(self, copy: Copy, folder: StoragePath, clock: StoragePath) -> Step:
-        now = self._storage_now(clock)
-        listing = self._ensure_fence(copy, folder, self.store.read(folder))
-        lease = self.policy.fencing.lease_seconds
-        verdict = judge_hold(self.cluster, copy.epoch, listing.ownership, now, lease, copy.manual_release)
-        if verdict.outcome is HoldOutcome.SUPERSEDED and verdict.superseded_by is not None:
-            newer = verdict.superseded_by
-            answer = self._patch(copy, copies.superseded_patch(newer, self.policy, self._now()))
-            if answer is not None:
-                return Step(copy.workload, "error", answer)
-            metrics.SUPERSEDED.inc()
-            return Step(copy.workload, "superseded", f"restore on {newer.owner} at epoch {newer.epoch}")
-        if verdict.outcome is HoldOutcome.HOLD:
-            text = copies.hold_text(verdict, copy.epoch, self.clock())
-            subject = copies.hold_subject(tuple(w.cluster for w in verdict.waiting), copy.epoch)
-            if not copy.hold.startswith(subject + ";"):
-                answer = self._patch(copy, copies.hold_patch(text, self.policy))
-                if answer is not None:
-                    return Step(copy.workload, "error", answer)
-            return Step(copy.workload, "held", text)
-        return self._release(copy, verdict.cause or ReleaseCause.NO_HEARTBEAT)
-
-    def _held_storage_error(self, copy: Copy, problem: str) -> Step:
-        if self.policy.fencing.on_storage_error is FencingStorageError.PROCEED:
-            return self._release(copy, ReleaseCause.STORAGE_ERROR)
-        text = copies.storage_text(copy.epoch, problem)
-        if text != copy.hold:
-            self._patch(copy, copies.hold_patch(text, self.policy))
-        return Step(copy.workload, "held", text)
-
-    def _release(self, copy: Copy, cause: ReleaseCause) -> Step:
+    def _release(self, copy: Copy, cause: ReleaseCause) -> str | None:
         try:
             path = self._newest_path(copy)
         except StorageError as exc:
             if cause is not ReleaseCause.STORAGE_ERROR:
                 metrics.STORAGE_ERRORS.labels("agent").inc()
-                return self._held_storage_error(copy, f"resolving the newest checkpoint: {exc}")
+                text = copies.storage_text(copy.epoch, f"resolving the newest checkpoint: {exc}")
+                self._patched(copy, copies.hold_patch(text, self.policy))
+                return f"storage: {exc}"
             path = ""
-        answer = self._patch(copy, copies.release_patch(path, cause, self.policy, self._now()))
-        if answer is not None:
-            return Step(copy.workload, "error", answer)
-        metrics.RELEASES.labels(cause.value).inc()
-        log.warning(
-            "held restore released",
-            extra={"fields": {"object": str(copy.workload), "cause": cause.value, "path": path}},
-        )
-        return Step(copy.workload, "released", f"{cause.value} {path}".strip())
+        problem = self._patched(copy, copies.release_patch(path, cause, self.policy, self._now()))
+        if problem is None:
+            metrics.RELEASES.labels(cause.value).inc()
+            log.warning(
+                "held restore released",
+                extra={"fields": {"object": str(copy.workload), "cause": cause.value, "path": path}},
+            )
+        return problem
 
     def _newest_path(self, copy: Copy) -> str:
         """Resolve again: the stale copy may have completed newer checkpoints while it ran. "" keeps
         the path the webhook chose (nothing restorable now, or no failover label left to resolve by)."""
-        deadline = Deadline(max(self.policy.deadline_seconds, 10.0))
+        deadline = Deadline(self.policy.fencing.call_timeout)
 
         def lookup(query: SnapshotQuery) -> Snapshots:
-            return self.storage.snapshots(query, deadline)
+            return self._snapshots(query, deadline)
 
         decision = decide_restore("CREATE", copy.resource, None, self.policy, lookup)
         if decision.storage_error:
             raise StorageError(decision.reason)
         return decision.path if decision.outcome is RestoreOutcome.RESTORED else ""
 
-    # --- a fenced copy -------------------------------------------------------------------------------
-    def _fenced(self, copy: Copy, folder: StoragePath) -> Step:
-        listing = self.store.read(folder)
-        fence = listing.ownership.newest_fence()
-        if copy.resource.state == "running" and fence is not None:  # re-applied by someone: stop it again
-            answer = self._patch(copy, copies.stop_patch(copy, fence, self.policy, self._now()))
-            if answer is not None:
-                return Step(copy.workload, "error", answer)
-            metrics.STOPPED.inc()
-            return Step(copy.workload, "stopped", "fenced copy was running again")
-        raw = copy.resource.labels.get(self.policy.key(FENCED), "")
-        epoch = int(raw) if raw.isdigit() else 0
-        beating = any(b.cluster == self.cluster for b in listing.ownership.heartbeats)
-        if beating or listing.ownership.acked(self.cluster, epoch) is None:
-            self._acknowledge(copy.workload, folder, epoch)  # a stop whose ack or clean-up failed
-        return Step(copy.workload, "fenced")
+    def _snapshots(self, query: SnapshotQuery, deadline: Deadline) -> Snapshots:
+        where = query.job_dir or query.savepoint or query.checkpoint_dir
+        if where is None:
+            return self.storage.snapshots(query, deadline)
+        return self.lanes.call(where, f"resolving {where}", lambda: self.storage.snapshots(query, deadline))
 
-    def _patch(self, copy: Copy, body: Mapping[str, Any]) -> str | None:
+    def _resume(self, copy: Copy) -> str | None:
+        """A stepped-down copy starts again from its own job's newest restorable checkpoint."""
+        root = copies.checkpoint_dir_of(copy.resource, self.policy)
+        path = ""
+        if root is not None and copy.job_id:
+            query = SnapshotQuery(root.child(copy.job_id), None, root)
+            found = self._snapshots(query, Deadline(self.policy.fencing.call_timeout))
+            path = str(found.checkpoint.path) if found.checkpoint is not None else ""
+        problem = self._patched(copy, copies.resume_patch(copy, path, self.policy, self._now()))
+        if problem is None:
+            metrics.RESUMES.inc()
+            log.warning(
+                "stepped-down copy resumed",
+                extra={"fields": {"object": str(copy.workload), "path": path or "(operator's own state)"}},
+            )
+        return problem
+
+    def _patched(
+        self,
+        copy: Copy,
+        body: Mapping[str, Any],
+        done: Callable[[Copy, Mapping[str, Any]], None] | None = None,
+    ) -> str | None:
         """None on success, else the error (counted)."""
         w = copy.workload
         answer = self.api.patch(w.kind, w.namespace, w.name, body)
         if isinstance(answer, ApiFailure):
             metrics.API_ERRORS.labels("patch").inc()
             return answer.message
+        if done is not None:
+            done(copy, body)
         return None
+
+    # --- what the poll shows -------------------------------------------------------------------------
+    def _observe(self, found: list[Copy], steps: list[Step]) -> None:
+        now = self.monotonic()
+        with self._lock:
+            oldest = max((now - since for since in self._held_since.values()), default=0.0)
+        metrics.HELD.set(sum(1 for s in steps if s.action == "held"))
+        metrics.OLDEST_HOLD.set(oldest)
+        metrics.WAITING_FOR_OPERATOR.set(sum(1 for c in found if c.state is CopyState.STOPPING))
+        for step in steps:
+            if step.action not in ("heartbeat", "skipped", "fenced"):
+                level = (
+                    logging.WARNING if step.action in ("error", "pending", "stepped-down") else logging.INFO
+                )
+                log.log(
+                    level,
+                    "fencing %s",
+                    step.action,
+                    extra={"fields": {"object": str(step.workload), "detail": step.detail}},
+                )
+
+    def _report(self, started: float) -> None:
+        listed = any(state == "ok" for state in self._kinds.values())
+        if listed:
+            self._polled_at = self.clock().timestamp()
+            metrics.LAST_POLL.set(self._polled_at)
+        metrics.POLL_SECONDS.observe(self.monotonic() - started)
+        if listed:
+            reason = ""
+        else:
+            reason = "cannot list any Flink kind: " + "; ".join(f"{k}: {v}" for k, v in self._kinds.items())
+        metrics.AGENT_READY.set(0 if reason else 1)
+        if self.on_health is not None:
+            self.on_health(Health(not reason, reason, self._polled_at, dict(self._kinds)))
 
     def _now(self) -> str:
         return copies.format_time(self.clock())
+
+
+_HEARTBEATING = (CopyState.RUNNING, CopyState.STOPPING, CopyState.STEPPED_DOWN)
+
+
+def _list_problem(kind: str, failure: ApiFailure) -> str:
+    if failure.status == 404:
+        return f"{kind} is not served here (404: is its CRD installed?); its jobs are not fenced"
+    if failure.status in (401, 403):
+        return f"not allowed to list {PLURALS[kind]} ({failure.status}: RBAC?); its jobs are not fenced"
+    return f"listing {PLURALS[kind]} failed: {failure.message}"
+
+
+def _stop_done(copy: Copy, body: Mapping[str, Any]) -> None:
+    metrics.STOPPED.inc()
+    log.warning(
+        "stale copy asked to stop; it is acknowledged once its operator reports it stopped",
+        extra={"fields": {"object": str(copy.workload), "fenced-by": _annotation(body, "fenced-by")}},
+    )
+
+
+def _step_down_done(copy: Copy, body: Mapping[str, Any]) -> None:
+    metrics.STEP_DOWNS.inc()
+    log.error(
+        "copy stepped down: its heartbeat could not be renewed in time",
+        extra={"fields": {"object": str(copy.workload), "reason": _annotation(body, "stepped-down")}},
+    )
+
+
+def _superseded_done(copy: Copy, body: Mapping[str, Any]) -> None:
+    metrics.SUPERSEDED.inc()
+
+
+def _annotation(body: Mapping[str, Any], suffix: str) -> str:
+    annotations = body.get("metadata", {}).get("annotations", {})
+    return next((str(v) for k, v in annotations.items() if k.endswith("/" + suffix)), "")

@@ -23,22 +23,28 @@ from webhook.common.contract import (
     RELEASED,
     RESTORE_DECISION,
     RESTORED_FROM,
+    RESUMED,
+    STEPPED_DOWN,
 )
 from webhook.common.flink import FlinkResource
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.common.untyped import as_map
-from webhook.member.fencing.protocol import Fence, HoldVerdict, ReleaseCause
+from webhook.member.fencing.operator import OperatorReport, operator_report
+from webhook.member.fencing.protocol import Fence, HoldVerdict, ReleaseCause, Waiting
 from webhook.member.fencing.records import FOLDER, Workload
 from webhook.member.policy import RestorePolicy
 from webhook.member.restore import RestoreDecision, RestoreOutcome
 
+NOT_REPORTED = OperatorReport(False, "")
 HA_KEYS = ("high-availability.type", "high-availability")
 
 
 class CopyState(StrEnum):
     RUNNING = "running"  # spec.job.state running: it heartbeats, and a newer fence stops it
     HELD = "held"  # restored and held suspended by us: released when nobody else runs a copy
-    FENCED = "fenced"  # a stale copy we stopped
+    STOPPING = "stopping"  # a stale copy we asked to stop; its operator has not reported it stopped
+    FENCED = "fenced"  # a stale copy we stopped, and its operator reported it stopped
+    STEPPED_DOWN = "stepped-down"  # we suspended it ourselves: its heartbeat could not be renewed
     IDLE = "idle"  # suspended by someone else, or no job: not ours to move
 
 
@@ -53,6 +59,9 @@ class Copy:
     clock: StoragePath | None = None  # where the agent writes its clock for this storage
     manual_release: bool = False
     hold: str = ""  # the hold annotation as it is now
+    operator: OperatorReport = NOT_REPORTED  # what the operator reports (a suspended copy)
+    fenced_epoch: int = 0  # the fence that stopped it (STOPPING, FENCED)
+    restored_here: bool = False  # the member webhook restored it (so its restore wrote a fence)
 
 
 def epoch_of(resource: FlinkResource, policy: RestorePolicy) -> int:
@@ -67,7 +76,7 @@ def epoch_of(resource: FlinkResource, policy: RestorePolicy) -> int:
 
 def ownership_folder(resource: FlinkResource, policy: RestorePolicy) -> StoragePath | None:
     """``<checkpoint-dir>/flink-failover/...`` in the job's own scheme; None when it has no usable one."""
-    root = _checkpoint_dir(resource, policy)
+    root = checkpoint_dir_of(resource, policy)
     if root is None or not resource.name:
         return None
     try:
@@ -78,11 +87,11 @@ def ownership_folder(resource: FlinkResource, policy: RestorePolicy) -> StorageP
 
 def clock_folder(resource: FlinkResource, policy: RestorePolicy) -> StoragePath | None:
     """``<checkpoint-dir>/flink-failover``: where an agent learns the storage's time once per poll."""
-    root = _checkpoint_dir(resource, policy)
+    root = checkpoint_dir_of(resource, policy)
     return None if root is None else root.child(FOLDER)
 
 
-def _checkpoint_dir(resource: FlinkResource, policy: RestorePolicy) -> StoragePath | None:
+def checkpoint_dir_of(resource: FlinkResource, policy: RestorePolicy) -> StoragePath | None:
     raw = resource.checkpoint_dir or policy.default_checkpoint_dir
     if not raw:
         return None
@@ -102,10 +111,14 @@ def read_copy(obj: Mapping[str, Any], policy: RestorePolicy) -> Copy:
     status = as_map(as_map(obj.get("status")).get("jobStatus"))
     job_id = str(status.get("jobId") or "")
     hold = resource.annotations.get(policy.key(HOLD), "")
+    report = operator_report(obj)
+    fenced = resource.labels.get(policy.key(FENCED), "")
     if resource.job is None or resource.deleting:
         state = CopyState.IDLE
-    elif resource.labels.get(policy.key(FENCED)):
-        state = CopyState.FENCED
+    elif fenced:
+        state = CopyState.FENCED if report.stopped and resource.state == "suspended" else CopyState.STOPPING
+    elif resource.annotations.get(policy.key(STEPPED_DOWN)) and resource.state == "suspended":
+        state = CopyState.STEPPED_DOWN
     elif hold and resource.state == "suspended":
         state = CopyState.HELD
     elif resource.state == "running":
@@ -123,6 +136,9 @@ def read_copy(obj: Mapping[str, Any], policy: RestorePolicy) -> Copy:
         clock_folder(resource, policy),
         manual,
         hold,
+        report,
+        int(fenced) if fenced.isdigit() else 0,
+        restored(resource, policy),
     )
 
 
@@ -159,6 +175,49 @@ def stop_patch(copy: Copy, fence: Fence, policy: RestorePolicy, when: str) -> di
     }
 
 
+def step_down_patch(copy: Copy, reason: str, policy: RestorePolicy, when: str) -> dict[str, Any]:
+    """Suspend our own copy without a savepoint: its heartbeat could not be renewed in time."""
+    return {
+        "metadata": {
+            "annotations": {
+                policy.key(STEPPED_DOWN): f"{reason}; stopped {when}",
+                policy.key(FENCED_UPGRADE_MODE): copy.resource.upgrade_mode,
+                policy.key(RESUMED): None,
+            },
+        },
+        "spec": {"job": {"state": "suspended", "upgradeMode": stop_mode(copy.resource)}},
+    }
+
+
+def resume_patch(copy: Copy, path: str, policy: RestorePolicy, when: str) -> dict[str, Any]:
+    """Start a stepped-down copy again from ``path`` (its own newest restorable checkpoint).
+
+    A suspended job does not resume from state by itself without HA, so the operator is asked for a
+    savepoint redeploy (``savepointRedeployNonce`` with ``initialSavepointPath``, operator 1.8+); with HA
+    and last-state it resumes from its HA metadata and the path only documents where it stood."""
+    before = copy.resource.annotations.get(policy.key(FENCED_UPGRADE_MODE), "")
+    mode = (
+        before
+        if before in ("savepoint", "last-state")
+        else ("last-state" if stop_mode(copy.resource) == "last-state" else "savepoint")
+    )
+    job: dict[str, Any] = {"state": "running", "upgradeMode": mode}
+    if path:
+        nonce = copy.resource.job.get("savepointRedeployNonce") if copy.resource.job else None
+        job["initialSavepointPath"] = path
+        job["savepointRedeployNonce"] = (nonce if isinstance(nonce, int) else 0) + 1
+    return {
+        "metadata": {
+            "annotations": {
+                policy.key(STEPPED_DOWN): None,
+                policy.key(FENCED_UPGRADE_MODE): None,
+                policy.key(RESUMED): f"at {when} from {path or 'its own HA metadata or last savepoint'}",
+            }
+        },
+        "spec": {"job": job},
+    }
+
+
 def hold_patch(text: str, policy: RestorePolicy) -> dict[str, Any]:
     return {"metadata": {"annotations": {policy.key(HOLD): text}}}
 
@@ -192,18 +251,29 @@ def format_time(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def hold_subject(clusters: tuple[str, ...], epoch: int) -> str:
-    """The part of a hold text that changes only when whom it waits for changes (the rest moves every
-    poll): the agent rewrites the annotation only when this part differs."""
-    return f"epoch {epoch}: waiting for {', '.join(clusters)} to stop"
+def hold_subject(waiting: tuple[Waiting, ...], epoch: int) -> str:
+    """The part of a hold text that changes only when whom it waits for, or what they do, changes (the
+    ages move every poll): the agent rewrites the annotation when this part differs."""
+    parts = [f"{w.cluster} (stopping its job)" if w.stopping_since else w.cluster for w in waiting]
+    return f"epoch {epoch}: waiting for {', '.join(parts)} to stop"
 
 
 def hold_text(verdict: HoldVerdict, epoch: int, local_now: datetime) -> str:
-    """Whom a hold waits for and until when (``until``: by this machine's clock, for people)."""
-    subject = hold_subject(tuple(w.cluster for w in verdict.waiting), epoch)
-    ages = ", ".join(f"{w.age:.0f}s" for w in verdict.waiting)
+    """Whom a hold waits for, since when they renewed (storage time) and until when the lease runs if
+    they stop renewing (``until``: by this machine's clock, for people)."""
+    subject = hold_subject(verdict.waiting, epoch)
+    beats = "; ".join(_waiting_text(w) for w in verdict.waiting)
     until = format_time(local_now + timedelta(seconds=verdict.remaining))
-    return f"{subject}; heartbeat age {ages}; until {until} unless renewed"
+    return f"{subject}; {beats}; lease runs out {until} unless renewed"
+
+
+def _waiting_text(waiting: Waiting) -> str:
+    text = f"{waiting.cluster} renewed its heartbeat {format_time(waiting.renewed)} (storage time)"
+    if waiting.age is not None:
+        text += f", {waiting.age:.0f}s old"
+    if waiting.stopping_since is not None:
+        text += f", asked its operator to stop the job {format_time(waiting.stopping_since)}"
+    return text
 
 
 def unknown_age_text(clusters: tuple[str, ...], epoch: int) -> str:

@@ -1,4 +1,4 @@
-"""The member cluster's FlinkDeployments and FlinkSessionJobs: list both kinds, merge-patch one.
+"""The member cluster's FlinkDeployments and FlinkSessionJobs: list each kind, get and merge-patch one.
 
 The agent's only Kubernetes edge; errors as values (``common.kubeclient.ApiFailure``).
 """
@@ -35,18 +35,19 @@ class FlinkApi:
         api_client = new_api_client(config, "member cluster")
         return api_client if isinstance(api_client, ApiFailure) else cls(api_client, config)
 
-    def list_all(self) -> list[Mapping[str, Any]] | ApiFailure:
-        """Every FlinkDeployment and FlinkSessionJob of the cluster, each with its ``kind`` set."""
+    def list_kind(self, kind: str) -> list[Mapping[str, Any]] | ApiFailure:
+        """Every object of one kind in the cluster, each with its ``kind`` set. Each kind is listed on
+        its own: a cluster without the FlinkSessionJob CRD (404) still has its FlinkDeployments fenced."""
+        plural = PLURALS[kind]
+
+        def call(**kwargs: Any) -> Any:
+            return self._custom.list_cluster_custom_object(GROUP, VERSION, plural, **kwargs)
+
         items: list[Mapping[str, Any]] = []
-        for kind, plural in PLURALS.items():
-
-            def call(plural: str = plural, **kwargs: Any) -> Any:
-                return self._custom.list_cluster_custom_object(GROUP, VERSION, plural, **kwargs)
-
-            for page in list_pages(call, self.config, f"{kind}List"):
-                if isinstance(page, ApiFailure):
-                    return page
-                items += [{**item, "kind": kind} for item in page.items]
+        for page in list_pages(call, self.config, f"{kind}List"):
+            if isinstance(page, ApiFailure):
+                return page
+            items += [{**item, "kind": kind} for item in page.items]
         return items
 
     def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | ApiFailure | None:

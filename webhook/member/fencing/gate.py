@@ -19,7 +19,7 @@ from typing import TypeVar
 from webhook.common.flink import FlinkResource
 from webhook.member.fencing import copies, metrics
 from webhook.member.fencing.protocol import HoldOutcome, judge_admission, next_epoch
-from webhook.member.fencing.records import FencingStore, Listing, fence_body, fence_name
+from webhook.member.fencing.records import FencingStore, Listing, fence_body
 from webhook.member.policy import FencingStorageError, RestorePolicy
 from webhook.member.restore import RestoreDecision, StorageError
 
@@ -55,14 +55,14 @@ class FencingGate:
 
         def fence() -> int:
             # Without a failover count (Karmada's own jobId labels only) the epoch comes from the fences seen.
-            epoch = counted or next_epoch(me, self.store.read(folder).ownership)
+            epoch = counted or next_epoch(me, self.store.list(folder).ownership)
             if not dry_run:
                 body = fence_body(workload, me, epoch, copies.format_time(datetime.now(UTC)))
-                self.store.write(folder, fence_name(epoch, me), body)
+                self.store.fence(folder, epoch, body)
                 metrics.FENCES.inc()
             return epoch
 
-        return Pending(pool.submit(fence), pool.submit(self.store.read, folder), dry_run)
+        return Pending(pool.submit(fence), pool.submit(self.store.list, folder), dry_run)
 
     def admit(
         self, resource: FlinkResource, decision: RestoreDecision, pending: Pending, timeout: float

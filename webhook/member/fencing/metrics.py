@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge
+from prometheus_client import Counter, Gauge, Histogram
 
 HOLDS = Counter("flink_failover_fencing_holds_total", "Restores admitted held until the old copy stops")
 RELEASES = Counter(
@@ -32,4 +32,40 @@ LAST_POLL = Gauge(
     "flink_failover_fencing_last_poll_timestamp_seconds",
     "When the agent last completed a poll (Unix time)",
     multiprocess_mode="max",
+)
+ACKS = Counter(
+    "flink_failover_fencing_acks_total", "Stale copies acknowledged once their operator reported them stopped"
+)
+STEP_DOWNS = Counter(
+    "flink_failover_fencing_step_downs_total",
+    "Running copies suspended by their own agent: the heartbeat could not be renewed within the deadline",
+)
+RESUMES = Counter(
+    "flink_failover_fencing_resumes_total", "Stepped-down copies resumed when nobody took over meanwhile"
+)
+WAITING_FOR_OPERATOR = Gauge(
+    "flink_failover_fencing_waiting_for_operator",
+    "Stale copies asked to stop that their operator has not reported stopped yet (at the last poll)",
+    multiprocess_mode="max",
+)
+OLDEST_HOLD = Gauge(
+    "flink_failover_fencing_oldest_hold_seconds",
+    "How long the oldest copy held on this cluster has been held, as the agent saw it (seconds)",
+    multiprocess_mode="max",
+)
+AGENT_READY = Gauge(
+    "flink_failover_fencing_agent_ready",
+    "1 when the agent lists at least one Flink kind and polls; 0 otherwise",
+    multiprocess_mode="max",
+)
+KIND_LISTED = Gauge(
+    "flink_failover_fencing_kind_listed",
+    "1 when the agent could list this Flink kind at its last poll (0: its jobs are not fenced)",
+    ["kind"],
+    multiprocess_mode="max",
+)
+POLL_SECONDS = Histogram(
+    "flink_failover_fencing_poll_seconds",
+    "How long one poll of the fencing agent took",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )

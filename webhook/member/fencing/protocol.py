@@ -7,7 +7,10 @@ The records, per workload (``records.py`` lays them out):
 
 - a **heartbeat** per cluster that runs a copy, renewed every poll by that cluster only;
 - a **fence** per restore: the new owner cluster and the failover count (the epoch) it restored under;
-- an **ack** per stopped copy: that cluster stopped its copy for fences up to that epoch.
+- a **stopping** record per stale copy whose stop was asked for: its operator has not reported it
+  stopped yet (the cluster keeps its heartbeat fresh meanwhile, so the new copy keeps waiting);
+- an **ack** per stopped copy: that cluster's operator reported its copy stopped, for fences up to that
+  epoch. An ack is written only then, never when the stop is merely asked for.
 
 Each object has one writer, so no compare-and-swap is needed. Rules:
 
@@ -50,12 +53,29 @@ class Ack:
 
 
 @dataclass(frozen=True)
+class Stopping:
+    cluster: str
+    epoch: int  # the fence whose stop the copy on ``cluster`` has asked its operator for
+    modified: datetime
+
+
+@dataclass(frozen=True)
 class Ownership:
     """One listing of a workload's ownership records."""
 
     heartbeats: tuple[Heartbeat, ...] = ()
     fences: tuple[Fence, ...] = ()
     acks: tuple[Ack, ...] = ()
+    stopping: tuple[Stopping, ...] = ()
+
+    def heartbeat(self, cluster: str) -> Heartbeat | None:
+        return next((b for b in self.heartbeats if b.cluster == cluster), None)
+
+    def stopping_since(self, cluster: str, epoch: int) -> datetime | None:
+        """When ``cluster`` asked its operator to stop its copy for ``epoch`` (or a newer fence)."""
+        return min(
+            (s.modified for s in self.stopping if s.cluster == cluster and s.epoch >= epoch), default=None
+        )
 
     def newest_fence(self) -> Fence | None:
         """The highest epoch wins; two owners at one epoch (two restores Karmada counted once) are
@@ -119,8 +139,10 @@ class ReleaseCause(StrEnum):
 @dataclass(frozen=True)
 class Waiting:
     cluster: str
-    age: float  # seconds since its heartbeat, storage time
+    renewed: datetime  # storage time of its last heartbeat renewal
+    age: float | None  # seconds since that renewal, storage time (None: the storage's time is unknown)
     remaining: float  # seconds until the lease runs out, if it is not renewed
+    stopping_since: datetime | None = None  # its operator was asked to stop the copy then (storage time)
 
 
 @dataclass(frozen=True)
@@ -162,7 +184,15 @@ def judge_hold(
         if age >= lease:
             expired.append(beat.cluster)
             continue
-        waiting.append(Waiting(beat.cluster, max(0.0, (now - beat.modified).total_seconds()), lease - age))
+        waiting.append(
+            Waiting(
+                beat.cluster,
+                beat.modified,
+                max(0.0, (now - beat.modified).total_seconds()),
+                lease - age,
+                ownership.stopping_since(beat.cluster, epoch),
+            )
+        )
     if waiting:
         return HoldVerdict(HoldOutcome.HOLD, waiting=tuple(waiting), expired=tuple(expired))
     if expired:
@@ -185,7 +215,11 @@ def judge_admission(me: str, epoch: int, ownership: Ownership, lease: float) -> 
     newer = superseding(me, epoch, ownership)
     if newer is not None:
         return HoldVerdict(HoldOutcome.SUPERSEDED, superseded_by=newer)
-    waiting = tuple(Waiting(c, 0.0, lease) for c in others_heartbeating(me, ownership, epoch))
+    waiting = tuple(
+        Waiting(b.cluster, b.modified, None, lease, ownership.stopping_since(b.cluster, epoch))
+        for c in others_heartbeating(me, ownership, epoch)
+        if (b := ownership.heartbeat(c)) is not None
+    )
     if waiting:
         return HoldVerdict(HoldOutcome.HOLD, waiting=waiting)
     acked = _acked_by_another(me, epoch, ownership)

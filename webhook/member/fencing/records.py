@@ -7,29 +7,36 @@ Laid out beside Flink's ``<jobId>/`` folders, never inside them::
     <checkpoint-dir>/flink-failover/<namespace>/<kind>/<name>/
         heartbeat-<cluster>.json           renewed by <cluster> while its copy runs
         fence-<epoch>-<cluster>.json       written once by the restore on <cluster>
-        ack-<epoch>-<cluster>.json         <cluster> stopped its copy for fences up to <epoch>
+        stopping-<epoch>-<cluster>.json    <cluster> asked its operator to stop its copy for <epoch>
+        ack-<epoch>-<cluster>.json         <cluster>'s operator reported its copy stopped (fences <= <epoch>)
 
-Epochs are zero-padded so a listing sorts them. Every decision reads one listing (names and
-modification times); the JSON bodies are for people.
+``<kind>`` is the kind in lower case (``flinkdeployment``), ``<namespace>`` is ``_`` for none, and
+epochs are zero-padded to 12 digits so a listing sorts them. Every decision reads one listing (names
+and modification times); the JSON bodies are for people. ``FencingStore`` is the only writer and
+reader: its methods say what they mean (beat, fence, stopping, ack, forget, list, clock), and each call
+has a deadline (``lanes.Lanes``) when the store is given lanes.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from webhook.common.paths import StoragePath, StoragePathError
-from webhook.member.fencing.protocol import Ack, Fence, Heartbeat, Ownership
+from webhook.member.fencing.lanes import Lanes
+from webhook.member.fencing.protocol import Ack, Fence, Heartbeat, Ownership, Stopping
 from webhook.member.restore import StorageError
 from webhook.member.storage import CheckpointStorage, modified_time
 
+T = TypeVar("T")
+
 FOLDER = "flink-failover"
 _NAME_RE = re.compile(r"^(heartbeat|clock)-([a-z0-9]([-a-z0-9.]*[a-z0-9])?)\.json$")
-_EPOCH_RE = re.compile(r"^(fence|ack)-(\d{1,12})-([a-z0-9]([-a-z0-9.]*[a-z0-9])?)\.json$")
+_EPOCH_RE = re.compile(r"^(fence|ack|stopping)-(\d{1,12})-([a-z0-9]([-a-z0-9.]*[a-z0-9])?)\.json$")
 _CLUSTER_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
 
 
@@ -64,12 +71,72 @@ class Listing:
 
 
 class FencingStore:
-    """Reads and writes one workload's records; errors come back as ``StorageError``."""
+    """One cluster's reads and writes of ownership records; errors come back as ``StorageError``.
 
-    def __init__(self, storage: CheckpointStorage) -> None:
+    With ``lanes`` every call waits at most the lanes' timeout (the agent); without, calls run inline
+    (the webhook's gate runs them on its own pool under the admission deadline).
+    """
+
+    def __init__(self, storage: CheckpointStorage, cluster: str = "", lanes: Lanes | None = None) -> None:
         self._storage = storage
+        self.cluster = cluster
+        self._lanes = lanes
 
-    def read(self, folder: StoragePath) -> Listing:
+    # --- intents ---------------------------------------------------------------------------------------
+    def list(self, folder: StoragePath) -> Listing:
+        return self._run(folder, f"listing {folder}", lambda: self._read(folder))
+
+    def beat(self, folder: StoragePath, body: Mapping[str, Any]) -> None:
+        """Renew this cluster's heartbeat: its copy runs (or has not stopped yet)."""
+        self._put(folder, heartbeat_name(self.cluster), body)
+
+    def fence(self, folder: StoragePath, epoch: int, body: Mapping[str, Any]) -> None:
+        self._put(folder, fence_name(epoch, self.cluster), body)
+
+    def stopping(self, folder: StoragePath, epoch: int, detail: str) -> None:
+        """This cluster asked its operator to stop its copy for ``epoch``; it has not stopped yet."""
+        self._put(
+            folder,
+            stopping_name(epoch, self.cluster),
+            {"cluster": self.cluster, "epoch": epoch, "detail": detail},
+        )
+
+    def ack(self, folder: StoragePath, epoch: int, detail: str) -> None:
+        """The operator reported this cluster's copy stopped: write the ack, then drop the heartbeat."""
+        self._put(
+            folder, ack_name(epoch, self.cluster), {"cluster": self.cluster, "epoch": epoch, "detail": detail}
+        )
+        self.forget(folder)
+
+    def forget(self, folder: StoragePath) -> None:
+        """This cluster runs no copy of the workload any more: its heartbeat goes."""
+        target = folder.child(heartbeat_name(self.cluster))
+        self._run(folder, f"removing {target}", lambda: self._remove(target))
+
+    def clock(self, folder: StoragePath) -> datetime:
+        """Write this cluster's clock object in ``folder`` and read back the time the storage gave it."""
+        target = folder.child(clock_name(self.cluster))
+
+        def stamp() -> datetime:
+            self._write(folder, clock_name(self.cluster), {"cluster": self.cluster})
+            try:
+                found = modified_time(self._storage.filesystem(folder).info(target.fs_path))
+            except Exception as exc:
+                raise _error("reading", target, exc) from None
+            if found is None:
+                raise StorageError(f"{target}: the storage reports no modification time")
+            return found
+
+        return self._run(folder, f"writing {target}", stamp)
+
+    # --- the calls ---------------------------------------------------------------------------------
+    def _run(self, folder: StoragePath, what: str, fn: Callable[[], T]) -> T:
+        return fn() if self._lanes is None else self._lanes.call(folder, what, fn)
+
+    def _put(self, folder: StoragePath, name: str, body: Mapping[str, Any]) -> None:
+        self._run(folder, f"writing {folder}/{name}", lambda: self._write(folder, name, body))
+
+    def _read(self, folder: StoragePath) -> Listing:
         fs = self._storage.filesystem(folder)
         try:
             entries = fs.ls(folder.fs_path, detail=True)
@@ -79,7 +146,7 @@ class FencingStore:
             raise _error("listing", folder, exc) from None
         return parse_listing(entries)
 
-    def write(self, folder: StoragePath, name: str, body: Mapping[str, Any]) -> None:
+    def _write(self, folder: StoragePath, name: str, body: Mapping[str, Any]) -> None:
         fs = self._storage.filesystem(folder)
         try:
             target = folder.child(name)
@@ -93,27 +160,14 @@ class FencingStore:
         except Exception as exc:
             raise _error("writing", target, exc) from None
 
-    def remove(self, folder: StoragePath, name: str) -> None:
-        fs = self._storage.filesystem(folder)
-        target = folder.child(name)
+    def _remove(self, target: StoragePath) -> None:
+        fs = self._storage.filesystem(target)
         try:
             fs.rm_file(target.fs_path)
         except FileNotFoundError:
             return
         except Exception as exc:
             raise _error("removing", target, exc) from None
-
-    def clock(self, folder: StoragePath, cluster: str) -> datetime:
-        """Write this cluster's clock object in ``folder`` and read back the time the storage gave it."""
-        self.write(folder, clock_name(cluster), {"cluster": cluster})
-        target = folder.child(clock_name(cluster))
-        try:
-            stamp = modified_time(self._storage.filesystem(folder).info(target.fs_path))
-        except Exception as exc:
-            raise _error("reading", target, exc) from None
-        if stamp is None:
-            raise StorageError(f"{target}: the storage reports no modification time")
-        return stamp
 
 
 def fence_body(workload: Workload, cluster: str, epoch: int, written: str) -> dict[str, Any]:
@@ -137,11 +191,16 @@ def ack_name(epoch: int, cluster: str) -> str:
     return f"ack-{epoch:012d}-{cluster}.json"
 
 
+def stopping_name(epoch: int, cluster: str) -> str:
+    return f"stopping-{epoch:012d}-{cluster}.json"
+
+
 def parse_listing(entries: Any) -> Listing:
     """Records from a detailed fsspec listing; names that are not ours are ignored."""
     beats: list[Heartbeat] = []
     fences: list[Fence] = []
     acks: list[Ack] = []
+    stopping: list[Stopping] = []
     clocks: dict[str, datetime] = {}
     for entry in entries if isinstance(entries, list) else []:
         if not isinstance(entry, Mapping) or entry.get("type") not in (None, "file"):
@@ -162,9 +221,11 @@ def parse_listing(entries: Any) -> Listing:
             epoch, cluster = int(numbered.group(2)), numbered.group(3)
             if numbered.group(1) == "fence":
                 fences.append(Fence(cluster, epoch, modified))
-            else:
+            elif numbered.group(1) == "ack":
                 acks.append(Ack(cluster, epoch, modified))
-    return Listing(Ownership(tuple(beats), tuple(fences), tuple(acks)), clocks)
+            else:
+                stopping.append(Stopping(cluster, epoch, modified))
+    return Listing(Ownership(tuple(beats), tuple(fences), tuple(acks), tuple(stopping)), clocks)
 
 
 def _error(action: str, path: StoragePath, exc: BaseException) -> StorageError:

@@ -4,19 +4,25 @@ Every worker starts a thread that waits for an exclusive lock on one file in the
 directory (set before the workers fork); the holder runs the agent. When that worker exits, the kernel
 drops its lock and another worker's thread takes over within one poll. Two replicas of the member role
 each run one agent: they write the same heartbeat and make the same patches, which is harmless.
+
+The agent's health goes to a file beside the lock after every poll, so every worker's ``/readyz``
+answers for it (``readiness``): a member role whose agent cannot build its client, cannot list any
+Flink kind or has not polled within a lease is not ready.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import os
 import tempfile
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import asdict, dataclass
 
 from webhook.common.kubeclient import ApiFailure, ClientConfig
-from webhook.member.fencing.agent import FencingAgent
+from webhook.member.fencing.agent import FencingAgent, Health
 from webhook.member.fencing.flinkapi import FlinkApi
 from webhook.member.policy import RestorePolicy
 from webhook.member.storage import CheckpointStorage
@@ -34,6 +40,36 @@ class AgentOptions:
 def lock_path() -> str:
     base = os.environ.get("PROMETHEUS_MULTIPROC_DIR") or tempfile.gettempdir()
     return os.path.join(base, f"fencing-agent-{os.getppid()}.lock")
+
+
+def health_path() -> str:
+    return lock_path().removesuffix(".lock") + ".health.json"
+
+
+def write_health(health: Health, path: str | None = None) -> None:
+    """Atomically: a worker's /readyz never reads half a file."""
+    target = path or health_path()
+    temporary = f"{target}.{os.getpid()}.tmp"
+    with open(temporary, "w", encoding="utf-8") as out:
+        json.dump(asdict(health), out)
+    os.replace(temporary, target)
+
+
+def readiness(lease_seconds: float, path: str | None = None, now: float | None = None) -> str | None:
+    """None when the agent is ready, else why not (what ``/readyz`` says)."""
+    try:
+        with open(path or health_path(), encoding="utf-8") as found:
+            health = json.load(found)
+    except FileNotFoundError:
+        return "fencing agent has not completed a poll yet"
+    except (OSError, ValueError) as exc:
+        return f"fencing agent health unreadable: {exc}"
+    if not health.get("ready"):
+        return f"fencing agent: {health.get('reason') or 'not ready'}"
+    age = (time.time() if now is None else now) - float(health.get("polled_at") or 0)
+    if age > lease_seconds:
+        return f"fencing agent has not polled for {age:.0f}s (lease {lease_seconds:g}s)"
+    return None
 
 
 def start(
@@ -62,7 +98,9 @@ def _wait_then_run(options: AgentOptions, policy: RestorePolicy, stop: threading
             api = FlinkApi.connect(ClientConfig(options.kubeconfig, options.context))
             if isinstance(api, ApiFailure):
                 log.error("fencing agent cannot build its client", extra={"fields": {"error": api.message}})
+                write_health(Health(False, f"cannot build its Kubernetes client: {api.message}", 0.0))
                 stop.wait(policy.fencing.poll_seconds)
                 continue
-            agent = FencingAgent(options.cluster, policy, api, CheckpointStorage(policy.storage_options))
+            storage = CheckpointStorage(policy.storage_options)
+            agent = FencingAgent(options.cluster, policy, api, storage, on_health=write_health)
             agent.run(stop)

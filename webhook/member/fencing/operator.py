@@ -1,0 +1,63 @@
+"""Has the Flink operator stopped a job? Read from the status it writes. Pure.
+
+A suspend is a request: the operator (1.15 source) keeps ``status.jobStatus.state: RUNNING`` while it
+cancels the job or deletes the Flink cluster, which takes seconds to tens of seconds, and the old job
+reads, writes and checkpoints all that time. When the stop has completed it writes, at once:
+``jobStatus.state`` FINISHED (or CANCELED; the jobId kept), ``jobManagerDeploymentStatus: MISSING`` for
+a FlinkDeployment, and ``reconciliationStatus.lastReconciledSpec`` holding ``job.state: suspended``
+(``lifecycleState: SUSPENDED``). Only all of these together mean "stopped" here: an acknowledgement
+written on anything less lets the new cluster start while the old job still runs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.common.untyped import as_map
+
+# Flink's JobStatus values of a job that may still process records (or is about to again).
+ACTIVE_JOB_STATES = frozenset(
+    {"INITIALIZING", "CREATED", "RUNNING", "FAILING", "CANCELLING", "RESTARTING", "RECONCILING"}
+)
+
+
+@dataclass(frozen=True)
+class OperatorReport:
+    stopped: bool
+    detail: str  # what the status says, for the log and the hold text ("RUNNING, JobManager READY")
+
+
+def operator_report(obj: Mapping[str, Any]) -> OperatorReport:
+    """What the operator reports about a copy whose spec says ``suspended``."""
+    status = as_map(obj.get("status"))
+    job_state = str(as_map(status.get("jobStatus")).get("state") or "").upper()
+    reconciled = _reconciled_job_state(status)
+    parts = [f"job {job_state or 'without a state'}"]
+    if job_state in ACTIVE_JOB_STATES:
+        return OperatorReport(False, ", ".join(parts))
+    if obj.get("kind", "FlinkDeployment") == "FlinkDeployment":
+        jm = str(status.get("jobManagerDeploymentStatus") or "")
+        parts.append(f"JobManager {jm or 'unreported'}")
+        if jm not in ("", "MISSING"):
+            return OperatorReport(False, ", ".join(parts))
+    if reconciled not in ("", "suspended"):
+        parts.append(f"suspend not reconciled yet (last reconciled: {reconciled})")
+        return OperatorReport(False, ", ".join(parts))
+    return OperatorReport(True, ", ".join(parts))
+
+
+def _reconciled_job_state(status: Mapping[str, Any]) -> str:
+    """``job.state`` of the spec the operator last reconciled ("" when it reports none)."""
+    raw = as_map(status.get("reconciliationStatus")).get("lastReconciledSpec")
+    if not isinstance(raw, str) or not raw:
+        return ""
+    try:
+        doc = as_map(json.loads(raw))
+    except ValueError:
+        return ""
+    # The operator writes {"spec": {...}, "resource_metadata": {...}}; very old ones the bare spec.
+    spec = as_map(doc.get("spec")) if "resource_metadata" in doc or "job" not in doc else doc
+    return str(as_map(spec.get("job")).get("state") or "")
