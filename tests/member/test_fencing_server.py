@@ -1,9 +1,11 @@
 """The member role served for real (gunicorn, TLS) with --cluster and --kubeconfig: the webhook holds a
-restore while member1 heartbeats, and the agent running in one of its workers releases it."""
+restore while member1 heartbeats, the agent running in one of its workers releases it once member1's
+operator reports the old job stopped, and /readyz tells whether fencing works at all."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.controlplane import fakeapi
@@ -16,6 +18,7 @@ from tests.support.objects import (
     review,
     running_deployment,
 )
+from tests.support.operator import operator_stops
 from tests.support.server import generate_certs, serve
 from webhook.common.kubeclient import ClientConfig
 from webhook.member.fencing.agent import FencingAgent
@@ -26,27 +29,34 @@ from webhook.member.storage import CheckpointStorage
 P = "flink-failover.io"
 
 
-def _wait(predicate: object, timeout: float = 60) -> bool:
+def _wait(predicate: Callable[[], bool], timeout: float = 60) -> bool:
+    """Until ``predicate`` holds (a bounded wait on an event, never a sleep standing for one)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if predicate():  # type: ignore[operator]
+        if predicate():
             return True
-        time.sleep(0.1)
+        time.sleep(0.05)
     return False
 
 
-def test_served_member_role_holds_then_its_agent_releases(tmp_path: Path) -> None:
-    root = tmp_path / "checkpoints"
-    make_checkpoints(root / JOB_ID, [1, 2])
+def _policy_file(tmp_path: Path, root: Path) -> Path:
     policy_file = tmp_path / "policy.yaml"
     policy_file.write_text(
-        f"defaultCheckpointDir: {root}\nfencing: {{leaseSeconds: 300, pollSeconds: 0.5}}\n", encoding="utf-8"
+        f"defaultCheckpointDir: {root}\n"
+        "fencing: {leaseSeconds: 300, pollSeconds: 0.5, renewDeadlineSeconds: 100, stopMarginSeconds: 100}\n",
+        encoding="utf-8",
     )
+    return policy_file
+
+
+def test_served_member_role_holds_then_its_agent_releases_once_the_old_job_stopped(tmp_path: Path) -> None:
+    root = tmp_path / "checkpoints"
+    make_checkpoints(root / JOB_ID, [1, 2])
     member1 = fakeapi.start_member_cluster()
     member2 = fakeapi.start_member_cluster()
     try:
         member1.fake.upsert(running_deployment())
-        policy = RestorePolicy(default_checkpoint_dir=str(root), fencing=FencingPolicy(300, 0.5))
+        policy = RestorePolicy(default_checkpoint_dir=str(root), fencing=FencingPolicy(lease_seconds=300))
         api1 = FlinkApi.connect(ClientConfig(str(member1.kubeconfig(tmp_path / "m1.kubeconfig"))))
         assert isinstance(api1, FlinkApi)
         agent1 = FencingAgent("member1", policy, api1, CheckpointStorage())
@@ -55,7 +65,7 @@ def test_served_member_role_holds_then_its_agent_releases(tmp_path: Path) -> Non
         kubeconfig2 = member2.kubeconfig(tmp_path / "m2.kubeconfig")
         extra = ["--cluster", "member2", "--kubeconfig", str(kubeconfig2), "--workers", "2"]
         certs = generate_certs(tmp_path / "certs")
-        with serve(certs, policy_file, tmp_path / "server.log", extra=extra) as server:
+        with serve(certs, _policy_file(tmp_path, root), tmp_path / "server.log", extra=extra) as server:
             obj = flink_deployment(
                 labels={f"{P}/failover": "true", f"{P}/job-id": JOB_ID},
                 annotations={f"{P}/failover-count": "1"},
@@ -66,10 +76,19 @@ def test_served_member_role_holds_then_its_agent_releases(tmp_path: Path) -> Non
             assert "waiting for member1" in admitted["metadata"]["annotations"][f"{P}/hold"]
             member2.fake.upsert(admitted)
             make_checkpoints(root / JOB_ID, [3])  # the stale copy runs on for a while
-            time.sleep(1.5)  # a few of the served agent's polls: it must keep holding
+
+            def hold() -> str:
+                return str(member2.fake.get("analytics", "orders")["metadata"]["annotations"].get(f"{P}/hold", ""))
+
+            # The served agent has polled: it rewrote the hold with member1's heartbeat age, and held.
+            assert _wait(lambda: "s old" in hold()), hold()
+            assert [s.action for s in agent1.tick()] == ["stopping"]
+            # member1 asked its job to stop; its operator still reports RUNNING: member2 keeps holding.
+            assert _wait(lambda: "member1 (stopping its job)" in hold()), hold()
             assert member2.fake.get("analytics", "orders")["spec"]["job"]["state"] == "suspended"
 
-            assert [s.action for s in agent1.tick()] == ["stopped"]
+            operator_stops(member1.fake)
+            assert [s.action for s in agent1.tick()] == ["acked"]
             assert _wait(lambda: member2.fake.get("analytics", "orders")["spec"]["job"]["state"] == "running")
             released = member2.fake.get("analytics", "orders")
             assert released["spec"]["job"]["initialSavepointPath"] == str(root / JOB_ID / "chk-3")
@@ -77,9 +96,81 @@ def test_served_member_role_holds_then_its_agent_releases(tmp_path: Path) -> Non
             metrics = server.client().request("GET", "/metrics")[1].decode()
             assert 'flink_failover_fencing_releases_total{cause="ack"} 1.0' in metrics
             assert "flink_failover_fencing_holds_total 1.0" in metrics
+            assert "flink_failover_fencing_agent_ready 1.0" in metrics
+            assert "flink_failover_fencing_poll_seconds_count" in metrics
             # Exactly one worker polled: one agent per server, however many workers.
             patches = [p for p in member2.fake.patches if "spec" in p[2]]
             assert len(patches) == 1, patches
     finally:
         member1.stop()
         member2.stop()
+
+
+def test_a_cluster_without_the_session_job_crd_still_fences_deployments_and_says_so_once(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "checkpoints"
+    make_checkpoints(root / JOB_ID, [1])
+    only_deployments = fakeapi.start(fakeapi.flink_collection("flinkdeployments"))
+    try:
+        only_deployments.fake.upsert(running_deployment())
+        kubeconfig = only_deployments.kubeconfig(tmp_path / "m1.kubeconfig")
+        extra = ["--cluster", "member1", "--kubeconfig", str(kubeconfig), "--workers", "2"]
+        certs = generate_certs(tmp_path / "certs")
+        log_file = tmp_path / "server.log"
+        with serve(certs, _policy_file(tmp_path, root), log_file, extra=extra) as server:
+            beat = root / "flink-failover" / "analytics" / "flinkdeployment" / "orders" / "heartbeat-member1.json"
+            assert _wait(beat.exists)  # the FlinkDeployment heartbeats although the other kind is missing
+            status, body, _ = server.client().request("GET", "/readyz")
+            assert status == 200, body
+            metrics = server.client().request("GET", "/metrics")[1].decode()
+            assert 'flink_failover_fencing_kind_listed{kind="FlinkSessionJob"} 0.0' in metrics
+            assert 'flink_failover_fencing_kind_listed{kind="FlinkDeployment"} 1.0' in metrics
+            polls = 'flink_failover_fencing_poll_seconds_count'
+            assert _wait(lambda: _count(server.client().request("GET", "/metrics")[1].decode(), polls) >= 4)
+        said = [line for line in log_file.read_text().splitlines() if "cannot watch FlinkSessionJob" in line]
+        assert len(said) == 1, said  # once, not every poll
+        assert "CRD installed" in said[0]
+    finally:
+        only_deployments.stop()
+
+
+def _count(metrics: str, name: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith(name + " "))
+
+
+def test_a_member_role_whose_agent_cannot_reach_its_api_server_is_not_ready(tmp_path: Path) -> None:
+    root = tmp_path / "checkpoints"
+    root.mkdir()
+    gone = fakeapi.start_member_cluster()
+    kubeconfig = gone.kubeconfig(tmp_path / "m1.kubeconfig")
+    gone.stop()  # nothing answers there any more
+    extra = ["--cluster", "member1", "--kubeconfig", str(kubeconfig), "--workers", "1"]
+    certs = generate_certs(tmp_path / "certs")
+    with serve(
+        certs, _policy_file(tmp_path, root), tmp_path / "server.log", extra=extra, ready_statuses=(503,)
+    ) as server:
+        def readyz() -> tuple[int, bytes]:
+            status, body, _ = server.client().request("GET", "/readyz")
+            return status, body
+
+        assert _wait(lambda: b"cannot list any Flink kind" in readyz()[1]), readyz()  # after its first poll
+        assert readyz()[0] == 503
+        metrics = server.client().request("GET", "/metrics")[1].decode()
+        assert "flink_failover_fencing_agent_ready 0.0" in metrics
+
+
+def test_a_member_role_without_credentials_is_not_ready(tmp_path: Path) -> None:
+    root = tmp_path / "checkpoints"
+    root.mkdir()
+    extra = ["--cluster", "member1", "--kubeconfig", str(tmp_path / "missing.kubeconfig"), "--workers", "1"]
+    certs = generate_certs(tmp_path / "certs")
+    with serve(
+        certs, _policy_file(tmp_path, root), tmp_path / "server.log", extra=extra, ready_statuses=(503,)
+    ) as server:
+        def readyz() -> tuple[int, bytes]:
+            status, body, _ = server.client().request("GET", "/readyz")
+            return status, body
+
+        assert _wait(lambda: b"cannot build its Kubernetes client" in readyz()[1]), readyz()
+        assert readyz()[0] == 503

@@ -132,8 +132,13 @@ class RunningServer:
 
 
 def wait_ready(
-    port: int, ca_file: Path | None, process: subprocess.Popen[bytes], timeout: float = 30
+    port: int,
+    ca_file: Path | None,
+    process: subprocess.Popen[bytes],
+    timeout: float = 30,
+    statuses: tuple[int, ...] = (200,),
 ) -> None:
+    """Until ``/readyz`` answers with one of ``statuses`` (503 too: a server that answers, not ready)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -145,12 +150,12 @@ def wait_ready(
                 client = ApiServerClient(port, ca_file, timeout=2)
                 status, _, _ = client.request("GET", "/readyz")
                 client.close()
-                if status == 200:
+                if status in statuses:
                     return
                 time.sleep(0.1)
                 continue
             conn.request("GET", "/readyz")
-            if conn.getresponse().status == 200:
+            if conn.getresponse().status in statuses:
                 return
         except OSError:
             pass
@@ -178,6 +183,7 @@ def serve(
     role: str = "member",
     extra: list[str] | None = None,
     env: dict[str, str] | None = None,
+    ready_statuses: tuple[int, ...] = (200,),
 ) -> Iterator[RunningServer]:
     port = free_port()
     cmd = [
@@ -204,7 +210,7 @@ def serve(
         )
     try:
         plain = "--insecure-plain-http" in (extra or [])
-        wait_ready(port, None if plain else cert_dir / "ca.crt", process)
+        wait_ready(port, None if plain else cert_dir / "ca.crt", process, statuses=ready_statuses)
         yield RunningServer(process, port, cert_dir, log_file)
     finally:
         stop_group(process)
