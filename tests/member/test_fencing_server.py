@@ -78,7 +78,9 @@ def test_served_member_role_holds_then_its_agent_releases_once_the_old_job_stopp
             make_checkpoints(root / JOB_ID, [3])  # the stale copy runs on for a while
 
             def hold() -> str:
-                return str(member2.fake.get("analytics", "orders")["metadata"]["annotations"].get(f"{P}/hold", ""))
+                return str(
+                    member2.fake.get("analytics", "orders")["metadata"]["annotations"].get(f"{P}/hold", "")
+                )
 
             # The served agent has polled: it rewrote the hold with member1's heartbeat age, and held.
             assert _wait(lambda: "s old" in hold()), hold()
@@ -119,14 +121,21 @@ def test_a_cluster_without_the_session_job_crd_still_fences_deployments_and_says
         certs = generate_certs(tmp_path / "certs")
         log_file = tmp_path / "server.log"
         with serve(certs, _policy_file(tmp_path, root), log_file, extra=extra) as server:
-            beat = root / "flink-failover" / "analytics" / "flinkdeployment" / "orders" / "heartbeat-member1.json"
+            beat = (
+                root
+                / "flink-failover"
+                / "analytics"
+                / "flinkdeployment"
+                / "orders"
+                / "heartbeat-member1.json"
+            )
             assert _wait(beat.exists)  # the FlinkDeployment heartbeats although the other kind is missing
             status, body, _ = server.client().request("GET", "/readyz")
             assert status == 200, body
             metrics = server.client().request("GET", "/metrics")[1].decode()
             assert 'flink_failover_fencing_kind_listed{kind="FlinkSessionJob"} 0.0' in metrics
             assert 'flink_failover_fencing_kind_listed{kind="FlinkDeployment"} 1.0' in metrics
-            polls = 'flink_failover_fencing_poll_seconds_count'
+            polls = "flink_failover_fencing_poll_seconds_count"
             assert _wait(lambda: _count(server.client().request("GET", "/metrics")[1].decode(), polls) >= 4)
         said = [line for line in log_file.read_text().splitlines() if "cannot watch FlinkSessionJob" in line]
         assert len(said) == 1, said  # once, not every poll
@@ -150,6 +159,7 @@ def test_a_member_role_whose_agent_cannot_reach_its_api_server_is_not_ready(tmp_
     with serve(
         certs, _policy_file(tmp_path, root), tmp_path / "server.log", extra=extra, ready_statuses=(503,)
     ) as server:
+
         def readyz() -> tuple[int, bytes]:
             status, body, _ = server.client().request("GET", "/readyz")
             return status, body
@@ -168,6 +178,7 @@ def test_a_member_role_without_credentials_is_not_ready(tmp_path: Path) -> None:
     with serve(
         certs, _policy_file(tmp_path, root), tmp_path / "server.log", extra=extra, ready_statuses=(503,)
     ) as server:
+
         def readyz() -> tuple[int, bytes]:
             status, body, _ = server.client().request("GET", "/readyz")
             return status, body

@@ -239,4 +239,5 @@ def _held(me: str, copy: Copy, records: Ownership | Unreadable, times: Times, po
         rewrite = not copy.hold.startswith(subject + ";") or stale
         return plan("held", subject, (RewriteHold(verdict),) if rewrite else ())
     cause = verdict.cause or ReleaseCause.NO_HEARTBEAT
-    return plan("released", cause.value, (Release(cause),))
+    # Heartbeat before the job may start: a failover that follows must wait for this copy too.
+    return plan("released", cause.value, (Beat(), Release(cause)))

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TypeVar
@@ -35,6 +37,7 @@ class Pending:
     epoch: concurrent.futures.Future[int]  # the fence's epoch, once written (or chosen, on a dry run)
     listing: concurrent.futures.Future[Listing]
     dry_run: bool
+    beat: Callable[[], concurrent.futures.Future[None]]  # write this cluster's heartbeat for the restore
 
 
 class FencingGate:
@@ -62,15 +65,31 @@ class FencingGate:
                 metrics.FENCES.inc()
             return epoch
 
-        return Pending(pool.submit(fence), pool.submit(self.store.list, folder), dry_run)
+        def beat() -> concurrent.futures.Future[None]:
+            body = {
+                "cluster": me,
+                "workload": str(workload),
+                "written": copies.format_time(datetime.now(UTC)),
+            }
+            return pool.submit(self.store.beat, folder, body)
+
+        return Pending(pool.submit(fence), pool.submit(self.store.list, folder), dry_run, beat)
 
     def admit(
         self, resource: FlinkResource, decision: RestoreDecision, pending: Pending, timeout: float
     ) -> RestoreDecision:
-        """The restore as decided, held when an old copy may still run."""
+        """The restore as decided, held when an old copy may still run. A restore that starts at once
+        heartbeats from its admission on: a failover that follows before the agent's first poll must
+        wait for this copy too (without it, both would start)."""
+        expires = time.monotonic() + timeout
         try:
-            epoch = _result(pending.epoch, timeout)
-            listing = _result(pending.listing, timeout)
+            epoch = _result(pending.epoch, expires - time.monotonic())
+            listing = _result(pending.listing, expires - time.monotonic())
+            verdict = judge_admission(
+                self.cluster, epoch, listing.ownership, self.policy.fencing.lease_seconds
+            )
+            if verdict.outcome is HoldOutcome.RELEASE and not pending.dry_run:
+                _result(pending.beat(), expires - time.monotonic())
         except StorageError as exc:
             metrics.STORAGE_ERRORS.labels("admission").inc()
             epoch = copies.epoch_of(resource, self.policy) or 1
@@ -79,7 +98,6 @@ class FencingGate:
                 return copies.fenced_without_hold(decision, epoch, self.policy)
             metrics.HOLDS.inc()
             return copies.held(decision, copies.storage_text(epoch, str(exc)), epoch, self.policy)
-        verdict = judge_admission(self.cluster, epoch, listing.ownership, self.policy.fencing.lease_seconds)
         if verdict.outcome is HoldOutcome.RELEASE:
             return copies.fenced_without_hold(decision, epoch, self.policy)
         if verdict.outcome is HoldOutcome.SUPERSEDED and verdict.superseded_by is not None:
