@@ -481,3 +481,40 @@ def test_a_held_copy_is_patched_only_when_whom_it_waits_for_changes(local_site: 
     hold = m2.obj()["metadata"]["annotations"][HOLD]
     assert hold.startswith("epoch 1: waiting for member1, member3 to stop;"), hold
     assert len(m2.running.fake.patches) == 2
+
+
+def test_a_hung_bucket_never_delays_the_heartbeats_of_jobs_in_another_storage(
+    local_site: Site, world: Any
+) -> None:
+    """Every storage call has a deadline and each storage its own lane: while one S3 endpoint accepts
+    connections and never answers, the job on local storage is renewed at every poll."""
+    from tests.faults.loopback import blackhole
+
+    with blackhole() as port:
+        policy = RestorePolicy(
+            default_checkpoint_dir=local_site.root,
+            storage_options={"s3": {"endpoint_url": f"http://127.0.0.1:{port}", "key": "k", "secret": "s"}},
+            fencing=FencingPolicy(lease_seconds=LEASE, poll_seconds=0.5),
+        )
+        m1 = world("member1", policy)
+        local_site.checkpoints([1])
+        m1.put(running_copy())
+        hung = running_copy(name="payments", checkpoint_dir="s3://hung-bucket/checkpoints")
+        m1.put(hung)
+        records = (local_site.local or Path()) / "flink-failover/analytics/flinkdeployment/orders"
+        beat = records / "heartbeat-member1.json"
+        seen = []
+        for _ in range(4):
+            steps = m1.tick()
+            assert steps["orders"] == "heartbeat", steps
+            assert steps["payments"] in ("error", "pending"), steps  # its storage never answers
+            seen.append(beat.stat().st_mtime_ns)
+        assert len(set(seen)) == 4  # renewed at every poll
+        metrics = generate_latest_text()
+        assert "flink_failover_fencing_poll_seconds_count" in metrics
+
+
+def generate_latest_text() -> str:
+    from prometheus_client import REGISTRY, generate_latest
+
+    return generate_latest(REGISTRY).decode()

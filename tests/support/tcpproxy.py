@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 
 class TcpProxy:
@@ -99,10 +99,8 @@ class TcpProxy:
 
 
 def _close(sock: socket.socket) -> None:
-    try:
+    with suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
     sock.close()
 
 
