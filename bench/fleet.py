@@ -5,12 +5,13 @@
    its ResourceBinding from the fake API server.
 2. **Member webhook with fencing, on S3** (moto on loopback): 100 failed-over FlinkDeployments admitted at
    once by the real member server run with ``--cluster member2`` (the chart's 2 workers x 8 threads); every
-   one of them still heartbeats on member1, so every one is held. Then member1's agent stops its 100 stale
-   copies and member2's served agent releases all 100; the two clusters' objects are sampled every 50 ms
-   throughout for a workload running on both.
-3. **Partition timeline**: one job, both agents with the production timings (poll 5 s, lease 30 s), member1's
-   copy completing a checkpoint every 15 s until it is suspended: seconds of two running copies, seconds from
-   the stale copy's suspension to the new copy's release, checkpoints lost.
+   one of them still heartbeats on member1, so every one is held. Then member1's agent asks its 100 stale
+   copies to stop, member1's operator double reports each stopped 6 s later, and member2's served agent
+   releases all 100; both clusters' jobs are tracked by their RUNNING status for a workload running twice.
+3. **Partition timeline**: one job, both agents with the production timings (poll 5 s, lease 30 s), operator
+   doubles that take 6 s to stop a job, member1's job completing a checkpoint every 15 s until it stops:
+   seconds of two RUNNING jobs, seconds from the old job's reported stop to the new job's release,
+   checkpoints lost.
 
 ``python -m bench fleet [--jobs N]``
 """
@@ -44,6 +45,7 @@ from tests.support.objects import (
     review,
     running_deployment,
 )
+from tests.support.operator import OperatorDouble, lost_checkpoints, overlap
 from tests.support.s3 import moto_server, s3_options
 from tests.support.server import generate_certs, serve
 from webhook.common.admission import parse_review
@@ -157,9 +159,13 @@ def member_fleet(jobs: int, work_dir: Path) -> None:
             default_checkpoint_dir=root, storage_options={"s3": options}, fencing=FencingPolicy(30, 5)
         )
         m1, m2 = fakeapi.start_member_cluster(), fakeapi.start_member_cluster()
+        never = float("inf")  # no checkpoints in the fleet: the figures here are the admissions and releases
+        op1 = OperatorDouble(m1.fake, 6.0, lambda _job, _n: None, checkpoint_seconds=never).start()
+        op2 = OperatorDouble(m2.fake, 6.0, lambda _job, _n: None, checkpoint_seconds=never).start()
         try:
             for i, job in enumerate(job_ids):
                 m1.fake.upsert(running_deployment(job, name=f"orders-{i}"))
+                op1.adopt(NS, f"orders-{i}", job, 2)
             agent1 = FencingAgent(
                 "member1", policy, _flink_api(m1, work_dir / "m1"), CheckpointStorage(policy.storage_options)
             )
@@ -205,6 +211,8 @@ def member_fleet(jobs: int, work_dir: Path) -> None:
                     held += admitted["spec"]["job"]["state"] == "suspended"
                     m2.fake.upsert(admitted)
                 twice = _watch_for_twice(m1, m2, jobs, agent1)
+                both = _overlap(op1, op2)
+                twice += f"; seconds of two RUNNING jobs (by status), summed over the fleet: {both:.2f}"
                 print(
                     f"member webhook with fencing on S3, {jobs} failed-over CREATEs at once, client-observed:"
                 )
@@ -214,8 +222,14 @@ def member_fleet(jobs: int, work_dir: Path) -> None:
                 print(_line(f"{KARMADA_CONCURRENCY} in flight, fencing (held {held}/{jobs})", times))
                 print(f"  member1's agent: first poll over {jobs} copies {first_poll:.2f} s; {twice}")
         finally:
+            op1.stop()
+            op2.stop()
             m1.stop()
             m2.stop()
+
+
+def _overlap(op1: OperatorDouble, op2: OperatorDouble) -> float:
+    return sum(overlap([a], [b]) for a in op1.jobs for b in op2.jobs if a.key == b.key)
 
 
 def _watch_for_twice(
@@ -234,7 +248,7 @@ def _watch_for_twice(
     poller.start()
     released = 0
     try:
-        while time.monotonic() - started < 120:
+        while time.monotonic() - started < 180:
             with m1.fake.cond, m2.fake.cond:
                 both = sum(
                     state(m1.fake, i) == "running" and state(m2.fake, i) == "running" for i in range(jobs)
@@ -255,11 +269,18 @@ def partition_timeline(work_dir: Path) -> None:
     root = work_dir / "partition"
     job = "3c653dbe4c19bb72f8eb28445541bed6"
     make_checkpoints(root / job, [1])
-    policy = RestorePolicy(default_checkpoint_dir=str(root), fencing=FencingPolicy(30, 5))
+    policy = RestorePolicy(default_checkpoint_dir=str(root), fencing=FencingPolicy(lease_seconds=30))
     m1, m2 = fakeapi.start_member_cluster(), fakeapi.start_member_cluster()
+
+    def writer(job_id: str, n: int) -> None:
+        make_checkpoints(root / job_id, [n])
+
+    op1 = OperatorDouble(m1.fake, 6.0, writer, checkpoint_seconds=15).start()
+    op2 = OperatorDouble(m2.fake, 6.0, writer, checkpoint_seconds=15).start()
     stop = threading.Event()
     try:
         m1.fake.upsert(running_deployment(job))
+        op1.adopt(NS, "orders", job, 1)
         agents = [
             FencingAgent(name, policy, _flink_api(fake, work_dir / f"p-{name}"), CheckpointStorage())
             for name, fake in (("member1", m1), ("member2", m2))
@@ -267,16 +288,6 @@ def partition_timeline(work_dir: Path) -> None:
         threads = [threading.Thread(target=a.run, args=(stop,), daemon=True) for a in agents]
         for t in threads:
             t.start()
-        written = [1]
-
-        def checkpointing() -> None:  # member1's job, every 15 s while it runs
-            while not stop.wait(15):
-                if m1.fake.get(NS, "orders")["spec"]["job"].get("state") != "running":
-                    return
-                written.append(written[-1] + 1)
-                make_checkpoints(root / job, [written[-1]])
-
-        threading.Thread(target=checkpointing, daemon=True).start()
         time.sleep(20)  # member1 heartbeats; one checkpoint more
         handler = MemberHandler.from_policy(policy, cluster="member2")
         obj = flink_deployment(
@@ -284,37 +295,30 @@ def partition_timeline(work_dir: Path) -> None:
         )
         t0 = time.monotonic()
         answer = handler(parse_review(review(obj))).to_review()["response"]
-        m2.fake.upsert(apply(obj, decode_patch(answer)))
-        suspended = released = None
-        both = 0.0
-        last = time.monotonic()
-        newest_at_stop = 0
-        while time.monotonic() - t0 < 120 and released is None:
-            now = time.monotonic()
-            s1 = m1.fake.get(NS, "orders")["spec"]["job"].get("state")
-            s2 = m2.fake.get(NS, "orders")["spec"]["job"].get("state")
-            if s1 == "running" and s2 == "running":
-                both += now - last
-            if suspended is None and s1 == "suspended":
-                suspended, newest_at_stop = now, written[-1]
-            if released is None and s2 == "running":
-                released = now
-            last = now
+        admitted = apply(obj, decode_patch(answer))
+        m2.fake.upsert(admitted)
+        deadline = t0 + 180
+        while time.monotonic() < deadline and not op2.jobs:
             time.sleep(0.05)
-        admitted_path = str(apply(obj, decode_patch(answer))["spec"]["job"]["initialSavepointPath"])
-        path = m2.fake.get(NS, "orders")["spec"]["job"]["initialSavepointPath"]
-        started_from = int(path.rsplit("chk-", 1)[1])
-        assert suspended is not None and released is not None
-        print("partition, production timings (poll 5 s, lease 30 s), checkpoint every 15 s:")
-        print(f"  two running copies: {both:.1f} s")
-        print(f"  member1's copy suspended {suspended - t0:.1f} s after the restore was admitted (held)")
-        print(f"  member2's job released {released - suspended:.1f} s after member1's copy was suspended")
-        lost = newest_at_stop - started_from
-        print(f"  admitted with {admitted_path.rsplit('/', 1)[1]}, released with chk-{started_from}")
-        print(f"  newest checkpoint member1 completed: chk-{newest_at_stop}; checkpoints lost: {lost}")
+        assert op2.jobs, "the new job never started"
+        old, new = op1.jobs[0], op2.jobs[0]
+        assert old.ended is not None
+        print(
+            "partition, production timings (poll 5 s, lease 30 s), operator stop 6 s, checkpoint every 15 s:"
+        )
+        print(f"  two RUNNING jobs (by status): {overlap(op1.jobs, op2.jobs):.2f} s")
+        print(
+            f"  member1's job reported stopped {old.ended - t0:.1f} s after the restore was admitted (held)"
+        )
+        print(f"  member2's job RUNNING {new.started - old.ended:.1f} s after member1's was reported stopped")
+        started = admitted["spec"]["job"]["initialSavepointPath"].rsplit("/", 1)[1]
+        print(f"  admitted with {started}, started from {new.started_from.rsplit('/', 1)[1]}")
+        print(f"  checkpoints member1 completed after that: {len(lost_checkpoints(op1.jobs, new))} (lost)")
         handler.close()
     finally:
         stop.set()
+        op1.stop()
+        op2.stop()
         m1.stop()
         m2.stop()
 

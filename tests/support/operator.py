@@ -75,6 +75,7 @@ class Job:
     ended: float | None = None
     started_from: str = ""  # initialSavepointPath it started from ("" for a job that ran before)
     first_id: int = 1  # Flink continues the ids of the checkpoint it restored
+    key: tuple[str, str] = ("", "")  # (namespace, name) of its object
     checkpoints: list[tuple[int, float]] = field(default_factory=list)  # (id, completed at)
 
 
@@ -107,7 +108,7 @@ class OperatorDouble:
 
     def adopt(self, namespace: str, name: str, job_id: str, last_checkpoint: int) -> None:
         """A job that already runs when the test begins."""
-        job = Job(job_id, time.monotonic())
+        job = Job(job_id, time.monotonic(), key=(namespace, name))
         job.checkpoints.append((last_checkpoint, job.started))
         self.jobs.append(job)
         self._current[(namespace, name)] = job
@@ -148,7 +149,9 @@ class OperatorDouble:
             return
         self._asked.pop(key, None)
         start_path = str(job_spec.get("initialSavepointPath") or "")
-        job = Job(secrets.token_hex(16), time.monotonic(), None, start_path, _checkpoint_id(start_path) + 1)
+        job = Job(
+            secrets.token_hex(16), time.monotonic(), None, start_path, _checkpoint_id(start_path) + 1, key
+        )
         self.jobs.append(job)
         self._current[key] = job
         set_status(self.fake, *key, running_status(job.job_id, obj.get("spec") or {}))
