@@ -518,3 +518,19 @@ def generate_latest_text() -> str:
     from prometheus_client import REGISTRY, generate_latest
 
     return generate_latest(REGISTRY).decode()
+
+
+def test_between_polls_the_agents_look_again_at_what_a_failover_waits_on(
+    local_site: Site, world: Any
+) -> None:
+    """A stopping copy is acknowledged, and a held one released, without waiting for the next full poll."""
+    m1, m2 = heartbeating_pair(local_site, world)
+    m2.admit(failed_over(1, "member1"))
+    assert m2.tick() == {"orders": "held"}
+    assert m1.tick() == {"orders": "stopping"}
+    assert [s.action for s in m1.agent.recheck()] == ["waiting-for-operator"]
+    m1.operator_stops()
+    assert [s.action for s in m1.agent.recheck()] == ["acked"]
+    assert [s.action for s in m2.agent.recheck()] == ["released"]
+    assert state(m2) == "running"
+    assert m1.agent.recheck() == [] and m2.agent.recheck() == []  # nothing left to wait on until a poll
