@@ -38,6 +38,10 @@ PURE_CORE = (
     "webhook.member.restore",
     "webhook.member.failover",
     "webhook.member.fencing.protocol",
+    "webhook.member.fencing.operator",
+    "webhook.member.fencing.layout",
+    "webhook.member.fencing.copies",
+    "webhook.member.fencing.decide",
     "webhook.controlplane.audit",
     "webhook.controlplane.binding",
     "webhook.controlplane.work",
@@ -68,6 +72,14 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("storage", "sessions"),  # the checkpoint listing (fsspec), session clusters (the API)
         ("fencing",),  # one running copy: ownership records, the webhook's gate, the agent
         ("handler",),  # the admission answer
+    ),
+    "webhook.member.fencing": (
+        ("protocol", "operator", "layout", "metrics"),  # who may run, what the operator reports, names
+        ("copies", "lanes"),  # a Flink object as fencing sees it; storage calls with a deadline
+        ("decide", "records"),  # the agent's plans (pure); the records read and written
+        ("gate", "flinkapi"),  # the webhook's side; the agent's Kubernetes edge
+        ("agent",),  # the loop that executes plans
+        ("runner", "release"),  # one agent per server; the release command
     ),
     "webhook.controlplane": (
         ("binding", "record", "audit", "leader"),  # Karmada's objects, our record, the answer, the election

@@ -105,7 +105,7 @@ def _member_options(args: argparse.Namespace, policy: RestorePolicy) -> MemberOp
     client = ClientConfig(kubeconfig=args.kubeconfig, context=args.context)
     fencing = None
     if args.cluster:
-        from webhook.member.fencing.records import ClusterNameError, check_cluster_name
+        from webhook.member.fencing.layout import ClusterNameError, check_cluster_name
 
         try:
             check_cluster_name(args.cluster)

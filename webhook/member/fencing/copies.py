@@ -29,9 +29,9 @@ from webhook.common.contract import (
 from webhook.common.flink import FlinkResource
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.common.untyped import as_map
+from webhook.member.fencing.layout import FOLDER, Workload
 from webhook.member.fencing.operator import OperatorReport, operator_report
 from webhook.member.fencing.protocol import Fence, HoldVerdict, ReleaseCause, Waiting
-from webhook.member.fencing.records import FOLDER, Workload
 from webhook.member.policy import RestorePolicy
 from webhook.member.restore import RestoreDecision, RestoreOutcome
 

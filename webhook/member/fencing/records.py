@@ -20,7 +20,6 @@ has a deadline (``lanes.Lanes``) when the store is given lanes.
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,40 +27,40 @@ from typing import Any, TypeVar
 
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.member.fencing.lanes import Lanes
+from webhook.member.fencing.layout import (
+    EPOCH_RE,
+    FOLDER,
+    NAME_RE,
+    ClusterNameError,
+    Workload,
+    ack_name,
+    check_cluster_name,
+    clock_name,
+    fence_name,
+    heartbeat_name,
+    stopping_name,
+)
 from webhook.member.fencing.protocol import Ack, Fence, Heartbeat, Ownership, Stopping
 from webhook.member.restore import StorageError
 from webhook.member.storage import CheckpointStorage, modified_time
 
 T = TypeVar("T")
 
-FOLDER = "flink-failover"
-_NAME_RE = re.compile(r"^(heartbeat|clock)-([a-z0-9]([-a-z0-9.]*[a-z0-9])?)\.json$")
-_EPOCH_RE = re.compile(r"^(fence|ack|stopping)-(\d{1,12})-([a-z0-9]([-a-z0-9.]*[a-z0-9])?)\.json$")
-_CLUSTER_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
-
-
-class ClusterNameError(ValueError):
-    pass
-
-
-def check_cluster_name(name: str) -> str:
-    """Karmada cluster names are DNS labels or subdomains; they become object names here."""
-    if not _CLUSTER_RE.match(name) or len(name) > 253:
-        raise ClusterNameError(f"cluster name {name!r} is not a DNS subdomain (as Karmada requires)")
-    return name
-
-
-@dataclass(frozen=True)
-class Workload:
-    kind: str
-    namespace: str
-    name: str
-
-    def folder(self, checkpoint_dir: StoragePath) -> StoragePath:
-        return checkpoint_dir.child(FOLDER, self.namespace or "_", self.kind.lower(), self.name)
-
-    def __str__(self) -> str:
-        return f"{self.kind}/{self.namespace}/{self.name}"
+__all__ = [
+    "FOLDER",
+    "ClusterNameError",
+    "FencingStore",
+    "Listing",
+    "Workload",
+    "ack_name",
+    "check_cluster_name",
+    "clock_name",
+    "fence_body",
+    "fence_name",
+    "heartbeat_name",
+    "parse_listing",
+    "stopping_name",
+]
 
 
 @dataclass(frozen=True)
@@ -175,26 +174,6 @@ def fence_body(workload: Workload, cluster: str, epoch: int, written: str) -> di
     return {"owner": cluster, "epoch": epoch, "workload": str(workload), "written": written}
 
 
-def heartbeat_name(cluster: str) -> str:
-    return f"heartbeat-{cluster}.json"
-
-
-def clock_name(cluster: str) -> str:
-    return f"clock-{cluster}.json"
-
-
-def fence_name(epoch: int, cluster: str) -> str:
-    return f"fence-{epoch:012d}-{cluster}.json"
-
-
-def ack_name(epoch: int, cluster: str) -> str:
-    return f"ack-{epoch:012d}-{cluster}.json"
-
-
-def stopping_name(epoch: int, cluster: str) -> str:
-    return f"stopping-{epoch:012d}-{cluster}.json"
-
-
 def parse_listing(entries: Any) -> Listing:
     """Records from a detailed fsspec listing; names that are not ours are ignored."""
     beats: list[Heartbeat] = []
@@ -209,14 +188,14 @@ def parse_listing(entries: Any) -> Listing:
         modified = modified_time(entry)
         if modified is None:
             continue
-        plain = _NAME_RE.match(name)
+        plain = NAME_RE.match(name)
         if plain is not None:
             if plain.group(1) == "heartbeat":
                 beats.append(Heartbeat(plain.group(2), modified))
             else:
                 clocks[plain.group(2)] = modified
             continue
-        numbered = _EPOCH_RE.match(name)
+        numbered = EPOCH_RE.match(name)
         if numbered is not None:
             epoch, cluster = int(numbered.group(2)), numbered.group(3)
             if numbered.group(1) == "fence":
