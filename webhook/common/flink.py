@@ -10,7 +10,15 @@ from typing import Any
 from webhook.common.untyped import as_map, str_map
 
 GROUP = "flink.apache.org"
-KINDS = ("FlinkDeployment", "FlinkSessionJob")
+BLUE_GREEN = "FlinkBlueGreenDeployment"  # operator 1.14+: a FlinkDeployment template, children blue/green
+KINDS = ("FlinkDeployment", "FlinkSessionJob", BLUE_GREEN)
+
+
+def job_path(kind: str) -> tuple[str, ...]:
+    """Where a kind keeps its ``job`` (and ``flinkConfiguration`` beside it): a FlinkBlueGreenDeployment
+    in its FlinkDeployment template, which the operator copies into the child it creates."""
+    return ("spec", "template", "spec", "job") if kind == BLUE_GREEN else ("spec", "job")
+
 
 CHECKPOINT_DIR_KEYS = (
     "execution.checkpointing.dir",
@@ -30,6 +38,23 @@ JOB_ID_RE = re.compile(r"^[0-9a-f]{32}$")
 
 def is_job_id(value: object) -> bool:
     return isinstance(value, str) and bool(JOB_ID_RE.fullmatch(value))  # `$` would allow a final "\n"
+
+
+# Flink names a savepoint directory ``savepoint-<first 6 hex of the jobId>-<12 random hex>``.
+SAVEPOINT_NAME_RE = re.compile(r"savepoint-([0-9a-f]{6})-[0-9a-f]{12}")
+
+
+def savepoint_prefix(name: str) -> str:
+    """The 6-hex jobId prefix a savepoint directory name carries ("" when it is not Flink's naming)."""
+    m = SAVEPOINT_NAME_RE.fullmatch(name)
+    return m.group(1) if m else ""
+
+
+def is_savepoint_of(name: str, job_id: str) -> bool:
+    """Is ``name`` a savepoint directory Flink names after ``job_id``? The prefix is 6 hex of 32, so
+    another job's savepoint can carry it too: a name alone never proves whose it is."""
+    prefix = savepoint_prefix(name)
+    return bool(prefix) and prefix == job_id[:6]
 
 
 def flatten_configuration(conf: Any) -> dict[str, str]:
@@ -63,6 +88,19 @@ def flatten_configuration(conf: Any) -> dict[str, str]:
     return {**nested, **flat}
 
 
+def _blue_green_owner(refs: Any) -> str:
+    if not isinstance(refs, list):
+        return ""
+    for ref in refs:
+        if (
+            isinstance(ref, Mapping)
+            and ref.get("kind") == BLUE_GREEN
+            and str(ref.get("apiVersion", "")).partition("/")[0] == GROUP
+        ):
+            return str(ref.get("name") or "")
+    return ""
+
+
 def _first(conf: Mapping[str, str], keys: tuple[str, ...]) -> str:
     for key in keys:
         value = conf.get(key, "").strip()
@@ -84,13 +122,19 @@ class FlinkResource:
     configuration: Mapping[str, str]
     deleting: bool = False  # metadata.deletionTimestamp set: the operator is removing its finalizer
     deployment_name: str = ""  # a FlinkSessionJob's spec.deploymentName: the session cluster it runs on
+    # A FlinkDeployment the operator created for a FlinkBlueGreenDeployment (its ownerReference): the
+    # parent's name. Such a child carries none of the parent's labels (FLINK-41403).
+    blue_green_parent: str = ""
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> FlinkResource:
         meta, spec = as_map(obj.get("metadata")), as_map(obj.get("spec"))
+        kind = str(obj.get("kind", ""))
+        if kind == BLUE_GREEN:
+            spec = as_map(as_map(spec.get("template")).get("spec"))
         job = spec.get("job")
         return cls(
-            kind=str(obj.get("kind", "")),
+            kind=kind,
             namespace=str(meta.get("namespace") or ""),
             name=str(meta.get("name") or meta.get("generateName") or ""),
             labels=str_map(meta.get("labels")),
@@ -99,7 +143,12 @@ class FlinkResource:
             configuration=flatten_configuration(spec.get("flinkConfiguration")),
             deleting=bool(meta.get("deletionTimestamp")),
             deployment_name=str(spec.get("deploymentName") or ""),
+            blue_green_parent=_blue_green_owner(meta.get("ownerReferences")),
         )
+
+    @property
+    def job_path(self) -> tuple[str, ...]:
+        return job_path(self.kind)
 
     @property
     def checkpoint_dir(self) -> str:
