@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -86,6 +87,57 @@ def flatten_configuration(conf: Any) -> dict[str, str]:
         else:
             walk(str(key), value, flat)
     return {**nested, **flat}
+
+
+_CHECKPOINT_OF_RE = re.compile(r"/([0-9a-f]{32})/chk-[0-9]+/?$")
+
+
+def snapshot_job(path: str) -> str:
+    """Whose snapshot a path names: the jobId of ``.../<jobId>/chk-N``, the 6-hex prefix of a
+    ``savepoint-<6 hex>-<12 hex>`` ("" when the path says neither)."""
+    m = _CHECKPOINT_OF_RE.search(path)
+    if m:
+        return m.group(1)
+    return savepoint_prefix(path.rstrip("/").rsplit("/", 1)[-1])
+
+
+def started_from(kind: str, status: Mapping[str, Any]) -> str:
+    """The snapshot the job a Flink resource's status shows was started from, as the operator reports
+    it ("" when the status does not tell): after an upgrade, ``jobStatus.upgradeSavepointPath`` when it
+    is not the job's own snapshot; else the ``initialSavepointPath`` of the last reconciled spec while
+    the resource was deployed once only (``resource_metadata.firstDeployment``: a later stateless
+    upgrade started the job from nothing, whatever the spec still says). A FlinkBlueGreenDeployment's
+    children after the first are started from a savepoint the status does not name: only the first
+    child (blue, while it is the active one) counts."""
+    job = as_map(status.get("jobStatus"))
+    job_id = str(job.get("jobId") or "")
+    if not is_job_id(job_id):
+        return ""
+    upgrade = str(job.get("upgradeSavepointPath") or "").strip()
+    if upgrade:
+        owner = snapshot_job(upgrade)
+        return "" if owner and job_id.startswith(owner) else upgrade
+    if kind == BLUE_GREEN:
+        if status.get("blueGreenState") not in ("INITIALIZING_BLUE", "ACTIVE_BLUE"):
+            return ""
+        raw = status.get("lastReconciledSpec")
+    else:
+        raw = as_map(status.get("reconciliationStatus")).get("lastReconciledSpec")
+    if not isinstance(raw, str) or not raw:
+        return ""
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return ""
+    doc = as_map(doc)
+    meta = as_map(doc.get("resource_metadata"))
+    if kind != BLUE_GREEN and meta.get("firstDeployment") is not True:
+        return ""
+    spec = as_map(doc.get("spec"))
+    if kind == BLUE_GREEN:
+        spec = as_map(as_map(spec.get("template")).get("spec"))
+    path = as_map(spec.get("job")).get("initialSavepointPath")
+    return path.strip() if isinstance(path, str) else ""
 
 
 def _blue_green_owner(refs: Any) -> str:

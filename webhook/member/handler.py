@@ -58,6 +58,7 @@ class RestoreAudit(Audit):
     held: bool = False  # the job was held suspended at this admission
     storage: str = ""  # what was looked up (job directory, savepoint): names the storage that failed
     checkpoint_dir_from: str = ""  # where the checkpoint directory setting was read
+    lineage: str = ""  # restored from the state the old job started from: whose, from where
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -71,6 +72,8 @@ class RestoreAudit(Audit):
             out["storage"] = self.storage
         if self.checkpoint_dir_from:
             out["checkpointDirFrom"] = self.checkpoint_dir_from
+        if self.lineage:
+            out["lineage"] = self.lineage
         return out
 
     def warns(self) -> bool:
@@ -276,6 +279,7 @@ def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionRe
         held=decision.outcome is RestoreOutcome.SUSPENDED and not decision.carried,
         storage=decision.storage,
         checkpoint_dir_from=decision.checkpoint_dir_from,
+        lineage=decision.lineage,
     )
     if decision.outcome is RestoreOutcome.DENIED:
         if decision.storage_error:
