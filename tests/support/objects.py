@@ -103,9 +103,11 @@ def review(
     uid: str | None = None,
 ) -> dict[str, Any]:
     kind = obj.get("kind", "FlinkDeployment")
-    plural = {"FlinkDeployment": "flinkdeployments", "FlinkSessionJob": "flinksessionjobs"}.get(
-        kind, "things"
-    )
+    plural = {
+        "FlinkDeployment": "flinkdeployments",
+        "FlinkSessionJob": "flinksessionjobs",
+        "FlinkBlueGreenDeployment": "flinkbluegreendeployments",
+    }.get(kind, "things")
     group = obj.get("apiVersion", "flink.apache.org/v1beta1").rpartition("/")[0]
     meta = obj.get("metadata", {})
     return {
