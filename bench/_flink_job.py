@@ -6,10 +6,10 @@ Run by the Python of an environment with ``apache-flink`` (PyPI: 1.20.x or 2.x) 
     python bench/_flink_job.py make --out DIR [--seconds 18]
         # DIR/ck/<jobId>/chk-N/_metadata (a checkpoint every 2 s, 3 retained, kept on cancel)
         # DIR/sp/savepoint-<6 hex>-<12 hex>/_metadata (one savepoint, taken two thirds of the way)
-        # prints one JSON line per state change: {"key": k, "count": n}, then {"jobId": ...}
+        # the print sink writes each count (+I[k, n], +U[k, n]); then one JSON line {"jobId": ...}
     python bench/_flink_job.py restore --path PATH --out DIR [--seconds 8]
         # the same job started from PATH (2.x: execution.state-recovery.path; 1.x:
-        # execution.savepoint.path); prints the same JSON lines
+        # execution.savepoint.path); prints the same
 
 The job: ``datagen`` at 4 rows/s with a random key 1..3, ``SELECT k, COUNT(*) ... GROUP BY k`` (keyed
 state), parallelism 1, local mini-cluster. The keyed counts after a restore go on from the restored
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -56,41 +55,29 @@ def _environment(checkpoints: Path, savepoints: Path, restore: str = "") -> Any:
 
 
 def _run(env: Any, seconds: float, savepoint_at: float | None, savepoints: Path) -> dict[str, Any]:
+    """Run the job for ``seconds``; the print sink writes each count to the JVM's stdout (``+I[k, n]``,
+    ``+U[k, n]``), which this process shares. A print sink keeps no state of its own: a collecting sink
+    would restore its own buffer offsets from the snapshot and fail (Flink's collect sink is not made
+    for restores)."""
     env.execute_sql(
         "CREATE TABLE src (k INT) WITH ('connector' = 'datagen', 'rows-per-second' = '4', "
         "'fields.k.kind' = 'random', 'fields.k.min' = '1', 'fields.k.max' = '3')"
     )
-    result = env.execute_sql("SELECT k, COUNT(*) AS c FROM src GROUP BY k")
+    env.execute_sql("CREATE TABLE snk (k INT, c BIGINT) WITH ('connector' = 'print')")
+    result = env.execute_sql("INSERT INTO snk SELECT k, COUNT(*) AS c FROM src GROUP BY k")
     client = result.get_job_client()
-    job_id = str(client.get_job_id())
-    out: dict[str, Any] = {"jobId": job_id, "savepoint": ""}
-    rows = result.collect()
-    stop = time.monotonic() + seconds
-
-    def savepoint() -> None:
+    out: dict[str, Any] = {"jobId": str(client.get_job_id()), "savepoint": ""}
+    started = time.monotonic()
+    if savepoint_at is not None:
+        time.sleep(savepoint_at)
         # The Java client's two-argument form (Flink 1.15+; 2.x has only this one): a canonical savepoint.
         from pyflink.java_gateway import get_gateway
 
         canonical = get_gateway().jvm.org.apache.flink.core.execution.SavepointFormatType.CANONICAL
         target = savepoints.resolve().as_uri()
         out["savepoint"] = str(client._j_job_client.triggerSavepoint(target, canonical).get())
-
-    timer = None
-    if savepoint_at is not None:
-        timer = threading.Timer(savepoint_at, savepoint)
-        timer.start()
-    try:
-        for row in rows:
-            kind = str(row.get_row_kind())
-            if kind.endswith("UPDATE_BEFORE") or kind.endswith("DELETE"):
-                continue
-            print(json.dumps({"key": int(row[0]), "count": int(row[1])}), flush=True)
-            if time.monotonic() > stop:
-                break
-    finally:
-        if timer is not None:
-            timer.join()
-        rows.close()  # cancels the job; the retained checkpoints stay
+    time.sleep(max(0.0, seconds - (time.monotonic() - started)))
+    client.cancel().result()  # the retained checkpoints stay
     return out
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,8 +57,17 @@ def _flink(python: str, *args: str) -> tuple[list[dict[str, Any]], float]:
     done = subprocess.run([python, str(JOB), *args], capture_output=True, text=True, timeout=600, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{python} {JOB.name} {args[0]} failed: {done.stderr[-2000:]}")
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    lines: list[dict[str, Any]] = []
+    for line in done.stdout.splitlines():
+        row = _ROW.search(line)
+        if row:
+            lines.append({"key": int(row.group(1)), "count": int(row.group(2))})
+        elif line.startswith("{"):
+            lines.append(json.loads(line))
     return lines, time.monotonic() - started
+
+
+_ROW = re.compile(r"\+[IU]\[(\d+), (\d+)\]")
 
 
 def _version(python: str) -> str:

@@ -313,13 +313,18 @@ class CheckpointStorage:
             found = self.scan_savepoints(query.savepoint_dir, query.job_id, deadline)
             rejected.extend(found.rejected)
             listed = tuple(c for c in found.found if query.savepoint is None or c.path != query.savepoint)
-            if listed and query.job_dir is not None and query.checkpoint_dir not in (None, query.job_dir):
-                assert query.checkpoint_dir is not None
-                clash = self._prefix_clash(query.checkpoint_dir, query.job_id, deadline)
+            shared_dir = query.checkpoint_dir
+            if (
+                listed
+                and query.job_dir is not None
+                and shared_dir is not None
+                and shared_dir != query.job_dir
+            ):
+                clash = self._prefix_clash(shared_dir, query.job_id, deadline)
                 if clash:
                     rejected.extend(
                         f"savepoint {c.path}: its prefix {query.job_id[:6]} is also that of job {clash} "
-                        f"in {query.checkpoint_dir}, so whose it is cannot be told by its name"
+                        f"in {shared_dir}, so whose it is cannot be told by its name"
                         for c in listed
                     )
                     listed = ()
