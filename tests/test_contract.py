@@ -17,6 +17,7 @@ WRITTEN_BY_CONTROL_PLANE = (
     contract.FAILOVER_COUNT,
     contract.REASON,
     contract.LAST_SAVEPOINT,
+    contract.STARTED_FROM,
 )
 WRITTEN_BY_MEMBER = (contract.RESTORE_DECISION, contract.RESTORED_FROM, contract.RESTORED_JOB_ID)
 

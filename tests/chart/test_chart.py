@@ -369,7 +369,7 @@ def test_member_webhook_registration(rendered: dict[str, list[dict[str, Any]]]) 
                 "apiGroups": ["flink.apache.org"],
                 "apiVersions": ["*"],
                 "operations": ["CREATE", "UPDATE"],
-                "resources": ["flinkdeployments", "flinksessionjobs"],
+                "resources": ["flinkdeployments", "flinksessionjobs", "flinkbluegreendeployments"],
                 "scope": "Namespaced",
             }
         ]
@@ -411,7 +411,7 @@ def test_fencing_gives_the_member_its_agent_rbac_and_keeps_fenced_copies_stopped
     assert role["rules"] == [
         {
             "apiGroups": ["flink.apache.org"],
-            "resources": ["flinkdeployments", "flinksessionjobs"],
+            "resources": ["flinkdeployments", "flinksessionjobs", "flinkbluegreendeployments"],
             "verbs": ["get", "list", "watch", "patch"],
         }
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -10,12 +11,15 @@ from typing import Any
 import pytest
 
 from tests.controlplane import support as s
-from webhook.common.admission import review
+from tests.support import objects
+from webhook.common.admission import parse_review, review
+from webhook.common.flink import started_from
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
 from webhook.controlplane.handler import WorkHandler, internal_error
 from webhook.controlplane.lookup import BindingLookupResult
 from webhook.controlplane.record import Record
+from webhook.member.handler import MemberHandler
 from webhook.member.policy import RestorePolicy
 
 pytestmark = pytest.mark.shared
@@ -27,6 +31,7 @@ TIME = "flink-failover.io/failover-time"
 COUNT = "flink-failover.io/failover-count"
 REASON = "flink-failover.io/reason"
 SAVEPOINT = "flink-failover.io/last-savepoint"
+STARTED_FROM = "flink-failover.io/started-from"
 
 
 def captured(shared: Path, *bindings: dict[str, Any]) -> str:
@@ -523,3 +528,72 @@ def test_custom_prefix(scen_a: dict[str, Any]) -> None:
     meta = s.flink_metadata(got.work)
     assert meta["labels"]["failover.example.com/job-id"] == s.JOB_A
     assert meta["annotations"]["failover.example.com/source-cluster"] == "member1"
+
+
+# --- the state a job started from (issue 23) ---
+
+
+def _started(job_id: str, path: str, first_deployment: bool = True) -> dict[str, Any]:
+    """A RUNNING status whose last reconciled spec started the job from ``path``, as operator 1.15
+    writes it (a JSON string, the spec beside its resource_metadata)."""
+    status = s.flink_status(job_id)
+    spec = {"spec": {"job": {"initialSavepointPath": path, "upgradeMode": "savepoint", "state": "running"}}}
+    spec["resource_metadata"] = {
+        "apiVersion": "flink.apache.org/v1beta1",
+        "firstDeployment": first_deployment,
+    }
+    status["reconciliationStatus"] = {"state": "DEPLOYED", "lastReconciledSpec": json.dumps(spec)}
+    return status
+
+
+def test_consecutive_failovers_carry_what_b_started_from_to_c(
+    shared_data: Path, scen_a: dict[str, Any], tmp_path: Path
+) -> None:
+    """A -> B -> C with B never checkpointing: the control plane records what B started from (its own
+    status) and C restores exactly that, through the member role, with the lineage in its warning."""
+    ck = tmp_path / "ck"
+    a_chk = ck / s.JOB_A / "chk-11"
+    a_chk.mkdir(parents=True)
+    (a_chk / "_metadata").write_bytes(bytes.fromhex("4960672d00000004") + (11).to_bytes(8, "big") + b"body")
+    chain = _chain(shared_data, scen_a, preserved_on_b=True)
+    b_ran = s.set_statuses(copy.deepcopy(chain[2]), {"member2": _started(s.JOB_B, str(a_chk))})
+    last = s.set_record(copy.deepcopy(chain[-1]), captured(shared_data, *chain[:3], b_ran, chain[3]))
+    got = s.answer([last], s.work_for(scen_a["work2"], "member3"))
+    assert got.labels[LABEL_JOB] == s.JOB_B
+    assert got.annotations[STARTED_FROM] == str(a_chk)
+
+    (manifest,) = (
+        copy.deepcopy(m)
+        for m in got.work["spec"]["workload"]["manifests"]
+        if str(m.get("apiVersion", "")).startswith("flink.apache.org/")
+    )
+    manifest["spec"]["flinkConfiguration"] = {"execution.checkpointing.dir": str(ck)}
+    handler = MemberHandler.from_policy(RestorePolicy())
+    try:
+        resp = handler(parse_review(objects.review(manifest))).to_review()["response"]
+    finally:
+        handler.close()
+    restored = objects.apply(manifest, objects.decode_patch(resp))
+    assert restored["spec"]["job"]["initialSavepointPath"] == str(a_chk)
+    assert any(f"job {s.JOB_B} completed nothing restorable" in w for w in resp["warnings"])
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        (_started("b" * 32, "s3://bkt/ck/" + "a" * 32 + "/chk-11"), "s3://bkt/ck/" + "a" * 32 + "/chk-11"),
+        # upgraded since: the initialSavepointPath of its first deployment is no longer where it started
+        (_started("b" * 32, "s3://bkt/ck/" + "a" * 32 + "/chk-11", first_deployment=False), ""),
+    ],
+)
+def test_started_from_is_read_from_the_jobs_own_status(status: dict[str, Any], expected: str) -> None:
+    assert started_from("FlinkDeployment", status) == expected
+
+
+def test_an_upgrade_savepoint_is_what_the_next_job_started_from_not_the_jobs_own() -> None:
+    upgrade = "s3://bkt/sp/savepoint-aaaaaa-0123456789ab"
+    status = _started("b" * 32, "s3://bkt/ck/old/chk-1", first_deployment=False)
+    status["jobStatus"]["upgradeSavepointPath"] = upgrade
+    assert started_from("FlinkDeployment", status) == upgrade
+    status["jobStatus"]["jobId"] = "a" * 32  # the stop savepoint of the job itself, before its upgrade
+    assert started_from("FlinkDeployment", status) == ""

@@ -361,6 +361,9 @@ def test_every_shipped_lua_script_is_found() -> None:
     found = {(name, op) for name, op, _ in lua_scripts()}
     assert ("resourceinterpretercustomization-flink-components.yaml", "componentResource") in found
     assert ("resourceinterpretercustomization-flink-retention.yaml", "retention") in found
+    for operation in ("healthInterpretation", "statusReflection", "statusAggregation", "retention"):
+        assert ("resourceinterpretercustomization-flink-bluegreen.yaml", operation) in found
+    assert ("resourceinterpretercustomization-flink-bluegreen.yaml", "componentResource") in found
 
 
 @pytest.mark.parametrize(("name", "operation", "script"), lua_scripts(), ids=lambda v: str(v)[:40])
@@ -377,7 +380,7 @@ def test_shipped_lua_uses_only_what_karmada_offers(name: str, operation: str, sc
         raise AssertionError(f"{name}: the {lib} library does not exist in Karmada's sandbox")
     for blocked in ("setmetatable", "getmetatable", "rawget", "rawset", "loadstring", "load"):
         assert not re.search(rf"\b{blocked}\s*\(", script), f"{name}: {blocked} raises in Karmada's sandbox"
-    if operation == "componentResource":  # and it runs on a FlinkDeployment of every common shape
+    if operation == "componentResource" and "bluegreen" not in name:  # and it runs on a FlinkDeployment
         out = sandbox.call(
             "GetComponents", {"spec": {"jobManager": {"resource": {"cpu": 1, "memory": " 2048m "}}}}
         )

@@ -178,8 +178,8 @@ def test_many_documents_answer_as_a_list_and_skips_say_why(tmp_path: Path) -> No
     assert f"[1] FlinkDeployment analytics/orders (uid {uids[0]}): restored" in result.stderr
     assert f"[2] FlinkDeployment team-a/plain (uid {uids[1]}): skipped: no failover label" in result.stderr
     assert (
-        f"[3] Pod team-a/p (uid {uids[2]}): skipped: not a FlinkDeployment or FlinkSessionJob (core/Pod)"
-        in result.stderr
+        f"[3] Pod team-a/p (uid {uids[2]}): skipped: not a FlinkDeployment, FlinkSessionJob or "
+        "FlinkBlueGreenDeployment (core/Pod)" in result.stderr
     )
     as_yaml = run(str(path), "-o", "yaml")
     assert [d["kind"] for d in yaml.safe_load_all(as_yaml.stdout)] == ["AdmissionReview"] * 3

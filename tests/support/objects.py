@@ -19,6 +19,16 @@ OTHER_JOB_ID = "0123456789abcdef0123456789abcdef"
 FLINK_METADATA = bytes.fromhex("4960672d00000003") + b"flink checkpoint metadata body"
 
 
+def flink_metadata(checkpoint_id: int, version: int = 4) -> bytes:
+    """A _metadata as Flink writes it: magic, format version, the checkpoint id (8 bytes), a body."""
+    return (
+        bytes.fromhex("4960672d")
+        + version.to_bytes(4, "big")
+        + checkpoint_id.to_bytes(8, "big")
+        + b"operator states"
+    )
+
+
 def flink_deployment(
     *,
     name: str = "orders",
@@ -93,9 +103,11 @@ def review(
     uid: str | None = None,
 ) -> dict[str, Any]:
     kind = obj.get("kind", "FlinkDeployment")
-    plural = {"FlinkDeployment": "flinkdeployments", "FlinkSessionJob": "flinksessionjobs"}.get(
-        kind, "things"
-    )
+    plural = {
+        "FlinkDeployment": "flinkdeployments",
+        "FlinkSessionJob": "flinksessionjobs",
+        "FlinkBlueGreenDeployment": "flinkbluegreendeployments",
+    }.get(kind, "things")
     group = obj.get("apiVersion", "flink.apache.org/v1beta1").rpartition("/")[0]
     meta = obj.get("metadata", {})
     return {

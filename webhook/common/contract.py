@@ -19,6 +19,7 @@ FAILOVER_TIME = "failover-time"  # annotation, RFC 3339 UTC
 FAILOVER_COUNT = "failover-count"  # annotation, >= 1
 REASON = "reason"  # annotation, Karmada's eviction reason
 LAST_SAVEPOINT = "last-savepoint"  # annotation, optional
+STARTED_FROM = "started-from"  # annotation, optional: the snapshot the job named by job-id started from
 
 # Written by the member role on the object it restored.
 RESTORE_DECISION = "restore-decision"  # restored | suspended | stateless

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -10,7 +11,15 @@ from typing import Any
 from webhook.common.untyped import as_map, str_map
 
 GROUP = "flink.apache.org"
-KINDS = ("FlinkDeployment", "FlinkSessionJob")
+BLUE_GREEN = "FlinkBlueGreenDeployment"  # operator 1.14+: a FlinkDeployment template, children blue/green
+KINDS = ("FlinkDeployment", "FlinkSessionJob", BLUE_GREEN)
+
+
+def job_path(kind: str) -> tuple[str, ...]:
+    """Where a kind keeps its ``job`` (and ``flinkConfiguration`` beside it): a FlinkBlueGreenDeployment
+    in its FlinkDeployment template, which the operator copies into the child it creates."""
+    return ("spec", "template", "spec", "job") if kind == BLUE_GREEN else ("spec", "job")
+
 
 CHECKPOINT_DIR_KEYS = (
     "execution.checkpointing.dir",
@@ -30,6 +39,23 @@ JOB_ID_RE = re.compile(r"^[0-9a-f]{32}$")
 
 def is_job_id(value: object) -> bool:
     return isinstance(value, str) and bool(JOB_ID_RE.fullmatch(value))  # `$` would allow a final "\n"
+
+
+# Flink names a savepoint directory ``savepoint-<first 6 hex of the jobId>-<12 random hex>``.
+SAVEPOINT_NAME_RE = re.compile(r"savepoint-([0-9a-f]{6})-[0-9a-f]{12}")
+
+
+def savepoint_prefix(name: str) -> str:
+    """The 6-hex jobId prefix a savepoint directory name carries ("" when it is not Flink's naming)."""
+    m = SAVEPOINT_NAME_RE.fullmatch(name)
+    return m.group(1) if m else ""
+
+
+def is_savepoint_of(name: str, job_id: str) -> bool:
+    """Is ``name`` a savepoint directory Flink names after ``job_id``? The prefix is 6 hex of 32, so
+    another job's savepoint can carry it too: a name alone never proves whose it is."""
+    prefix = savepoint_prefix(name)
+    return bool(prefix) and prefix == job_id[:6]
 
 
 def flatten_configuration(conf: Any) -> dict[str, str]:
@@ -63,6 +89,70 @@ def flatten_configuration(conf: Any) -> dict[str, str]:
     return {**nested, **flat}
 
 
+_CHECKPOINT_OF_RE = re.compile(r"/([0-9a-f]{32})/chk-[0-9]+/?$")
+
+
+def snapshot_job(path: str) -> str:
+    """Whose snapshot a path names: the jobId of ``.../<jobId>/chk-N``, the 6-hex prefix of a
+    ``savepoint-<6 hex>-<12 hex>`` ("" when the path says neither)."""
+    m = _CHECKPOINT_OF_RE.search(path)
+    if m:
+        return m.group(1)
+    return savepoint_prefix(path.rstrip("/").rsplit("/", 1)[-1])
+
+
+def started_from(kind: str, status: Mapping[str, Any]) -> str:
+    """The snapshot the job a Flink resource's status shows was started from, as the operator reports
+    it ("" when the status does not tell): after an upgrade, ``jobStatus.upgradeSavepointPath`` when it
+    is not the job's own snapshot; else the ``initialSavepointPath`` of the last reconciled spec while
+    the resource was deployed once only (``resource_metadata.firstDeployment``: a later stateless
+    upgrade started the job from nothing, whatever the spec still says). A FlinkBlueGreenDeployment's
+    children after the first are started from a savepoint the status does not name: only the first
+    child (blue, while it is the active one) counts."""
+    job = as_map(status.get("jobStatus"))
+    job_id = str(job.get("jobId") or "")
+    if not is_job_id(job_id):
+        return ""
+    upgrade = str(job.get("upgradeSavepointPath") or "").strip()
+    if upgrade:
+        owner = snapshot_job(upgrade)
+        return "" if owner and job_id.startswith(owner) else upgrade
+    if kind == BLUE_GREEN:
+        if status.get("blueGreenState") not in ("INITIALIZING_BLUE", "ACTIVE_BLUE"):
+            return ""
+        raw = status.get("lastReconciledSpec")
+    else:
+        raw = as_map(status.get("reconciliationStatus")).get("lastReconciledSpec")
+    if not isinstance(raw, str) or not raw:
+        return ""
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return ""
+    doc = as_map(doc)
+    meta = as_map(doc.get("resource_metadata"))
+    if kind != BLUE_GREEN and meta.get("firstDeployment") is not True:
+        return ""
+    spec = as_map(doc.get("spec"))
+    if kind == BLUE_GREEN:
+        spec = as_map(as_map(spec.get("template")).get("spec"))
+    path = as_map(spec.get("job")).get("initialSavepointPath")
+    return path.strip() if isinstance(path, str) else ""
+
+
+def _blue_green_owner(refs: Any) -> str:
+    if not isinstance(refs, list):
+        return ""
+    for ref in refs:
+        if (
+            isinstance(ref, Mapping)
+            and ref.get("kind") == BLUE_GREEN
+            and str(ref.get("apiVersion", "")).partition("/")[0] == GROUP
+        ):
+            return str(ref.get("name") or "")
+    return ""
+
+
 def _first(conf: Mapping[str, str], keys: tuple[str, ...]) -> str:
     for key in keys:
         value = conf.get(key, "").strip()
@@ -84,13 +174,19 @@ class FlinkResource:
     configuration: Mapping[str, str]
     deleting: bool = False  # metadata.deletionTimestamp set: the operator is removing its finalizer
     deployment_name: str = ""  # a FlinkSessionJob's spec.deploymentName: the session cluster it runs on
+    # A FlinkDeployment the operator created for a FlinkBlueGreenDeployment (its ownerReference): the
+    # parent's name. Such a child carries none of the parent's labels (FLINK-41403).
+    blue_green_parent: str = ""
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> FlinkResource:
         meta, spec = as_map(obj.get("metadata")), as_map(obj.get("spec"))
+        kind = str(obj.get("kind", ""))
+        if kind == BLUE_GREEN:
+            spec = as_map(as_map(spec.get("template")).get("spec"))
         job = spec.get("job")
         return cls(
-            kind=str(obj.get("kind", "")),
+            kind=kind,
             namespace=str(meta.get("namespace") or ""),
             name=str(meta.get("name") or meta.get("generateName") or ""),
             labels=str_map(meta.get("labels")),
@@ -99,7 +195,12 @@ class FlinkResource:
             configuration=flatten_configuration(spec.get("flinkConfiguration")),
             deleting=bool(meta.get("deletionTimestamp")),
             deployment_name=str(spec.get("deploymentName") or ""),
+            blue_green_parent=_blue_green_owner(meta.get("ownerReferences")),
         )
+
+    @property
+    def job_path(self) -> tuple[str, ...]:
+        return job_path(self.kind)
 
     @property
     def checkpoint_dir(self) -> str:

@@ -57,9 +57,11 @@ def plan(
     spec_job: Mapping[str, str],
     annotations: Mapping[str, str],
     labels: Mapping[str, str] | None = None,
+    job_path: tuple[str, ...] = ("spec", "job"),
 ) -> list[Op]:
+    """``job_path``: where the kind keeps its job (a FlinkBlueGreenDeployment: in its template)."""
     return (
-        set_fields(obj, ("spec", "job"), spec_job)
+        set_fields(obj, job_path, spec_job)
         + set_fields(obj, ("metadata", "annotations"), annotations)
         + set_fields(obj, ("metadata", "labels"), labels or {})
     )

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.common.flink import GROUP, KINDS
+from webhook.common.flink import GROUP, KINDS, started_from
 from webhook.common.untyped import as_map, as_str, str_map
 
 API_GROUP = "work.karmada.io"
@@ -53,9 +53,11 @@ class JobObservation:
     job_id: str
     state: str
     savepoint: str  # a real savepoint location, "" when none was reported
+    started_from: str = ""  # the snapshot the job was started from, when the status tells (a path)
+    upgrade_savepoint: str = ""  # jobStatus.upgradeSavepointPath, when a path
 
     @classmethod
-    def from_object(cls, doc: Mapping[str, Any]) -> JobObservation:
+    def from_object(cls, doc: Mapping[str, Any], kind: str = "") -> JobObservation:
         status = as_map(doc.get("status"))
         job = as_map(status.get("jobStatus"))
         return cls(
@@ -63,7 +65,20 @@ class JobObservation:
             job_id=as_str(job.get("jobId")),
             state=as_str(job.get("state")),
             savepoint=savepoint_location(job),
+            started_from=_path_or_empty(started_from(kind, status)),
+            upgrade_savepoint=_path_or_empty(as_str(job.get("upgradeSavepointPath"))),
         )
+
+
+def _path_or_empty(value: str) -> str:
+    from webhook.common.paths import StoragePath, StoragePathError
+
+    value = value.strip()
+    try:
+        StoragePath.parse(value)
+    except StoragePathError:
+        return ""
+    return value
 
 
 def savepoint_location(job_status: Mapping[str, Any]) -> str:
@@ -126,7 +141,7 @@ class Binding:
             if isinstance(tasks, list)
             else (),
             statuses=tuple(
-                JobObservation.from_object(s)
+                JobObservation.from_object(s, as_str(resource.get("kind")))
                 for s in aggregated
                 if isinstance(s, Mapping) and as_str(s.get("clusterName"))
             )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from webhook.common.flink import is_job_id
+from webhook.common.flink import BLUE_GREEN, is_job_id
 from webhook.controlplane.binding import RUNNING, Binding
 from webhook.controlplane.record import (
     MAX_HISTORY,
@@ -35,7 +35,20 @@ def _observe_jobs(record: Record, binding: Binding, stamp: str) -> Record:
         state = record.cluster(seen.cluster)
         updated = state
         if seen.state == RUNNING and is_job_id(seen.job_id) and seen.job_id != state.job_id:
-            updated = replace(updated, job_id=seen.job_id, job_seen=stamp)
+            # What the new job started from is its floor (docs/failover.md "Restore candidates"). A
+            # blue/green child that replaced another one here started from a savepoint its parent's
+            # status does not name: unknown rather than the template's older path.
+            first_here = not state.job_id or binding.resource_kind != BLUE_GREEN
+            start = seen.started_from if first_here else ""
+            updated = replace(updated, job_id=seen.job_id, job_seen=stamp, started_from=start)
+        elif (
+            seen.job_id
+            and seen.job_id == state.job_id
+            and seen.started_from
+            and not state.started_from
+            and binding.resource_kind != BLUE_GREEN
+        ):
+            updated = replace(updated, started_from=seen.started_from)
         # A job that never ran here is remembered with its state (Karmada may preserve its jobId);
         # the good job's own state changes (RESTARTING, FAILING, ...) cost no patch.
         if seen.job_id and seen.job_id != updated.job_id:
@@ -48,6 +61,8 @@ def _observe_jobs(record: Record, binding: Binding, stamp: str) -> Record:
             updated = replace(updated, observed_job_id=pending[0], observed_state=pending[1])
         if seen.savepoint and seen.savepoint != state.savepoint:
             updated = replace(updated, savepoint=seen.savepoint, savepoint_seen=stamp)
+        if seen.upgrade_savepoint and seen.upgrade_savepoint != state.upgrade_savepoint:
+            updated = replace(updated, upgrade_savepoint=seen.upgrade_savepoint)
         if updated != state:
             record = record.with_cluster(seen.cluster, updated)
     return record

@@ -183,6 +183,7 @@ def stable(injection: Injection, old: Mapping[str, Any], contract: Contract) -> 
         failover_time=annotations.get(contract.key(keys.FAILOVER_TIME)) or injection.failover_time,
         reason=annotations.get(contract.key(keys.REASON)) or injection.reason,
         last_savepoint=annotations.get(contract.key(keys.LAST_SAVEPOINT), ""),
+        started_from=annotations.get(contract.key(keys.STARTED_FROM), ""),
     )
 
 

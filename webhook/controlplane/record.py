@@ -11,6 +11,10 @@ ResourceBinding annotations, so its controllers do not drop it). Schema (version
           "jobSeen": "<RFC 3339>",        # when that jobId was first seen RUNNING there
           "savepoint": "s3://...",        # last savepoint location reported there ("" if none)
           "savepointSeen": "<RFC 3339>",
+          "startedFrom": "s3://...",      # the snapshot that jobId was started from, when its status
+                                          # told (upgradeSavepointPath of an upgrade, else the
+                                          # initialSavepointPath of its first deployment)
+          "upgradeSavepoint": "s3://...", # the last jobStatus.upgradeSavepointPath seen there
           "observedJobId": "<32 hex>",    # a jobId shown there that never ran there (else absent)
           "observedState": "RECONCILING"  # and its state
         }
@@ -88,6 +92,8 @@ class ClusterRecord:
     savepoint_seen: str = ""
     observed_job_id: str = ""
     observed_state: str = ""
+    started_from: str = ""  # the snapshot job_id was started from ("" when unknown)
+    upgrade_savepoint: str = ""
 
     @property
     def good(self) -> bool:
@@ -101,6 +107,8 @@ class ClusterRecord:
             "savepointSeen": self.savepoint_seen,
             "observedJobId": self.observed_job_id,
             "observedState": self.observed_state,
+            "startedFrom": self.started_from,
+            "upgradeSavepoint": self.upgrade_savepoint,
         }
         return {k: v for k, v in out.items() if v}
 
@@ -124,6 +132,8 @@ _CLUSTER_FIELDS = {
     "savepointSeen": "savepoint_seen",
     "observedJobId": "observed_job_id",
     "observedState": "observed_state",
+    "startedFrom": "started_from",
+    "upgradeSavepoint": "upgrade_savepoint",
 }
 
 

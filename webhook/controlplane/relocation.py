@@ -53,6 +53,7 @@ class Injection:
     failover_count: int
     reason: str
     last_savepoint: str
+    started_from: str = ""  # the snapshot job_id was started from (its floor), when recorded
 
 
 def injection_metadata(injection: Injection, contract: Contract) -> tuple[dict[str, str], dict[str, str]]:
@@ -68,6 +69,8 @@ def injection_metadata(injection: Injection, contract: Contract) -> tuple[dict[s
     }
     if injection.last_savepoint:
         annotations[contract.key(keys.LAST_SAVEPOINT)] = injection.last_savepoint
+    if injection.started_from and injection.job_id:
+        annotations[contract.key(keys.STARTED_FROM)] = injection.started_from
     return labels, {k: v for k, v in annotations.items() if v}
 
 
@@ -278,7 +281,14 @@ def _injection(record: Record, binding: Binding, target: str, newest: GoodState,
         failover_count=max(1, record.failover_count),
         reason=reason or RESCHEDULED,
         last_savepoint=record.cluster(source).savepoint,
+        started_from=_started_from(record, newest),
     )
+
+
+def _started_from(record: Record, newest: GoodState) -> str:
+    """What the job restored from was started from, when the record holds it for that very job."""
+    state = record.cluster(newest.cluster)
+    return state.started_from if state.job_id == newest.job_id else ""
 
 
 @dataclass(frozen=True)

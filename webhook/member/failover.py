@@ -13,8 +13,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.common.contract import JOB_ID, LAST_SAVEPOINT, Contract
-from webhook.common.flink import is_job_id
+from webhook.common.contract import JOB_ID, LAST_SAVEPOINT, STARTED_FROM, Contract
+from webhook.common.flink import is_job_id, started_from
 from webhook.common.untyped import as_map, as_str
 
 # Server-set metadata a new object never carries.
@@ -26,9 +26,10 @@ class NotRunning(ValueError):
 
 
 def failover_create(obj: Mapping[str, Any], contract: Contract) -> dict[str, Any]:
-    """``obj`` with the trigger labels and last savepoint the control plane adds, status and server
-    fields removed."""
-    job_status = as_map(as_map(obj.get("status")).get("jobStatus"))
+    """``obj`` with the trigger labels, last savepoint and started-from the control plane adds, status
+    and server fields removed."""
+    status = as_map(obj.get("status"))
+    job_status = as_map(status.get("jobStatus"))
     job_id = as_str(job_status.get("jobId"))
     if not is_job_id(job_id):
         shown = f"{job_id[:64]!r} is not a Flink jobId" if job_id else "no status.jobStatus.jobId"
@@ -43,9 +44,13 @@ def failover_create(obj: Mapping[str, Any], contract: Contract) -> dict[str, Any
         contract.failover_label: "true",
         contract.key(JOB_ID): job_id,
     }
-    savepoint = _last_savepoint(job_status)
-    if savepoint:
-        meta["annotations"] = {**as_map(meta.get("annotations")), contract.key(LAST_SAVEPOINT): savepoint}
+    added = {
+        contract.key(LAST_SAVEPOINT): _last_savepoint(job_status),
+        contract.key(STARTED_FROM): started_from(as_str(obj.get("kind")), status),
+    }
+    added = {k: v for k, v in added.items() if v}
+    if added:
+        meta["annotations"] = {**as_map(meta.get("annotations")), **added}
     out["metadata"] = meta
     return out
 

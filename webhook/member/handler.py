@@ -20,7 +20,7 @@ from webhook.common.admission import (
     errored,
     patched,
 )
-from webhook.common.flink import GROUP, KINDS, FlinkResource
+from webhook.common.flink import BLUE_GREEN, GROUP, KINDS, FlinkResource, job_path
 from webhook.common.patch import plan
 from webhook.common.paths import StoragePath
 from webhook.member.fencing.gate import FencingGate
@@ -58,6 +58,7 @@ class RestoreAudit(Audit):
     held: bool = False  # the job was held suspended at this admission
     storage: str = ""  # what was looked up (job directory, savepoint): names the storage that failed
     checkpoint_dir_from: str = ""  # where the checkpoint directory setting was read
+    lineage: str = ""  # restored from the state the old job started from: whose, from where
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -71,6 +72,8 @@ class RestoreAudit(Audit):
             out["storage"] = self.storage
         if self.checkpoint_dir_from:
             out["checkpointDirFrom"] = self.checkpoint_dir_from
+        if self.lineage:
+            out["lineage"] = self.lineage
         return out
 
     def warns(self) -> bool:
@@ -135,6 +138,13 @@ class MemberHandler:
             def clusters(namespace: str, name: str) -> SessionCluster:
                 return source(namespace, name, max(deadline.remaining(), 0.001))
 
+        if resource.blue_green_parent and not triggered(resource, self.policy):
+            # The operator creates it from its parent's template, which this webhook restored: it
+            # starts from the template's initialSavepointPath (docs/flink.md "FlinkBlueGreenDeployment").
+            parent = resource.blue_green_parent
+            reason = f"created by FlinkBlueGreenDeployment {parent}: restored through its template"
+            audit = RestoreAudit(reason=reason, path=resource.initial_savepoint_path)
+            return allowed(request, RestoreOutcome.SKIP, audit)
         pending = None
         if self.fencing is not None and _fences(request, resource, self.policy):
             pending = self.fencing.begin(resource, request.dry_run, self._pool)  # beside the lookup
@@ -205,6 +215,7 @@ def _fences(request: AdmissionRequest, resource: FlinkResource, policy: RestoreP
     workload now belongs here, and a stale copy elsewhere must stop)."""
     return (
         request.operation == "CREATE"
+        and resource.kind != BLUE_GREEN  # the fencing agent stops and releases FlinkDeployments' jobs only
         and resource.job is not None
         and not resource.deleting
         and triggered(resource, policy)
@@ -234,7 +245,10 @@ def _not_ours(request: AdmissionRequest) -> str:
     if not request.kind:
         return "request.kind missing"
     if request.group != GROUP or request.kind not in KINDS:
-        return f"not a FlinkDeployment or FlinkSessionJob ({request.group or 'core'}/{request.kind})"
+        return (
+            "not a FlinkDeployment, FlinkSessionJob or FlinkBlueGreenDeployment "
+            f"({request.group or 'core'}/{request.kind})"
+        )
     if request.sub_resource:
         return f"subresource {request.sub_resource}"
     if request.operation not in ("CREATE", "UPDATE"):
@@ -265,13 +279,16 @@ def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionRe
         held=decision.outcome is RestoreOutcome.SUSPENDED and not decision.carried,
         storage=decision.storage,
         checkpoint_dir_from=decision.checkpoint_dir_from,
+        lineage=decision.lineage,
     )
     if decision.outcome is RestoreOutcome.DENIED:
         if decision.storage_error:
             # Not a permission problem: the state could not be read now; 503 says "try again".
             return errored(request, decision.reason, RestoreOutcome.DENIED, audit, code=503)
         return denied(request, decision.reason, RestoreOutcome.DENIED, audit)
-    ops = plan(request.object, decision.spec_job, decision.annotations, decision.labels)
+    ops = plan(
+        request.object, decision.spec_job, decision.annotations, decision.labels, job_path(request.kind)
+    )
     answer = decision.outcome
     if decision.carried:
         answer = RestoreOutcome.CARRIED if ops else RestoreOutcome.UNCHANGED

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from webhook.common.contract import (
@@ -24,12 +24,17 @@ from webhook.common.contract import (
     RESTORE_DECISION,
     RESTORED_FROM,
     RESTORED_JOB_ID,
+    STARTED_FROM,
 )
-from webhook.common.flink import CHECKPOINT_DIR_KEYS, SAVEPOINT_DIR_KEYS, FlinkResource, is_job_id
+from webhook.common.flink import (
+    CHECKPOINT_DIR_KEYS,
+    SAVEPOINT_DIR_KEYS,
+    FlinkResource,
+    is_job_id,
+    savepoint_prefix,
+)
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.member.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
-
-_SAVEPOINT_NAME_RE = re.compile(r"^savepoint-([0-9a-f]{6})-[0-9a-f]{12}$")
 
 
 class RestoreOutcome(StrEnum):
@@ -61,6 +66,9 @@ class RestoreDecision:
     storage_error: bool = False  # the state is unknown because storage failed, not known to be absent
     checkpoint_dir_from: str = ""  # where the checkpoint directory was read (the audit says it)
     storage: str = ""  # what was looked up in storage (job directory, savepoint), for the audit
+    # When the job completed nothing restorable of its own and the restore uses the snapshot it was
+    # started from: "job <jobId> completed nothing restorable; it started from <path>" (audit, warning).
+    lineage: str = ""
     warnings: tuple[str, ...] = ()
     spec_job: Mapping[str, str] = field(default_factory=dict)  # spec.job fields the object must have
     annotations: Mapping[str, str] = field(default_factory=dict)  # annotations the object must have
@@ -78,33 +86,48 @@ class Candidate:
     path: StoragePath
     kind: str  # "checkpoint" | "savepoint"
     modified: datetime | None
+    # The checkpoint id Flink wrote in the _metadata header (chk-11 holds 11; a savepoint holds the id
+    # it took between two checkpoints); None when the header does not carry one readably.
+    checkpoint_id: int | None = None
 
 
 @dataclass(frozen=True)
 class SnapshotQuery:
-    """What to look for in storage; either part may be absent."""
+    """What to look for in storage; every part may be absent."""
 
     job_dir: StoragePath | None
-    savepoint: StoragePath | None
+    savepoint: StoragePath | None  # the savepoint the control plane reported (last-savepoint)
     checkpoint_dir: StoragePath | None = None  # must exist when job_dir is missing, else storage is wrong
+    # The job's savepoint directory: listed once for ``savepoint-<first 6 hex of job_id>-<12 hex>``.
+    savepoint_dir: StoragePath | None = None
+    job_id: str = ""
+    # The snapshot the job was started from (its floor): checked only when nothing of its own is.
+    started_from: StoragePath | None = None
 
 
 @dataclass(frozen=True)
 class Snapshots:
     checkpoint: Candidate | None
-    savepoint: Candidate | None
+    savepoint: Candidate | None  # the reported savepoint, when complete
     job_dir_missing: bool = False  # the job directory does not exist (the checkpoint directory does)
     incomplete: tuple[int, ...] = ()  # chk-<N> without _metadata, highest first
     # Snapshots passed over because their _metadata is not a complete Flink metadata file, each as
     # "chk-9: _metadata is empty (0 bytes)": told in the warnings and the audit.
     rejected: tuple[str, ...] = ()
+    listed: tuple[Candidate, ...] = ()  # the job's own complete savepoints found in its savepoint dir
+    floor: Candidate | None = None  # the snapshot the job started from, when nothing of its own is
+    savepoint_dir_listed: bool = False  # the savepoint directory was listed (it may hold none)
 
 
 # Flink's checkpoint metadata file (org.apache.flink.runtime.checkpoint.Checkpoints) starts with this
-# 4-byte big-endian magic number, then a 4-byte metadata version (serializers V1..V7 so far).
+# 4-byte big-endian magic number, then a 4-byte metadata version (serializers V1..V7 so far: 4 from
+# Flink 1.20, 6 from Flink 2.3, measured), then the serializer's first field: the checkpoint id as an
+# 8-byte big-endian long (MetadataV2V3SerializerBase, every version since Flink 1.3).
 METADATA_MAGIC = 0x4960672D
-METADATA_HEADER_BYTES = 8
+METADATA_HEADER_BYTES = 16  # magic, version, checkpoint id: the one small read per _metadata
+METADATA_MIN_BYTES = 8  # magic and version: a file that ends there is truncated
 MAX_METADATA_VERSION = 64  # newer Flink adds versions; far beyond the known ones is not a version
+FIRST_VERSION_WITH_ID = 2  # the V1 format (Flink 1.2 and older) is not read for an id
 
 
 def metadata_problem(head: bytes, size: int | None) -> str:
@@ -113,7 +136,7 @@ def metadata_problem(head: bytes, size: int | None) -> str:
     short) passes an existence check, and restoring it fails the job on the new cluster."""
     if size == 0 or not head:
         return "_metadata is empty (0 bytes)"
-    if len(head) < METADATA_HEADER_BYTES or (size is not None and size <= METADATA_HEADER_BYTES):
+    if len(head) < METADATA_MIN_BYTES or (size is not None and size <= METADATA_MIN_BYTES):
         return f"_metadata is truncated ({size if size is not None else len(head)} bytes)"
     magic = int.from_bytes(head[:4], "big")
     if magic != METADATA_MAGIC:
@@ -124,6 +147,17 @@ def metadata_problem(head: bytes, size: int | None) -> str:
     if not 0 < version <= MAX_METADATA_VERSION:
         return f"_metadata has no valid Flink metadata version ({version})"
     return ""
+
+
+def metadata_checkpoint_id(head: bytes) -> int | None:
+    """The checkpoint id a complete ``_metadata`` header carries (bytes 8-16), None when it has none
+    readable: a header of fewer than 16 bytes, the V1 format, or a negative number."""
+    if len(head) < METADATA_HEADER_BYTES or metadata_problem(head, None):
+        return None
+    if int.from_bytes(head[4:8], "big", signed=True) < FIRST_VERSION_WITH_ID:
+        return None
+    value = int.from_bytes(head[8:16], "big", signed=True)
+    return value if value >= 0 else None
 
 
 SnapshotLookup = Callable[[SnapshotQuery], Snapshots]  # raises StorageError
@@ -143,17 +177,40 @@ class SessionCluster:
 SessionClusterLookup = Callable[[str, str], SessionCluster]
 
 
+def newer(first: Candidate, second: Candidate) -> bool:
+    """Is ``second`` newer than ``first``? By the checkpoint ids Flink wrote when both headers carry
+    one and they differ (a copy, a bucket restore or replication resets modification times, not ids);
+    else by the ``_metadata`` modification times; a tie keeps ``first``."""
+    first_id, second_id = first.checkpoint_id, second.checkpoint_id
+    if first_id is not None and second_id is not None and first_id != second_id:
+        return second_id > first_id
+    if first.modified and second.modified:
+        return second.modified > first.modified
+    return False
+
+
+def newest(candidates: tuple[Candidate, ...] | list[Candidate]) -> Candidate | None:
+    """The newest of several savepoints: by id when every one carries an id, else by time (the
+    documented order: docs/flink.md "Which snapshot")."""
+    if not candidates:
+        return None
+    if all(c.checkpoint_id is not None for c in candidates):
+        return max(candidates, key=lambda c: (c.checkpoint_id or 0, c.modified or _EPOCH, str(c.path)))
+    return max(candidates, key=lambda c: (c.modified or _EPOCH, str(c.path)))
+
+
+_EPOCH = datetime.fromtimestamp(0, UTC)
+
+
 def choose(checkpoint: Candidate | None, savepoint: Candidate | None, prefer: Prefer) -> Candidate | None:
-    """Pick the snapshot to restore; ``newest`` compares ``_metadata`` modification times."""
+    """Pick the snapshot to restore; ``newest`` compares what Flink wrote (:func:`newer`)."""
     if checkpoint is None or savepoint is None:
         return checkpoint or savepoint
     if prefer is Prefer.CHECKPOINT:
         return checkpoint
     if prefer is Prefer.SAVEPOINT:
         return savepoint
-    if checkpoint.modified and savepoint.modified and savepoint.modified > checkpoint.modified:
-        return savepoint
-    return checkpoint
+    return savepoint if newer(checkpoint, savepoint) else checkpoint
 
 
 def triggered(resource: FlinkResource, policy: RestorePolicy) -> bool:
@@ -274,39 +331,83 @@ def _resolve_dirs(
     if checkpoint_dir is not None and job_id:
         job_dir = checkpoint_dir.child(job_id) if resource.checkpoints_in_job_subdir else checkpoint_dir
     savepoint = _reported_savepoint(resource, job_id, checkpoint_dir, savepoint_dir, policy, warnings)
+    listed_dir = savepoint_dir if job_id else None
+    started_from = _started_from(resource, job_id, checkpoint_dir, savepoint_dir, policy, warnings)
 
-    if job_dir is None and savepoint is None:
-        if checkpoint_dir is None:
+    if job_dir is None and savepoint is None and listed_dir is None and started_from is None:
+        if checkpoint_dir is None and savepoint_dir is None:
             why = "no checkpoint directory configured (flinkConfiguration or policy defaultCheckpointDir)"
+        elif checkpoint_dir is None:
+            why = "no checkpoint directory configured and no jobId label"
         else:
             why = "no jobId label and no last-savepoint annotation"
         return _fallback(policy.on_missing_state, f"nothing to restore: {why}", job_id, warnings, policy)
 
-    asked = ", ".join(str(p) for p in (job_dir, savepoint) if p is not None)
+    asked = ", ".join(str(p) for p in (job_dir, savepoint, listed_dir, started_from) if p is not None)
     try:
-        result = lookup(SnapshotQuery(job_dir, savepoint, checkpoint_dir))
+        result = lookup(SnapshotQuery(job_dir, savepoint, checkpoint_dir, listed_dir, job_id, started_from))
     except StorageError as exc:
         decision = _fallback(policy.on_storage_error, f"storage error: {exc}", job_id, warnings, policy, True)
         return replace(decision, storage=asked)
 
-    chosen = choose(result.checkpoint, result.savepoint, policy.prefer)
+    own_savepoint = newest([c for c in (result.savepoint, *result.listed) if c is not None])
+    chosen = choose(result.checkpoint, own_savepoint, policy.prefer)
+    lineage = ""
+    if chosen is None and result.floor is not None:
+        chosen = result.floor
+        whose = f"job {job_id}" if job_id else "the job"
+        lineage = f"{whose} completed nothing restorable of its own; it was started from {chosen.path}"
+        predecessor = _job_of(chosen.path)
+        if predecessor and predecessor != job_id:
+            lineage += f" (a {chosen.kind} of job {predecessor})"
     if chosen is None:
         return _fallback(
-            policy.on_missing_state, _nothing(job_dir, savepoint, result), job_id, warnings, policy
+            policy.on_missing_state,
+            _nothing(job_dir, savepoint, result, listed_dir, job_id, started_from),
+            job_id,
+            warnings,
+            policy,
         )
-    if job_dir is not None and chosen.kind == "checkpoint" and not chosen.path.is_within(job_dir):
+    if (
+        not lineage
+        and job_dir is not None
+        and chosen.kind == "checkpoint"
+        and not chosen.path.is_within(job_dir)
+    ):
         why = "checkpoint outside the job directory"
         return _fallback(policy.on_storage_error, why, job_id, warnings, policy, True)
 
     path = str(chosen.path)
-    warnings.append(f"restoring from {chosen.kind} {path}")
+    if lineage:
+        warnings.append(f"restoring from the state the old job started from: {lineage}")
+    else:
+        warnings.append(f"restoring from {chosen.kind} {path}{_id_note(chosen)}")
     warnings.extend(f"skipped {r}" for r in result.rejected)
     decision = _restored(
         resource, job_id, path, chosen.kind, policy, savepoint_dir is not None, tuple(warnings)
     )
+    if lineage:
+        decision = replace(decision, lineage=lineage, reason=f"{decision.reason}: {lineage}")
     if result.rejected:
         decision = replace(decision, reason=f"{decision.reason}; skipped {'; '.join(result.rejected)}")
     return decision
+
+
+def _id_note(candidate: Candidate) -> str:
+    return f" (checkpoint id {candidate.checkpoint_id})" if candidate.checkpoint_id is not None else ""
+
+
+_JOB_DIR_RE = re.compile(r"/([0-9a-f]{32})/chk-[0-9]+$")
+
+
+def _job_of(path: StoragePath) -> str:
+    """The jobId a snapshot path names (``.../<jobId>/chk-N``), else the 6-hex prefix a savepoint
+    name carries ("" when neither)."""
+    m = _JOB_DIR_RE.search(path.path)
+    if m:
+        return m.group(1)
+    prefix = savepoint_prefix(path.name)
+    return f"{prefix}..." if prefix else ""
 
 
 def _restored(
@@ -541,7 +642,14 @@ def _storage_dir(source: str, value: str, policy: RestorePolicy) -> StoragePath 
     return path
 
 
-def _nothing(job_dir: StoragePath | None, savepoint: StoragePath | None, result: Snapshots) -> str:
+def _nothing(
+    job_dir: StoragePath | None,
+    savepoint: StoragePath | None,
+    result: Snapshots,
+    savepoint_dir: StoragePath | None = None,
+    job_id: str = "",
+    started_from: StoragePath | None = None,
+) -> str:
     """Why nothing is restorable, in the words a person can act on."""
     parts = []
     if job_dir is not None:
@@ -560,8 +668,42 @@ def _nothing(job_dir: StoragePath | None, savepoint: StoragePath | None, result:
             parts.append(f"no checkpoints in {job_dir}")
     if savepoint is not None and not any(r.startswith(f"savepoint {savepoint}:") for r in result.rejected):
         parts.append(f"savepoint {savepoint} has no _metadata")
+    if savepoint_dir is not None and job_id:
+        parts.append(f"no complete savepoint-{job_id[:6]}-* of this job in {savepoint_dir}")
+    if started_from is not None and not any(r.startswith("started from ") for r in result.rejected):
+        parts.append(f"the snapshot it started from, {started_from}, has no _metadata")
+    elif started_from is None and job_id:
+        parts.append("the snapshot it started from is not known (no started-from annotation)")
     parts.extend(f"skipped {r}" for r in result.rejected)
     return "no restorable checkpoint or savepoint: " + "; ".join(parts)
+
+
+def _started_from(
+    resource: FlinkResource,
+    job_id: str,
+    checkpoint_dir: StoragePath | None,
+    savepoint_dir: StoragePath | None,
+    policy: RestorePolicy,
+    warnings: list[str],
+) -> StoragePath | None:
+    """The snapshot the old job was started from (the started-from annotation the control plane took
+    from that job's own status), when it lies where this job keeps state: its floor."""
+    raw = resource.annotations.get(policy.key(STARTED_FROM), "").strip()
+    if not raw or not job_id:
+        return None
+    try:
+        path = StoragePath.parse(raw)
+    except StoragePathError as exc:
+        warnings.append(f"ignored started-from: {exc}")
+        return None
+    if path.scheme not in policy.allowed_schemes:
+        warnings.append(f"ignored started-from: scheme {path.scheme!r} not allowed")
+        return None
+    roots = [d for d in (savepoint_dir, checkpoint_dir) if d is not None]
+    if not any(path.is_within(root) and path != root for root in roots):
+        warnings.append("ignored started-from: outside the job's savepoint and checkpoint directories")
+        return None
+    return path
 
 
 def _reported_savepoint(
@@ -588,8 +730,8 @@ def _reported_savepoint(
     if roots and not any(path.is_within(root) and path != root for root in roots):
         warnings.append("ignored last-savepoint: outside the job's savepoint and checkpoint directories")
         return None
-    m = _SAVEPOINT_NAME_RE.match(path.name)
-    if m and job_id and m.group(1) != job_id[:6]:
+    prefix = savepoint_prefix(path.name)
+    if prefix and job_id and prefix != job_id[:6]:
         warnings.append("ignored last-savepoint: it belongs to another job")
         return None
     return path

@@ -2,7 +2,9 @@
 
 This is the only module that touches storage. Listing cost stays flat: one listing of the job's
 checkpoint directory, then one metadata lookup per ``chk-<N>`` from the highest N down until one
-has ``_metadata`` (normally the first).
+has ``_metadata`` (normally the first); one listing of the savepoint directory, then one metadata
+lookup per savepoint named after the job; the snapshot the job started from only when nothing of
+its own is restorable. Each metadata lookup is one small read (the 16-byte header).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import fsspec
 
+from webhook.common.flink import is_job_id, is_savepoint_of
 from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath, StoragePathError
 from webhook.member.restore import (
     METADATA_HEADER_BYTES,
@@ -25,10 +28,14 @@ from webhook.member.restore import (
     SnapshotQuery,
     Snapshots,
     StorageError,
+    metadata_checkpoint_id,
     metadata_problem,
 )
 
 METADATA = "_metadata"
+# Savepoints of one job read per lookup at most (each one metadata read). The operator keeps 10 by
+# default (kubernetes.operator.savepoint.history.max.count); more are passed over, named in the warning.
+MAX_SAVEPOINTS = 32
 
 # Conservative network defaults so one slow endpoint cannot eat the admission deadline by itself.
 _S3_DEFAULTS: dict[str, Any] = {
@@ -211,9 +218,18 @@ class SavepointCheck:
 
 
 @dataclass(frozen=True)
+class SavepointScan:
+    """What one listing of the savepoint directory showed for one job."""
+
+    found: tuple[Candidate, ...] = ()  # complete savepoints named after the job
+    rejected: tuple[str, ...] = ()  # "savepoint <path>: why" for the others named after it
+
+
+@dataclass(frozen=True)
 class _Metadata:
     modified: datetime
     problem: str = ""  # why it is not a complete Flink metadata file, "" when it can be one
+    checkpoint_id: int | None = None  # what the header says (Flink wrote it), when readable
 
 
 class CheckpointStorage:
@@ -278,22 +294,114 @@ class CheckpointStorage:
             elif found.problem:
                 rejected.append(f"chk-{n}: {found.problem}")
             else:
-                candidate = Candidate(chk, "checkpoint", found.modified)
+                candidate = Candidate(chk, "checkpoint", found.modified, found.checkpoint_id)
                 return CheckpointScan(candidate, incomplete=tuple(incomplete), rejected=tuple(rejected))
         return CheckpointScan(None, incomplete=tuple(incomplete), rejected=tuple(rejected))
 
     def snapshots(self, query: SnapshotQuery, deadline: Deadline) -> Snapshots:
-        """What ``decide_restore`` asks storage (its ``lookup``): the job's newest checkpoint and the
-        reported savepoint, with what was seen on the way."""
+        """What ``decide_restore`` asks storage (its ``lookup``): the job's newest checkpoint, the
+        reported savepoint, the job's own savepoints in its savepoint directory, and, when none of
+        them is restorable, the snapshot the job started from; with what was seen on the way."""
         scan = self.scan_checkpoints(query.job_dir, deadline, query.checkpoint_dir) if query.job_dir else None
         check = self.check_savepoint(query.savepoint, deadline) if query.savepoint else None
         savepoint = check.candidate if check is not None else None
-        rejected = (f"savepoint {query.savepoint}: {check.problem}",) if check and check.problem else ()
-        if scan is None:
-            return Snapshots(None, savepoint, rejected=rejected)
+        rejected = list(scan.rejected if scan is not None else ())
+        if check and check.problem:
+            rejected.append(f"savepoint {query.savepoint}: {check.problem}")
+        listed: tuple[Candidate, ...] = ()
+        if query.savepoint_dir is not None and is_job_id(query.job_id):
+            found = self.scan_savepoints(query.savepoint_dir, query.job_id, deadline)
+            rejected.extend(found.rejected)
+            listed = tuple(c for c in found.found if query.savepoint is None or c.path != query.savepoint)
+            shared_dir = query.checkpoint_dir
+            if (
+                listed
+                and query.job_dir is not None
+                and shared_dir is not None
+                and shared_dir != query.job_dir
+            ):
+                clash = self._prefix_clash(shared_dir, query.job_id, deadline)
+                if clash:
+                    rejected.extend(
+                        f"savepoint {c.path}: its prefix {query.job_id[:6]} is also that of job {clash} "
+                        f"in {shared_dir}, so whose it is cannot be told by its name"
+                        for c in listed
+                    )
+                    listed = ()
+        floor = None
+        own = (scan is not None and scan.candidate is not None) or savepoint is not None or bool(listed)
+        if query.started_from is not None and not own:
+            started = self.check_savepoint(query.started_from, deadline)
+            if started.candidate is not None and query.started_from.name.startswith("chk-"):
+                floor = Candidate(
+                    started.candidate.path,
+                    "checkpoint",
+                    started.candidate.modified,
+                    started.candidate.checkpoint_id,
+                )
+            else:
+                floor = started.candidate
+            if started.problem:
+                rejected.append(f"started from {query.started_from}: {started.problem}")
         return Snapshots(
-            scan.candidate, savepoint, scan.job_dir_missing, scan.incomplete, scan.rejected + rejected
+            scan.candidate if scan is not None else None,
+            savepoint,
+            scan.job_dir_missing if scan is not None else False,
+            scan.incomplete if scan is not None else (),
+            tuple(rejected),
+            listed,
+            floor,
+            query.savepoint_dir is not None and is_job_id(query.job_id),
         )
+
+    def scan_savepoints(self, savepoint_dir: StoragePath, job_id: str, deadline: Deadline) -> SavepointScan:
+        """The job's complete savepoints in ``savepoint_dir``: one listing, then the ``_metadata`` of
+        each entry named ``savepoint-<first 6 hex of job_id>-<12 hex>`` (Flink's naming). A savepoint
+        directory that does not exist holds none; a listing that fails is a storage error."""
+        fs = self.filesystem(savepoint_dir)
+        deadline.check()
+        try:
+            names = _entry_names(fs, savepoint_dir)
+        except FileNotFoundError:
+            return SavepointScan()
+        except Exception as exc:
+            raise _storage_error("listing", savepoint_dir, exc) from None
+        mine = sorted(n for n in names if is_savepoint_of(n, job_id))
+        local_root = _real(savepoint_dir) if savepoint_dir.protocol == "file" else None
+        found: list[Candidate] = []
+        rejected: list[str] = []
+        for name in mine[:MAX_SAVEPOINTS]:
+            deadline.check()
+            path = savepoint_dir.child(name)
+            if local_root is not None and not _entry_inside(local_root, path):
+                continue  # a symlink leading out of the savepoint dir is never a restore path
+            meta = self._metadata(fs, path)
+            if meta is None:
+                continue  # in progress or aborted: Flink writes _metadata last
+            if meta.problem:
+                rejected.append(f"savepoint {path}: {meta.problem}")
+                continue
+            found.append(Candidate(path, "savepoint", meta.modified, meta.checkpoint_id))
+        if len(mine) > MAX_SAVEPOINTS:
+            rejected.append(
+                f"{len(mine) - MAX_SAVEPOINTS} more savepoints named after the job in {savepoint_dir} "
+                f"(only {MAX_SAVEPOINTS} are read per lookup)"
+            )
+        return SavepointScan(tuple(found), tuple(rejected))
+
+    def _prefix_clash(self, checkpoint_dir: StoragePath, job_id: str, deadline: Deadline) -> str:
+        """Another job whose checkpoints lie in the same checkpoint directory and whose jobId starts
+        with the same 6 hex ("" when none): then a savepoint name cannot tell the two apart."""
+        fs = self.filesystem(checkpoint_dir)
+        deadline.check()
+        try:
+            names = _entry_names(fs, checkpoint_dir)
+        except FileNotFoundError:
+            return ""
+        except Exception as exc:
+            raise _storage_error("listing", checkpoint_dir, exc) from None
+        others = sorted(n for n in names if is_job_id(n) and n != job_id and n[:6] == job_id[:6])
+        return others[0] if others else ""
 
     def _require_dir(self, fs: fsspec.AbstractFileSystem, path: StoragePath) -> None:
         try:
@@ -318,7 +426,7 @@ class CheckpointStorage:
             return SavepointCheck(None)
         if found.problem:
             return SavepointCheck(None, found.problem)
-        return SavepointCheck(Candidate(path, "savepoint", found.modified))
+        return SavepointCheck(Candidate(path, "savepoint", found.modified, found.checkpoint_id))
 
     def _metadata(self, fs: fsspec.AbstractFileSystem, snapshot: StoragePath) -> _Metadata | None:
         """The snapshot's ``_metadata`` (None when absent): its time, and whether its header is Flink's
@@ -340,7 +448,8 @@ class CheckpointStorage:
         size = info.get("size")
         size = size if isinstance(size, int) else None
         head = b"" if size == 0 else self._head(fs, meta)
-        return _Metadata(modified, metadata_problem(head, size))
+        problem = metadata_problem(head, size)
+        return _Metadata(modified, problem, None if problem else metadata_checkpoint_id(head))
 
     def _head(self, fs: fsspec.AbstractFileSystem, meta: StoragePath) -> bytes:
         try:

@@ -1,0 +1,109 @@
+"""A small keyed-state Flink job that writes real checkpoints and savepoints, and restores from a path.
+
+Run by the Python of an environment with ``apache-flink`` (PyPI: 1.20.x or 2.x) and a Java 17 runtime
+(Debian: ``apt-get install openjdk-17-jre-headless``), NOT the project's own environment::
+
+    python bench/_flink_job.py make --out DIR [--seconds 18]
+        # DIR/ck/<jobId>/chk-N/_metadata (a checkpoint every 2 s, 3 retained, kept on cancel)
+        # DIR/sp/savepoint-<6 hex>-<12 hex>/_metadata (one savepoint, taken two thirds of the way)
+        # the print sink writes each count (+I[k, n], +U[k, n]); then one JSON line {"jobId": ...}
+    python bench/_flink_job.py restore --path PATH --out DIR [--seconds 8]
+        # the same job started from PATH (2.x: execution.state-recovery.path; 1.x:
+        # execution.savepoint.path); prints the same
+
+The job: ``datagen`` at 4 rows/s with a random key 1..3, ``SELECT k, COUNT(*) ... GROUP BY k`` (keyed
+state), parallelism 1, local mini-cluster. The keyed counts after a restore go on from the restored
+values instead of starting from 1: that is what ``bench/flink_restore.py`` checks. The trees in
+``../shared/data/flink-real/`` were made this way; the ``_metadata`` files it writes are small and
+may be committed as fixtures (the empty ``shared/`` and ``taskowned/`` folders are not kept by git).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _version() -> tuple[int, ...]:
+    from importlib.metadata import version
+
+    return tuple(int(p) for p in version("apache-flink").split(".")[:2])
+
+
+def _environment(checkpoints: Path, savepoints: Path, restore: str = "") -> Any:
+    from pyflink.common import Configuration
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    conf = Configuration()
+    conf.set_string("parallelism.default", "1")
+    conf.set_string("execution.checkpointing.interval", "2 s")
+    conf.set_string("state.checkpoints.num-retained", "3")
+    conf.set_string("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")
+    conf.set_string("execution.checkpointing.dir", checkpoints.resolve().as_uri())
+    conf.set_string("state.checkpoints.dir", checkpoints.resolve().as_uri())
+    conf.set_string("execution.checkpointing.savepoint-dir", savepoints.resolve().as_uri())
+    conf.set_string("state.savepoints.dir", savepoints.resolve().as_uri())
+    if restore:
+        key = "execution.state-recovery.path" if _version() >= (2, 0) else "execution.savepoint.path"
+        conf.set_string(key, restore)
+    settings = EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(conf).build()
+    return TableEnvironment.create(settings)
+
+
+def _run(env: Any, seconds: float, savepoint_at: float | None, savepoints: Path) -> dict[str, Any]:
+    """Run the job for ``seconds``; the print sink writes each count to the JVM's stdout (``+I[k, n]``,
+    ``+U[k, n]``), which this process shares. A print sink keeps no state of its own: a collecting sink
+    would restore its own buffer offsets from the snapshot and fail (Flink's collect sink is not made
+    for restores)."""
+    env.execute_sql(
+        "CREATE TABLE src (k INT) WITH ('connector' = 'datagen', 'rows-per-second' = '4', "
+        "'fields.k.kind' = 'random', 'fields.k.min' = '1', 'fields.k.max' = '3')"
+    )
+    env.execute_sql("CREATE TABLE snk (k INT, c BIGINT) WITH ('connector' = 'print')")
+    result = env.execute_sql("INSERT INTO snk SELECT k, COUNT(*) AS c FROM src GROUP BY k")
+    client = result.get_job_client()
+    out: dict[str, Any] = {"jobId": str(client.get_job_id()), "savepoint": ""}
+    started = time.monotonic()
+    if savepoint_at is not None:
+        time.sleep(savepoint_at)
+        # The Java client's two-argument form (Flink 1.15+; 2.x has only this one): a canonical savepoint.
+        from pyflink.java_gateway import get_gateway
+
+        canonical = get_gateway().jvm.org.apache.flink.core.execution.SavepointFormatType.CANONICAL
+        target = savepoints.resolve().as_uri()
+        out["savepoint"] = str(client._j_job_client.triggerSavepoint(target, canonical).get())
+    time.sleep(max(0.0, seconds - (time.monotonic() - started)))
+    client.cancel().result()  # the retained checkpoints stay
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    make = sub.add_parser("make")
+    make.add_argument("--out", type=Path, required=True)
+    make.add_argument("--seconds", type=float, default=18.0)
+    restore = sub.add_parser("restore")
+    restore.add_argument("--out", type=Path, required=True)
+    restore.add_argument("--path", required=True)
+    restore.add_argument("--seconds", type=float, default=8.0)
+    args = parser.parse_args(argv)
+    checkpoints, savepoints = args.out / "ck", args.out / "sp"
+    checkpoints.mkdir(parents=True, exist_ok=True)
+    savepoints.mkdir(parents=True, exist_ok=True)
+    if args.command == "make":
+        env = _environment(checkpoints, savepoints)
+        done = _run(env, args.seconds, args.seconds * 2 / 3, savepoints)
+    else:
+        env = _environment(checkpoints, savepoints, args.path)
+        done = _run(env, args.seconds, None, savepoints)
+    print(json.dumps(done), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,175 @@
+"""Real Flink in the loop: the path the product chooses restores in real Flink and the keyed state goes on.
+
+``python -m bench flink_restore`` (not in ``make test`` nor the default ``make bench``: each version
+starts a JVM three times, about 2 minutes). Needs, beside the project's environment, one environment
+per Flink version with ``apache-flink`` from PyPI and a Java 17 runtime (Debian's openjdk-17)::
+
+    python3.11 -m venv .venv-flink  && .venv-flink/bin/pip install apache-flink==2.3.0
+    python3.11 -m venv .venv-flink1 && .venv-flink1/bin/pip install apache-flink==1.20.5
+    FLINK_PYTHON=.venv-flink/bin/python,.venv-flink1/bin/python python -m bench flink_restore
+
+(without FLINK_PYTHON those two paths are used when they exist). For each version:
+
+1. ``bench/_flink_job.py make`` runs a keyed count for 18 s: checkpoints every 2 s (3 retained) and
+   one savepoint two thirds of the way;
+2. the trees are copied (``shutil.copytree``: every modification time is reset, as by ``cp -r``, a
+   bucket restore or replication) and the product decides on the copy (``decide_restore`` over
+   ``CheckpointStorage``, the member's own code): it must choose the checkpoint with the highest id;
+3. real Flink restores that path (``bench/_flink_job.py restore``) and every key's first count must go
+   on from the restored state (more than 1, at most what the first run had counted);
+4. the checkpoints are removed from the copy: the product must find the job's own savepoint by listing
+   its savepoint directory, and real Flink restores it with the state going on as well.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from webhook.common.flink import FlinkResource
+from webhook.member.policy import RestorePolicy
+from webhook.member.restore import RestoreOutcome, decide_restore
+from webhook.member.storage import CheckpointStorage, Deadline
+
+RUN_BY_DEFAULT = False
+REPO = Path(__file__).resolve().parent.parent
+JOB = REPO / "bench" / "_flink_job.py"
+
+
+def _pythons() -> list[str]:
+    raw = os.environ.get("FLINK_PYTHON", "")
+    if raw:
+        return [p for p in raw.split(",") if p]
+    found = [REPO / ".venv-flink" / "bin" / "python", REPO / ".venv-flink1" / "bin" / "python"]
+    return [str(p) for p in found if p.exists()]
+
+
+def _flink(python: str, *args: str) -> tuple[list[dict[str, Any]], float]:
+    started = time.monotonic()
+    done = subprocess.run([python, str(JOB), *args], capture_output=True, text=True, timeout=600, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"{python} {JOB.name} {args[0]} failed: {done.stderr[-2000:]}")
+    lines: list[dict[str, Any]] = []
+    for line in done.stdout.splitlines():
+        row = _ROW.search(line)
+        if row:
+            lines.append({"key": int(row.group(1)), "count": int(row.group(2))})
+        elif line.startswith("{"):
+            lines.append(json.loads(line))
+    return lines, time.monotonic() - started
+
+
+_ROW = re.compile(r"\+[IU]\[(\d+), (\d+)\]")
+
+
+def _version(python: str) -> str:
+    code = "from importlib.metadata import version; print(version('apache-flink'))"
+    return subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _choose(root: Path, job_id: str) -> str:
+    obj = {
+        "apiVersion": "flink.apache.org/v1beta1",
+        "kind": "FlinkDeployment",
+        "metadata": {
+            "name": "bench",
+            "namespace": "bench",
+            "labels": {"flink-failover.io/failover": "true", "flink-failover.io/job-id": job_id},
+        },
+        "spec": {
+            "flinkConfiguration": {
+                "execution.checkpointing.dir": (root / "ck").as_uri(),
+                "execution.checkpointing.savepoint-dir": (root / "sp").as_uri(),
+            },
+            "job": {"jarURI": "local:///job.jar", "upgradeMode": "savepoint"},
+        },
+    }
+    storage = CheckpointStorage()
+    decision = decide_restore(
+        "CREATE",
+        FlinkResource.from_object(obj),
+        None,
+        RestorePolicy(),
+        lambda q: storage.snapshots(q, Deadline(10)),
+    )
+    if decision.outcome is not RestoreOutcome.RESTORED:
+        raise AssertionError(f"nothing chosen: {decision.reason}")
+    return decision.path
+
+
+def _counts(lines: list[dict[str, Any]]) -> tuple[dict[int, int], dict[int, int]]:
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for line in lines:
+        if "key" in line:
+            first.setdefault(line["key"], line["count"])
+            last[line["key"]] = line["count"]
+    return first, last
+
+
+def _restore(python: str, path: str, before: dict[int, int], out: Path) -> tuple[dict[int, int], float]:
+    lines, seconds = _flink(python, "restore", "--path", path, "--out", str(out), "--seconds", "8")
+    first, _ = _counts(lines)
+    for key, count in first.items():
+        if not 1 < count <= before.get(key, 0) + 1:
+            raise AssertionError(f"key {key} restarted at {count} after restoring {path} (before: {before})")
+    return first, seconds
+
+
+def one_version(python: str) -> int:
+    version = _version(python)
+    with tempfile.TemporaryDirectory(prefix="flink-restore-") as tmp:
+        made = Path(tmp) / "made"
+        lines, make_s = _flink(python, "make", "--out", str(made), "--seconds", "18")
+        job_id = lines[-1]["jobId"]
+        _, before = _counts(lines)
+        headers = {
+            str(p.parent.relative_to(made)): p.read_bytes()[:16].hex()
+            for p in sorted(made.rglob("_metadata"))
+        }
+        copy = Path(tmp) / "copy"
+        shutil.copytree(made / "ck", copy / "ck")  # times reset
+        shutil.copytree(made / "sp", copy / "sp")
+        highest = max(int(h[16:32], 16) for h in headers.values())
+        chosen = _choose(copy, job_id)
+        if not chosen.endswith(f"/chk-{highest}"):
+            raise AssertionError(f"chose {chosen}, the highest checkpoint id is {highest}")
+        first_ck, restore_ck_s = _restore(python, chosen, before, Path(tmp) / "r1")
+        shutil.rmtree(copy / "ck" / job_id)
+        (copy / "ck" / job_id).mkdir()
+        from_savepoint = _choose(copy, job_id)
+        if "/sp/savepoint-" not in from_savepoint:
+            raise AssertionError(f"without checkpoints the product chose {from_savepoint}")
+        first_sp, restore_sp_s = _restore(python, from_savepoint, before, Path(tmp) / "r2")
+    print(f"Flink {version}: job {job_id}")
+    for where, header in headers.items():
+        print(f"  {where}: _metadata starts {header}")
+    print(f"  counted before the failover (last per key): {dict(sorted(before.items()))}  [{make_s:.1f} s]")
+    print(f"  chosen {chosen.rsplit('/', 1)[-1]}; first counts after restoring it:")
+    print(f"    {dict(sorted(first_ck.items()))}  [{restore_ck_s:.1f} s: JVM start, restore, 8 s of run]")
+    print(f"  without checkpoints: chosen {from_savepoint.rsplit('/', 1)[-1]}; first counts after it:")
+    print(f"    {dict(sorted(first_sp.items()))}  [{restore_sp_s:.1f} s]")
+    return 0
+
+
+def main() -> int:
+    pythons = _pythons()
+    if not pythons:
+        print("not run: no Flink environment (FLINK_PYTHON, or .venv-flink: see bench/flink_restore.py)")
+        return 1
+    status = 0
+    for python in pythons:
+        try:
+            status = one_version(python) or status
+        except (AssertionError, RuntimeError) as exc:
+            print(f"FAILED with {python}: {exc}", file=sys.stderr)
+            status = 1
+    return status
