@@ -53,7 +53,9 @@ from webhook.member.restore import (
     SnapshotQuery,
     Snapshots,
     StorageError,
+    choose,
     decide_restore,
+    newest,
 )
 from webhook.member.storage import CheckpointStorage, Deadline
 
@@ -447,13 +449,16 @@ class FencingAgent:
         return self.lanes.call(where, f"resolving {where}", lambda: self.storage.snapshots(query, deadline))
 
     def _resume(self, copy: Copy) -> str | None:
-        """A stepped-down copy starts again from its own job's newest restorable checkpoint."""
+        """A stepped-down copy starts again from its own job's newest restorable snapshot (its newest
+        complete checkpoint, or its own newer savepoint, ordered as a restore orders them)."""
         root = copies.checkpoint_dir_of(copy.resource, self.policy)
         path = ""
         if root is not None and copy.job_id:
-            query = SnapshotQuery(root.child(copy.job_id), None, root)
+            savepoints = copies.savepoint_dir_of(copy.resource, self.policy)
+            query = SnapshotQuery(root.child(copy.job_id), None, root, savepoints, copy.job_id)
             found = self._snapshots(query, Deadline(self.policy.fencing.call_timeout))
-            path = str(found.checkpoint.path) if found.checkpoint is not None else ""
+            chosen = choose(found.checkpoint, newest(found.listed), self.policy.prefer)
+            path = str(chosen.path) if chosen is not None else ""
         problem = self._patched(copy, copies.resume_patch(copy, path, self.policy, self._now()))
         if problem is None:
             metrics.RESUMES.inc()

@@ -102,6 +102,18 @@ def checkpoint_dir_of(resource: FlinkResource, policy: RestorePolicy) -> Storage
     return path if path.scheme in policy.allowed_schemes else None
 
 
+def savepoint_dir_of(resource: FlinkResource, policy: RestorePolicy) -> StoragePath | None:
+    """The job's savepoint directory (its own configuration, else the policy's), when usable."""
+    raw = resource.savepoint_dir or policy.default_savepoint_dir
+    if not raw:
+        return None
+    try:
+        path = StoragePath.parse(raw)
+    except StoragePathError:
+        return None
+    return path if path.scheme in policy.allowed_schemes else None
+
+
 def workload_of(resource: FlinkResource) -> Workload:
     return Workload(resource.kind, resource.namespace, resource.name)
 
