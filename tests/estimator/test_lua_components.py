@@ -227,6 +227,33 @@ def flink_deployments(draw: st.DrawFn) -> dict[str, Any]:
         "spec": {"job": {"parallelism": 25}, "flinkConfiguration": {"taskmanager": {"numberOfTaskSlots": 10}}}
     }
 )
+@example(  # one shared template with tolerations and affinity: the same tables must not reach both components
+    obj={
+        "spec": {
+            "podTemplate": {
+                "spec": {
+                    "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+                    "nodeSelector": {"pool": "flink"},
+                    "affinity": {
+                        "nodeAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": {
+                                "nodeSelectorTerms": [
+                                    {
+                                        "matchExpressions": [
+                                            {"key": "zone", "operator": "In", "values": ["a"]}
+                                        ]
+                                    },
+                                    {},  # a term without requirements: still a NodeSelectorTerm for Go
+                                ]
+                            }
+                        }
+                    },
+                }
+            },
+            "taskManager": {"podTemplate": {"spec": {"nodeSelector": {"disk": "ssd"}}}},
+        }
+    }
+)
 def test_lua_and_python_agree(lua: KarmadaLua, obj: dict[str, Any]) -> None:
     check_agree(lua, obj)
 
