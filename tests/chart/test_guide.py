@@ -93,7 +93,7 @@ def test_every_values_file_of_the_guide_renders(helm: str, name: str) -> None:
     defaults = yaml.safe_load(
         (REPO / "charts" / "flink-failover" / "values.yaml").read_text(encoding="utf-8")
     )
-    jsonschema.validate(_merged(defaults, values), schema)
+    jsonschema.Draft7Validator(schema).validate(_merged(defaults, values))
     result = subprocess.run(
         [helm, "template", "flink-failover", str(REPO / "charts" / "flink-failover"), "-n", "karmada-system",
          "-f", str(REPO / name)],
