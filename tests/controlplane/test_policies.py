@@ -13,7 +13,7 @@ import yaml
 from tests.conftest import REPO
 from tests.controlplane import support as s
 from tests.support.karmada_lua import karmada_lua
-from tests.support.karmada_results import convert
+from tests.support.karmada_results import ENTRY_POINTS, convert
 from webhook.controlplane.serve import WORK_PATH
 from webhook.member.policy import RestorePolicy
 
@@ -345,18 +345,6 @@ def lua_scripts() -> list[tuple[str, str, str]]:
                 if isinstance(body, dict) and "luaScript" in body:
                     out.append((path.name, operation, body["luaScript"]))
     return out
-
-
-ENTRY_POINTS = {
-    "retention": "Retain",
-    "componentResource": "GetComponents",
-    "replicaResource": "GetReplicas",
-    "replicaRevision": "ReviseReplica",
-    "statusReflection": "ReflectStatus",
-    "statusAggregation": "AggregateStatus",
-    "healthInterpretation": "InterpretHealth",
-    "dependencyInterpretation": "GetDependencies",
-}
 
 
 def test_every_shipped_lua_script_is_found() -> None:
