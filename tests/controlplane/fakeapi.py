@@ -8,13 +8,15 @@ write, or not before ``release_watch``) while GET already serves the write, as a
 watch cache and a client's informer lag behind etcd; coordination.k8s.io Leases (GET, POST, PUT with
 resourceVersion conflicts) for leader election, and a log of which process patched while who held
 the Lease. Objects are stored as JSON so a "restarted" client reads exactly what an earlier one
-persisted.
+persisted. ``latency`` makes a GET or a PATCH of one object answer as late as a real API server
+does (a base plus a seeded exponential tail, slept in the request's own thread).
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import random
 import threading
 import time
 from collections.abc import Mapping
@@ -80,6 +82,18 @@ class FakeKarmada:
     leases: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     holders: list[tuple[float, str]] = field(default_factory=list)  # (monotonic time, new holder)
     patch_log: list[PatchSeen] = field(default_factory=list)
+    # method -> (base seconds, mean of the exponential tail): how long a GET / PATCH of one object takes
+    latency: dict[str, tuple[float, float]] = field(default_factory=dict)
+    _latency_rng: random.Random = field(default_factory=lambda: random.Random(7))
+
+    def delay(self, method: str) -> None:
+        """Answer as late as a real API server would (the fake itself answers in microseconds)."""
+        if method not in self.latency:
+            return
+        base, tail = self.latency[method]
+        with self.cond:
+            extra = self._latency_rng.expovariate(1 / tail) if tail > 0 else 0.0
+        time.sleep(base + extra)
 
     # --- test-side API ---------------------------------------------------------------------------
     def upsert(self, obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -350,6 +364,7 @@ class _Handler(BaseHTTPRequestHandler):
             and parts[0] == "namespaces"
             and parts[2] == "resourcebindings"
         ):
+            fake.delay("GET")
             with fake.cond:
                 obj = fake.objects.get((parts[1], parts[3]))
                 failing = fake.fail_next_gets > 0
@@ -408,6 +423,7 @@ class _Handler(BaseHTTPRequestHandler):
         if failing:
             self._status(500, "InternalError", "etcdserver: request timed out")
             return
+        fake.delay("PATCH")
         result = fake.patch(parts[1], parts[3], body)
         if result is None:
             self._status(404, "NotFound", "not found")

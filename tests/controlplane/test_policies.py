@@ -12,7 +12,8 @@ import yaml
 
 from tests.conftest import REPO
 from tests.controlplane import support as s
-from tests.support.karmada_lua import karmada_lua, restore_empty
+from tests.support.karmada_lua import karmada_lua
+from tests.support.karmada_results import ENTRY_POINTS, convert
 from webhook.controlplane.serve import WORK_PATH
 from webhook.member.policy import RestorePolicy
 
@@ -184,8 +185,9 @@ def test_work_webhook_registration() -> None:
 
 def retain(script: str, desired: dict[str, Any], observed: dict[str, Any] | None) -> dict[str, Any]:
     """Retain run as karmada-controller-manager runs it (its Lua sandbox, its JSON encoding)."""
-    result = karmada_lua().run(script, "Retain", desired, observed)
-    out: dict[str, Any] = restore_empty(result, desired, observed)
+    sandbox = karmada_lua()
+    sandbox.load(script)
+    out: dict[str, Any] = convert(sandbox, "retention", desired, observed=observed)
     return out
 
 
@@ -343,18 +345,6 @@ def lua_scripts() -> list[tuple[str, str, str]]:
                 if isinstance(body, dict) and "luaScript" in body:
                     out.append((path.name, operation, body["luaScript"]))
     return out
-
-
-ENTRY_POINTS = {
-    "retention": "Retain",
-    "componentResource": "GetComponents",
-    "replicaResource": "GetReplicas",
-    "replicaRevision": "ReviseReplica",
-    "statusReflection": "ReflectStatus",
-    "statusAggregation": "AggregateStatus",
-    "healthInterpretation": "InterpretHealth",
-    "dependencyInterpretation": "GetDependencies",
-}
 
 
 def test_every_shipped_lua_script_is_found() -> None:

@@ -83,6 +83,51 @@ def test_replicas_bytes(channel: grpc.Channel, karmada_data: Path) -> None:
     assert _raw(channel, "MaxAvailableReplicas", request) == expected
 
 
+def _bytes_only(claim_holder: pb.ComponentReplicaRequirements | pb.ReplicaRequirements) -> None:
+    """What Karmada v1.19 removed (and reserved) from a requirements message: the deprecated
+    ``resourceRequest`` and the NodeClaim's ``nodeAffinity`` / ``tolerations``."""
+    assert claim_holder.resourceRequestBytes, "the recorded request carries the *Bytes forms"
+    claim_holder.ClearField("resourceRequest")
+    if claim_holder.HasField("nodeClaim"):
+        claim_holder.nodeClaim.ClearField("nodeAffinity")
+        claim_holder.nodeClaim.ClearField("tolerations")
+
+
+def as_v119(request: pb.MaxAvailableComponentSetsRequest) -> bytes:
+    """The request as a v1.19 scheduler sends it: only the ``*Bytes`` forms of the requirements."""
+    for component in [*request.components, *(c for w in request.assumedWorkloads for c in w.components)]:
+        _bytes_only(component.replicaRequirements)
+    return request.SerializeToString(deterministic=True)
+
+
+@pytest.mark.shared
+@pytest.mark.parametrize("workload", [*SAME_BYTES, "ha"])
+def test_v119_bytes_only_requests_get_the_same_answer(
+    channel: grpc.Channel, karmada_data: Path, workload: str
+) -> None:
+    recorded = (karmada_data / f"request-components-{workload}.bin").read_bytes()
+    request = pb.MaxAvailableComponentSetsRequest.FromString(recorded)
+    had_claims = any(c.replicaRequirements.nodeClaim.tolerations for c in request.components)
+    body = as_v119(request)
+    stripped = pb.MaxAvailableComponentSetsRequest.FromString(body)
+    assert all(not c.replicaRequirements.resourceRequest for c in stripped.components)
+    assert had_claims == any(c.replicaRequirements.nodeClaim.tolerationsBytes for c in stripped.components)
+    assert _raw(channel, "MaxAvailableComponentSets", body) == _raw(
+        channel, "MaxAvailableComponentSets", recorded
+    )
+
+
+@pytest.mark.shared
+def test_v119_bytes_only_replicas_request(channel: grpc.Channel, karmada_data: Path) -> None:
+    request = pb.MaxAvailableReplicasRequest.FromString(
+        (karmada_data / "request-replicas-taskmanager.bin").read_bytes()
+    )
+    assert request.replicaRequirements.nodeClaim.tolerations  # the v1.18 request carried both forms
+    _bytes_only(request.replicaRequirements)
+    expected = (karmada_data / "response-replicas-taskmanager.bin").read_bytes()
+    assert _raw(channel, "MaxAvailableReplicas", request.SerializeToString(deterministic=True)) == expected
+
+
 @pytest.mark.shared
 def test_stub_errors_and_health(channel: grpc.Channel, server: grpcserver.Running) -> None:
     stub = service_pb2_grpc.EstimatorStub(channel)

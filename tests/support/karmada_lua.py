@@ -17,14 +17,21 @@ reproduced: concatenating a non-integer number (``"x" .. 0.5`` uses Go's formatt
 gopher-lua's pattern-matching quirks. Karmada's one-second deadline becomes a deterministic
 instruction budget per call.
 
-Results are encoded as Karmada encodes them (layeh gopher-json): a table with only keys 1..n is a
-list, one with only string keys an object, an empty table ``[]``; anything else is an error.
+Results are encoded as Karmada encodes them (layeh gopher-json ``Encode``, ``../shared/DESIGN.md`` §10):
+one visited set spans the whole result, so a table placed twice anywhere in it fails (not only a
+cycle); a table with only keys 1..n is a list, one with only string keys an object, an empty table
+``[]``; mixed keys, a gap, a function fail; numbers are float64 written as Go writes them. The JSON
+text is then read back, as Karmada decodes it (``tests/support/karmada_shapes.py`` decodes it into
+the Go type each operation takes).
 """
 
 from __future__ import annotations
 
 import importlib
+import json
+import math
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 MAX_STRING = 1_000_000
@@ -191,12 +198,19 @@ local function reset()
     if used > {INSTRUCTION_BUDGET} then error_("context deadline exceeded", 2) end
   end, "", 10000)
 end
-return reset
+-- a table's identity (its address), for the encoder's one visited set over a whole result
+local function identity(v) return tostring_(v) end
+return reset, identity
 """
 
 
 class EncodeError(ValueError):
-    """A result Karmada could not JSON-encode (mixed keys, a function, ...)."""
+    """A result Karmada could not JSON-encode: gopher-json's own words (``layeh.com/gopher-json``)."""
+
+
+NESTED = "cannot encode recursively nested tables to JSON"
+SPARSE = "cannot encode sparse array"
+INVALID_KEYS = "cannot encode mixed or invalid key types"
 
 
 @dataclass
@@ -205,6 +219,7 @@ class KarmadaLua:
 
     runtime: Any
     _reset: Any
+    _identity: Any
 
     @property
     def error(self) -> type[Exception]:
@@ -216,16 +231,27 @@ class KarmadaLua:
         self._reset()
         self.runtime.execute(script)
 
-    def call(self, function: str, *args: Any) -> Any:
-        """Call a global function of the loaded script with JSON-shaped arguments; the JSON-shaped result."""
+    def call_raw(self, function: str, *args: Any) -> tuple[Any, ...]:
+        """Call a global function of the loaded script with JSON-shaped arguments; its Lua return values."""
         self._reset()
         fn = self.runtime.globals()[function]
         if fn is None:
             raise LookupError(f"not found function {function}")
         result = fn(*(to_lua(self.runtime, a) for a in args))
-        if isinstance(result, tuple):  # several return values (GetReplicas returns two)
-            return tuple(encode(self.runtime, r) for r in result)
-        return encode(self.runtime, result)
+        return result if isinstance(result, tuple) else (result,)
+
+    def call(self, function: str, *args: Any) -> Any:
+        """Call a global function of the loaded script; each return value as gopher-json encodes it
+        (one visited set per value, as Karmada converts each separately), read back as JSON."""
+        out = tuple(self.encode(r) for r in self.call_raw(function, *args))
+        return out if len(out) > 1 else out[0]  # GetReplicas returns two
+
+    def encode(self, value: Any) -> Any:
+        """A Lua value as Karmada's ``luajson.Encode`` writes it, read back by a JSON decoder."""
+        return json.loads(self.encode_text(value))
+
+    def encode_text(self, value: Any) -> str:
+        return _encode(self.runtime.globals().type, self._identity, value, set())
 
     def run(self, script: str, function: str, *args: Any) -> Any:
         self.load(script)
@@ -236,12 +262,12 @@ def karmada_lua() -> KarmadaLua:
     module = importlib.import_module("lupa.lua51")
     runtime = module.LuaRuntime(unpack_returned_tuples=True, register_eval=False, register_builtins=False)
     assert runtime.eval("_VERSION") == "Lua 5.1"
-    reset = runtime.execute(_PRELUDE)
-    return KarmadaLua(runtime, reset)
+    reset, identity = runtime.execute(_PRELUDE)
+    return KarmadaLua(runtime, reset, identity)
 
 
 def to_lua(runtime: Any, value: Any) -> Any:
-    """JSON-shaped Python data as Karmada hands it to a script (maps and lists become tables)."""
+    """JSON-shaped Python data as Karmada hands it to a script (each map and list its own table)."""
     if isinstance(value, dict):
         return runtime.table_from({k: to_lua(runtime, v) for k, v in value.items() if v is not None})
     if isinstance(value, list):
@@ -249,25 +275,58 @@ def to_lua(runtime: Any, value: Any) -> Any:
     return value
 
 
-def encode(runtime: Any, value: Any) -> Any:
-    """A script's result as gopher-json encodes it (keys 1..n: a list; string keys: an object; {}: [])."""
-    kind = runtime.globals().type(value)
-    if kind in ("nil", "boolean", "string"):
-        return value
+def go_float(value: float) -> str:
+    """``json.Marshal(float64)``: the shortest text that reads back, plain for 1e-6 <= |v| < 1e21, else
+    with an exponent of at least one digit (``1e+21``, ``1e-7``)."""
+    if math.isnan(value) or math.isinf(value):
+        raise EncodeError(f"json: unsupported value: {go_float_name(value)}")
+    magnitude = abs(value)
+    if magnitude == 0 or 1e-6 <= magnitude < 1e21:
+        text = format(Decimal(repr(value)), "f")
+        return text[:-2] if text.endswith(".0") else text
+    text = repr(value)  # Python's shortest repr uses an exponent here, with at least two digits as Go's
+    return text.replace("e-0", "e-")  # Go writes e-7 where Python writes e-07 (and keeps e+21)
+
+
+def go_float_name(value: float) -> str:
+    return "NaN" if math.isnan(value) else ("+Inf" if value > 0 else "-Inf")
+
+
+def _encode(lua_type: Any, identity: Any, value: Any, visited: set[str]) -> str:
+    """gopher-json's ``jsonValue.MarshalJSON``: ONE visited set for the whole value, never emptied, so a
+    table met twice anywhere fails (not only a cycle); no keys: ``[]``; number keys: a list that must
+    run 1, 2, ... without a gap; string keys: an object; mixed keys fail; numbers are float64."""
+    kind = lua_type(value)
+    if kind == "nil":
+        return "null"
+    if kind == "boolean":
+        return "true" if value else "false"
+    if kind == "string":
+        return json.dumps(value if isinstance(value, str) else bytes(value).decode("utf-8", "replace"))
     if kind == "number":
-        return int(value) if float(value).is_integer() else float(value)
+        return go_float(float(value))
     if kind != "table":
-        raise EncodeError(f"cannot encode a Lua {kind}")
+        raise EncodeError(f"cannot encode {kind} to JSON")
+    key_of = identity(value)
+    if key_of in visited:
+        raise EncodeError(NESTED)
+    visited.add(key_of)
     keys = list(value.keys())
     if not keys:
-        return []
-    if all(isinstance(k, str) for k in keys):
-        return {k: encode(runtime, value[k]) for k in keys}
-    if all(isinstance(k, int | float) and not isinstance(k, bool) for k in keys) and sorted(keys) == list(
-        range(1, len(keys) + 1)
-    ):
-        return [encode(runtime, value[i]) for i in range(1, len(keys) + 1)]
-    raise EncodeError(f"cannot encode mixed or invalid key types: {sorted(map(str, keys))}")
+        return "[]"
+    if lua_type(keys[0]) == "number":
+        if not all(lua_type(k) == "number" for k in keys):
+            raise EncodeError(INVALID_KEYS)
+        if sorted(float(k) for k in keys) != [float(i) for i in range(1, len(keys) + 1)]:
+            raise EncodeError(SPARSE)
+        items = [_encode(lua_type, identity, value[i], visited) for i in range(1, len(keys) + 1)]
+        return "[" + ",".join(items) + "]"
+    if lua_type(keys[0]) == "string":
+        if not all(lua_type(k) == "string" for k in keys):
+            raise EncodeError(INVALID_KEYS)
+        fields = {str(k): _encode(lua_type, identity, value[k], visited) for k in keys}
+        return "{" + ",".join(f"{json.dumps(k)}:{fields[k]}" for k in sorted(fields)) + "}"
+    raise EncodeError(f"cannot encode {lua_type(keys[0])} to JSON")
 
 
 def _empty_fields(value: Any, path: tuple[str, ...], lists: set[str], maps: set[str]) -> None:

@@ -17,6 +17,9 @@ API_GROUP = "work.karmada.io"
 API_VERSION = "v1alpha2"
 PLURAL = "resourcebindings"
 RUNNING = "RUNNING"
+# Purge modes Karmada v1.19 removed from its API: no longer read as Directly / Gracefully, and an
+# object still carrying one fails validation on its next update (read in v1.19.0-rc.0).
+REMOVED_PURGE_MODES = {"Immediately": "Directly", "Graciously": "Gracefully"}
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,24 @@ class Binding:
         """
         current = self.generation > 0 and self.scheduler_observed_generation >= self.generation
         return self.last_scheduled if current else ""
+
+
+def removed_purge_modes(binding: Binding) -> tuple[tuple[str, str, str], ...]:
+    """(cluster, purge mode, what to say) for each eviction task that still carries a purge mode Karmada
+    v1.19 removed. The control plane decides nothing by the purge mode; an operator must still hear of
+    it, because the policy that wrote it will not validate on its next update under v1.19."""
+    return tuple(
+        (
+            task.from_cluster,
+            task.purge_mode,
+            f"eviction task from {task.from_cluster or '?'} carries purge mode {task.purge_mode!r}, "
+            f"removed in Karmada v1.19 (an object carrying it fails validation there on its next "
+            f"update): write {REMOVED_PURGE_MODES[task.purge_mode]!r} in the PropagationPolicy's "
+            "failover instead",
+        )
+        for task in binding.tasks
+        if task.purge_mode in REMOVED_PURGE_MODES
+    )
 
 
 def _int(value: Any) -> int:

@@ -18,7 +18,7 @@ from prometheus_client import Counter
 
 from webhook.common.kubeclient import ApiFailure, Backoff, Listed, Page, WatchEnded, WatchEvent
 from webhook.common.listwatch import ListWatch
-from webhook.controlplane.binding import Binding, is_flink_binding
+from webhook.controlplane.binding import Binding, is_flink_binding, removed_purge_modes
 from webhook.controlplane.capture import capture
 from webhook.controlplane.lookup import BindingCache, Entry
 from webhook.controlplane.record import Record, StoredRecord, read_annotation
@@ -60,6 +60,7 @@ class Watcher:
     restarts: dict[str, int] = field(default_factory=dict)
     _dirty: set[tuple[str, str]] = field(default_factory=set)
     _writing: threading.Lock = field(default_factory=threading.Lock)  # held while a patch is in flight
+    _warned: set[tuple[str, str, str, str]] = field(default_factory=set)  # removed purge modes said once
     _loop: ListWatch = field(init=False)
 
     def __post_init__(self) -> None:
@@ -118,6 +119,7 @@ class Watcher:
         if not is_flink_binding(obj):
             return None
         binding = Binding.from_object(obj)
+        self._warn_removed_purge_modes(binding)
         stored = read_annotation(_annotations(obj), self.annotation)
         if stored.error:
             log.warning("unreadable record on %s/%s: %s", binding.namespace, binding.name, stored.error)
@@ -140,6 +142,14 @@ class Watcher:
         if write:
             self._persist(binding, result.record)
         return binding.key
+
+    def _warn_removed_purge_modes(self, binding: Binding) -> None:
+        """A clear word, once per binding, cluster and value, for a purge mode Karmada v1.19 removed."""
+        for cluster, mode, message in removed_purge_modes(binding):
+            seen = (*binding.key, cluster, mode)
+            if seen not in self._warned:
+                self._warned.add(seen)
+                log.warning("%s/%s: %s", binding.namespace, binding.name, message)
 
     def _base(self, binding: Binding, stored: StoredRecord, previous: Entry | None) -> tuple[Record, int]:
         """What to fold the event into. The annotation is the record of truth (another writer, such as

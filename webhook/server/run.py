@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from webhook.server import logs
 from webhook.server.config import Ready, ServerConfig
+from webhook.server.runtime import tune_worker
 from webhook.server.tls import CertificateReloader
 
 if TYPE_CHECKING:
@@ -123,7 +124,9 @@ def app_factory(
             from webhook.server import probes
 
             probes.start(probe_socket, probe_answers(config), reloader.context if reloader else None)
-        return create_app(config)
+        app = create_app(config)
+        tune_worker()  # GC pauses and GIL waits made the tail of a burst (server/runtime.py)
+        return app
 
     return make
 
