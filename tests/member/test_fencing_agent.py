@@ -534,3 +534,75 @@ def test_between_polls_the_agents_look_again_at_what_a_failover_waits_on(
     assert [s.action for s in m2.agent.recheck()] == ["released"]
     assert state(m2) == "running"
     assert m1.agent.recheck() == [] and m2.agent.recheck() == []  # nothing left to wait on until a poll
+
+
+AGENT = "system:serviceaccount:flink-failover:flink-failover"
+
+
+def test_a_forged_release_cannot_start_a_held_job_and_a_manual_one_names_who_asked(
+    local_site: Site, world: Any
+) -> None:
+    """Only the agent's own identity may set the release markers; a person asks with release=true."""
+    _, m2 = heartbeating_pair(local_site, world)
+    gate = MemberHandler.from_policy(
+        policy_for(local_site), cluster="member2", agent_users=frozenset({AGENT})
+    )
+    try:
+        answer = gate(parse_review(review(failed_over(1, "member1")))).to_review()["response"]
+        held = apply(failed_over(1, "member1"), decode_patch(answer))
+        assert held["spec"]["job"]["state"] == "suspended"
+        assert held["metadata"]["annotations"][f"{P}/restore-decision"] == "held"
+        m2.put(held)
+
+        forged = copy_of(held)
+        forged["spec"]["job"]["state"] = "running"
+        forged["metadata"]["annotations"][RELEASED] = "ack at 2026-12-01T00:00:00Z"
+        answer = gate(parse_review(review(forged, operation="UPDATE", old=held, user="alice"))).to_review()
+        response = answer["response"]
+        kept = apply(forged, decode_patch(response))
+        assert kept["spec"]["job"]["state"] == "suspended"  # before this change: running, unchanged
+        assert kept["metadata"]["annotations"][HOLD] == held["metadata"]["annotations"][HOLD]
+        assert any("set by alice ignored" in w for w in response.get("warnings", [])), response
+
+        by_agent = apply(
+            forged,
+            decode_patch(
+                gate(parse_review(review(forged, operation="UPDATE", old=held, user=AGENT))).to_review()[
+                    "response"
+                ]
+            ),
+        )
+        assert by_agent["spec"]["job"]["state"] == "running"  # the agent's own release goes through
+        assert by_agent["metadata"]["annotations"][f"{P}/restore-decision"] == "restored"
+
+        asking = copy_of(held)
+        asking["metadata"]["annotations"][f"{P}/release"] = "true"
+        answer = gate(parse_review(review(asking, operation="UPDATE", old=held, user="alice"))).to_review()
+        asked = apply(asking, decode_patch(answer["response"]))
+        assert asked["spec"]["job"]["state"] == "suspended"
+        assert asked["metadata"]["annotations"][f"{P}/release-requested-by"] == "alice"
+        m2.put(asked)
+        assert m2.tick() == {"orders": "released"}
+        released = m2.obj()["metadata"]["annotations"]
+        assert released[RELEASED].startswith("manual at ") and released[RELEASED].endswith("(asked by alice)")
+        assert f"{P}/release-requested-by" not in released
+        assert released[f"{P}/restore-decision"] == "restored"
+    finally:
+        gate.close()
+
+
+def copy_of(obj: dict[str, Any]) -> dict[str, Any]:
+    import copy
+
+    return copy.deepcopy(obj)
+
+
+def test_a_fenced_hold_is_an_audited_warning(local_site: Site, world: Any) -> None:
+    """The admission line of a job held for fencing is a warning, like one held for want of state
+    (before: info, and restore-decision said restored)."""
+    _, m2 = heartbeating_pair(local_site, world)
+    request = parse_review(review(failed_over(1, "member1")))
+    answer = m2.handler(request)
+    assert answer.audit is not None and answer.audit.warns()
+    admitted = apply(failed_over(1, "member1"), decode_patch(answer.to_review()["response"]))
+    assert admitted["metadata"]["annotations"][f"{P}/restore-decision"] == "held"

@@ -101,6 +101,7 @@ def review(
     old: dict[str, Any] | None = None,
     dry_run: bool = False,
     uid: str | None = None,
+    user: str = "system:serviceaccount:karmada-system:karmada-agent",
 ) -> dict[str, Any]:
     kind = obj.get("kind", "FlinkDeployment")
     plural = {
@@ -121,7 +122,7 @@ def review(
             "name": meta.get("name", ""),
             "namespace": meta.get("namespace", ""),
             "operation": operation,
-            "userInfo": {"username": "system:serviceaccount:karmada-system:karmada-agent"},
+            "userInfo": {"username": user},
             "object": obj,
             "oldObject": old,
             "dryRun": dry_run,

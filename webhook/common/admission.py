@@ -40,6 +40,7 @@ class AdmissionRequest:
     old_object: Mapping[str, Any] | None
     dry_run: bool
     api_version: str = API_VERSION
+    user: str = ""  # userInfo.username of who sent the request (the member role trusts only its agent's)
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,7 @@ def parse_review(body: Any) -> AdmissionRequest:
         old_object=old if isinstance(old, Mapping) else None,
         dry_run=request.get("dryRun") is True,
         api_version=str(api_version),
+        user=as_str(as_map(request.get("userInfo")).get("username")),
     )
 
 

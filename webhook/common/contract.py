@@ -22,7 +22,7 @@ LAST_SAVEPOINT = "last-savepoint"  # annotation, optional
 STARTED_FROM = "started-from"  # annotation, optional: the snapshot the job named by job-id started from
 
 # Written by the member role on the object it restored.
-RESTORE_DECISION = "restore-decision"  # restored | suspended | stateless
+RESTORE_DECISION = "restore-decision"  # restored | held | suspended | stateless
 RESTORED_FROM = "restored-from"
 RESTORED_JOB_ID = "restored-job-id"
 
@@ -30,6 +30,7 @@ RESTORED_JOB_ID = "restored-job-id"
 HOLD = "hold"  # annotation on a restored object held suspended: whom it waits for, until when
 EPOCH = "epoch"  # annotation: the failover count (epoch) the restore fenced under
 RELEASE = "release"  # annotation an engineer sets to "true" to release a hold by hand
+RELEASE_REQUESTED_BY = "release-requested-by"  # annotation the webhook adds: who set release, and when
 RELEASED = "released"  # annotation: why and when a hold was released (ack | lease-expiry | ...)
 FENCED = "fenced"  # label on a stale copy the agent stopped: the epoch of the fence that stopped it
 FENCED_BY = "fenced-by"  # annotation on that copy: the cluster that owns the workload now

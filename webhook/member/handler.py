@@ -94,6 +94,8 @@ class MemberHandler:
     # at exit: 10 s and more).
     daemon_lookups: bool = False
     fencing: FencingGate | None = None  # with --cluster: a failover admission fences, a restore may be held
+    # Who may release a held job with the agent's markers (the member role's own identity); None: anyone.
+    agent_users: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         self._pool: concurrent.futures.Executor = (
@@ -112,15 +114,17 @@ class MemberHandler:
         session_clusters: SessionClusterSource | None = None,
         daemon_lookups: bool = False,
         cluster: str = "",
+        agent_users: frozenset[str] | None = None,
     ) -> MemberHandler:
-        """``cluster``: this member's name in Karmada, when its fencing agent runs (else no fencing)."""
+        """``cluster``: this member's name in Karmada, when its fencing agent runs (else no fencing);
+        ``agent_users``: the identities the agent's release markers are accepted from."""
         storage = CheckpointStorage(policy.storage_options)
         gate = None
         if cluster and policy.fencing.enabled:
             from webhook.member.fencing.records import FencingStore
 
             gate = FencingGate(cluster, policy, FencingStore(storage, cluster))
-        return cls(policy, storage, session_clusters, daemon_lookups, gate)
+        return cls(policy, storage, session_clusters, daemon_lookups, gate, agent_users)
 
     def __call__(self, request: AdmissionRequest) -> AdmissionResponse:
         deadline = Deadline(self.policy.deadline_seconds * 0.9)  # leave room to answer
@@ -148,8 +152,16 @@ class MemberHandler:
         pending = None
         if self.fencing is not None and _fences(request, resource, self.policy):
             pending = self.fencing.begin(resource, request.dry_run, self._pool)  # beside the lookup
+        from_agent = self.agent_users is None or request.user in self.agent_users
         decision = decide_restore(
-            request.operation, resource, old, self.policy, lambda q: self._lookup(q, deadline), clusters
+            request.operation,
+            resource,
+            old,
+            self.policy,
+            lambda q: self._lookup(q, deadline),
+            clusters,
+            requester=request.user,
+            from_agent=from_agent,
         )
         if decision.storage_error:
             STORAGE_ERRORS.inc()
@@ -276,7 +288,8 @@ def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionRe
         job_id=decision.job_id,
         carried=decision.carried,
         storage_error=decision.storage_error,
-        held=decision.outcome is RestoreOutcome.SUSPENDED and not decision.carried,
+        # Held for want of state, or held for fencing until the old copy stops: both warn.
+        held=decision.outcome in (RestoreOutcome.SUSPENDED, RestoreOutcome.HELD) and not decision.carried,
         storage=decision.storage,
         checkpoint_dir_from=decision.checkpoint_dir_from,
         lineage=decision.lineage,

@@ -20,6 +20,8 @@ from webhook.common.contract import (
     FENCED_UPGRADE_MODE,
     HOLD,
     LAST_SAVEPOINT,
+    RELEASE,
+    RELEASE_REQUESTED_BY,
     RELEASED,
     RESTORE_DECISION,
     RESTORED_FROM,
@@ -235,12 +237,16 @@ def decide_restore(
     policy: RestorePolicy,
     lookup: SnapshotLookup,
     session_clusters: SessionClusterLookup | None = None,
+    requester: str = "",
+    from_agent: bool = True,
 ) -> RestoreDecision:
     """The member role's whole decision for one admission (docs/architecture.md has the map).
 
     ``session_clusters`` finds a FlinkSessionJob's session cluster, whose configuration supplies the
     checkpoint and savepoint directories the job itself does not set; without it only the job's own
-    configuration and the policy defaults count.
+    configuration and the policy defaults count. ``requester`` is who sent the request, and
+    ``from_agent`` whether that is this cluster's fencing agent: only the agent's release markers
+    start a held job; a person asks with the ``release`` annotation, which names them.
     """
     if operation == "UPDATE" and old is not None and old.labels.get(policy.key(FENCED)):
         return _keep_fenced(resource, old, policy)
@@ -263,7 +269,7 @@ def decide_restore(
         job_id = value
 
     if operation == "UPDATE":
-        return _carry_over(resource, old, policy)
+        return _carry_over(resource, old, policy, requester, from_agent)
 
     warnings: list[str] = []
     own = resource
@@ -518,17 +524,24 @@ def _annotations(policy: RestorePolicy, outcome: RestoreOutcome, job_id: str) ->
     return out
 
 
-def _carry_over(resource: FlinkResource, old: FlinkResource | None, policy: RestorePolicy) -> RestoreDecision:
+def _carry_over(
+    resource: FlinkResource,
+    old: FlinkResource | None,
+    policy: RestorePolicy,
+    requester: str = "",
+    from_agent: bool = True,
+) -> RestoreDecision:
     """Karmada re-applied its template and dropped what we set at CREATE: put it back, storage untouched."""
     recorded = old.annotations.get(policy.key(RESTORE_DECISION), "") if old is not None else ""
     if old is None or recorded not in (
         RestoreOutcome.RESTORED,
+        RestoreOutcome.HELD,
         RestoreOutcome.SUSPENDED,
         RestoreOutcome.STATELESS,
     ):
         return RestoreDecision(RestoreOutcome.SKIP, "update of an object this webhook did not restore")
     job_id = old.annotations.get(policy.key(RESTORED_JOB_ID), "")
-    if recorded == RestoreOutcome.RESTORED:
+    if recorded in (RestoreOutcome.RESTORED, RestoreOutcome.HELD):
         path = old.annotations.get(policy.key(RESTORED_FROM), "") or old.initial_savepoint_path
         if not path:
             return RestoreDecision(RestoreOutcome.SKIP, "restored object without a recorded path")
@@ -544,13 +557,25 @@ def _carry_over(resource: FlinkResource, old: FlinkResource | None, policy: Rest
         epoch = old.annotations.get(policy.key(EPOCH), "")
         if epoch:
             annotations[policy.key(EPOCH)] = resource.annotations.get(policy.key(EPOCH)) or epoch
-        if _still_held(resource, old, policy):
+        warnings = list(decision.warnings)
+        if _still_held(resource, old, policy, from_agent):
             # A re-applied template must not start a job held for fencing; the agent releases it.
             spec_job["state"] = "suspended"
             annotations[policy.key(HOLD)] = (
                 resource.annotations.get(policy.key(HOLD)) or old.annotations[policy.key(HOLD)]
             )
-        return replace(decision, spec_job=spec_job, annotations=annotations)
+            annotations[policy.key(RESTORE_DECISION)] = RestoreOutcome.HELD.value
+            if _release_marker_changed(resource, old, policy):
+                who = requester or "an unknown user"
+                warnings.append(
+                    f"{policy.key(RELEASED)} set by {who} ignored: only this cluster's fencing agent "
+                    f"releases a held job; ask it with {policy.key(RELEASE)}=true (flink-failover release)"
+                )
+            if _release_asked(resource, old, policy):
+                annotations[policy.key(RELEASE_REQUESTED_BY)] = requester or "unknown"
+        elif recorded == RestoreOutcome.HELD and not resource.annotations.get(policy.key(HOLD)):
+            annotations[policy.key(RESTORE_DECISION)] = RestoreOutcome.RESTORED.value  # the agent's release
+        return replace(decision, spec_job=spec_job, annotations=annotations, warnings=tuple(warnings))
     spec_job = {}
     if recorded == RestoreOutcome.SUSPENDED and not resource.initial_savepoint_path:
         spec_job["state"] = "suspended"  # a re-applied template must not start the held job empty
@@ -564,12 +589,24 @@ def _carry_over(resource: FlinkResource, old: FlinkResource | None, policy: Rest
     )
 
 
-def _still_held(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy) -> bool:
-    """Held before, and this update is not the agent's release (which records why it released)."""
+def _still_held(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy, from_agent: bool) -> bool:
+    """Held before, and this update is not the agent's release (which records why it released, and
+    comes from the agent's own identity: anyone else's ``released`` marker is a forgery)."""
     if not old.annotations.get(policy.key(HOLD)) or old.state != "suspended":
         return False
+    return not (from_agent and _release_marker_changed(resource, old, policy))
+
+
+def _release_marker_changed(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy) -> bool:
     released = resource.annotations.get(policy.key(RELEASED), "")
-    return not released or released == old.annotations.get(policy.key(RELEASED), "")
+    return bool(released) and released != old.annotations.get(policy.key(RELEASED), "")
+
+
+def _release_asked(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy) -> bool:
+    """An engineer set ``release: "true"`` with this update (the agent carries it out, naming them)."""
+    key = policy.key(RELEASE)
+    asked = resource.annotations.get(key, "").strip().lower() == "true"
+    return asked and old.annotations.get(key, "").strip().lower() != "true"
 
 
 def _keep_fenced(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy) -> RestoreDecision:

@@ -420,13 +420,15 @@ class FencingAgent:
                 self._patched(copy, copies.hold_patch(text, self.policy))
                 return f"storage: {exc}"
             path = ""
-        problem = self._patched(copy, copies.release_patch(path, cause, self.policy, self._now()))
+        asked_by = copies.release_asked_by(copy, self.policy) if cause is ReleaseCause.MANUAL else ""
+        patch = copies.release_patch(path, cause, self.policy, self._now(), asked_by)
+        problem = self._patched(copy, patch)
         if problem is None:
             metrics.RELEASES.labels(cause.value).inc()
-            log.warning(
-                "held restore released",
-                extra={"fields": {"object": str(copy.workload), "cause": cause.value, "path": path}},
-            )
+            fields = {"object": str(copy.workload), "cause": cause.value, "path": path}
+            if cause is ReleaseCause.MANUAL:
+                fields["asked-by"] = asked_by or "unknown"
+            log.warning("held restore released", extra={"fields": fields})
         return problem
 
     def _newest_path(self, copy: Copy) -> str:

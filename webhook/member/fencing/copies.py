@@ -20,6 +20,7 @@ from webhook.common.contract import (
     FENCED_UPGRADE_MODE,
     HOLD,
     RELEASE,
+    RELEASE_REQUESTED_BY,
     RELEASED,
     RESTORE_DECISION,
     RESTORED_FROM,
@@ -234,11 +235,17 @@ def hold_patch(text: str, policy: RestorePolicy) -> dict[str, Any]:
     return {"metadata": {"annotations": {policy.key(HOLD): text}}}
 
 
-def release_patch(path: str, cause: ReleaseCause, policy: RestorePolicy, when: str) -> dict[str, Any]:
+def release_patch(
+    path: str, cause: ReleaseCause, policy: RestorePolicy, when: str, asked_by: str = ""
+) -> dict[str, Any]:
+    """Start a held copy; a manual release names who asked (read by the webhook at admission)."""
+    by = f" (asked by {asked_by})" if cause is ReleaseCause.MANUAL and asked_by else ""
     annotations: dict[str, Any] = {
         policy.key(HOLD): None,
         policy.key(RELEASE): None,
-        policy.key(RELEASED): f"{cause.value} at {when}",
+        policy.key(RELEASE_REQUESTED_BY): None,
+        policy.key(RELEASED): f"{cause.value} at {when}{by}",
+        policy.key(RESTORE_DECISION): RestoreOutcome.RESTORED.value,
     }
     job: dict[str, Any] = {"state": "running"}
     if path:
@@ -300,7 +307,12 @@ def held(decision: RestoreDecision, text: str, epoch: int, policy: RestorePolicy
     """A restore admitted suspended: the path stays (it still counts on the first start), the object
     says whom it waits for; the agent releases it and resolves the path again then."""
     spec_job = {**decision.spec_job, "state": "suspended"}
-    annotations = {**decision.annotations, policy.key(HOLD): text, policy.key(EPOCH): str(epoch)}
+    annotations = {
+        **decision.annotations,
+        policy.key(HOLD): text,
+        policy.key(EPOCH): str(epoch),
+        policy.key(RESTORE_DECISION): RestoreOutcome.HELD.value,
+    }
     warning = f"job held suspended until the old copy stops: {text}"
     return replace(
         decision,
@@ -317,4 +329,10 @@ def fenced_without_hold(decision: RestoreDecision, epoch: int, policy: RestorePo
 
 
 def restored(resource: FlinkResource, policy: RestorePolicy) -> bool:
-    return resource.annotations.get(policy.key(RESTORE_DECISION), "") == RestoreOutcome.RESTORED.value
+    decision = resource.annotations.get(policy.key(RESTORE_DECISION), "")
+    return decision in (RestoreOutcome.RESTORED.value, RestoreOutcome.HELD.value)
+
+
+def release_asked_by(copy: Copy, policy: RestorePolicy) -> str:
+    """Who set ``release: "true"`` (the webhook recorded it at admission), for the log and the Event."""
+    return copy.resource.annotations.get(policy.key(RELEASE_REQUESTED_BY), "")
