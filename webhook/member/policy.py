@@ -124,14 +124,17 @@ class PolicyError(ValueError):
         super().__init__(f"invalid restore policy: {field_name}: {message}")
         self.field = field_name
         self.detail = message
+        self.errors: tuple[PolicyError, ...] = (self,)  # every bad field, when combined
 
     @classmethod
     def combined(cls, errors: list[PolicyError]) -> PolicyError:
-        """One error naming every bad field (``field`` is the first)."""
-        if len(errors) == 1:
-            return errors[0]
-        exc = cls(errors[0].field, errors[0].detail)
-        exc.args = ("invalid restore policy: " + "; ".join(f"{e.field}: {e.detail}" for e in errors),)
+        """One error naming every bad field (``field`` is the first); combined errors are flattened."""
+        flat = [one for error in errors for one in error.errors]
+        if len(flat) == 1:
+            return flat[0]
+        exc = cls(flat[0].field, flat[0].detail)
+        exc.args = ("invalid restore policy: " + "; ".join(f"{e.field}: {e.detail}" for e in flat),)
+        exc.errors = tuple(flat)
         return exc
 
 
@@ -183,7 +186,12 @@ _FIELDS: dict[str, str] = {
     "operatorVersion": "operator_version",
     "fencing": "fencing",
 }
-_FENCING_FIELDS = ("enabled", "leaseSeconds", "pollSeconds", "onStorageError")
+_FENCING_FIELDS = (
+    "enabled", "leaseSeconds", "pollSeconds", "onStorageError",
+    "renewDeadlineSeconds", "stopMarginSeconds", "onRenewFailure",
+)  # fmt: skip
+# What the agent does with its running copies when it cannot renew its heartbeat in time.
+ON_RENEW_FAILURE = ("stop", "keep-running")
 MAX_LEASE_SECONDS = 3600
 
 _OPERATOR_VERSION_RE = re.compile(r"^v?([0-9]{1,3})\.([0-9]{1,3})(\.[0-9]{1,5})?$")
@@ -199,6 +207,23 @@ def _closest(name: str, accepted: tuple[str, ...]) -> str:
         return folded[name.replace("_", "").replace("-", "").lower()]
     close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.75)
     return close[0] if close else ""
+
+
+def _unknown(name: str, key: Any, accepted: tuple[str, ...] | list[str]) -> PolicyError:
+    """An unknown field, with the accepted one it most likely meant (onMissingStat -> onMissingState)."""
+    import difflib
+
+    close = difflib.get_close_matches(str(key), list(accepted), n=1, cutoff=0.6)
+    return PolicyError(name, "unknown field" + (f" (did you mean {close[0]}?)" if close else ""))
+
+
+def _one_of(allowed: tuple[str, ...]) -> Callable[[str, Any], str]:
+    def check(name: str, value: Any) -> str:
+        if value not in allowed:
+            raise PolicyError(name, f"{value!r} is not one of {', '.join(allowed)}")
+        return str(value)
+
+    return check
 
 
 def _enum(cls: type[StrEnum], name: str, value: Any) -> Any:
@@ -296,26 +321,56 @@ def _seconds(name: str, value: Any, maximum: float) -> float:
 
 
 def _fencing(_name: str, doc: Any) -> FencingPolicy:
+    """The fencing block; every bad field is named at once (as for the top level)."""
     if doc is None:
         return FencingPolicy()
     if not isinstance(doc, dict):
         raise PolicyError("fencing", "must be a mapping")
-    unknown = sorted(set(doc) - set(_FENCING_FIELDS))
-    if unknown:
-        raise PolicyError(f"fencing.{unknown[0]}", "unknown field")
+    errors = [_unknown(f"fencing.{k}", k, _FENCING_FIELDS) for k in sorted(set(doc) - set(_FENCING_FIELDS))]
     base = FencingPolicy()
-    enabled = doc.get("enabled", base.enabled)
-    if not isinstance(enabled, bool):
-        raise PolicyError("fencing.enabled", "must be true or false")
-    lease = _seconds("fencing.leaseSeconds", doc.get("leaseSeconds", base.lease_seconds), MAX_LEASE_SECONDS)
-    poll = _seconds("fencing.pollSeconds", doc.get("pollSeconds", base.poll_seconds), MAX_LEASE_SECONDS)
-    if poll * 2 > lease:
-        raise PolicyError(
-            "fencing.pollSeconds",
-            f"{poll:g}s is more than half of leaseSeconds ({lease:g}s): a live cluster must renew its "
-            "heartbeat at least twice per lease",
+
+    def field_(key: str, check: Callable[[str, Any], Any], default: Any) -> Any:
+        try:
+            return check(f"fencing.{key}", doc.get(key, default))
+        except PolicyError as exc:
+            errors.append(exc)
+            return None
+
+    def seconds(key: str, default: float) -> Any:
+        return field_(key, lambda n, v: _seconds(n, v, MAX_LEASE_SECONDS), default)
+
+    def flag(name: str, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise PolicyError(name, "must be true or false")
+        return value
+
+    enabled = field_("enabled", flag, base.enabled)
+    lease = seconds("leaseSeconds", base.lease_seconds)
+    poll = seconds("pollSeconds", base.poll_seconds)
+    renew = seconds("renewDeadlineSeconds", 15.0)
+    margin = seconds("stopMarginSeconds", 10.0)
+    choice = field_("onStorageError", _enum_of(FencingStorageError), "hold")
+    field_("onRenewFailure", _one_of(ON_RENEW_FAILURE), "stop")
+    timed = None not in (lease, poll)
+    if timed and poll * 2 > lease:
+        errors.append(
+            PolicyError(
+                "fencing.pollSeconds",
+                f"{poll:g}s is more than half of leaseSeconds ({lease:g}s): a live cluster must renew its "
+                "heartbeat at least twice per lease",
+            )
         )
-    choice = _enum_of(FencingStorageError)("fencing.onStorageError", doc.get("onStorageError", "hold"))
+    if timed and None not in (renew, margin) and renew + poll + margin > lease:
+        errors.append(
+            PolicyError(
+                "fencing.renewDeadlineSeconds",
+                f"renewDeadlineSeconds + pollSeconds + stopMarginSeconds ({renew:g}s + {poll:g}s + {margin:g}s) "
+                f"is more than leaseSeconds ({lease:g}s): a cluster that cannot renew must have stopped its "
+                "copies before its lease runs out",
+            )
+        )
+    if errors:
+        raise PolicyError.combined(errors)
     return FencingPolicy(enabled, lease, poll, choice)
 
 
@@ -350,8 +405,8 @@ def policy_from_dict(doc: Any) -> RestorePolicy:
     if doc.get("kind", KIND) != KIND:
         raise PolicyError("kind", f"must be {KIND!r}, got {doc.get('kind')!r}")
     errors = [
-        PolicyError(k, "unknown field")
-        for k in sorted(set(doc) - set(_FIELDS) - {"apiVersion", "kind", "metadata"})
+        _unknown(str(k), k, list(_FIELDS))
+        for k in sorted(set(doc) - set(_FIELDS) - {"apiVersion", "kind", "metadata"}, key=str)
     ]
     kw: dict[str, Any] = {}
     for key, validate in _VALIDATORS.items():
@@ -449,6 +504,11 @@ def _fencing_schema() -> dict[str, Any]:
             "leaseSeconds": seconds,
             "pollSeconds": seconds,
             "onStorageError": {"type": "string", "enum": [m.value for m in FencingStorageError]},
+            # renewDeadlineSeconds + pollSeconds + stopMarginSeconds <= leaseSeconds and pollSeconds <=
+            # leaseSeconds / 2 are checked by the chart's template (configmap-policy.yaml) and _fencing.
+            "renewDeadlineSeconds": seconds,
+            "stopMarginSeconds": seconds,
+            "onRenewFailure": {"type": "string", "enum": list(ON_RENEW_FAILURE)},
         },
     }
 
