@@ -8,6 +8,7 @@ import argparse
 import pytest
 
 from webhook import roles
+from webhook.common.kubeclient import ClientConfig
 from webhook.cli import build_parser, main
 
 
@@ -105,3 +106,7 @@ def test_member_with_kubeconfig_and_cluster_gets_a_fencing_target(monkeypatch: p
     alone = roles._member_options(parse(["serve", "--require-storage-backends"]), RestorePolicy())
     assert isinstance(alone, roles.MemberOptions) and alone.fencing is None and alone.require_storage_backends
     assert alone.own_cluster is None
+    # issue 24: session clusters read in-cluster without fencing (the chart's member.readSessionClusters)
+    reads = roles._member_options(parse(["serve", "--read-session-clusters"]), RestorePolicy())
+    assert isinstance(reads, roles.MemberOptions) and reads.fencing is None
+    assert reads.own_cluster == ClientConfig()

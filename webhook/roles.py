@@ -113,7 +113,7 @@ def _member_options(args: argparse.Namespace, policy: RestorePolicy) -> MemberOp
             return f"--cluster: {exc}"
         if policy.fencing.enabled:
             fencing = FencingTarget(client, args.cluster)
-    own = client if args.kubeconfig or args.cluster else None
+    own = client if args.kubeconfig or args.cluster or args.read_session_clusters else None
     return MemberOptions(policy, bool(args.require_storage_backends), own, fencing)
 
 
@@ -248,7 +248,7 @@ SERVED: dict[str, Role] = {
     MEMBER: Role(
         MEMBER,
         "the Flink admission webhook on a member cluster",
-        frozenset({"policy", *SERVER, *KUBE, "cluster", "require_storage_backends"}),
+        frozenset({"policy", *SERVER, *KUBE, "cluster", "require_storage_backends", "read_session_clusters"}),
         _serve_member,
         _member_offline,
         _GUNICORN_INSTEAD,
@@ -333,6 +333,13 @@ def add_arguments(parser: argparse.ArgumentParser, only: str | None = None) -> N
             help="member role: refuse to start when the policy allows a storage scheme with no fsspec "
             "backend installed (default: start, warn in the log and on /readyz)",
         )
+        member.add_argument(
+            "--read-session-clusters",
+            action="store_true",
+            help="member role: read the FlinkDeployment a FlinkSessionJob runs on (its checkpoint directory) "
+            "from this cluster's API (--kubeconfig, else the in-cluster account) without --cluster; needs "
+            "get on flinkdeployments (chart: member.readSessionClusters)",
+        )
     kube = parser.add_argument_group(
         "Kubernetes API (control-plane role: Karmada's; estimator: the member cluster's; member role: its "
         "own cluster's, for session clusters and, with --cluster, its fencing agent)"
@@ -342,7 +349,8 @@ def add_arguments(parser: argparse.ArgumentParser, only: str | None = None) -> N
         default=None,
         help="control-plane: the Karmada API server; estimator: the member cluster; member: its own "
         "cluster, to read the FlinkDeployment a FlinkSessionJob runs on and, with --cluster, for the "
-        "fencing agent (default: in-cluster, else ~/.kube/config; member: not read without --cluster)",
+        "fencing agent (default: in-cluster, else ~/.kube/config; member: not read without --cluster or "
+        "--read-session-clusters)",
     )
     kube.add_argument("--context", default=None, help="kubeconfig context (default: its current one)")
     if shows(MEMBER, ESTIMATOR):

@@ -212,6 +212,8 @@ def decide_restore(
     own = resource
     cluster: FlinkResource | None = None
     needs_cluster = not (resource.checkpoint_dir and resource.savepoint_dir)
+    if resource.kind == "FlinkSessionJob" and not session_clusters and resource.deployment_name and needs_cluster:
+        warnings.append(SESSION_CLUSTER_NOT_READ.format(where=f"{resource.namespace}/{resource.deployment_name}"))
     if resource.kind == "FlinkSessionJob" and session_clusters and resource.deployment_name and needs_cluster:
         session = session_clusters(resource.namespace, resource.deployment_name)
         where = f"FlinkDeployment {resource.namespace}/{resource.deployment_name}"
@@ -277,9 +279,10 @@ def _resolve_dirs(
 
     if job_dir is None and savepoint is None:
         if checkpoint_dir is None:
-            why = "no checkpoint directory configured (flinkConfiguration or policy defaultCheckpointDir)"
+            why = f"no checkpoint directory configured ({_checkpoint_dir_places(resource)})"
         else:
-            why = "no jobId label and no last-savepoint annotation"
+            labels = ", ".join(policy.job_id_labels)
+            why = f"no jobId label (searched: {labels}) and no last-savepoint annotation"
         return _fallback(policy.on_missing_state, f"nothing to restore: {why}", job_id, warnings, policy)
 
     asked = ", ".join(str(p) for p in (job_dir, savepoint) if p is not None)
@@ -511,6 +514,23 @@ def _keep_fenced(resource: FlinkResource, old: FlinkResource, policy: RestorePol
 
 class _Refused(Exception):
     pass
+
+
+def _checkpoint_dir_places(resource: FlinkResource) -> str:
+    """Where a checkpoint directory is looked for, as the user would set it."""
+    if resource.kind == "FlinkSessionJob" and resource.deployment_name:
+        return (
+            f"the job's flinkConfiguration, its session cluster FlinkDeployment "
+            f"{resource.namespace}/{resource.deployment_name}, or policy defaultCheckpointDir"
+        )
+    return "flinkConfiguration or policy defaultCheckpointDir"
+
+
+# Told when a session job's directories may live on its session cluster, which this member role cannot read.
+SESSION_CLUSTER_NOT_READ = (
+    "session cluster FlinkDeployment {where} not read: the member role reads it only with the chart value "
+    "member.readSessionClusters (serve --read-session-clusters) or with fencing (--cluster)"
+)
 
 
 def _source(
