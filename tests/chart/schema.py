@@ -298,6 +298,12 @@ def values_schema() -> Schema:
                         "enabled": {"type": "boolean"},
                         "labels": STRING_MAP,
                         "for": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
+                        "fencing": obj(
+                            {
+                                "heldSeconds": {"type": "integer", "minimum": 1},
+                                "waitingForOperatorFor": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
+                            }
+                        ),
                     }
                 ),
             }

@@ -72,6 +72,10 @@ COMBOS: dict[str, dict[str, Any]] = {
     },
     "member-fencing": {"member": {"fencing": {"cluster": "member1"}}},
     "member-sessions": {"member": {"readSessionClusters": True}},
+    "member-fencing-alerts": {
+        "member": {"fencing": {"cluster": "member1"}},
+        "metrics": {"prometheusRule": {"enabled": True, "fencing": {"heldSeconds": 600}}},
+    },
     "control-plane-existing-account": {
         **CP,
         "controlPlane": {"serviceAccount": {"create": False, "name": "karmada-flink-failover"}},

@@ -66,6 +66,37 @@ def test_prometheus_rule_has_the_documented_alerts(rendered: dict[str, list[dict
         assert alert in install, f"{alert} is not described in docs/install.md"
 
 
+# The metrics the fencing agent exports (webhook/member/fencing/metrics.py), one alert each at least.
+FENCING_METRICS = {
+    "FlinkFailoverFencingAgentNotPolling": "flink_failover_fencing_last_poll_timestamp_seconds",
+    "FlinkFailoverFencingAgentNotReady": "flink_failover_fencing_agent_ready",
+    "FlinkFailoverJobHeldTooLong": "flink_failover_fencing_oldest_hold_seconds",
+    "FlinkFailoverFencingStorageErrors": "flink_failover_fencing_storage_errors_total",
+    "FlinkFailoverFencingWaitingForOperator": "flink_failover_fencing_waiting_for_operator",
+    "FlinkFailoverFencingSteppedDown": "flink_failover_fencing_step_downs_total",
+}
+
+
+def test_fencing_alerts_and_fenced_holds(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """Issue 24 item 7: no fencing alert, and FlinkFailoverJobHeld counted only decision="suspended"."""
+    rule = one(rendered["member-fencing-alerts"], "PrometheusRule")
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    for alert, metric in FENCING_METRICS.items():
+        assert metric in alerts[alert]["expr"] and f'job="{FULLNAME}"' in alerts[alert]["expr"], alert
+    held = alerts["FlinkFailoverJobHeld"]["expr"]
+    assert 'decision=~"suspended|held"' in held and "flink_failover_fencing_holds_total" in held
+    assert alerts["FlinkFailoverFencingAgentNotPolling"]["expr"].endswith("> 30")  # the lease
+    assert alerts["FlinkFailoverJobHeldTooLong"]["expr"].endswith("> 600")
+    assert "{{ $labels.where }}" in alerts["FlinkFailoverFencingStorageErrors"]["annotations"]["summary"]
+    # without fencing the agent's metrics never exist: no alert on them
+    plain = one(rendered["member-openshift-digest-alerts"], "PrometheusRule")
+    plain_alerts = {r["alert"] for g in plain["spec"]["groups"] for r in g["rules"]}
+    assert not plain_alerts & set(FENCING_METRICS)
+    install = (Path(__file__).parents[2] / "docs" / "install.md").read_text()
+    for alert in FENCING_METRICS:
+        assert alert in install, f"{alert} is not described in docs/install.md"
+
+
 def test_notes_tell_how_to_verify(helm: str, tmp_path: Path) -> None:
     result = template(helm, tmp_path, {}, "--show-only", "templates/NOTES.txt")
     notes = result.stdout if result.returncode == 0 else ""
