@@ -166,8 +166,22 @@ def test_fencing_timings_at_the_limit_render() -> None:
     """The bounds are inclusive on both sides: poll = lease / 2 and renew + poll + margin = lease pass."""
     assert server_accepts({"fencing": {"leaseSeconds": 30, "pollSeconds": 5, "renewDeadlineSeconds": 15}})
     assert server_accepts(
-        {"fencing": {"leaseSeconds": 40, "pollSeconds": 20, "renewDeadlineSeconds": 10, "stopMarginSeconds": 10}}
+        {
+            "fencing": {
+                "leaseSeconds": 40,
+                "pollSeconds": 20,
+                "renewDeadlineSeconds": 10,
+                "stopMarginSeconds": 10,
+            }
+        }
     )
     assert not server_accepts(
-        {"fencing": {"leaseSeconds": 40, "pollSeconds": 20, "renewDeadlineSeconds": 10, "stopMarginSeconds": 10.5}}
+        {
+            "fencing": {
+                "leaseSeconds": 40,
+                "pollSeconds": 20,
+                "renewDeadlineSeconds": 10,
+                "stopMarginSeconds": 10.5,
+            }
+        }
     )

@@ -212,8 +212,15 @@ def decide_restore(
     own = resource
     cluster: FlinkResource | None = None
     needs_cluster = not (resource.checkpoint_dir and resource.savepoint_dir)
-    if resource.kind == "FlinkSessionJob" and not session_clusters and resource.deployment_name and needs_cluster:
-        warnings.append(SESSION_CLUSTER_NOT_READ.format(where=f"{resource.namespace}/{resource.deployment_name}"))
+    if (
+        resource.kind == "FlinkSessionJob"
+        and not session_clusters
+        and resource.deployment_name
+        and needs_cluster
+    ):
+        warnings.append(
+            SESSION_CLUSTER_NOT_READ.format(where=f"{resource.namespace}/{resource.deployment_name}")
+        )
     if resource.kind == "FlinkSessionJob" and session_clusters and resource.deployment_name and needs_cluster:
         session = session_clusters(resource.namespace, resource.deployment_name)
         where = f"FlinkDeployment {resource.namespace}/{resource.deployment_name}"
