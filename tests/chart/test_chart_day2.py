@@ -126,3 +126,26 @@ def test_probe_port_is_open_in_the_network_policy(rendered: dict[str, list[dict[
     netpol = one(rendered["member-default"], "NetworkPolicy")
     ports = {p["port"] for rule in netpol["spec"]["ingress"] for p in rule["ports"]}
     assert ports == {8443, 8081}
+
+
+def _notes(helm: str, tmp_path: Path, values: dict[str, Any]) -> str:
+    from tests.chart.test_chart import CHART, run_helm, write_values
+
+    done = run_helm(helm, "install", "ff", str(CHART), "--dry-run", "--namespace", NS,
+                    "-f", str(write_values(tmp_path, values)))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split("NOTES:", 1)[1]
+
+
+def test_notes_cover_fencing_and_the_on_call_procedure(helm: str, tmp_path: Path) -> None:
+    """Issue 24 item 7: NOTES said nothing of member.fencing.cluster, its write access, the retention
+    customization or release."""
+    notes = _notes(helm, tmp_path, {"member": {"fencing": {"cluster": "member1"}}})
+    assert "as cluster member1" in notes and "WRITING below <checkpoint-dir>/flink-failover/" in notes
+    assert "resourceinterpretercustomization-flink-retention.yaml" in notes
+    assert "flink-failover release NAMESPACE/NAME" in notes and "kubectl -n NAMESPACE wait" in notes
+    assert (
+        Path(__file__).parents[2] / "policies/karmada/resourceinterpretercustomization-flink-retention.yaml"
+    ).is_file()
+    plain = _notes(helm, tmp_path, {})
+    assert "Fencing is off" in plain and "member.readSessionClusters: false" in plain
