@@ -8,8 +8,8 @@ import argparse
 import pytest
 
 from webhook import roles
-from webhook.common.kubeclient import ClientConfig
 from webhook.cli import build_parser, main
+from webhook.common.kubeclient import ClientConfig
 
 
 def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

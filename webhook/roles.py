@@ -20,7 +20,7 @@ from webhook.common.admission import Handler, OnError
 from webhook.common.kubeclient import ClientConfig
 from webhook.controlplane import options as control_plane_options
 from webhook.estimator import options as estimator_options  # options only: no gRPC loaded here
-from webhook.member.policy import PolicyError, RestorePolicy, load_policy, policy_source
+from webhook.member.policy import PolicyError, RestorePolicy, load_policy, policy_notes, policy_source
 from webhook.server import logs
 from webhook.server import run as server
 from webhook.server.config import Endpoint, Ready, ServerConfig
@@ -383,6 +383,8 @@ def _policy(args: argparse.Namespace) -> RestorePolicy | None:
         print(f"flink-failover: policy {source.describe()}: {exc}", file=sys.stderr)
         return None
     log.info("restore policy loaded", extra={"fields": {"policy": str(source.path), "from": source.origin}})
+    for note in policy_notes(policy):
+        log.warning(note)
     return policy
 
 

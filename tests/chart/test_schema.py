@@ -87,6 +87,8 @@ BAD: list[dict[str, Any]] = [
     {"fencing": {"leaseSeconds": 20, "pollSeconds": 2, "renewDeadlineSeconds": 5, "stopMarginSeconds": 14}},
     {"fencing": {"onRenewFailure": "continue"}},
     {"fencing": {"renewDeadlineSeconds": 0}},
+    {"storageOptions": {"s3": {"anon": "false"}}},
+    {"storageOptions": {"file": {"auto_mkdir": 1}}},
 ]
 # Refused by the chart although the server would start with them: nothing could ever be restored or
 # triggered, or the webhook's timeoutSeconds (at most 30) could not exceed the deadline.

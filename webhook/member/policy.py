@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from webhook.common.contract import DEFAULT_JOB_ID_LABELS, DEFAULT_PREFIX, Contract
+from webhook.common.contract import DEFAULT_JOB_ID_LABELS, DEFAULT_PREFIX, JOB_ID, Contract
 from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath, StoragePathError
 
 API_VERSION = "flink-failover.io/v1alpha1"
@@ -48,7 +48,8 @@ STORAGE_OPTIONS: dict[str, tuple[str, ...]] = {
     "gs": (
         "project", "access", "token", "block_size", "consistency", "cache_timeout", "secure_serialize",
         "check_connection", "requests_timeout", "requester_pays", "session_kwargs", "timeout",
-        "endpoint_url", "default_location", "version_aware", *_ASYNC, *_FSSPEC_COMMON,
+        "endpoint_url", "default_location", "version_aware", "finalize_on_close", "mrd_pool_cache_size",
+        "max_mrd_pool_cache_queue_size", *_ASYNC, *_FSSPEC_COMMON,
     ),
     "abfs": (
         "account_name", "account_key", "connection_string", "credential", "sas_token", "request_session",
@@ -64,6 +65,70 @@ STORAGE_OPTIONS: dict[str, tuple[str, ...]] = {
     "hdfs": ("host", "port", "user", "kerb_ticket", "replication", "extra_conf", *_FSSPEC_COMMON),
     "file": ("auto_mkdir", *_FSSPEC_COMMON),
 }  # fmt: skip
+
+# The type of each option whose backends agree on it (None is always accepted: the backend's default).
+# A YAML string where a flag is meant is the dangerous case: s3fs takes anon: "false" as true.
+# tests/member/test_storage_options.py checks these against the installed backends' defaults.
+_FLAG, _INT, _NUMBER, _TEXT, _MAP = (bool,), (int,), (int, float), (str,), (dict,)
+OPTION_TYPES: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(
+        ("anon", "use_ssl", "requester_pays", "default_fill_cache", "version_aware", "cache_regions",
+         "fixed_upload_size", "local_expiry_check", "asynchronous", "use_listings_cache",
+         "skip_instance_cache", "secure_serialize", "check_connection", "assume_container_exists",
+         "auto_mkdir", "finalize_on_close"),
+        _FLAG,
+    ),
+    **dict.fromkeys(
+        ("max_concurrency", "default_block_size", "block_size", "blocksize", "batch_size", "max_paths",
+         "replication", "port", "mrd_pool_cache_size", "max_mrd_pool_cache_queue_size"),
+        _INT,
+    ),
+    **dict.fromkeys(
+        ("listings_expiry_time", "cache_timeout", "requests_timeout", "timeout", "socket_timeout",
+         "connection_timeout", "read_timeout"),
+        _NUMBER,
+    ),
+    **dict.fromkeys(
+        ("endpoint_url", "key", "secret", "username", "password", "profile", "project", "access",
+         "default_cache_type", "account_name", "account_key", "connection_string", "sas_token", "client_id",
+         "client_secret", "tenant_id", "location_mode", "account_host", "endpoint", "host", "user",
+         "kerb_ticket", "default_location", "consistency"),
+        _TEXT,
+    ),
+    **dict.fromkeys(
+        ("client_kwargs", "config_kwargs", "s3_additional_kwargs", "session_kwargs", "extra_conf"), _MAP
+    ),
+}  # fmt: skip
+# Where one backend differs: gcsfs takes requester_pays as a flag or the project to bill.
+BACKEND_OPTION_TYPES: dict[str, dict[str, tuple[type, ...]]] = {"gs": {"requester_pays": (bool, str)}}
+_TYPE_WORDS = {
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    dict: "a mapping",
+}
+
+
+def option_types(protocol: str, option: str) -> tuple[type, ...]:
+    """The types the ``protocol`` backend takes for ``option``; () when not checked."""
+    return BACKEND_OPTION_TYPES.get(protocol, {}).get(option) or OPTION_TYPES.get(option, ())
+
+
+def _typed(value: Any, types: tuple[type, ...]) -> bool:
+    if value is None or not types:
+        return True
+    if isinstance(value, bool):  # YAML true is an int to isinstance, never a number to a backend
+        return bool in types
+    return isinstance(value, types)
+
+
+def _kind_of(value: Any) -> str:
+    for cls in (bool, int, float, str, dict, list):
+        if isinstance(value, cls):
+            return {bool: "true/false", list: "a list"}.get(cls) or _TYPE_WORDS[cls]
+    return type(value).__name__
+
 
 MAX_DEADLINE_SECONDS = 30  # kube-apiserver caps a webhook's timeoutSeconds at 30
 _PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -291,13 +356,20 @@ def _storage_options(name: str, value: Any) -> dict[str, dict[str, Any]]:
         if scheme not in KNOWN_SCHEMES:
             problems.append(f"{scheme!r} is not a known scheme")
             continue
-        accepted = STORAGE_OPTIONS[FSSPEC_PROTOCOL[scheme]]
-        for option in options:
+        protocol = FSSPEC_PROTOCOL[scheme]
+        accepted = STORAGE_OPTIONS[protocol]
+        for option, value in options.items():
             if option not in accepted:
                 hint = _closest(str(option), accepted)
                 problems.append(
-                    f"{scheme}.{option} is not an option of the {FSSPEC_PROTOCOL[scheme]} backend"
+                    f"{scheme}.{option} is not an option of the {protocol} backend"
                     + (f" (did you mean {hint}?)" if hint else "")
+                )
+            elif not _typed(value, types := option_types(protocol, option)):
+                wanted = " or ".join(_TYPE_WORDS[t] for t in types)
+                problems.append(
+                    f"{scheme}.{option}: {value!r} is {_kind_of(value)}; "
+                    f"the {protocol} backend takes {wanted}"
                 )
     if problems:
         raise PolicyError(name, "; ".join(problems))
@@ -364,9 +436,9 @@ def _fencing(_name: str, doc: Any) -> FencingPolicy:
         errors.append(
             PolicyError(
                 "fencing.renewDeadlineSeconds",
-                f"renewDeadlineSeconds + pollSeconds + stopMarginSeconds ({renew:g}s + {poll:g}s + {margin:g}s) "
-                f"is more than leaseSeconds ({lease:g}s): a cluster that cannot renew must have stopped its "
-                "copies before its lease runs out",
+                "renewDeadlineSeconds + pollSeconds + stopMarginSeconds "
+                f"({renew:g}s + {poll:g}s + {margin:g}s) is more than leaseSeconds ({lease:g}s): a cluster "
+                "that cannot renew must have stopped its copies before its lease runs out",
             )
         )
     if errors:
@@ -483,6 +555,7 @@ def json_schema() -> dict[str, Any]:
                     scheme: {
                         "type": "object",
                         "propertyNames": {"enum": list(STORAGE_OPTIONS[FSSPEC_PROTOCOL[scheme]])},
+                        "properties": _option_type_schemas(FSSPEC_PROTOCOL[scheme]),
                     }
                     for scheme in schemes
                 },
@@ -492,6 +565,30 @@ def json_schema() -> dict[str, Any]:
             "fencing": _fencing_schema(),
         },
     }
+
+
+def _option_type_schemas(protocol: str) -> dict[str, Any]:
+    json_type = {bool: "boolean", int: "integer", float: "number", str: "string", dict: "object"}
+    out = {}
+    for option in STORAGE_OPTIONS[protocol]:
+        types = option_types(protocol, option)
+        if types:
+            names = sorted({json_type[t] for t in types} - ({"integer"} if float in types else set()))
+            out[option] = {"type": [*names, "null"]}
+    return out
+
+
+def policy_notes(policy: RestorePolicy) -> tuple[str, ...]:
+    """What a valid policy probably gets wrong, told at start-up and by ``review`` (not refused: a
+    policy may rely on Karmada's own state preservation alone)."""
+    own = policy.key(JOB_ID)
+    if own in policy.job_id_labels:
+        return ()
+    return (
+        f"jobIdLabels does not include {own}, the label flink-failover's control plane writes: every "
+        f"failover it relocates will find no jobId (searched: {', '.join(policy.job_id_labels)}); add it "
+        "unless Karmada's own state preservation writes one of these labels",
+    )
 
 
 def _fencing_schema() -> dict[str, Any]:

@@ -333,6 +333,8 @@ def _restored(
     mode = _upgrade_mode(resource, policy, has_savepoint_dir)
     if mode:
         spec_job["upgradeMode"] = mode
+    elif policy.upgrade_mode is UpgradeModePolicy.LAST_STATE and not carried:
+        warnings = (*warnings, _last_state_refused(resource))
     if policy.state is StatePolicy.RUNNING:
         spec_job["state"] = "running"
     annotations = {
@@ -356,6 +358,17 @@ def _restored(
 
 # Operators from 1.10 on accept last-state without high availability; before, their validator refuses it.
 LAST_STATE_WITHOUT_HA = (1, 10)
+
+
+def _last_state_refused(resource: FlinkResource) -> str:
+    """Why policy ``upgradeMode: last-state`` was not written (the operator's validator would refuse it)."""
+    if resource.kind == "FlinkSessionJob":
+        return "upgradeMode last-state not set: the Flink operator refuses it for a FlinkSessionJob"
+    return (
+        "upgradeMode last-state not set: without high-availability configured the Flink operator accepts "
+        "it only from 1.10 on, and the policy does not say the operator is that new (set operatorVersion, "
+        'e.g. "1.10", or configure high-availability.type)'
+    )
 
 
 def last_state_accepted(resource: FlinkResource, policy: RestorePolicy) -> bool:
@@ -453,21 +466,28 @@ def _carry_over(resource: FlinkResource, old: FlinkResource | None, policy: Rest
         epoch = old.annotations.get(policy.key(EPOCH), "")
         if epoch:
             annotations[policy.key(EPOCH)] = resource.annotations.get(policy.key(EPOCH)) or epoch
+        warnings: tuple[str, ...] = ()
         if _still_held(resource, old, policy):
             # A re-applied template must not start a job held for fencing; the agent releases it.
             spec_job["state"] = "suspended"
-            annotations[policy.key(HOLD)] = (
-                resource.annotations.get(policy.key(HOLD)) or old.annotations[policy.key(HOLD)]
-            )
-        return replace(decision, spec_job=spec_job, annotations=annotations)
+            hold = resource.annotations.get(policy.key(HOLD)) or old.annotations[policy.key(HOLD)]
+            annotations[policy.key(HOLD)] = hold
+            warnings = (f"job stays held suspended (carried over from the previous object): {hold}",)
+        return replace(decision, spec_job=spec_job, annotations=annotations, warnings=warnings)
     spec_job = {}
+    warnings = ()
     if recorded == RestoreOutcome.SUSPENDED and not resource.initial_savepoint_path:
         spec_job["state"] = "suspended"  # a re-applied template must not start the held job empty
+        warnings = (
+            "job stays held suspended (carried over from the previous object): nothing restorable was "
+            "found when it was created; set spec.job.initialSavepointPath or state: running by hand",
+        )
     return RestoreDecision(
         RestoreOutcome(recorded),
         "carried over from the previous object",
         job_id=job_id,
         carried=True,
+        warnings=warnings,
         spec_job=spec_job,
         annotations=_annotations(policy, RestoreOutcome(recorded), job_id),
     )
