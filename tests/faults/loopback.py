@@ -33,10 +33,7 @@ class Blackhole:
     def wait_for_connections(self, count: int, timeout: float) -> bool:
         """True once ``count`` more connections were accepted (each is consumed), False at ``timeout``."""
         deadline = time.monotonic() + timeout
-        for _ in range(count):
-            if not self.accepted.acquire(timeout=max(0.0, deadline - time.monotonic())):
-                return False
-        return True
+        return all(self.accepted.acquire(timeout=max(0.0, deadline - time.monotonic())) for _ in range(count))
 
 
 @contextmanager
