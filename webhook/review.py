@@ -1,4 +1,4 @@
-"""Answer admission requests offline, through exactly the code path the server uses.
+"""Reviewed admission requests offline, through exactly the code path the server uses.
 
 FILE holds AdmissionReviews or bare objects (a FlinkDeployment, a FlinkSessionJob, a Karmada Work), JSON
 or YAML, one or many documents; ``-`` reads standard input. A bare object is sent as a CREATE, or as an
@@ -30,7 +30,7 @@ from webhook.common.admission import AdmissionRequest, AdmissionResponse, BadRev
 from webhook.common.contract import Contract
 from webhook.member.failover import NotRunning, failover_create
 from webhook.member.policy import PolicyError, load_policy, policy_notes, policy_source
-from webhook.roles import ROLES, offline_handler
+from webhook.roles import ROLES, review_handler
 
 EXIT_OK = 0
 EXIT_DENIED = 1
@@ -207,7 +207,7 @@ def requests_from(args: argparse.Namespace, contract: Contract | None = None) ->
 
 
 @dataclass(frozen=True)
-class Answer:
+class Reviewed:
     request: AdmissionRequest
     response: AdmissionResponse
     index: int = 1  # the document's place in FILE, from 1
@@ -238,7 +238,7 @@ def dump_all(docs: Sequence[Any], output: str, names: Sequence[str] = ()) -> str
     return dump({"apiVersion": "v1", "kind": "List", "items": list(docs)}, output)
 
 
-def unified_diff(answer: Answer, output: str) -> str:
+def unified_diff(answer: Reviewed, output: str) -> str:
     # Both texts end with a newline, so a changed last line is not glued to the next diff line.
     before = (dump(answer.request.object, output) + "\n").splitlines(keepends=True)
     after = (dump(answer.patched(), output) + "\n").splitlines(keepends=True)
@@ -246,7 +246,7 @@ def unified_diff(answer: Answer, output: str) -> str:
     return "".join(difflib.unified_diff(before, after, f"{label} (request)", f"{label} (admitted)"))
 
 
-def explain(answer: Answer, numbered: bool = False) -> None:
+def explain(answer: Reviewed, numbered: bool = False) -> None:
     """What a person would otherwise have to guess: why nothing changed, or why not, and the warnings the
     API server would show (why a job is held, an ignored savepoint), whatever the output form.
 
@@ -276,7 +276,7 @@ def run(args: argparse.Namespace) -> int:
     source = policy_source(args.policy, os.environ)
     try:
         policy = load_policy(source.path)
-        handler, on_error = offline_handler(args, policy)
+        handler, on_error = review_handler(args, policy)
     except (PolicyError, documents.DocumentError) as exc:
         return _fail(f"policy {source.describe()}: {exc}" if isinstance(exc, PolicyError) else str(exc))
     except (OSError, ValueError) as exc:
@@ -292,7 +292,7 @@ def run(args: argparse.Namespace) -> int:
             if isinstance(body, Unreviewable):
                 continue
             try:
-                answers.append(Answer(*review(body, handler, on_error), index=index))
+                answers.append(Reviewed(*review(body, handler, on_error), index=index))
             except BadReview as exc:
                 raise UsageError(
                     f"{documents.display_name(args.file)}: not an AdmissionReview: {exc}"

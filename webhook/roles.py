@@ -273,7 +273,7 @@ SERVED: dict[str, Role] = {
 ROLES: dict[str, Role] = {name: role for name, role in SERVED.items() if role.offline is not None}
 
 
-def offline_handler(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
+def review_handler(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
     """The handler ``flink-failover review`` runs for ``args.role``: the server's, without the server."""
     offline = ROLES[args.role].offline
     if offline is None:  # not reached: ROLES holds only the roles that answer offline
