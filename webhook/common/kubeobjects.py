@@ -198,17 +198,10 @@ class KubeObjects:
     # --- the one way out -----------------------------------------------------------------------------
 
     def _json(
-        self,
-        method: str,
-        path: str,
-        query: Mapping[str, Any] | None = None,
-        body: Any = None,
-        content_type: str = "application/json",
-        timeout: Timeout = None,
+        self, method: str, path: str, query: Mapping[str, Any] | None = None, **request: Any
     ) -> Mapping[str, Any] | ApiFailure:
-        query = dict(query or {})
-        timeout = query.pop("_request_timeout", timeout)
-        answer = self._request(method, path, query, body, content_type, timeout)
+        """The answer's JSON object, or an ApiFailure (``request``: body, content_type, timeout)."""
+        answer = self._request(method, path, query, **request)
         if isinstance(answer, ApiFailure):
             return answer
         try:
