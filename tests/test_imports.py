@@ -67,7 +67,7 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("restore", "failover"),  # the decision (pure)
         ("storage", "sessions"),  # the checkpoint listing (fsspec), session clusters (the API)
         ("fencing",),  # one running copy: ownership records, the webhook's gate, the agent
-        ("handler",),  # the admission answer
+        ("handler", "options"),  # the admission answer; the serve options
     ),
     "webhook.controlplane": (
         ("binding", "record", "audit", "leader"),  # Karmada's objects, our record, the answer, the election
