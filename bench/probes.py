@@ -25,7 +25,7 @@ DEADLINES = (3.0, 8.0)
 def _round(deadline: float) -> tuple[float, float]:
     with tempfile.TemporaryDirectory() as tmp, hung_stack(Path(tmp), deadline) as stack:
         threads = stack.flood()
-        time.sleep(0.5)
+        stack.hole.wait_for_connections(1, timeout=60)  # admissions wait on the hung storage
         took: dict[str, float] = {}
 
         def probe(name: str, port: int) -> None:

@@ -9,6 +9,8 @@ import pytest
 
 from webhook import roles
 from webhook.cli import build_parser, main
+from webhook.common.kubeclient import ClientConfig
+from webhook.member import options as member_options
 
 
 def refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -88,20 +90,28 @@ def test_member_with_kubeconfig_and_cluster_gets_a_fencing_target(monkeypatch: p
 
     parse = build_parser().parse_args
     args = parse(["serve", "--kubeconfig", "/k", "--context", "ctx", "--cluster", "member1"])
-    options = roles._member_options(args, RestorePolicy())
-    assert isinstance(options, roles.MemberOptions) and options.fencing is not None
+    options = member_options.from_args(args, RestorePolicy())
+    assert isinstance(options, member_options.MemberOptions) and options.fencing is not None
     assert (options.fencing.client.kubeconfig, options.fencing.client.context) == ("/k", "ctx")
     assert options.fencing.cluster == "member1"
     assert options.own_cluster == options.fencing.client
-    in_cluster = roles._member_options(parse(["serve", "--cluster", "member1"]), RestorePolicy())
-    assert isinstance(in_cluster, roles.MemberOptions) and in_cluster.fencing is not None
+    in_cluster = member_options.from_args(parse(["serve", "--cluster", "member1"]), RestorePolicy())
+    assert isinstance(in_cluster, member_options.MemberOptions) and in_cluster.fencing is not None
     assert in_cluster.fencing.client.kubeconfig is None
-    sessions = roles._member_options(parse(["serve", "--kubeconfig", "/k"]), RestorePolicy())
-    assert isinstance(sessions, roles.MemberOptions) and sessions.fencing is None
+    sessions = member_options.from_args(parse(["serve", "--kubeconfig", "/k"]), RestorePolicy())
+    assert isinstance(sessions, member_options.MemberOptions) and sessions.fencing is None
     assert sessions.own_cluster is not None and sessions.own_cluster.kubeconfig == "/k"
     off = RestorePolicy(fencing=FencingPolicy(enabled=False))
-    unfenced = roles._member_options(parse(["serve", "--cluster", "member1"]), off)
-    assert isinstance(unfenced, roles.MemberOptions) and unfenced.fencing is None
-    alone = roles._member_options(parse(["serve", "--require-storage-backends"]), RestorePolicy())
-    assert isinstance(alone, roles.MemberOptions) and alone.fencing is None and alone.require_storage_backends
+    unfenced = member_options.from_args(parse(["serve", "--cluster", "member1"]), off)
+    assert isinstance(unfenced, member_options.MemberOptions) and unfenced.fencing is None
+    alone = member_options.from_args(parse(["serve", "--require-storage-backends"]), RestorePolicy())
+    assert (
+        isinstance(alone, member_options.MemberOptions)
+        and alone.fencing is None
+        and alone.require_storage_backends
+    )
     assert alone.own_cluster is None
+    # issue 24: session clusters read in-cluster without fencing (the chart's member.readSessionClusters)
+    reads = member_options.from_args(parse(["serve", "--read-session-clusters"]), RestorePolicy())
+    assert isinstance(reads, member_options.MemberOptions) and reads.fencing is None
+    assert reads.own_cluster == ClientConfig()

@@ -1,11 +1,13 @@
-"""Answer admission requests offline, through exactly the code path the server uses.
+"""Reviewed admission requests offline, through exactly the code path the server uses.
 
 FILE holds AdmissionReviews or bare objects (a FlinkDeployment, a FlinkSessionJob, a Karmada Work), JSON
 or YAML, one or many documents; ``-`` reads standard input. A bare object is sent as a CREATE, or as an
 UPDATE of the object in ``--old FILE``. Prints the AdmissionReview answer (the patch base64 as on the
 wire), ``--print-object`` the object after the patch, or ``--diff`` the change as a unified diff; a
-request left alone says why on standard error. Exit 0 when every request was answered, 1 when
-``--print-object`` or ``--diff`` met a denial, 2 on unusable input.
+request left alone says why on standard error. A ``kind: List`` (``kubectl get -o yaml``) is reviewed item
+by item. Exit 0 when every request was answered, 1 when ``--print-object`` or ``--diff`` met a denial, 2
+on unusable input, and 2 at the end when a document could not be reviewed as asked (the others are
+answered first).
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from webhook.common.admission import KIND as REVIEW_KIND
 from webhook.common.admission import AdmissionRequest, AdmissionResponse, BadReview, review
 from webhook.common.contract import Contract
 from webhook.member.failover import NotRunning, failover_create
-from webhook.member.policy import PolicyError, load_policy, policy_source
-from webhook.roles import ROLES, offline_handler
+from webhook.member.policy import PolicyError, load_policy, policy_notes, policy_source
+from webhook.roles import ROLES, review_handler
 
 EXIT_OK = 0
 EXIT_DENIED = 1
@@ -131,13 +133,38 @@ def _is_object(doc: Any) -> bool:
     return isinstance(doc, Mapping) and bool(doc.get("apiVersion")) and bool(doc.get("kind"))
 
 
+@dataclass(frozen=True)
+class Unreviewable:
+    """A document that cannot be reviewed as asked (``--as-failover`` of an object that never ran): told,
+    and the review goes on with the others."""
+
+    index: int
+    problem: str
+
+
+def _items(docs: Sequence[Any]) -> Sequence[Any]:
+    """``kubectl get ... -o yaml`` of several objects is one ``kind: List``: its items, in order."""
+    out: list[Any] = []
+    for doc in docs:
+        if (
+            isinstance(doc, Mapping)
+            and str(doc.get("kind", "")).endswith("List")
+            and isinstance(doc.get("items"), list)
+        ):
+            out.extend(_items(doc["items"]))
+        else:
+            out.append(doc)
+    return out
+
+
 def requests_from(args: argparse.Namespace, contract: Contract | None = None) -> list[Any]:
-    """Every document of FILE as an AdmissionReview body (bare objects wrapped; with ``--as-failover``
-    each bare object first becomes the failover CREATE the control plane would send for it)."""
-    docs = documents.load(args.file)
+    """Every document of FILE as an AdmissionReview body (bare objects wrapped, a ``List`` taken item by
+    item; with ``--as-failover`` each bare object first becomes the failover CREATE the control plane would
+    send for it, or an :class:`Unreviewable` saying why it cannot)."""
+    docs = list(_items(documents.load(args.file)))
     if not docs:
         raise UsageError(f"{documents.display_name(args.file)}: no documents")
-    olds: list[Any] = documents.load(args.old) if args.old else []
+    olds: list[Any] = list(_items(documents.load(args.old))) if args.old else []
     if args.old and not olds:
         raise UsageError(f"{args.old}: no documents")
     as_failover = getattr(args, "as_failover", False)
@@ -153,7 +180,7 @@ def requests_from(args: argparse.Namespace, contract: Contract | None = None) ->
             "--operation UPDATE of a bare object needs --old FILE (the object before the update)"
         )
     by_identity = {_identity(o): o for o in olds if _is_object(o)}
-    bodies = []
+    bodies: list[Any] = []
     for index, doc in enumerate(docs, 1):
         if isinstance(doc, Mapping) and doc.get("kind") == REVIEW_KIND:
             bodies.append(doc)
@@ -167,7 +194,9 @@ def requests_from(args: argparse.Namespace, contract: Contract | None = None) ->
             try:
                 doc = failover_create(doc, contract or Contract())
             except NotRunning as exc:
-                raise UsageError(f"{documents.display_name(args.file)}: document {index}: {exc}") from None
+                # The other documents are still answered; the review exits 2 at the end.
+                bodies.append(Unreviewable(index, f"{_describe(doc)}: {exc}"))
+                continue
         old = None
         if operation == "UPDATE":
             old = olds[0] if len(olds) == 1 else by_identity.get(_identity(doc))
@@ -178,7 +207,7 @@ def requests_from(args: argparse.Namespace, contract: Contract | None = None) ->
 
 
 @dataclass(frozen=True)
-class Answer:
+class Reviewed:
     request: AdmissionRequest
     response: AdmissionResponse
     index: int = 1  # the document's place in FILE, from 1
@@ -209,7 +238,7 @@ def dump_all(docs: Sequence[Any], output: str, names: Sequence[str] = ()) -> str
     return dump({"apiVersion": "v1", "kind": "List", "items": list(docs)}, output)
 
 
-def unified_diff(answer: Answer, output: str) -> str:
+def unified_diff(answer: Reviewed, output: str) -> str:
     # Both texts end with a newline, so a changed last line is not glued to the next diff line.
     before = (dump(answer.request.object, output) + "\n").splitlines(keepends=True)
     after = (dump(answer.patched(), output) + "\n").splitlines(keepends=True)
@@ -217,7 +246,7 @@ def unified_diff(answer: Answer, output: str) -> str:
     return "".join(difflib.unified_diff(before, after, f"{label} (request)", f"{label} (admitted)"))
 
 
-def explain(answer: Answer, numbered: bool = False) -> None:
+def explain(answer: Reviewed, numbered: bool = False) -> None:
     """What a person would otherwise have to guess: why nothing changed, or why not, and the warnings the
     API server would show (why a job is held, an ignored savepoint), whatever the output form.
 
@@ -237,7 +266,7 @@ def explain(answer: Answer, numbered: bool = False) -> None:
         decision = response.decision
         said = "allowed unchanged" if decision in ("", "unchanged") else f"allowed unchanged ({decision})"
         print(f"{head}: {said}", file=sys.stderr)
-    elif numbered:
+    elif numbered or response.decision == "carried":
         print(f"{head}: {response.decision or 'patched'}", file=sys.stderr)
     for warning in response.warnings:
         print(f"{head}: warning: {warning}", file=sys.stderr)
@@ -247,35 +276,48 @@ def run(args: argparse.Namespace) -> int:
     source = policy_source(args.policy, os.environ)
     try:
         policy = load_policy(source.path)
-        handler, on_error = offline_handler(args, policy)
+        handler, on_error = review_handler(args, policy)
     except (PolicyError, documents.DocumentError) as exc:
         return _fail(f"policy {source.describe()}: {exc}" if isinstance(exc, PolicyError) else str(exc))
     except (OSError, ValueError) as exc:
         return _fail(str(exc))
     print(f"{PROG}: policy {source.describe()}", file=sys.stderr)
+    for note in policy_notes(policy):
+        print(f"{PROG}: warning: {note}", file=sys.stderr)
     try:
         bodies = requests_from(args, policy.contract)
         answers = []
+        unreviewable = [b for b in bodies if isinstance(b, Unreviewable)]
         for index, body in enumerate(bodies, 1):
+            if isinstance(body, Unreviewable):
+                continue
             try:
-                answers.append(Answer(*review(body, handler, on_error), index=index))
+                answers.append(Reviewed(*review(body, handler, on_error), index=index))
             except BadReview as exc:
                 raise UsageError(
                     f"{documents.display_name(args.file)}: not an AdmissionReview: {exc}"
                 ) from None
     except (documents.DocumentError, UsageError) as exc:
         return _fail(str(exc))
+    numbered = len(bodies) > 1
     for answer in answers:
-        explain(answer, numbered=len(answers) > 1)
+        explain(answer, numbered=numbered)
+    for skipped in unreviewable:
+        print(f"{PROG}: [{skipped.index}] cannot review as a failover: {skipped.problem}", file=sys.stderr)
     denied = any(not a.response.allowed for a in answers)
+    code = EXIT_USAGE if unreviewable else EXIT_DENIED if denied else EXIT_OK
     if args.diff:
         print("".join(unified_diff(a, args.output) for a in answers if a.response.allowed), end="")
-        return EXIT_DENIED if denied else EXIT_OK
+        return code
     if args.print_object:
         admitted = [a for a in answers if a.response.allowed]
         if admitted:
-            print(dump_all([a.patched() for a in admitted], args.output, [a.name for a in admitted]))
-        return EXIT_DENIED if denied else EXIT_OK
+            heads = [f"[{a.index}] {a.name}" if numbered else a.name for a in admitted]
+            print(dump_all([a.patched() for a in admitted], args.output, heads))
+        return code
     reviews = [a.response.to_review(a.request.api_version) for a in answers]
-    print(dump_all(reviews, args.output, [f"[{a.index}] {a.name} (uid {a.request.uid})" for a in answers]))
-    return EXIT_OK
+    if reviews:
+        print(
+            dump_all(reviews, args.output, [f"[{a.index}] {a.name} (uid {a.request.uid})" for a in answers])
+        )
+    return EXIT_USAGE if unreviewable else EXIT_OK

@@ -17,10 +17,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.common.admission import Handler, OnError
-from webhook.common.kubeclient import ClientConfig
 from webhook.controlplane import options as control_plane_options
 from webhook.estimator import options as estimator_options  # options only: no gRPC loaded here
-from webhook.member.policy import PolicyError, RestorePolicy, load_policy, policy_source
+from webhook.member import options as member_options
+from webhook.member.options import MemberOptions
+from webhook.member.policy import PolicyError, RestorePolicy, load_policy, policy_notes, policy_source
 from webhook.server import logs
 from webhook.server import run as server
 from webhook.server.config import Endpoint, Ready, ServerConfig
@@ -70,6 +71,9 @@ class Role:
     serve: Callable[[argparse.Namespace], int]
     offline: Callable[[argparse.Namespace, RestorePolicy], tuple[Handler, OnError]] | None = None
     instead: Mapping[str, str] = field(default_factory=dict)  # an option it does not read -> what it reads
+    # How it is served: by ``webhook.server`` (gunicorn, whose workers share a Prometheus multiprocess
+    # directory prepared before the role loads), or by a server of its own (the estimator's gRPC).
+    own_server: bool = False
 
     def refusal(self, dest: str, option: str, roles: Sequence[Role]) -> str:
         """Why ``option`` is refused for this role, naming what this role reads instead or who reads it."""
@@ -83,38 +87,6 @@ class Role:
 
 
 # --- member --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FencingTarget:
-    """``--cluster`` (with ``--kubeconfig``, else the in-cluster account): the member role's fencing agent."""
-
-    client: ClientConfig
-    cluster: str
-
-
-@dataclass(frozen=True)
-class MemberOptions:
-    policy: RestorePolicy
-    require_storage_backends: bool = False
-    own_cluster: ClientConfig | None = None  # --kubeconfig or --cluster: session clusters are read there
-    fencing: FencingTarget | None = None  # None: no fencing (no --cluster, or the policy turns it off)
-
-
-def _member_options(args: argparse.Namespace, policy: RestorePolicy) -> MemberOptions | str:
-    client = ClientConfig(kubeconfig=args.kubeconfig, context=args.context)
-    fencing = None
-    if args.cluster:
-        from webhook.member.fencing.layout import ClusterNameError, check_cluster_name
-
-        try:
-            check_cluster_name(args.cluster)
-        except ClusterNameError as exc:
-            return f"--cluster: {exc}"
-        if policy.fencing.enabled:
-            fencing = FencingTarget(client, args.cluster)
-    own = client if args.kubeconfig or args.cluster else None
-    return MemberOptions(policy, bool(args.require_storage_backends), own, fencing)
 
 
 def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
@@ -158,7 +130,7 @@ def _serve_member(args: argparse.Namespace) -> int:
     policy = _policy(args)
     if policy is None:
         return 2
-    options = _member_options(args, policy)
+    options = member_options.from_args(args, policy)
     if isinstance(options, str):
         return _usage(options)
     from webhook.member.storage import missing_backends
@@ -254,7 +226,7 @@ SERVED: dict[str, Role] = {
     MEMBER: Role(
         MEMBER,
         "the Flink admission webhook on a member cluster",
-        frozenset({"policy", *SERVER, *KUBE, "cluster", "require_storage_backends"}),
+        frozenset({"policy", *SERVER, *KUBE, "cluster", *_dests(member_options.add_arguments)}),
         _serve_member,
         _member_offline,
         _GUNICORN_INSTEAD,
@@ -273,13 +245,14 @@ SERVED: dict[str, Role] = {
         frozenset({*KUBE, "cluster", *_dests(estimator_options.add_arguments)}),
         _serve_estimator,
         instead=_ESTIMATOR_INSTEAD,
+        own_server=True,
     ),
 }
 # The roles ``flink-failover review`` can answer as (review.py's --role choices).
 ROLES: dict[str, Role] = {name: role for name, role in SERVED.items() if role.offline is not None}
 
 
-def offline_handler(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
+def review_handler(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
     """The handler ``flink-failover review`` runs for ``args.role``: the server's, without the server."""
     offline = ROLES[args.role].offline
     if offline is None:  # not reached: ROLES holds only the roles that answer offline
@@ -332,13 +305,7 @@ def add_arguments(parser: argparse.ArgumentParser, only: str | None = None) -> N
         )
         server.add_arguments(parser)
     if shows(MEMBER):
-        member = parser.add_argument_group("member role")
-        member.add_argument(
-            "--require-storage-backends",
-            action="store_true",
-            help="member role: refuse to start when the policy allows a storage scheme with no fsspec "
-            "backend installed (default: start, warn in the log and on /readyz)",
-        )
+        member_options.add_arguments(parser)
     kube = parser.add_argument_group(
         "Kubernetes API (control-plane role: Karmada's; estimator: the member cluster's; member role: its "
         "own cluster's, for session clusters and, with --cluster, its fencing agent)"
@@ -348,7 +315,8 @@ def add_arguments(parser: argparse.ArgumentParser, only: str | None = None) -> N
         default=None,
         help="control-plane: the Karmada API server; estimator: the member cluster; member: its own "
         "cluster, to read the FlinkDeployment a FlinkSessionJob runs on and, with --cluster, for the "
-        "fencing agent (default: in-cluster, else ~/.kube/config; member: not read without --cluster)",
+        "fencing agent (default: in-cluster, else ~/.kube/config; member: not read without --cluster or "
+        "--read-session-clusters)",
     )
     kube.add_argument("--context", default=None, help="kubeconfig context (default: its current one)")
     if shows(MEMBER, ESTIMATOR):
@@ -381,6 +349,8 @@ def _policy(args: argparse.Namespace) -> RestorePolicy | None:
         print(f"flink-failover: policy {source.describe()}: {exc}", file=sys.stderr)
         return None
     log.info("restore policy loaded", extra={"fields": {"policy": str(source.path), "from": source.origin}})
+    for note in policy_notes(policy):
+        log.warning(note)
     return policy
 
 
@@ -402,7 +372,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"flink-failover: {problem}", file=sys.stderr)
     if problems:
         return 2
-    if role.name == ESTIMATOR:
+    if role.own_server:
         return role.serve(args)  # its own server and metrics registry
     server.prepare_metrics_dir()  # before any role module imports prometheus_client
     code = role.serve(args)

@@ -175,6 +175,8 @@ def values_schema() -> Schema:
             "webhook": webhook_registration("base64 PEM, when nothing injects the CA"),
             "validatingAdmissionPolicy": obj({"enabled": {"type": "boolean"}}),
             "requireStorageBackends": {"type": "boolean"},
+            # Read a FlinkSessionJob's session cluster (token + get flinkdeployments) without fencing.
+            "readSessionClusters": {"type": "boolean"},
             # The member's name in Karmada (a DNS subdomain); empty: no fencing agent.
             "fencing": obj(
                 {
@@ -296,6 +298,12 @@ def values_schema() -> Schema:
                         "enabled": {"type": "boolean"},
                         "labels": STRING_MAP,
                         "for": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
+                        "fencing": obj(
+                            {
+                                "heldSeconds": {"type": "integer", "minimum": 1},
+                                "waitingForOperatorFor": {"type": "string", "pattern": "^[0-9]+(ms|s|m|h)$"},
+                            }
+                        ),
                     }
                 ),
             }

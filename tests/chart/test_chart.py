@@ -71,6 +71,11 @@ COMBOS: dict[str, dict[str, Any]] = {
         }
     },
     "member-fencing": {"member": {"fencing": {"cluster": "member1"}}},
+    "member-sessions": {"member": {"readSessionClusters": True}},
+    "member-fencing-alerts": {
+        "member": {"fencing": {"cluster": "member1"}},
+        "metrics": {"prometheusRule": {"enabled": True, "fencing": {"heldSeconds": 600}}},
+    },
     "control-plane-existing-account": {
         **CP,
         "controlPlane": {"serviceAccount": {"create": False, "name": "karmada-flink-failover"}},
@@ -433,6 +438,31 @@ def test_fencing_gives_the_member_its_agent_rbac_and_keeps_fenced_copies_stopped
     # Still exactly one entry for an object that carries a trigger label as well.
     both = {**fenced, FAILOVER: "true"}
     assert len([h for h in hooks if selector_matches(h["objectSelector"], both)]) == 1
+
+
+def test_session_cluster_reads_without_fencing_get_a_token_and_get_on_flinkdeployments(
+    rendered: dict[str, list[dict[str, Any]]],
+) -> None:
+    """Issue 24: without fencing no value let the member read a session job's FlinkDeployment."""
+    docs = rendered["member-sessions"]
+    name = f"{FULLNAME}-sessions-flink-failover"
+    role = one(docs, "ClusterRole", name)
+    assert role["rules"] == [
+        {"apiGroups": ["flink.apache.org"], "resources": ["flinkdeployments"], "verbs": ["get"]}
+    ]
+    pod = one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert one(docs, "ClusterRoleBinding", name)["subjects"][0]["name"] == pod["serviceAccountName"]
+    assert pod["automountServiceAccountToken"] is True
+    args = pod["containers"][0]["args"]
+    assert "--read-session-clusters" in args and not any(a.startswith("--cluster") for a in args)
+    # fencing reads them already: no second role, no second flag
+    fencing = rendered["member-fencing"]
+    assert not find(fencing, "ClusterRole", name)
+    assert (
+        "--read-session-clusters"
+        not in one(fencing, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    )
+    assert not find(rendered["member-default"], "ClusterRole", name)
 
 
 def test_namespaces_and_timeout_are_configurable(helm: str, tmp_path: Path) -> None:

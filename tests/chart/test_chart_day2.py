@@ -66,6 +66,37 @@ def test_prometheus_rule_has_the_documented_alerts(rendered: dict[str, list[dict
         assert alert in install, f"{alert} is not described in docs/install.md"
 
 
+# The metrics the fencing agent exports (webhook/member/fencing/metrics.py), one alert each at least.
+FENCING_METRICS = {
+    "FlinkFailoverFencingAgentNotPolling": "flink_failover_fencing_last_poll_timestamp_seconds",
+    "FlinkFailoverFencingAgentNotReady": "flink_failover_fencing_agent_ready",
+    "FlinkFailoverJobHeldTooLong": "flink_failover_fencing_oldest_hold_seconds",
+    "FlinkFailoverFencingStorageErrors": "flink_failover_fencing_storage_errors_total",
+    "FlinkFailoverFencingWaitingForOperator": "flink_failover_fencing_waiting_for_operator",
+    "FlinkFailoverFencingSteppedDown": "flink_failover_fencing_step_downs_total",
+}
+
+
+def test_fencing_alerts_and_fenced_holds(rendered: dict[str, list[dict[str, Any]]]) -> None:
+    """Issue 24 item 7: no fencing alert, and FlinkFailoverJobHeld counted only decision="suspended"."""
+    rule = one(rendered["member-fencing-alerts"], "PrometheusRule")
+    alerts = {r["alert"]: r for g in rule["spec"]["groups"] for r in g["rules"]}
+    for alert, metric in FENCING_METRICS.items():
+        assert metric in alerts[alert]["expr"] and f'job="{FULLNAME}"' in alerts[alert]["expr"], alert
+    held = alerts["FlinkFailoverJobHeld"]["expr"]
+    assert 'decision=~"suspended|held"' in held and "flink_failover_fencing_holds_total" in held
+    assert alerts["FlinkFailoverFencingAgentNotPolling"]["expr"].endswith("> 30")  # the lease
+    assert alerts["FlinkFailoverJobHeldTooLong"]["expr"].endswith("> 600")
+    assert "{{ $labels.where }}" in alerts["FlinkFailoverFencingStorageErrors"]["annotations"]["summary"]
+    # without fencing the agent's metrics never exist: no alert on them
+    plain = one(rendered["member-openshift-digest-alerts"], "PrometheusRule")
+    plain_alerts = {r["alert"] for g in plain["spec"]["groups"] for r in g["rules"]}
+    assert not plain_alerts & set(FENCING_METRICS)
+    install = (Path(__file__).parents[2] / "docs" / "install.md").read_text()
+    for alert in FENCING_METRICS:
+        assert alert in install, f"{alert} is not described in docs/install.md"
+
+
 def test_notes_tell_how_to_verify(helm: str, tmp_path: Path) -> None:
     result = template(helm, tmp_path, {}, "--show-only", "templates/NOTES.txt")
     notes = result.stdout if result.returncode == 0 else ""
@@ -95,3 +126,26 @@ def test_probe_port_is_open_in_the_network_policy(rendered: dict[str, list[dict[
     netpol = one(rendered["member-default"], "NetworkPolicy")
     ports = {p["port"] for rule in netpol["spec"]["ingress"] for p in rule["ports"]}
     assert ports == {8443, 8081}
+
+
+def _notes(helm: str, tmp_path: Path, values: dict[str, Any]) -> str:
+    from tests.chart.test_chart import CHART, run_helm, write_values
+
+    done = run_helm(helm, "install", "ff", str(CHART), "--dry-run", "--namespace", NS,
+                    "-f", str(write_values(tmp_path, values)))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split("NOTES:", 1)[1]
+
+
+def test_notes_cover_fencing_and_the_on_call_procedure(helm: str, tmp_path: Path) -> None:
+    """Issue 24 item 7: NOTES said nothing of member.fencing.cluster, its write access, the retention
+    customization or release."""
+    notes = _notes(helm, tmp_path, {"member": {"fencing": {"cluster": "member1"}}})
+    assert "as cluster member1" in notes and "WRITING below <checkpoint-dir>/flink-failover/" in notes
+    assert "resourceinterpretercustomization-flink-retention.yaml" in notes
+    assert "flink-failover release NAMESPACE/NAME" in notes and "kubectl -n NAMESPACE wait" in notes
+    assert (
+        Path(__file__).parents[2] / "policies/karmada/resourceinterpretercustomization-flink-retention.yaml"
+    ).is_file()
+    plain = _notes(helm, tmp_path, {})
+    assert "Fencing is off" in plain and "member.readSessionClusters: false" in plain

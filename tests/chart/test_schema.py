@@ -56,6 +56,8 @@ GOOD: list[dict[str, Any]] = [
     {"storageOptions": {"s3": {"endpoint_url": "http://minio:9000"}}},
     {"jobIdLabels": ["example.com/old-job"]},
     {"prefix": "failover.example.com"},
+    {"fencing": {"leaseSeconds": 60, "pollSeconds": 10, "renewDeadlineSeconds": 30, "stopMarginSeconds": 20}},
+    {"fencing": {"leaseSeconds": 300, "pollSeconds": 0.5, "onRenewFailure": "keep-running"}},
 ]
 BAD: list[dict[str, Any]] = [
     {"defaultCheckpointDir": "notauri"},
@@ -78,6 +80,15 @@ BAD: list[dict[str, Any]] = [
     {"jobIdLabels": ["not a label"]},
     {"prefix": "Flink_Failover"},
     {"prefx": "flink-failover.io"},
+    # issue 24: the chart rendered these (exit 0) and the pods crash-looped on them
+    {"fencing": {"pollSeconds": 20}},
+    {"fencing": {"leaseSeconds": 10, "pollSeconds": 5}},
+    {"fencing": {"renewDeadlineSeconds": 20}},
+    {"fencing": {"leaseSeconds": 20, "pollSeconds": 2, "renewDeadlineSeconds": 5, "stopMarginSeconds": 14}},
+    {"fencing": {"onRenewFailure": "continue"}},
+    {"fencing": {"renewDeadlineSeconds": 0}},
+    {"storageOptions": {"s3": {"anon": "false"}}},
+    {"storageOptions": {"file": {"auto_mkdir": 1}}},
 ]
 # Refused by the chart although the server would start with them: nothing could ever be restored or
 # triggered, or the webhook's timeoutSeconds (at most 30) could not exceed the deadline.
@@ -99,7 +110,7 @@ def test_documented_values_render_a_policy_the_server_loads(
     rendered = yaml.safe_load(one(docs, "ConfigMap")["data"]["restore-policy.yaml"])
     loaded = policy_from_dict(rendered)  # the server's own validator
     for key, value in policy.items():
-        assert rendered[key] == value
+        assert rendered[key] == value or rendered[key] == {**rendered[key], **value}  # a merged block
     assert loaded.deadline_seconds > 0
 
 
@@ -135,3 +146,44 @@ def test_a_deleted_key_is_a_schema_error_not_a_template_crash(
     result = template(helm, tmp_path, values)
     assert result.returncode != 0
     assert "missing propert" in result.stderr and "nil pointer" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("fencing", "named"),
+    [
+        ({"pollSeconds": 20}, "pollSeconds 20 is more than half of policy.fencing.leaseSeconds 30"),
+        ({"renewDeadlineSeconds": 16}, "renewDeadlineSeconds 16 + pollSeconds 5 + stopMarginSeconds 10"),
+    ],
+)
+def test_fencing_timings_fail_helm_with_the_servers_reason(
+    helm: str, tmp_path: Path, fencing: dict[str, Any], named: str
+) -> None:
+    values = {"member": {"fencing": {"cluster": "member1"}}, "policy": {"fencing": fencing}}
+    result = template(helm, tmp_path, values)
+    assert result.returncode != 0 and named in result.stderr, result.stderr
+    assert not server_accepts({"fencing": fencing})
+
+
+def test_fencing_timings_at_the_limit_render() -> None:
+    """The bounds are inclusive on both sides: poll = lease / 2 and renew + poll + margin = lease pass."""
+    assert server_accepts({"fencing": {"leaseSeconds": 30, "pollSeconds": 5, "renewDeadlineSeconds": 15}})
+    assert server_accepts(
+        {
+            "fencing": {
+                "leaseSeconds": 40,
+                "pollSeconds": 20,
+                "renewDeadlineSeconds": 10,
+                "stopMarginSeconds": 10,
+            }
+        }
+    )
+    assert not server_accepts(
+        {
+            "fencing": {
+                "leaseSeconds": 40,
+                "pollSeconds": 20,
+                "renewDeadlineSeconds": 10,
+                "stopMarginSeconds": 10.5,
+            }
+        }
+    )

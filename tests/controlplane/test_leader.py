@@ -109,7 +109,7 @@ def karmada(tmp_path: Path) -> Iterator[tuple[fakeapi.RunningFake, Path]]:
 def leases(kubeconfig: Path) -> KubeLeases:
     api = KarmadaApi.connect(ClientConfig(kubeconfig=str(kubeconfig)))
     assert not isinstance(api, ApiFailure), api
-    return KubeLeases(api.api_client)
+    return KubeLeases(api.objects)
 
 
 @dataclass

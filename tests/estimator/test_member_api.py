@@ -12,24 +12,24 @@ from tests.controlplane import fakeapi
 from tests.estimator.support import node, pod
 from tests.estimator.test_serve import _eventually
 from webhook.common.kubeclient import ApiFailure, ClientConfig, Page
-from webhook.estimator.member_api import NODES, PODS, MemberApi, feed
+from webhook.estimator.member_api import NODES, PODS, EstimatorApi, feed
 from webhook.estimator.state import ClusterState
 
 
 @pytest.fixture
-def member(tmp_path: Path) -> Iterator[tuple[MemberApi, fakeapi.FakeKarmada, fakeapi.FakeKarmada]]:
+def member(tmp_path: Path) -> Iterator[tuple[EstimatorApi, fakeapi.FakeKarmada, fakeapi.FakeKarmada]]:
     nodes, pods = fakeapi.core_collection("nodes"), fakeapi.core_collection("pods")
     for i in range(5):
         nodes.upsert(node(f"n{i}", "4", "8Gi"))
         pods.upsert(pod(f"p{i}", f"n{i}", "1", "1Gi"))
     running = fakeapi.start(extra=(nodes, pods))
-    api = MemberApi.connect(ClientConfig(kubeconfig=str(running.kubeconfig(tmp_path / "kc")), list_page=2))
-    assert isinstance(api, MemberApi)
+    api = EstimatorApi.connect(ClientConfig(kubeconfig=str(running.kubeconfig(tmp_path / "kc")), list_page=2))
+    assert isinstance(api, EstimatorApi)
     yield api, nodes, pods
     running.stop()
 
 
-def test_lists_page_by_page(member: tuple[MemberApi, fakeapi.FakeKarmada, fakeapi.FakeKarmada]) -> None:
+def test_lists_page_by_page(member: tuple[EstimatorApi, fakeapi.FakeKarmada, fakeapi.FakeKarmada]) -> None:
     api, nodes, pods = member
     pages = list(api.pages(NODES))
     assert [len(p.items) for p in pages if isinstance(p, Page)] == [2, 2, 1]
@@ -39,7 +39,7 @@ def test_lists_page_by_page(member: tuple[MemberApi, fakeapi.FakeKarmada, fakeap
 
 
 def test_feeds_follow_events_and_relist_after_gone(
-    member: tuple[MemberApi, fakeapi.FakeKarmada, fakeapi.FakeKarmada],
+    member: tuple[EstimatorApi, fakeapi.FakeKarmada, fakeapi.FakeKarmada],
 ) -> None:
     api, nodes, pods = member
     state = ClusterState("c1")
@@ -95,8 +95,8 @@ def test_unreachable_api_server_is_a_failure_value(tmp_path: Path) -> None:
         kubeconfig=str(write_kubeconfig(tmp_path / "kc", f"http://127.0.0.1:{free_port()}")),
         request_timeout=2,
     )
-    api = MemberApi.connect(config)
-    assert isinstance(api, MemberApi)
+    api = EstimatorApi.connect(config)
+    assert isinstance(api, EstimatorApi)
     (failure,) = list(api.pages(NODES))
     assert isinstance(failure, ApiFailure) and failure.status == 0
     (broken,) = list(api.watch(PODS, "1"))

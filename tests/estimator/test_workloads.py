@@ -19,7 +19,7 @@ from tests.estimator.support import node, pod
 from tests.estimator.test_serve import _eventually
 from webhook.common.kubeclient import ClientConfig
 from webhook.estimator import grpcserver
-from webhook.estimator.member_api import DEPLOYMENTS, NODES, PODS, REPLICASETS, MemberApi, feed
+from webhook.estimator.member_api import DEPLOYMENTS, NODES, PODS, REPLICASETS, EstimatorApi, feed
 from webhook.estimator.proto import estimator_pb2 as pb
 from webhook.estimator.proto import service_pb2_grpc
 from webhook.estimator.state import ClusterState
@@ -202,8 +202,8 @@ def watched(
     for i in range(3):
         stores[PODS].upsert(pending(f"w{i}", "web-new", long_ago))
     running_api = fakeapi.start(extra=tuple(stores.values()))
-    api = MemberApi.connect(ClientConfig(kubeconfig=str(running_api.kubeconfig(tmp_path / "kc"))))
-    assert isinstance(api, MemberApi)
+    api = EstimatorApi.connect(ClientConfig(kubeconfig=str(running_api.kubeconfig(tmp_path / "kc"))))
+    assert isinstance(api, EstimatorApi)
     state = ClusterState("member1")
     stop = threading.Event()
     feeds = [

@@ -6,8 +6,10 @@ from __future__ import annotations
 import http.client
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -21,15 +23,29 @@ INTERNAL_ERROR = (
 )
 
 
+@dataclass
+class Blackhole:
+    """A TCP port that accepts connections and never sends a byte, and how many it has accepted."""
+
+    port: int
+    accepted: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
+
+    def wait_for_connections(self, count: int, timeout: float) -> bool:
+        """True once ``count`` more connections were accepted (each is consumed), False at ``timeout``."""
+        deadline = time.monotonic() + timeout
+        return all(self.accepted.acquire(timeout=max(0.0, deadline - time.monotonic())) for _ in range(count))
+
+
 @contextmanager
-def blackhole() -> Iterator[int]:
-    """A TCP port that accepts connections and never sends a byte (storage slower than any deadline)."""
+def counting_blackhole() -> Iterator[Blackhole]:
+    """Storage slower than any deadline: connections are accepted, never answered, and counted."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(64)
     server.settimeout(0.2)
     held: list[socket.socket] = []
     stop = threading.Event()
+    hole = Blackhole(int(server.getsockname()[1]))
 
     def accept() -> None:
         while not stop.is_set() and len(held) < 1000:
@@ -38,17 +54,25 @@ def blackhole() -> Iterator[int]:
             except OSError:
                 continue
             held.append(conn)  # read nothing, answer nothing
+            hole.accepted.release()
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
     try:
-        yield server.getsockname()[1]
+        yield hole
     finally:
         stop.set()
         thread.join(2)
         for conn in held:
             conn.close()
         server.close()
+
+
+@contextmanager
+def blackhole() -> Iterator[int]:
+    """A TCP port that accepts connections and never sends a byte (storage slower than any deadline)."""
+    with counting_blackhole() as hole:
+        yield hole.port
 
 
 def closed_port() -> int:

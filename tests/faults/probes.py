@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.faults.loopback import blackhole
+from tests.faults.loopback import Blackhole, counting_blackhole
 from tests.support.objects import flink_deployment, review
 from tests.support.server import ApiServerClient, RunningServer, free_port, generate_certs, serve
 
@@ -27,6 +27,7 @@ class HungStack:
     server: RunningServer
     probe_port: int
     ca: Path
+    hole: Blackhole
     answered: list[float] = field(default_factory=list)  # monotonic times admissions were answered
 
     def probe(self, port: int, path: str = "/readyz") -> tuple[int, float]:
@@ -62,10 +63,10 @@ class HungStack:
 def hung_stack(work: Path, deadline: float) -> Iterator[HungStack]:
     certs = generate_certs(work / "certs")
     probe_port = free_port()
-    with blackhole() as hole:
+    with counting_blackhole() as hole:
         policy = work / "policy.yaml"
-        s3p = {"endpoint_url": f"http://127.0.0.1:{hole}", "key": "k", "secret": "s"}
+        s3p = {"endpoint_url": f"http://127.0.0.1:{hole.port}", "key": "k", "secret": "s"}
         policy.write_text(f"deadlineSeconds: {deadline:g}\nstorageOptions: {json.dumps({'s3p': s3p})}\n")
         extra = ["--probe-bind", f"127.0.0.1:{probe_port}"]
         with serve(certs, policy, work / "server.log", extra=extra) as server:
-            yield HungStack(server, probe_port, certs / "ca.crt")
+            yield HungStack(server, probe_port, certs / "ca.crt", hole)

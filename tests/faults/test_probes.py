@@ -8,7 +8,6 @@ their deadline). Timings are in ``bench/probes.py``; here only the order of even
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from tests.faults.probes import ADMISSIONS, hung_stack
@@ -19,7 +18,9 @@ DEADLINE = 6.0  # long enough that the probe cannot race the admissions on a loa
 def test_probe_port_answers_while_every_admission_waits_on_hung_storage(tmp_path: Path) -> None:
     with hung_stack(tmp_path, DEADLINE) as stack:
         threads = stack.flood()
-        time.sleep(0.5)  # let the admissions take the worker threads (ordering, not a timed assertion)
+        # The event the probe must come after: admissions are waiting on the hung storage (it accepted
+        # their connections). Before: a 0.5 s sleep, which passed as well when nothing was waiting yet.
+        assert stack.hole.wait_for_connections(1, timeout=60), "no admission reached the storage"
         ready, ready_at = stack.probe(stack.probe_port, "/readyz")
         healthy, _ = stack.probe(stack.probe_port, "/healthz")
         assert (ready, healthy) == (200, 200)

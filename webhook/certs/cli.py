@@ -15,9 +15,10 @@ import argparse
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from webhook.certs import pki, secrets, store
+from webhook.common.kubeclient import ApiFailure
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -123,23 +124,42 @@ def run(args: argparse.Namespace) -> int:
         return _inject(args)
     except BrokenPipeError:
         raise  # the caller closed our output (| head): not an error of ours
-    except (pki.CertError, secrets.KubeError, OSError) as exc:
+    except (pki.CertError, OSError) as exc:
         print(f"flink-failover certs: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except _Failed as failed:  # an ApiFailure from the Kubernetes API, told once here
+        print(f"flink-failover certs: {failed.failure.message}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+class _Failed(Exception):
+    def __init__(self, failure: ApiFailure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+T = TypeVar("T")
+
+
+def _ok(answer: T | ApiFailure) -> T:
+    """The answer, or out to ``run`` with the failure."""
+    if isinstance(answer, ApiFailure):
+        raise _Failed(answer)
+    return answer
 
 
 def _load(args: argparse.Namespace, namespace: str) -> tuple[dict[str, bytes], Any]:
     """Start from the Secrets with ``--secret`` (they are the source of truth), else from the directory."""
     if args.secret is None:
         return store.read_dir(args.out), None
-    api = secrets.api_client(args.kubeconfig, args.context)
-    serving = secrets.read_secret(api, namespace, args.secret) or {}
+    api = _ok(secrets.connect(args.kubeconfig, args.context))
+    serving = _ok(secrets.read_secret(api, namespace, args.secret)) or {}
     files = {k: v for k, v in serving.items() if k in store.SECRET_FILES}
     if args.ca_secret and args.ca_secret != args.secret:
         # the CA Secret owns the CA: a ca.crt copy in the serving Secret never decides anything
         files.pop(store.CA_CERT, None)
         files.pop(store.CA_KEY, None)
-        ca = secrets.read_secret(api, namespace, args.ca_secret) or {}
+        ca = _ok(secrets.read_secret(api, namespace, args.ca_secret)) or {}
         files.update({k: ca[k] for k in (store.CA_CERT, store.CA_KEY) if k in ca})
     return files, api
 
@@ -153,11 +173,11 @@ def _save(args: argparse.Namespace, namespace: str, api: Any, files: Mapping[str
     serving = {k: files[k] for k in (store.TLS_CERT, store.TLS_KEY, store.CA_CERT)}
     if args.ca_secret and args.ca_secret != args.secret:
         ca = {k: files[k] for k in (store.CA_CERT, store.CA_KEY)}
-        what = secrets.write_secret(api, namespace, args.ca_secret, ca, "Opaque", SECRET_LABELS)
+        what = _ok(secrets.write_secret(api, namespace, args.ca_secret, ca, "Opaque", SECRET_LABELS))
         print(f"Secret {namespace}/{args.ca_secret} {what}", file=sys.stderr)
     else:
         serving[store.CA_KEY] = files[store.CA_KEY]
-    what = secrets.write_secret(api, namespace, args.secret, serving, "kubernetes.io/tls", SECRET_LABELS)
+    what = _ok(secrets.write_secret(api, namespace, args.secret, serving, "kubernetes.io/tls", SECRET_LABELS))
     print(f"Secret {namespace}/{args.secret} {what}", file=sys.stderr)
 
 
@@ -210,8 +230,8 @@ def _renew(args: argparse.Namespace) -> int:
 
 def _inject(args: argparse.Namespace) -> int:
     bundle = store.ca_bundle(store.read_dir(args.out))
-    api = secrets.api_client(args.kubeconfig, args.context)
-    names = secrets.inject_ca_bundle(api, args.webhook_config, bundle, validating=args.validating)
+    api = _ok(secrets.connect(args.kubeconfig, args.context))
+    names = _ok(secrets.inject_ca_bundle(api, args.webhook_config, bundle, validating=args.validating))
     kind = "ValidatingWebhookConfiguration" if args.validating else "MutatingWebhookConfiguration"
     print(f"caBundle set on {len(names)} webhook(s) of {kind} {args.webhook_config}: {', '.join(names)}")
     return EXIT_OK

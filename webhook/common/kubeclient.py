@@ -137,8 +137,24 @@ def new_api_client(config: ClientConfig, what: str) -> Any:
             # The in-cluster loader re-reads the projected service-account token by itself.
             kube_config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     except (ConfigException, OSError, ValueError, TypeError) as exc:
-        return ApiFailure(0, f"cannot load {what} credentials: {exc}")
+        return ApiFailure(0, f"cannot load {what} credentials from {_credentials_source(config)}: {exc}")
     return client.ApiClient(configuration)
+
+
+def _credentials_source(config: ClientConfig) -> str:
+    """Which file (or account) the credentials were read from, as the user would look for it."""
+    import os
+
+    if config.kubeconfig:
+        path = os.path.expanduser(config.kubeconfig)
+        return f"{config.kubeconfig}" + ("" if os.path.exists(path) else " (no such file)")
+    if os.environ.get("KUBECONFIG"):
+        return f"$KUBECONFIG ({os.environ['KUBECONFIG']})"
+    if config.context or not _in_cluster():
+        return "~/.kube/config" + (
+            "" if os.path.exists(os.path.expanduser("~/.kube/config")) else " (no such file)"
+        )
+    return "the in-cluster service account"
 
 
 class TokenRefresh:

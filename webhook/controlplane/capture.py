@@ -18,13 +18,13 @@ from webhook.controlplane.record import (
     HistoryType,
     Record,
     StoredRecord,
-    format_time,
+    format_record_time,
     parse_time,
 )
 
 
 def observe(record: Record, binding: Binding, now: datetime) -> Record:
-    stamp = format_time(now)
+    stamp = format_record_time(now)
     record = _observe_jobs(record, binding, stamp)
     record = _observe_tasks(record, binding, stamp)
     return _observe_placement(record, binding, stamp)

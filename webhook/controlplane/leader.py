@@ -28,7 +28,8 @@ from typing import Any, Protocol
 
 from prometheus_client import Counter, Gauge
 
-from webhook.common.kubeclient import ApiFailure, api_errors, failure
+from webhook.common.kubeclient import ApiFailure
+from webhook.common.kubeobjects import LEASES, KubeObjects
 
 log = logging.getLogger(__name__)
 
@@ -163,42 +164,31 @@ class Leases(Protocol):
 
 
 class KubeLeases:
-    """Lease GET / POST / PUT through the ``kubernetes`` client's generic object API, errors as values."""
+    """Lease GET / POST / PUT: a typed facade over ``common.kubeobjects.KubeObjects``, errors as values."""
 
-    def __init__(self, api_client: Any, request_timeout: float = 5.0) -> None:
-        from kubernetes import client
-
-        self._custom = client.CustomObjectsApi(api_client)
+    def __init__(self, objects: KubeObjects, request_timeout: float = 5.0) -> None:
+        self._objects = objects
         self._timeout = request_timeout
 
     def get(self, namespace: str, name: str) -> LeaseRecord | ApiFailure | None:
-        answer = self._call(
-            self._custom.get_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name
-        )
-        if isinstance(answer, ApiFailure):
-            return None if answer.status == 404 else answer
-        return answer
+        answer = self._objects.get(LEASES, namespace, name, timeout=self._timeout)
+        return answer if answer is None else _lease(answer)
 
     def create(self, namespace: str, name: str, record: LeaseRecord) -> LeaseRecord | ApiFailure:
         body = record.to_object(namespace, name)
-        return self._call(
-            self._custom.create_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, body
-        )
+        return _lease(self._objects.create(LEASES, namespace, body, timeout=self._timeout))
 
     def update(self, namespace: str, name: str, record: LeaseRecord) -> LeaseRecord | ApiFailure:
         body = record.to_object(namespace, name)
-        return self._call(
-            self._custom.replace_namespaced_custom_object, GROUP, VERSION, namespace, PLURAL, name, body
-        )
+        return _lease(self._objects.replace(LEASES, namespace, name, body, timeout=self._timeout))
 
-    def _call(self, method: Callable[..., Any], *args: Any) -> LeaseRecord | ApiFailure:
-        try:
-            obj = method(*args, _request_timeout=self._timeout)
-        except api_errors() as exc:
-            return failure(exc)
-        if not isinstance(obj, Mapping) or obj.get("kind") not in (None, "Lease"):
-            return ApiFailure(0, "answer is not a Lease")
-        return LeaseRecord.from_object(obj)
+
+def _lease(answer: Mapping[str, Any] | ApiFailure) -> LeaseRecord | ApiFailure:
+    if isinstance(answer, ApiFailure):
+        return answer
+    if answer.get("kind") not in (None, "Lease"):
+        return ApiFailure(0, "answer is not a Lease")
+    return LeaseRecord.from_object(answer)
 
 
 def _wall_now() -> datetime:

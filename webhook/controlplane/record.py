@@ -56,7 +56,7 @@ def annotation_key(contract: Contract) -> str:
     return contract.key(LAST_KNOWN_STATE)
 
 
-def format_time(moment: datetime) -> str:
+def format_record_time(moment: datetime) -> str:
     """RFC 3339, UTC; whole seconds as Kubernetes writes them, milliseconds when there are any.
 
     What we observe is dated to the millisecond: a failover and the job that ran before it can fall

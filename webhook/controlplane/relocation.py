@@ -24,7 +24,7 @@ from webhook.controlplane.record import (
     HistoryEntry,
     HistoryType,
     Record,
-    format_time,
+    format_record_time,
     parse_time,
 )
 
@@ -202,7 +202,7 @@ def _no_state(record: Record, binding: Binding, target: str, now: datetime) -> I
 
 
 def _fallback_time(binding: Binding, now: datetime) -> str:
-    return binding.scheduled_time or format_time(now)
+    return binding.scheduled_time or format_record_time(now)
 
 
 def _latest(entries: Iterable[HistoryEntry]) -> HistoryEntry | None:
@@ -269,7 +269,7 @@ def _injection(record: Record, binding: Binding, target: str, newest: GoodState,
         chosen = max(current, key=lambda e: e.moment) if current else None
     move = _latest(_moves_to(record, target))
     if chosen is not None:
-        failover_time, reason = format_time(chosen.moment), chosen.reason
+        failover_time, reason = format_record_time(chosen.moment), chosen.reason
     elif move is not None:
         failover_time, reason = move.time, move.reason
     else:

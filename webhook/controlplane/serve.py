@@ -76,7 +76,7 @@ def start_election(api: KarmadaApi, cache: BindingCache, annotation: str, electi
     switch = CaptureWhileLeading(
         lambda capture: Watcher(api, cache, annotation, utc_now, capture_enabled=capture)
     )
-    elector = LeaderElector(KubeLeases(api.api_client), election, on_start=switch.lead, on_stop=switch.follow)
+    elector = LeaderElector(KubeLeases(api.objects), election, on_start=switch.lead, on_stop=switch.follow)
     switch.follow()
     threading.Thread(target=elector.run, name="leader-election", daemon=True).start()
     atexit.register(elector.release)  # a clean shutdown hands the Lease over at once

@@ -9,7 +9,6 @@ node (not Succeeded, not Failed), as Karmada's estimator does. Errors come back 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -17,16 +16,8 @@ from typing import Any
 
 from prometheus_client import Counter
 
-from webhook.common.kubeclient import (
-    ApiFailure,
-    ClientConfig,
-    Page,
-    WatchEnded,
-    WatchEvent,
-    list_pages,
-    new_api_client,
-    watch_events,
-)
+from webhook.common.kubeclient import ApiFailure, ClientConfig, Page, WatchEnded, WatchEvent
+from webhook.common.kubeobjects import KubeObjects, Resource
 from webhook.common.listwatch import ListWatch
 from webhook.placement.cluster import POD_FIELD_SELECTOR
 
@@ -36,7 +27,14 @@ NODES = "nodes"
 PODS = "pods"
 DEPLOYMENTS = "deployments"  # apps/v1, with REPLICASETS only for GetUnschedulableReplicas
 REPLICASETS = "replicasets"
-_KINDS = {NODES: "NodeList", PODS: "PodList", DEPLOYMENTS: "DeploymentList", REPLICASETS: "ReplicaSetList"}
+RESOURCES = {
+    NODES: Resource("", "v1", NODES, "Node"),
+    PODS: Resource("", "v1", PODS, "Pod"),
+    DEPLOYMENTS: Resource("apps", "v1", DEPLOYMENTS, "Deployment"),
+    REPLICASETS: Resource("apps", "v1", REPLICASETS, "ReplicaSet"),
+}
+# Pods that can hold a node only (not Succeeded, not Failed), as Karmada's estimator lists them.
+_OPTIONS: dict[str, dict[str, str]] = {PODS: {"field_selector": POD_FIELD_SELECTOR}}
 
 WATCH_RESTARTS = Counter(
     "flink_failover_estimator_watch_restarts_total",
@@ -45,49 +43,29 @@ WATCH_RESTARTS = Counter(
 )
 
 
-class MemberApi:
-    """Nodes and pods of one member cluster. Build with :meth:`connect`."""
+class EstimatorApi:
+    """Nodes, pods, Deployments and ReplicaSets of one member cluster, cluster-wide: a typed facade over
+    ``common.kubeobjects.KubeObjects``. Build with :meth:`connect`."""
 
-    def __init__(self, api_client: Any, config: ClientConfig) -> None:
-        from kubernetes import client
-
-        self._core = client.CoreV1Api(api_client)
-        self._apps = client.AppsV1Api(api_client)
-        self.config = config
+    def __init__(self, objects: KubeObjects) -> None:
+        self.objects = objects
+        self.config = objects.config
 
     @classmethod
-    def connect(cls, config: ClientConfig) -> MemberApi | ApiFailure:
-        api_client = new_api_client(config, "member cluster")
-        return api_client if isinstance(api_client, ApiFailure) else cls(api_client, config)
-
-    def _call(self, resource: str, **kwargs: Any) -> Any:
-        if resource == NODES:
-            return self._core.list_node(_preload_content=False, **kwargs)
-        if resource == DEPLOYMENTS:
-            return self._apps.list_deployment_for_all_namespaces(_preload_content=False, **kwargs)
-        if resource == REPLICASETS:
-            return self._apps.list_replica_set_for_all_namespaces(_preload_content=False, **kwargs)
-        return self._core.list_pod_for_all_namespaces(
-            field_selector=POD_FIELD_SELECTOR, _preload_content=False, **kwargs
-        )
+    def connect(cls, config: ClientConfig) -> EstimatorApi | ApiFailure:
+        objects = KubeObjects.connect(config, "member cluster")
+        return objects if isinstance(objects, ApiFailure) else cls(objects)
 
     def pages(self, resource: str) -> Iterator[Page | ApiFailure]:
         """One full list, page by page; ends after the last page or the first failure."""
-
-        def call(**kwargs: Any) -> Any:
-            return json.loads(self._call(resource, **kwargs).data)
-
-        yield from list_pages(call, self.config, _KINDS[resource])
+        yield from self.objects.pages(RESOURCES[resource], **_OPTIONS.get(resource, {}))
 
     def watch(self, resource: str, resource_version: str) -> Iterator[WatchEvent | WatchEnded | ApiFailure]:
-        def call(**kwargs: Any) -> Any:
-            return self._call(resource, **kwargs)
-
-        yield from watch_events(call, self.config, resource_version)
+        yield from self.objects.watch(RESOURCES[resource], resource_version, **_OPTIONS.get(resource, {}))
 
 
 def feed(
-    api: MemberApi,
+    api: EstimatorApi,
     resource: str,
     replace: Callable[[Iterable[Mapping[str, Any]]], None],
     apply: Callable[[str, Mapping[str, Any]], None],

@@ -19,7 +19,7 @@ from prometheus_client import Gauge
 
 from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.estimator import grpcserver
-from webhook.estimator.member_api import DEPLOYMENTS, NODES, PODS, REPLICASETS, MemberApi, feed
+from webhook.estimator.member_api import DEPLOYMENTS, NODES, PODS, REPLICASETS, EstimatorApi, feed
 from webhook.estimator.options import EstimatorOptions
 from webhook.estimator.state import ClusterState
 from webhook.server import logs
@@ -92,7 +92,7 @@ def run(options: EstimatorOptions) -> int:
     """Serve until SIGTERM or SIGINT; 2 when the member cluster or a port cannot be had."""
     logs.configure(options.log_level)
     tls = options.tls
-    api = MemberApi.connect(ClientConfig(kubeconfig=options.kubeconfig, context=options.context))
+    api = EstimatorApi.connect(ClientConfig(kubeconfig=options.kubeconfig, context=options.context))
     if isinstance(api, ApiFailure):
         print(f"flink-failover: {api.message}", file=sys.stderr)
         return 2

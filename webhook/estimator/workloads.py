@@ -34,7 +34,7 @@ _QUANTITY_FIELDS = ("sizeLimit",)
 
 
 @dataclass(frozen=True, slots=True)
-class Requirement:
+class SelectorRequirement:
     key: str
     operator: str  # In, NotIn, Exists, DoesNotExist
     values: frozenset[str]
@@ -45,7 +45,7 @@ class Selector:
     """A metav1.LabelSelector; ``None`` requirements: the nil selector, which matches nothing."""
 
     labels: tuple[tuple[str, str], ...]
-    requirements: tuple[Requirement, ...] | None
+    requirements: tuple[SelectorRequirement, ...] | None
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         if self.requirements is None:
@@ -140,7 +140,8 @@ def selector(raw: Any) -> Selector | None:
             return None
         if (operator in ("In", "NotIn")) != bool(values):
             return None
-        requirements.append(Requirement(str(expr.get("key", "")), operator, frozenset(map(str, values))))
+        key = str(expr.get("key", ""))
+        requirements.append(SelectorRequirement(key, operator, frozenset(map(str, values))))
     return Selector(tuple(sorted((str(k), str(v)) for k, v in match.items())), tuple(requirements))
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from webhook.common.contract import DEFAULT_JOB_ID_LABELS, DEFAULT_PREFIX, Contract
+from webhook.common.contract import DEFAULT_JOB_ID_LABELS, DEFAULT_PREFIX, JOB_ID, Contract
 from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath, StoragePathError
 
 API_VERSION = "flink-failover.io/v1alpha1"
@@ -48,7 +48,8 @@ STORAGE_OPTIONS: dict[str, tuple[str, ...]] = {
     "gs": (
         "project", "access", "token", "block_size", "consistency", "cache_timeout", "secure_serialize",
         "check_connection", "requests_timeout", "requester_pays", "session_kwargs", "timeout",
-        "endpoint_url", "default_location", "version_aware", *_ASYNC, *_FSSPEC_COMMON,
+        "endpoint_url", "default_location", "version_aware", "finalize_on_close", "mrd_pool_cache_size",
+        "max_mrd_pool_cache_queue_size", *_ASYNC, *_FSSPEC_COMMON,
     ),
     "abfs": (
         "account_name", "account_key", "connection_string", "credential", "sas_token", "request_session",
@@ -64,6 +65,70 @@ STORAGE_OPTIONS: dict[str, tuple[str, ...]] = {
     "hdfs": ("host", "port", "user", "kerb_ticket", "replication", "extra_conf", *_FSSPEC_COMMON),
     "file": ("auto_mkdir", *_FSSPEC_COMMON),
 }  # fmt: skip
+
+# The type of each option whose backends agree on it (None is always accepted: the backend's default).
+# A YAML string where a flag is meant is the dangerous case: s3fs takes anon: "false" as true.
+# tests/member/test_storage_options.py checks these against the installed backends' defaults.
+_FLAG, _INT, _NUMBER, _TEXT, _MAP = (bool,), (int,), (int, float), (str,), (dict,)
+OPTION_TYPES: dict[str, tuple[type, ...]] = {
+    **dict.fromkeys(
+        ("anon", "use_ssl", "requester_pays", "default_fill_cache", "version_aware", "cache_regions",
+         "fixed_upload_size", "local_expiry_check", "asynchronous", "use_listings_cache",
+         "skip_instance_cache", "secure_serialize", "check_connection", "assume_container_exists",
+         "auto_mkdir", "finalize_on_close"),
+        _FLAG,
+    ),
+    **dict.fromkeys(
+        ("max_concurrency", "default_block_size", "block_size", "blocksize", "batch_size", "max_paths",
+         "replication", "port", "mrd_pool_cache_size", "max_mrd_pool_cache_queue_size"),
+        _INT,
+    ),
+    **dict.fromkeys(
+        ("listings_expiry_time", "cache_timeout", "requests_timeout", "timeout", "socket_timeout",
+         "connection_timeout", "read_timeout"),
+        _NUMBER,
+    ),
+    **dict.fromkeys(
+        ("endpoint_url", "key", "secret", "username", "password", "profile", "project", "access",
+         "default_cache_type", "account_name", "account_key", "connection_string", "sas_token", "client_id",
+         "client_secret", "tenant_id", "location_mode", "account_host", "endpoint", "host", "user",
+         "kerb_ticket", "default_location", "consistency"),
+        _TEXT,
+    ),
+    **dict.fromkeys(
+        ("client_kwargs", "config_kwargs", "s3_additional_kwargs", "session_kwargs", "extra_conf"), _MAP
+    ),
+}  # fmt: skip
+# Where one backend differs: gcsfs takes requester_pays as a flag or the project to bill.
+BACKEND_OPTION_TYPES: dict[str, dict[str, tuple[type, ...]]] = {"gs": {"requester_pays": (bool, str)}}
+_TYPE_WORDS = {
+    bool: "true or false",
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    dict: "a mapping",
+}
+
+
+def option_types(protocol: str, option: str) -> tuple[type, ...]:
+    """The types the ``protocol`` backend takes for ``option``; () when not checked."""
+    return BACKEND_OPTION_TYPES.get(protocol, {}).get(option) or OPTION_TYPES.get(option, ())
+
+
+def _typed(value: Any, types: tuple[type, ...]) -> bool:
+    if value is None or not types:
+        return True
+    if isinstance(value, bool):  # YAML true is an int to isinstance, never a number to a backend
+        return bool in types
+    return isinstance(value, types)
+
+
+def _kind_of(value: Any) -> str:
+    for cls in (bool, int, float, str, dict, list):
+        if isinstance(value, cls):
+            return {bool: "true/false", list: "a list"}.get(cls) or _TYPE_WORDS[cls]
+    return type(value).__name__
+
 
 MAX_DEADLINE_SECONDS = 30  # kube-apiserver caps a webhook's timeoutSeconds at 30
 _PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -142,14 +207,17 @@ class PolicyError(ValueError):
         super().__init__(f"invalid restore policy: {field_name}: {message}")
         self.field = field_name
         self.detail = message
+        self.errors: tuple[PolicyError, ...] = (self,)  # every bad field, when combined
 
     @classmethod
     def combined(cls, errors: list[PolicyError]) -> PolicyError:
-        """One error naming every bad field (``field`` is the first)."""
-        if len(errors) == 1:
-            return errors[0]
-        exc = cls(errors[0].field, errors[0].detail)
-        exc.args = ("invalid restore policy: " + "; ".join(f"{e.field}: {e.detail}" for e in errors),)
+        """One error naming every bad field (``field`` is the first); combined errors are flattened."""
+        flat = [one for error in errors for one in error.errors]
+        if len(flat) == 1:
+            return flat[0]
+        exc = cls(flat[0].field, flat[0].detail)
+        exc.args = ("invalid restore policy: " + "; ".join(f"{e.field}: {e.detail}" for e in flat),)
+        exc.errors = tuple(flat)
         return exc
 
 
@@ -202,14 +270,9 @@ _FIELDS: dict[str, str] = {
     "fencing": "fencing",
 }
 _FENCING_FIELDS = (
-    "enabled",
-    "leaseSeconds",
-    "pollSeconds",
-    "onStorageError",
-    "renewDeadlineSeconds",
-    "stopMarginSeconds",
-    "onRenewFailure",
-)
+    "enabled", "leaseSeconds", "pollSeconds", "onStorageError",
+    "renewDeadlineSeconds", "stopMarginSeconds", "onRenewFailure",
+)  # fmt: skip
 MAX_LEASE_SECONDS = 3600
 
 _OPERATOR_VERSION_RE = re.compile(r"^v?([0-9]{1,3})\.([0-9]{1,3})(\.[0-9]{1,5})?$")
@@ -225,6 +288,23 @@ def _closest(name: str, accepted: tuple[str, ...]) -> str:
         return folded[name.replace("_", "").replace("-", "").lower()]
     close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.75)
     return close[0] if close else ""
+
+
+def _unknown(name: str, key: Any, accepted: tuple[str, ...] | list[str]) -> PolicyError:
+    """An unknown field, with the accepted one it most likely meant (onMissingStat -> onMissingState)."""
+    import difflib
+
+    close = difflib.get_close_matches(str(key), list(accepted), n=1, cutoff=0.6)
+    return PolicyError(name, "unknown field" + (f" (did you mean {close[0]}?)" if close else ""))
+
+
+def _one_of(allowed: tuple[str, ...]) -> Callable[[str, Any], str]:
+    def check(name: str, value: Any) -> str:
+        if value not in allowed:
+            raise PolicyError(name, f"{value!r} is not one of {', '.join(allowed)}")
+        return str(value)
+
+    return check
 
 
 def _enum(cls: type[StrEnum], name: str, value: Any) -> Any:
@@ -292,13 +372,20 @@ def _storage_options(name: str, value: Any) -> dict[str, dict[str, Any]]:
         if scheme not in KNOWN_SCHEMES:
             problems.append(f"{scheme!r} is not a known scheme")
             continue
-        accepted = STORAGE_OPTIONS[FSSPEC_PROTOCOL[scheme]]
-        for option in options:
+        protocol = FSSPEC_PROTOCOL[scheme]
+        accepted = STORAGE_OPTIONS[protocol]
+        for option, value in options.items():
             if option not in accepted:
                 hint = _closest(str(option), accepted)
                 problems.append(
-                    f"{scheme}.{option} is not an option of the {FSSPEC_PROTOCOL[scheme]} backend"
+                    f"{scheme}.{option} is not an option of the {protocol} backend"
                     + (f" (did you mean {hint}?)" if hint else "")
+                )
+            elif not _typed(value, types := option_types(protocol, option)):
+                wanted = " or ".join(_TYPE_WORDS[t] for t in types)
+                problems.append(
+                    f"{scheme}.{option}: {value!r} is {_kind_of(value)}; "
+                    f"the {protocol} backend takes {wanted}"
                 )
     if problems:
         raise PolicyError(name, "; ".join(problems))
@@ -322,43 +409,57 @@ def _seconds(name: str, value: Any, maximum: float) -> float:
 
 
 def _fencing(_name: str, doc: Any) -> FencingPolicy:
+    """The fencing block; every bad field is named at once (as for the top level)."""
     if doc is None:
         return FencingPolicy()
     if not isinstance(doc, dict):
         raise PolicyError("fencing", "must be a mapping")
-    unknown = sorted(set(doc) - set(_FENCING_FIELDS))
-    if unknown:
-        raise PolicyError(f"fencing.{unknown[0]}", "unknown field")
+    errors = [_unknown(f"fencing.{k}", k, _FENCING_FIELDS) for k in sorted(set(doc) - set(_FENCING_FIELDS))]
     base = FencingPolicy()
-    enabled = doc.get("enabled", base.enabled)
-    if not isinstance(enabled, bool):
-        raise PolicyError("fencing.enabled", "must be true or false")
-    lease = _seconds("fencing.leaseSeconds", doc.get("leaseSeconds", base.lease_seconds), MAX_LEASE_SECONDS)
-    poll = _seconds("fencing.pollSeconds", doc.get("pollSeconds", base.poll_seconds), MAX_LEASE_SECONDS)
-    if poll * 2 > lease:
-        raise PolicyError(
-            "fencing.pollSeconds",
-            f"{poll:g}s is more than half of leaseSeconds ({lease:g}s): a live cluster must renew its "
-            "heartbeat at least twice per lease",
+
+    def field_(key: str, check: Callable[[str, Any], Any], default: Any) -> Any:
+        try:
+            return check(f"fencing.{key}", doc.get(key, default))
+        except PolicyError as exc:
+            errors.append(exc)
+            return None
+
+    def seconds(key: str, default: float) -> Any:
+        return field_(key, lambda n, v: _seconds(n, v, MAX_LEASE_SECONDS), default)
+
+    def flag(name: str, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise PolicyError(name, "must be true or false")
+        return value
+
+    enabled = field_("enabled", flag, base.enabled)
+    lease = seconds("leaseSeconds", base.lease_seconds)
+    poll = seconds("pollSeconds", base.poll_seconds)
+    renew = seconds("renewDeadlineSeconds", base.renew_deadline_seconds)
+    margin = seconds("stopMarginSeconds", base.stop_margin_seconds)
+    choice = field_("onStorageError", _enum_of(FencingStorageError), "hold")
+    renew_failure = field_("onRenewFailure", _enum_of(RenewFailure), "stop")
+    timed = None not in (lease, poll)
+    if timed and poll * 2 > lease:
+        errors.append(
+            PolicyError(
+                "fencing.pollSeconds",
+                f"{poll:g}s is more than half of leaseSeconds ({lease:g}s): a live cluster must renew its "
+                "heartbeat at least twice per lease",
+            )
         )
-    choice = _enum_of(FencingStorageError)("fencing.onStorageError", doc.get("onStorageError", "hold"))
-    deadline = _seconds(
-        "fencing.renewDeadlineSeconds",
-        doc.get("renewDeadlineSeconds", base.renew_deadline_seconds),
-        MAX_LEASE_SECONDS,
-    )
-    margin = _seconds(
-        "fencing.stopMarginSeconds", doc.get("stopMarginSeconds", base.stop_margin_seconds), MAX_LEASE_SECONDS
-    )
-    if deadline + poll + margin > lease:
-        raise PolicyError(
-            "fencing.renewDeadlineSeconds",
-            f"renewDeadlineSeconds ({deadline:g}s) + pollSeconds ({poll:g}s) + stopMarginSeconds "
-            f"({margin:g}s) is more than leaseSeconds ({lease:g}s): a holder that cannot renew must have "
-            "stopped its job before another cluster may start one",
+    if timed and None not in (renew, margin) and renew + poll + margin > lease:
+        errors.append(
+            PolicyError(
+                "fencing.renewDeadlineSeconds",
+                "renewDeadlineSeconds + pollSeconds + stopMarginSeconds "
+                f"({renew:g}s + {poll:g}s + {margin:g}s) is more than leaseSeconds ({lease:g}s): a cluster "
+                "that cannot renew must have stopped its copies before its lease runs out",
+            )
         )
-    renew = _enum_of(RenewFailure)("fencing.onRenewFailure", doc.get("onRenewFailure", "stop"))
-    return FencingPolicy(enabled, lease, poll, choice, deadline, margin, renew)
+    if errors:
+        raise PolicyError.combined(errors)
+    return FencingPolicy(enabled, lease, poll, choice, renew, margin, renew_failure)
 
 
 _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
@@ -392,8 +493,8 @@ def policy_from_dict(doc: Any) -> RestorePolicy:
     if doc.get("kind", KIND) != KIND:
         raise PolicyError("kind", f"must be {KIND!r}, got {doc.get('kind')!r}")
     errors = [
-        PolicyError(k, "unknown field")
-        for k in sorted(set(doc) - set(_FIELDS) - {"apiVersion", "kind", "metadata"})
+        _unknown(str(k), k, list(_FIELDS))
+        for k in sorted(set(doc) - set(_FIELDS) - {"apiVersion", "kind", "metadata"}, key=str)
     ]
     kw: dict[str, Any] = {}
     for key, validate in _VALIDATORS.items():
@@ -470,6 +571,7 @@ def json_schema() -> dict[str, Any]:
                     scheme: {
                         "type": "object",
                         "propertyNames": {"enum": list(STORAGE_OPTIONS[FSSPEC_PROTOCOL[scheme]])},
+                        "properties": _option_type_schemas(FSSPEC_PROTOCOL[scheme]),
                     }
                     for scheme in schemes
                 },
@@ -479,6 +581,30 @@ def json_schema() -> dict[str, Any]:
             "fencing": _fencing_schema(),
         },
     }
+
+
+def _option_type_schemas(protocol: str) -> dict[str, Any]:
+    json_type = {bool: "boolean", int: "integer", float: "number", str: "string", dict: "object"}
+    out = {}
+    for option in STORAGE_OPTIONS[protocol]:
+        types = option_types(protocol, option)
+        if types:
+            names = sorted({json_type[t] for t in types} - ({"integer"} if float in types else set()))
+            out[option] = {"type": [*names, "null"]}
+    return out
+
+
+def policy_notes(policy: RestorePolicy) -> tuple[str, ...]:
+    """What a valid policy probably gets wrong, told at start-up and by ``review`` (not refused: a
+    policy may rely on Karmada's own state preservation alone)."""
+    own = policy.key(JOB_ID)
+    if own in policy.job_id_labels:
+        return ()
+    return (
+        f"jobIdLabels does not include {own}, the label flink-failover's control plane writes: every "
+        f"failover it relocates will find no jobId (searched: {', '.join(policy.job_id_labels)}); add it "
+        "unless Karmada's own state preservation writes one of these labels",
+    )
 
 
 def _fencing_schema() -> dict[str, Any]:
@@ -491,6 +617,8 @@ def _fencing_schema() -> dict[str, Any]:
             "leaseSeconds": seconds,
             "pollSeconds": seconds,
             "onStorageError": {"type": "string", "enum": [m.value for m in FencingStorageError]},
+            # renewDeadlineSeconds + pollSeconds + stopMarginSeconds <= leaseSeconds and pollSeconds <=
+            # leaseSeconds / 2 are checked by the chart's template (configmap-policy.yaml) and _fencing.
             "renewDeadlineSeconds": seconds,
             "stopMarginSeconds": seconds,
             "onRenewFailure": {"type": "string", "enum": [m.value for m in RenewFailure]},

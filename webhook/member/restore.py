@@ -275,6 +275,15 @@ def decide_restore(
     own = resource
     cluster: FlinkResource | None = None
     needs_cluster = not (resource.checkpoint_dir and resource.savepoint_dir)
+    if (
+        resource.kind == "FlinkSessionJob"
+        and not session_clusters
+        and resource.deployment_name
+        and needs_cluster
+    ):
+        warnings.append(
+            SESSION_CLUSTER_NOT_READ.format(where=f"{resource.namespace}/{resource.deployment_name}")
+        )
     if resource.kind == "FlinkSessionJob" and session_clusters and resource.deployment_name and needs_cluster:
         session = session_clusters(resource.namespace, resource.deployment_name)
         where = f"FlinkDeployment {resource.namespace}/{resource.deployment_name}"
@@ -342,11 +351,13 @@ def _resolve_dirs(
 
     if job_dir is None and savepoint is None and listed_dir is None and started_from is None:
         if checkpoint_dir is None and savepoint_dir is None:
-            why = "no checkpoint directory configured (flinkConfiguration or policy defaultCheckpointDir)"
+            why = f"no checkpoint directory configured ({_checkpoint_dir_places(resource)})"
         elif checkpoint_dir is None:
-            why = "no checkpoint directory configured and no jobId label"
+            labels = ", ".join(policy.job_id_labels)
+            why = f"no checkpoint directory configured and no jobId label (searched: {labels})"
         else:
-            why = "no jobId label and no last-savepoint annotation"
+            labels = ", ".join(policy.job_id_labels)
+            why = f"no jobId label (searched: {labels}) and no last-savepoint annotation"
         return _fallback(policy.on_missing_state, f"nothing to restore: {why}", job_id, warnings, policy)
 
     asked = ", ".join(str(p) for p in (job_dir, savepoint, listed_dir, started_from) if p is not None)
@@ -430,6 +441,8 @@ def _restored(
     mode = _upgrade_mode(resource, policy, has_savepoint_dir)
     if mode:
         spec_job["upgradeMode"] = mode
+    elif policy.upgrade_mode is UpgradeModePolicy.LAST_STATE and not carried:
+        warnings = (*warnings, _last_state_refused(resource))
     if policy.state is StatePolicy.RUNNING:
         spec_job["state"] = "running"
     annotations = {
@@ -453,6 +466,17 @@ def _restored(
 
 # Operators from 1.10 on accept last-state without high availability; before, their validator refuses it.
 LAST_STATE_WITHOUT_HA = (1, 10)
+
+
+def _last_state_refused(resource: FlinkResource) -> str:
+    """Why policy ``upgradeMode: last-state`` was not written (the operator's validator would refuse it)."""
+    if resource.kind == "FlinkSessionJob":
+        return "upgradeMode last-state not set: the Flink operator refuses it for a FlinkSessionJob"
+    return (
+        "upgradeMode last-state not set: without high-availability configured the Flink operator accepts "
+        "it only from 1.10 on, and the policy does not say the operator is that new (set operatorVersion, "
+        'e.g. "1.10", or configure high-availability.type)'
+    )
 
 
 def last_state_accepted(resource: FlinkResource, policy: RestorePolicy) -> bool:
@@ -557,17 +581,17 @@ def _carry_over(
         epoch = old.annotations.get(policy.key(EPOCH), "")
         if epoch:
             annotations[policy.key(EPOCH)] = resource.annotations.get(policy.key(EPOCH)) or epoch
-        warnings = list(decision.warnings)
+        notes = list(decision.warnings)
         if _still_held(resource, old, policy, from_agent):
             # A re-applied template must not start a job held for fencing; the agent releases it.
             spec_job["state"] = "suspended"
-            annotations[policy.key(HOLD)] = (
-                resource.annotations.get(policy.key(HOLD)) or old.annotations[policy.key(HOLD)]
-            )
+            hold = resource.annotations.get(policy.key(HOLD)) or old.annotations[policy.key(HOLD)]
+            annotations[policy.key(HOLD)] = hold
             annotations[policy.key(RESTORE_DECISION)] = RestoreOutcome.HELD.value
+            notes.append(f"job stays held suspended (carried over from the previous object): {hold}")
             if _release_marker_changed(resource, old, policy):
                 who = requester or "an unknown user"
-                warnings.append(
+                notes.append(
                     f"{policy.key(RELEASED)} set by {who} ignored: only this cluster's fencing agent "
                     f"releases a held job; ask it with {policy.key(RELEASE)}=true (flink-failover release)"
                 )
@@ -575,15 +599,21 @@ def _carry_over(
                 annotations[policy.key(RELEASE_REQUESTED_BY)] = requester or "unknown"
         elif recorded == RestoreOutcome.HELD and not resource.annotations.get(policy.key(HOLD)):
             annotations[policy.key(RESTORE_DECISION)] = RestoreOutcome.RESTORED.value  # the agent's release
-        return replace(decision, spec_job=spec_job, annotations=annotations, warnings=tuple(warnings))
+        return replace(decision, spec_job=spec_job, annotations=annotations, warnings=tuple(notes))
     spec_job = {}
+    warnings: tuple[str, ...] = ()
     if recorded == RestoreOutcome.SUSPENDED and not resource.initial_savepoint_path:
         spec_job["state"] = "suspended"  # a re-applied template must not start the held job empty
+        warnings = (
+            "job stays held suspended (carried over from the previous object): nothing restorable was "
+            "found when it was created; set spec.job.initialSavepointPath or state: running by hand",
+        )
     return RestoreDecision(
         RestoreOutcome(recorded),
         "carried over from the previous object",
         job_id=job_id,
         carried=True,
+        warnings=warnings,
         spec_job=spec_job,
         annotations=_annotations(policy, RestoreOutcome(recorded), job_id),
     )
@@ -649,6 +679,23 @@ def _keep_fenced(resource: FlinkResource, old: FlinkResource, policy: RestorePol
 
 class _Refused(Exception):
     pass
+
+
+def _checkpoint_dir_places(resource: FlinkResource) -> str:
+    """Where a checkpoint directory is looked for, as the user would set it."""
+    if resource.kind == "FlinkSessionJob" and resource.deployment_name:
+        return (
+            f"the job's flinkConfiguration, its session cluster FlinkDeployment "
+            f"{resource.namespace}/{resource.deployment_name}, or policy defaultCheckpointDir"
+        )
+    return "flinkConfiguration or policy defaultCheckpointDir"
+
+
+# Told when a session job's directories may live on its session cluster, which this member role cannot read.
+SESSION_CLUSTER_NOT_READ = (
+    "session cluster FlinkDeployment {where} not read: the member role reads it only with the chart value "
+    "member.readSessionClusters (serve --read-session-clusters) or with fencing (--cluster)"
+)
 
 
 def _source(

@@ -13,48 +13,43 @@ from typing import Any
 
 from webhook.common import documents
 from webhook.common.flink import GROUP, FlinkResource
-from webhook.common.kubeclient import ApiFailure, ClientConfig, api_errors, failure, new_api_client
+from webhook.common.kubeclient import ApiFailure, ClientConfig
+from webhook.common.kubeobjects import KubeObjects, Resource
 from webhook.member.restore import SessionCluster
 
 VERSION = "v1beta1"
 PLURAL = "flinkdeployments"
+DEPLOYMENTS = Resource(GROUP, VERSION, PLURAL, "FlinkDeployment")
 
 
 class KubeSessionClusters:
     """GETs the FlinkDeployment from the member cluster (one request per session-job failover, bounded
-    by what is left of the admission deadline). The client is made on first use, in the worker."""
+    by what is left of the admission deadline), through ``common.kubeobjects``. The client is made on
+    first use, in the worker."""
 
     def __init__(self, config: ClientConfig) -> None:
         self._config = config
         self._lock = threading.Lock()
-        self._api: Any = None
+        self._api: KubeObjects | None = None
 
-    def _client(self) -> Any:
+    def _client(self) -> KubeObjects | ApiFailure:
         with self._lock:
             if self._api is None:
-                made = new_api_client(self._config, "member cluster")
+                made = KubeObjects.connect(self._config, "member cluster")
                 if isinstance(made, ApiFailure):
                     return made  # not kept: the next admission tries again (a kubeconfig being fixed)
-                from kubernetes import client
-
-                self._api = client.CustomObjectsApi(made)
+                self._api = made
             return self._api
 
     def __call__(self, namespace: str, name: str, timeout: float) -> SessionCluster:
         api = self._client()
         if isinstance(api, ApiFailure):
             return SessionCluster(None, api.message)
-        try:
-            obj = api.get_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=max(timeout, 0.05)
-            )
-        except api_errors() as exc:
-            fail = failure(exc)
-            if fail.status == 404:
-                return SessionCluster(None)
-            return SessionCluster(None, fail.message)
-        if not isinstance(obj, Mapping):
-            return SessionCluster(None, "the API server's answer is not a FlinkDeployment")
+        obj = api.get(DEPLOYMENTS, namespace, name, timeout=max(timeout, 0.05))
+        if obj is None:
+            return SessionCluster(None)
+        if isinstance(obj, ApiFailure):
+            return SessionCluster(None, obj.message)
         return SessionCluster(FlinkResource.from_object(obj))
 
 

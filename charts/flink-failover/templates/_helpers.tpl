@@ -290,3 +290,8 @@ affinity:
 {{- define "ff.memberFencing" -}}
 {{- if and (eq .Values.role "member") .Values.member.fencing.cluster .Values.policy.fencing.enabled -}}true{{- end -}}
 {{- end -}}
+
+{{/* Whether the member role reads session clusters (its own API): with fencing, or member.readSessionClusters. */}}
+{{- define "ff.memberReadsApi" -}}
+{{- if and (eq .Values.role "member") (or (include "ff.memberFencing" .) .Values.member.readSessionClusters) -}}true{{- end -}}
+{{- end -}}

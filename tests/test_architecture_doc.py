@@ -1,0 +1,104 @@
+"""docs/architecture.md names only code that exists and is called (issue 24: it named
+``CheckpointStorage.savepoint``, which nothing calls).
+
+Every module path in a code span (``member/restore.py``, ``controlplane/karmada``) must be a module of
+``webhook``; the names written right after it (```member/restore.py` `decide_restore```), and every
+dotted ``Class.member`` after it in the same table cell, must be attributes of that module; and each
+such name must be used somewhere in ``webhook/`` besides its own definition (a method: called as
+``.name(``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+import pytest
+
+from tests.conftest import REPO
+
+DOC = REPO / "docs" / "architecture.md"
+PACKAGE = REPO / "webhook"
+SPAN = re.compile(r"`([^`]+)`")
+MODULE = re.compile(r"^([a-z_]+(?:/[a-z_]+)*?)(?:\.py)?/?$")
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?$")
+DOTTED = re.compile(r"^[A-Z][A-Za-z0-9]*\.[a-z_][a-z0-9_]*$")
+
+
+def module_of(span: str) -> str | None:
+    """The dotted module a span like ``member/restore.py`` names, when it is one of ``webhook``."""
+    if "/" not in span:
+        return None
+    found = MODULE.match(span)
+    if found is None:
+        return None
+    parts = found.group(1).split("/")
+    path = PACKAGE.joinpath(*parts)
+    if path.with_suffix(".py").is_file() or (path / "__init__.py").is_file():
+        return "webhook." + ".".join(parts)
+    return None
+
+
+def references() -> list[tuple[str, str]]:
+    """(module, name) for each name the document ties to a module."""
+    out: list[tuple[str, str]] = []
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        for cell in line.split("|"):
+            module = None
+            previous_end = -1
+            for span in SPAN.finditer(cell):
+                text = span.group(1)
+                named = module_of(text)
+                right_after = module is not None and cell[previous_end : span.start()].strip() == ""
+                if named is not None:
+                    module = named
+                elif module is not None and NAME.match(text) and (right_after or DOTTED.match(text)):
+                    out.append((module, text))
+                previous_end = span.end()
+    return out
+
+
+def module_spans() -> list[str]:
+    """Every ``<package>/<module>.py`` span outside fenced blocks (``tests/...`` and ``docs/...`` aside)."""
+    spans: list[str] = []
+    fenced = False
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced:
+            spans += SPAN.findall(line)
+    ours = {s for s in spans if s.endswith(".py") and "/" in s and not s.startswith(("tests/", "docs/"))}
+    return sorted(ours)
+
+
+SOURCE = {p: p.read_text(encoding="utf-8") for p in PACKAGE.rglob("*.py") if "proto" not in p.parts}
+REFERENCES = references()
+
+
+def test_the_document_ties_names_to_modules() -> None:
+    assert len(REFERENCES) >= 20, REFERENCES  # the parser still finds the map
+
+
+@pytest.mark.parametrize("span", module_spans())
+def test_every_module_named_exists(span: str) -> None:
+    assert module_of(span) is not None, f"docs/architecture.md names {span}: not a module of webhook/"
+
+
+@pytest.mark.parametrize(("module", "name"), REFERENCES, ids=[f"{m}:{n}" for m, n in REFERENCES])
+def test_every_name_exists_and_is_used(module: str, name: str) -> None:
+    target: object = importlib.import_module(module)
+    for part in name.split("."):
+        assert hasattr(target, part), f"docs/architecture.md names {module}.{name}, which does not exist"
+        target = getattr(target, part)
+    last = name.split(".")[-1]
+    if "." in name:
+        used = re.compile(rf"\.{re.escape(last)}\(")
+    else:
+        used = re.compile(rf"(?<!def )(?<!class )\b{re.escape(last)}\b")
+    definition = re.compile(rf"\s*(def|class) {re.escape(last)}\b")
+
+    def uses(line: str) -> bool:
+        return bool(used.search(line)) and not definition.match(line) and not line.lstrip().startswith("#")
+
+    users = [p for p, text in SOURCE.items() if any(uses(line) for line in text.splitlines())]
+    assert users, f"docs/architecture.md names {module}.{name}, which nothing in webhook/ uses"
