@@ -101,7 +101,18 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
 
         clusters = KubeSessionClusters(options.own_cluster)
     fencing = options.fencing
-    handler = MemberHandler.from_policy(options.policy, clusters, cluster=fencing.cluster if fencing else "")
+    events = None
+    if options.own_cluster is not None:
+        from webhook.member.fencing.runner import recorder
+
+        events = recorder(options.own_cluster, fencing.cluster if fencing else "")
+    handler = MemberHandler.from_policy(
+        options.policy,
+        clusters,
+        cluster=fencing.cluster if fencing else "",
+        agent_users=options.agent_users,
+        events=events,
+    )
     if fencing is not None:
         from webhook.member.fencing import runner
 

@@ -236,6 +236,12 @@ class FakeKarmada:
     def _store(self, key: tuple[str, str], obj: dict[str, Any], kind: str) -> dict[str, Any]:
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
+        if self.api_version.startswith("flink.apache.org") and not obj["metadata"].get("uid"):
+            # The API server names every object it stores, once (Events find it by that uid).
+            previous = self.objects.get(key)
+            obj["metadata"]["uid"] = (previous or {}).get("metadata", {}).get(
+                "uid"
+            ) or f"uid-{key[0]}-{key[1]}-{self.rv}"
         self.objects[key] = obj
         self.events.append(Event(self.rv, kind, copy.deepcopy(obj)))
         self.cond.notify_all()
@@ -321,8 +327,29 @@ class _Handler(BaseHTTPRequestHandler):
         return True
 
     def do_POST(self) -> None:
-        if not self._lease("POST"):
-            self._status(404, "NotFound", "no such path")
+        if self._lease("POST") or self._create():
+            return
+        self._status(404, "NotFound", "no such path")
+
+    def _create(self) -> bool:
+        """POST ``/apis/<group>/<version>/namespaces/<ns>/<plural>`` of a collection served here (Events)."""
+        parts = urlparse(self.path).path.strip("/").split("/")
+        if len(parts) != 6 or parts[0] != "apis" or parts[3] != "namespaces":
+            return False
+        store = self.server.stores.get(f"/apis/{parts[1]}/{parts[2]}/{parts[5]}")
+        if store is None:
+            return False
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"null")
+        meta = body.setdefault("metadata", {})
+        meta["namespace"] = parts[4]
+        with store.cond:
+            if (parts[4], meta.get("name", "")) in store.objects:
+                self._status(409, "AlreadyExists", f"{parts[5]} {meta.get('name')!r} already exists")
+                return True
+            created = store.upsert(body)
+        self._json(201, created)
+        return True
 
     def do_PUT(self) -> None:
         if not self._lease("PUT"):
@@ -529,6 +556,18 @@ class RunningFake:
     def kubeconfig(self, path: Path) -> Path:
         return write_kubeconfig(path, self.url, name="karmada")
 
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """The Events written to this API server (a member cluster's), oldest first."""
+        store = self.server.stores.get("/apis/events.k8s.io/v1/events")
+        if store is None:
+            return []
+        with store.cond:
+            return sorted((copy.deepcopy(e) for e in store.objects.values()), key=lambda e: e["eventTime"])
+
+    def event_reasons(self, name: str = "orders") -> list[str]:
+        return [e["reason"] for e in self.events if e["regarding"]["name"] == name]
+
     def stop(self) -> None:
         for store in self.server.stores.values():
             with store.cond:
@@ -555,9 +594,20 @@ def flink_collection(plural: str) -> FakeKarmada:
     )
 
 
+def events_collection() -> FakeKarmada:
+    """``events.k8s.io/v1`` Events: created (POST) and their series patched, listed for the tests."""
+    return FakeKarmada(
+        path="/apis/events.k8s.io/v1/events", api_version="events.k8s.io/v1", list_kind="EventList"
+    )
+
+
 def start_member_cluster() -> RunningFake:
-    """A member cluster's API for the fencing agent: its FlinkDeployments and FlinkSessionJobs."""
-    return start(flink_collection("flinkdeployments"), extra=(flink_collection("flinksessionjobs"),))
+    """A member cluster's API for the fencing agent: its FlinkDeployments, FlinkSessionJobs and Events
+    (``RunningFake.events``)."""
+    return start(
+        flink_collection("flinkdeployments"),
+        extra=(flink_collection("flinksessionjobs"), events_collection()),
+    )
 
 
 def start(fake: FakeKarmada | None = None, extra: tuple[FakeKarmada, ...] = ()) -> RunningFake:

@@ -26,6 +26,7 @@ from tests.support.operator import operator_stops
 from tests.support.s3 import moto_server, s3_options
 from webhook.cli import main
 from webhook.common.admission import parse_review
+from webhook.common.events import Collected
 from webhook.common.kubeclient import ClientConfig
 from webhook.member.fencing.agent import FencingAgent, Step
 from webhook.member.fencing.flinkapi import FlinkApi
@@ -143,7 +144,8 @@ def world(tmp_path: Path) -> Iterator[Any]:
         kubeconfig = running.kubeconfig(tmp_path / f"{name}.kubeconfig")
         api = FlinkApi.connect(ClientConfig(str(kubeconfig)))
         assert isinstance(api, FlinkApi)
-        agent = FencingAgent(name, policy, api, CheckpointStorage(policy.storage_options), workers=2)
+        storage = CheckpointStorage(policy.storage_options)
+        agent = FencingAgent(name, policy, api, storage, workers=2, events=Collected())
         found = Member(name, running, agent, MemberHandler.from_policy(policy, cluster=name), kubeconfig)
         started.append(found)
         return found
@@ -606,3 +608,25 @@ def test_a_fenced_hold_is_an_audited_warning(local_site: Site, world: Any) -> No
     assert answer.audit is not None and answer.audit.warns()
     admitted = apply(failed_over(1, "member1"), decode_patch(answer.to_review()["response"]))
     assert admitted["metadata"]["annotations"][f"{P}/restore-decision"] == "held"
+
+
+def test_every_decision_that_changes_what_runs_is_an_event_on_the_object(
+    local_site: Site, world: Any
+) -> None:
+    """What `kubectl describe flinkdeployment` shows on each side of a partition, in order."""
+    m1, m2 = heartbeating_pair(local_site, world)
+    m2.admit(failed_over(1, "member1"))
+    assert m2.tick() == {"orders": "held"}
+    assert m1.tick() == {"orders": "stopping"}
+    assert m1.tick() == {"orders": "waiting-for-operator"}
+    assert m1.tick() == {"orders": "waiting-for-operator"}  # the same series, not a second event
+    m1.stop_completes()
+    assert m2.tick() == {"orders": "released"}
+    events1, events2 = m1.agent.events, m2.agent.events
+    assert isinstance(events1, Collected) and isinstance(events2, Collected)
+    assert events1.reasons() == ["Stopping", "WaitingForOperator", "WaitingForOperator", "Stopped"]
+    assert events2.reasons() == ["Held", "Released"]
+    stopping = events1.occurrences[0]
+    assert stopping.type == "Warning" and "member2 at epoch 1" in stopping.note
+    assert stopping.regarding.uid == m1.obj()["metadata"]["uid"]  # so describe finds it
+    assert "ack" in events2.occurrences[1].note and JOB_ID in events2.occurrences[1].note

@@ -103,6 +103,15 @@ def test_served_member_role_holds_then_its_agent_releases_once_the_old_job_stopp
             # Exactly one worker polled: one agent per server, however many workers.
             patches = [p for p in member2.fake.patches if "spec" in p[2]]
             assert len(patches) == 1, patches
+            # What `kubectl describe` shows on member2: the admission's hold, the agent's hold (with the
+            # object's uid) and the release, as events.k8s.io/v1 Events written by the served role.
+            uid = released["metadata"]["uid"]
+            assert _wait(lambda: "Released" in member2.event_reasons()), member2.events
+            reasons = member2.event_reasons()
+            assert reasons.count("Held") >= 1 and reasons[-1] == "Released", reasons
+            described = [e for e in member2.events if e["regarding"].get("uid") == uid]
+            assert {"Held", "Released"} <= {e["reason"] for e in described}, described
+            assert all(e["reportingController"] == "flink-failover.io/member" for e in member2.events)
     finally:
         member1.stop()
         member2.stop()

@@ -6,7 +6,7 @@ import concurrent.futures
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from prometheus_client import Counter
@@ -20,6 +20,7 @@ from webhook.common.admission import (
     errored,
     patched,
 )
+from webhook.common.events import NORMAL, WARNING, EventSink, NoEvents, Occurrence, Regarding
 from webhook.common.flink import BLUE_GREEN, GROUP, KINDS, FlinkResource, job_path
 from webhook.common.patch import plan
 from webhook.common.paths import StoragePath
@@ -96,6 +97,8 @@ class MemberHandler:
     fencing: FencingGate | None = None  # with --cluster: a failover admission fences, a restore may be held
     # Who may release a held job with the agent's markers (the member role's own identity); None: anyone.
     agent_users: frozenset[str] | None = None
+    # Kubernetes Events of the decisions (with the member cluster's API; none offline).
+    events: EventSink = field(default_factory=NoEvents)
 
     def __post_init__(self) -> None:
         self._pool: concurrent.futures.Executor = (
@@ -115,6 +118,7 @@ class MemberHandler:
         daemon_lookups: bool = False,
         cluster: str = "",
         agent_users: frozenset[str] | None = None,
+        events: EventSink | None = None,
     ) -> MemberHandler:
         """``cluster``: this member's name in Karmada, when its fencing agent runs (else no fencing);
         ``agent_users``: the identities the agent's release markers are accepted from."""
@@ -124,7 +128,7 @@ class MemberHandler:
             from webhook.member.fencing.records import FencingStore
 
             gate = FencingGate(cluster, policy, FencingStore(storage, cluster))
-        return cls(policy, storage, session_clusters, daemon_lookups, gate, agent_users)
+        return cls(policy, storage, session_clusters, daemon_lookups, gate, agent_users, events or NoEvents())
 
     def __call__(self, request: AdmissionRequest) -> AdmissionResponse:
         deadline = Deadline(self.policy.deadline_seconds * 0.9)  # leave room to answer
@@ -167,6 +171,9 @@ class MemberHandler:
             STORAGE_ERRORS.inc()
         if self.fencing is not None and pending is not None and decision.outcome is RestoreOutcome.RESTORED:
             decision = self.fencing.admit(resource, decision, pending, deadline.remaining())
+        if not request.dry_run:
+            for occurrence in admission_events(request, decision):
+                self.events.record(occurrence)  # queued: never waits for the API server
         return respond(request, decision)
 
     def _lookup(self, query: SnapshotQuery, deadline: Deadline) -> Snapshots:
@@ -278,6 +285,38 @@ def _storage_key(path: StoragePath) -> tuple[str, str, str]:
 def _describe(key: tuple[str, str, str]) -> str:
     scheme, authority, top = key
     return f"{scheme}://{authority}/{top}" if top else f"{scheme}://{authority}"
+
+
+def admission_events(request: AdmissionRequest, decision: RestoreDecision) -> list[Occurrence]:
+    """The Events an admission's decision is worth (pure). A CREATE's object has no uid yet, so its
+    Events show in ``kubectl get events`` but not in ``describe``; the agent's later Events on the
+    same decision carry the uid."""
+    obj = request.old_object if request.operation == "UPDATE" and request.old_object else request.object
+    regarding = Regarding.of({**obj, "kind": request.kind}, request.kind)
+    if not regarding.namespace:
+        regarding = replace(regarding, namespace=request.namespace)
+    found: list[Occurrence] = []
+    outcome = decision.outcome
+    if not decision.carried:
+        if outcome is RestoreOutcome.RESTORED:
+            found.append(
+                Occurrence(regarding, NORMAL, "Restored", "Restore", f"restores from {decision.path}")
+            )
+        elif outcome is RestoreOutcome.HELD:
+            hold = next((w for w in decision.warnings if w.startswith("job held")), decision.reason)
+            found.append(Occurrence(regarding, WARNING, "Held", "Hold", hold))
+        elif outcome is RestoreOutcome.SUSPENDED:
+            found.append(Occurrence(regarding, WARNING, "NothingToRestore", "Restore", decision.reason))
+        elif outcome is RestoreOutcome.DENIED:
+            found.append(Occurrence(regarding, WARNING, "RestoreRefused", "Restore", decision.reason))
+    for warning in decision.warnings:
+        if " ignored: only this cluster's fencing agent" in warning:
+            found.append(Occurrence(regarding, WARNING, "ReleaseIgnored", "Release", warning))
+    asked = next((v for k, v in decision.annotations.items() if k.endswith("/release-requested-by")), "")
+    if asked:
+        note = f"release asked by {asked}: the fencing agent starts the job at its next poll"
+        found.append(Occurrence(regarding, NORMAL, "ReleaseRequested", "Release", note))
+    return found
 
 
 def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionResponse:

@@ -7,7 +7,11 @@ Its own options (``add_arguments``) and, from those and the shared ``--kubeconfi
 from __future__ import annotations
 
 import argparse
+import base64
+import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from webhook.common.kubeclient import ClientConfig
 from webhook.member.policy import RestorePolicy
@@ -28,6 +32,25 @@ class MemberOptions:
     # --kubeconfig, --cluster or --read-session-clusters: session clusters are read there
     own_cluster: ClientConfig | None = None
     fencing: FencingTarget | None = None  # None: no fencing (no --cluster, or the policy turns it off)
+    # Who may set the fencing agent's release markers: the member role's own identity. None: anyone
+    # (no identity known: --agent-user not given and not in a pod; said at start-up).
+    agent_users: frozenset[str] | None = None
+
+
+SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
+
+
+def own_identity(token_file: Path = SERVICE_ACCOUNT_TOKEN) -> str:
+    """``system:serviceaccount:<ns>:<name>`` from the pod's own token (its ``sub`` claim; the token is
+    ours, so it is read, not verified), or "" outside a pod."""
+    try:
+        token = token_file.read_text(encoding="utf-8").strip()
+        payload = token.split(".")[1]
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (OSError, IndexError, ValueError):
+        return ""
+    subject = claims.get("sub") if isinstance(claims, dict) else None
+    return subject if isinstance(subject, str) else ""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +68,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "from this cluster's API (--kubeconfig, else the in-cluster account) without --cluster; needs "
         "get on flinkdeployments (chart: member.readSessionClusters)",
     )
+    member.add_argument(
+        "--agent-user",
+        action="append",
+        default=None,
+        help="member role: the user (userInfo.username) the fencing agent's releases come from; a "
+        "'released' marker set by anyone else keeps a held job held (repeatable; "
+        "$FLINK_FAILOVER_AGENT_USERS, comma-separated; default: the pod's own service account)",
+    )
 
 
 def from_args(args: argparse.Namespace, policy: RestorePolicy) -> MemberOptions | str:
@@ -60,4 +91,8 @@ def from_args(args: argparse.Namespace, policy: RestorePolicy) -> MemberOptions 
         if policy.fencing.enabled:
             fencing = FencingTarget(client, args.cluster)
     own = client if args.kubeconfig or args.cluster or args.read_session_clusters else None
-    return MemberOptions(policy, bool(args.require_storage_backends), own, fencing)
+    named = list(getattr(args, "agent_user", None) or [])
+    named += [u.strip() for u in os.environ.get("FLINK_FAILOVER_AGENT_USERS", "").split(",") if u.strip()]
+    identity = own_identity() if not named and fencing is not None and not args.kubeconfig else ""
+    users = frozenset(named or ([identity] if identity else [])) or None
+    return MemberOptions(policy, bool(args.require_storage_backends), own, fencing, users)

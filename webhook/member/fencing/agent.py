@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from webhook.common.events import NORMAL, WARNING, EventSink, NoEvents, Occurrence, Regarding
 from webhook.common.kubeclient import ApiFailure
 from webhook.common.paths import StoragePath
 from webhook.member.fencing import copies, metrics
@@ -104,6 +105,7 @@ class FencingAgent:
         workers: int = 8,
         on_health: Callable[[Health], None] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        events: EventSink | None = None,
     ) -> None:
         self.cluster = cluster
         self.policy = policy
@@ -114,6 +116,7 @@ class FencingAgent:
         self.clock = clock
         self.monotonic = monotonic
         self.on_health = on_health
+        self.events: EventSink = events or NoEvents()
         self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="fencing")
         self._lock = threading.Lock()  # the maps below are shared by the poll's worker threads
         self._beating: dict[Workload, StoragePath] = {}
@@ -307,31 +310,44 @@ class FencingAgent:
         folder = copy.folder
         try:
             if isinstance(effect, StepDown):
-                return self._patched(
-                    copy,
-                    copies.step_down_patch(copy, effect.reason, self.policy, self._now()),
-                    _step_down_done,
+                patch = copies.step_down_patch(copy, effect.reason, self.policy, self._now())
+                note = (
+                    f"{effect.reason}: suspended without a savepoint; resumed from its newest checkpoint "
+                    "if nobody takes over meanwhile"
                 )
+                problem = self._patched(copy, patch, _step_down_done)
+                return self._told(problem, copy, WARNING, "SteppedDown", "StepDown", note)
             if isinstance(effect, Stop):
-                return self._patched(
-                    copy, copies.stop_patch(copy, effect.fence, self.policy, self._now()), _stop_done
+                fence = effect.fence
+                problem = self._patched(
+                    copy, copies.stop_patch(copy, fence, self.policy, self._now()), _stop_done
                 )
+                note = (
+                    f"stale copy: the workload was restored on {fence.owner} at epoch {fence.epoch}; asked "
+                    "the operator to stop it without a savepoint; acknowledged once it reports it stopped"
+                )
+                return self._told(problem, copy, WARNING, "Stopping", "Fence", note)
             if isinstance(effect, Supersede):
-                return self._patched(
-                    copy, copies.superseded_patch(effect.fence, self.policy, self._now()), _superseded_done
-                )
+                fence = effect.fence
+                patch = copies.superseded_patch(fence, self.policy, self._now())
+                problem = self._patched(copy, patch, _superseded_done)
+                note = f"superseded by the restore on {fence.owner} at epoch {fence.epoch}: stays suspended"
+                return self._told(problem, copy, WARNING, "Superseded", "Fence", note)
             if isinstance(effect, RewriteHold):
                 text = copies.hold_text(effect.verdict, copy.epoch, self.clock())
                 problem = self._patched(copy, copies.hold_patch(text, self.policy))
                 if problem is None:
                     with self._lock:
                         self._hold_written[copy.workload] = self.monotonic()
-                return problem
+                return self._told(
+                    problem, copy, WARNING, "Held", "Hold", f"held until the old copy stops: {text}"
+                )
             if isinstance(effect, StorageHold):
                 text = copies.storage_text(copy.epoch, effect.problem)
-                return (
-                    None if text == copy.hold else self._patched(copy, copies.hold_patch(text, self.policy))
-                )
+                if text == copy.hold:
+                    return None
+                problem = self._patched(copy, copies.hold_patch(text, self.policy))
+                return self._told(problem, copy, WARNING, "StorageTrouble", "Hold", f"held: {text}")
             if isinstance(effect, Release):
                 return self._release(copy, effect.cause)
             if isinstance(effect, Resume):
@@ -355,6 +371,11 @@ class FencingAgent:
                 with self._lock:
                     self._beating.pop(copy.workload, None)
                 metrics.ACKS.inc()
+                status = copy.operator.detail
+                note = (
+                    f"the operator reports the job stopped ({status}); acknowledged for epoch {effect.epoch}"
+                )
+                self._event(copy, NORMAL, "Stopped", "Fence", note)
                 log.warning(
                     "stale copy stopped by its operator; acknowledged",
                     extra={
@@ -425,6 +446,9 @@ class FencingAgent:
         problem = self._patched(copy, patch)
         if problem is None:
             metrics.RELEASES.labels(cause.value).inc()
+            by = f", asked by {asked_by or 'unknown'}" if cause is ReleaseCause.MANUAL else ""
+            note = f"released ({cause.value}{by}): starts from {path or 'the path it was admitted with'}"
+            self._event(copy, NORMAL, "Released", "Release", note)
             fields = {"object": str(copy.workload), "cause": cause.value, "path": path}
             if cause is ReleaseCause.MANUAL:
                 fields["asked-by"] = asked_by or "unknown"
@@ -464,10 +488,26 @@ class FencingAgent:
         problem = self._patched(copy, copies.resume_patch(copy, path, self.policy, self._now()))
         if problem is None:
             metrics.RESUMES.inc()
+            source = path or "its own HA data or last savepoint"
+            note = f"the storage answers again and nobody took over: resumed from {source}"
+            self._event(copy, NORMAL, "Resumed", "Resume", note)
             log.warning(
                 "stepped-down copy resumed",
                 extra={"fields": {"object": str(copy.workload), "path": path or "(operator's own state)"}},
             )
+        return problem
+
+    def _event(self, copy: Copy, kind: str, reason: str, action: str, note: str) -> None:
+        w = copy.workload
+        regarding = Regarding(copy.api_version, w.kind, w.namespace, w.name, copy.uid)
+        self.events.record(Occurrence(regarding, kind, reason, action, note))
+
+    def _told(
+        self, problem: str | None, copy: Copy, kind: str, reason: str, action: str, note: str
+    ) -> str | None:
+        """An effect's outcome; when it succeeded, also an Event on the object."""
+        if problem is None:
+            self._event(copy, kind, reason, action, note)
         return problem
 
     def _patched(
@@ -494,7 +534,20 @@ class FencingAgent:
         metrics.HELD.set(sum(1 for s in steps if s.action == "held"))
         metrics.OLDEST_HOLD.set(oldest)
         metrics.WAITING_FOR_OPERATOR.set(sum(1 for c in found if c.state is CopyState.STOPPING))
+        self._tell(found, steps)
         self._log(steps)
+
+    def _tell(self, found: list[Copy], steps: list[Step]) -> None:
+        """Events for the states a poll finds rather than causes (aggregated into one series each)."""
+        by_workload = {c.workload: c for c in found}
+        for step in steps:
+            copy = by_workload.get(step.workload)
+            if copy is None:
+                continue
+            if step.action == "waiting-for-operator":
+                self._event(copy, NORMAL, "WaitingForOperator", "Fence", step.detail)
+            elif step.action in ("error", "pending") and "storage" in step.detail:
+                self._event(copy, WARNING, "StorageTrouble", "Heartbeat", step.detail[:300])
 
     def _log(self, steps: list[Step]) -> None:
         for step in steps:

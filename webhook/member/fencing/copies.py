@@ -63,6 +63,8 @@ class Copy:
     operator: OperatorReport = NOT_REPORTED  # what the operator reports (a suspended copy)
     fenced_epoch: int = 0  # the fence that stopped it (STOPPING, FENCED)
     restored_here: bool = False  # the member webhook restored it (so its restore wrote a fence)
+    uid: str = ""  # metadata.uid: lets an Event reach `kubectl describe`
+    api_version: str = "flink.apache.org/v1beta1"
 
 
 def epoch_of(resource: FlinkResource, policy: RestorePolicy) -> int:
@@ -152,6 +154,8 @@ def read_copy(obj: Mapping[str, Any], policy: RestorePolicy) -> Copy:
         report,
         int(fenced) if fenced.isdigit() else 0,
         restored(resource, policy),
+        str(as_map(obj.get("metadata")).get("uid") or ""),
+        str(obj.get("apiVersion") or "flink.apache.org/v1beta1"),
     )
 
 

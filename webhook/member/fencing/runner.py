@@ -16,18 +16,23 @@ import fcntl
 import json
 import logging
 import os
+import socket
 import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
 
+from webhook.common.events import EventRecorder, EventSink
 from webhook.common.kubeclient import ApiFailure, ClientConfig
+from webhook.common.kubeobjects import EVENTS
 from webhook.member.fencing.agent import FencingAgent, Health
 from webhook.member.fencing.flinkapi import FlinkApi
 from webhook.member.policy import RestorePolicy
 from webhook.member.storage import CheckpointStorage
 
 log = logging.getLogger(__name__)
+
+CONTROLLER = "flink-failover.io/member"  # the Events' reportingController
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,22 @@ def readiness(lease_seconds: float, path: str | None = None, now: float | None =
     return None
 
 
+def recorder(config: ClientConfig, cluster: str) -> EventSink | None:
+    """Kubernetes Events written to the member cluster (None when no client can be built: said once)."""
+    api = FlinkApi.connect(config)
+    if isinstance(api, ApiFailure):
+        log.warning("no Kubernetes Events: %s", api.message)
+        return None
+    objects = api.objects
+    instance = f"{cluster or 'member'}/{socket.gethostname()}"
+    return EventRecorder(
+        lambda namespace, body: objects.create(EVENTS, namespace, body),
+        lambda namespace, name, body: objects.merge_patch(EVENTS, namespace, name, body),
+        CONTROLLER,
+        instance,
+    )
+
+
 def start(
     options: AgentOptions, policy: RestorePolicy, stop: threading.Event | None = None
 ) -> threading.Event:
@@ -102,5 +123,10 @@ def _wait_then_run(options: AgentOptions, policy: RestorePolicy, stop: threading
                 stop.wait(policy.fencing.poll_seconds)
                 continue
             storage = CheckpointStorage(policy.storage_options)
-            agent = FencingAgent(options.cluster, policy, api, storage, on_health=write_health)
-            agent.run(stop)
+            events = recorder(ClientConfig(options.kubeconfig, options.context), options.cluster)
+            agent = FencingAgent(options.cluster, policy, api, storage, on_health=write_health, events=events)
+            try:
+                agent.run(stop)
+            finally:
+                if isinstance(events, EventRecorder):
+                    events.close()
