@@ -418,7 +418,8 @@ def test_fencing_gives_the_member_its_agent_rbac_and_keeps_fenced_copies_stopped
             "apiGroups": ["flink.apache.org"],
             "resources": ["flinkdeployments", "flinksessionjobs", "flinkbluegreendeployments"],
             "verbs": ["get", "list", "watch", "patch"],
-        }
+        },
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
     binding = one(fencing, "ClusterRoleBinding", name)
     pod = one(fencing, "Deployment")["spec"]["template"]["spec"]
@@ -448,8 +449,11 @@ def test_session_cluster_reads_without_fencing_get_a_token_and_get_on_flinkdeplo
     name = f"{FULLNAME}-sessions-flink-failover"
     role = one(docs, "ClusterRole", name)
     assert role["rules"] == [
-        {"apiGroups": ["flink.apache.org"], "resources": ["flinkdeployments"], "verbs": ["get"]}
+        {"apiGroups": ["flink.apache.org"], "resources": ["flinkdeployments"], "verbs": ["get"]},
+        {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
     ]
+    hooks = one(docs, "MutatingWebhookConfiguration")["webhooks"]
+    assert {h["sideEffects"] for h in hooks[:-1]} == {"NoneOnDryRun"}  # it writes Events
     pod = one(docs, "Deployment")["spec"]["template"]["spec"]
     assert one(docs, "ClusterRoleBinding", name)["subjects"][0]["name"] == pod["serviceAccountName"]
     assert pod["automountServiceAccountToken"] is True
