@@ -22,6 +22,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
         "webhook.member.fencing.release",
         "start a job held for fencing, by hand (the old copy is gone)",
     ),
+    "status": (
+        "webhook.member.fencing.status",
+        "every job's fencing state on a member cluster: held, whom it waits for, the ownership records",
+    ),
 }
 
 

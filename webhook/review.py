@@ -68,6 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Karmada would hold; member role, the session clusters' FlinkDeployments a FlinkSessionJob names",
     )
     parser.add_argument(
+        "--cluster",
+        default=None,
+        help="member role: review as this member cluster's server would with fencing (--cluster NAME of "
+        "serve): the ownership records in the job's storage are read, never written, and a restore is "
+        "held exactly when the server would hold it",
+    )
+    parser.add_argument(
         "--as-failover",
         action="store_true",
         help="for bare objects: review the object as the failover CREATE the control plane would send "

@@ -124,17 +124,28 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
         def ready() -> str | None:  # the server's own readiness, then the fencing agent's
             return server_ready() or runner.readiness(lease)
 
+        from webhook.member.fencing.http import status_blueprint
+
+        status = status_blueprint(fencing.client, fencing.cluster, options.policy)
+        return ServerConfig(
+            [Endpoint(MEMBER_PATH, MEMBER, handler, internal_error)], ready, blueprints=[status]
+        )
     return ServerConfig([Endpoint(MEMBER_PATH, MEMBER, handler, internal_error)], ready)
 
 
 def _member_offline(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
-    """Never fences (offline answers write nothing); ``--objects`` may carry session clusters."""
+    """Writes nothing; with ``--cluster`` reads the ownership records as that cluster's server would
+    (the same hold); ``--objects`` may carry session clusters."""
     from webhook.member.handler import MemberHandler, internal_error
     from webhook.member.sessions import load_session_clusters
 
     objects = getattr(args, "objects", None)
     clusters = load_session_clusters(objects) if objects else None
-    return MemberHandler.from_policy(policy, clusters, daemon_lookups=True), internal_error
+    cluster = getattr(args, "cluster", None) or ""
+    handler = MemberHandler.from_policy(
+        policy, clusters, daemon_lookups=True, cluster=cluster, read_only=True
+    )
+    return handler, internal_error
 
 
 def _serve_member(args: argparse.Namespace) -> int:

@@ -630,3 +630,70 @@ def test_every_decision_that_changes_what_runs_is_an_event_on_the_object(
     assert stopping.type == "Warning" and "member2 at epoch 1" in stopping.note
     assert stopping.regarding.uid == m1.obj()["metadata"]["uid"]  # so describe finds it
     assert "ack" in events2.occurrences[1].note and JOB_ID in events2.occurrences[1].note
+
+
+def test_review_for_a_cluster_holds_as_its_server_would_and_writes_nothing(
+    local_site: Site, world: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: review showed `restored` and `state: running` where the served webhook holds the job."""
+    import json
+
+    m1, _ = heartbeating_pair(local_site, world)
+    records = (local_site.local or Path()) / "flink-failover/analytics/flinkdeployment/orders"
+    before = sorted(p.name for p in records.iterdir())
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text(f"defaultCheckpointDir: {local_site.root}\n", encoding="utf-8")
+    request = tmp_path / "failover.json"
+    request.write_text(json.dumps(review(failed_over(1, "member1"))), encoding="utf-8")
+
+    assert main(["review", str(request), "--policy", str(policy_file), "--print-object"]) == 0
+    assert json.loads(capsys.readouterr().out)["spec"]["job"]["state"] == "running"  # fencing not asked for
+    assert (
+        main(["review", str(request), "--policy", str(policy_file), "--cluster", "member2", "--print-object"])
+        == 0
+    )
+    held = json.loads(capsys.readouterr().out)
+    assert held["spec"]["job"]["state"] == "suspended"
+    assert held["metadata"]["annotations"][HOLD].startswith("epoch 1: waiting for member1 to stop;")
+    assert held["metadata"]["annotations"][f"{P}/restore-decision"] == "held"
+    assert sorted(p.name for p in records.iterdir()) == before  # no fence, no heartbeat written
+    assert m1.tick() == {"orders": "heartbeat"}  # and member1 is not fenced by a review
+
+
+def test_status_lists_every_held_job_with_whom_it_waits_for(
+    local_site: Site, world: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    m1, m2 = heartbeating_pair(local_site, world)
+    m2.admit(failed_over(1, "member1"))
+    m2.put(running_copy(name="payments"))  # runs here, not held
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text(f"defaultCheckpointDir: {local_site.root}\n", encoding="utf-8")
+    base = [
+        "status",
+        "--cluster",
+        "member2",
+        "--kubeconfig",
+        str(m2.kubeconfig),
+        "--policy",
+        str(policy_file),
+    ]
+
+    assert main([*base, "--held"]) == 0
+    text = capsys.readouterr().out
+    assert "FlinkDeployment analytics/orders: held, epoch 1, decision held" in text, text
+    assert "waits for member1; lease runs out in" in text
+    assert "heartbeat member1: written " in text and "s old" in text
+    assert "fence member2 epoch 1: written " in text
+    assert "payments" not in text  # --held: only held jobs
+
+    assert main([*base, "-o", "json"]) == 0
+    jobs = {j["name"]: j for j in json.loads(capsys.readouterr().out)["jobs"]}
+    assert jobs["orders"]["state"] == "held" and jobs["orders"]["waiting_for"] == ["member1"]
+    assert jobs["payments"]["state"] == "running" and jobs["payments"]["waiting_for"] == []
+    assert {r["name"] for r in jobs["orders"]["records"]} == {"heartbeat", "fence"}
+
+    assert main([*base, "analytics/missing"]) == 1
+    assert "not found" in capsys.readouterr().out
+    assert m1.tick() == {"orders": "stopping"}  # status wrote nothing that fences anybody

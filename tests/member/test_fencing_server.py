@@ -4,6 +4,7 @@ operator reports the old job stopped, and /readyz tells whether fencing works at
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -84,6 +85,13 @@ def test_served_member_role_holds_then_its_agent_releases_once_the_old_job_stopp
 
             # The served agent has polled: it rewrote the hold with member1's heartbeat age, and held.
             assert _wait(lambda: "s old" in hold()), hold()
+            status, body, _ = server.client().request("GET", "/fencing/status?held=true")
+            assert status == 200, body
+            shown = json.loads(body)
+            assert shown["cluster"] == "member2"
+            assert [(j["name"], j["state"], j["waiting_for"]) for j in shown["jobs"]] == [
+                ("orders", "held", ["member1"])
+            ]
             assert [s.action for s in agent1.tick()] == ["stopping"]
             # member1 asked its job to stop; its operator still reports RUNNING: member2 keeps holding.
             assert _wait(lambda: "member1 (stopping its job)" in hold()), hold()

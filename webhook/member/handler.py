@@ -119,15 +119,17 @@ class MemberHandler:
         cluster: str = "",
         agent_users: frozenset[str] | None = None,
         events: EventSink | None = None,
+        read_only: bool = False,
     ) -> MemberHandler:
         """``cluster``: this member's name in Karmada, when its fencing agent runs (else no fencing);
-        ``agent_users``: the identities the agent's release markers are accepted from."""
+        ``agent_users``: the identities the agent's release markers are accepted from; ``read_only``
+        (``review --cluster``): the records are read, never written, and the answer is the server's."""
         storage = CheckpointStorage(policy.storage_options)
         gate = None
         if cluster and policy.fencing.enabled:
             from webhook.member.fencing.records import FencingStore
 
-            gate = FencingGate(cluster, policy, FencingStore(storage, cluster))
+            gate = FencingGate(cluster, policy, FencingStore(storage, cluster), read_only)
         return cls(policy, storage, session_clusters, daemon_lookups, gate, agent_users, events or NoEvents())
 
     def __call__(self, request: AdmissionRequest) -> AdmissionResponse:

@@ -41,10 +41,16 @@ class Pending:
 
 
 class FencingGate:
-    def __init__(self, cluster: str, policy: RestorePolicy, store: FencingStore) -> None:
+    """``read_only`` (``review --cluster``): answers as the server would, writing neither fence nor
+    heartbeat."""
+
+    def __init__(
+        self, cluster: str, policy: RestorePolicy, store: FencingStore, read_only: bool = False
+    ) -> None:
         self.cluster = cluster
         self.policy = policy
         self.store = store
+        self.read_only = read_only
 
     def begin(
         self, resource: FlinkResource, dry_run: bool, pool: concurrent.futures.Executor
@@ -59,7 +65,7 @@ class FencingGate:
         def fence() -> int:
             # Without a failover count (Karmada's own jobId labels only) the epoch comes from the fences seen.
             epoch = counted or next_epoch(me, self.store.list(folder).ownership)
-            if not dry_run:
+            if not dry_run and not self.read_only:
                 body = fence_body(workload, me, epoch, copies.format_time(datetime.now(UTC)))
                 self.store.fence(folder, epoch, body)
                 metrics.FENCES.inc()
@@ -88,7 +94,7 @@ class FencingGate:
             verdict = judge_admission(
                 self.cluster, epoch, listing.ownership, self.policy.fencing.lease_seconds
             )
-            if verdict.outcome is HoldOutcome.RELEASE and not pending.dry_run:
+            if verdict.outcome is HoldOutcome.RELEASE and not pending.dry_run and not self.read_only:
                 _result(pending.beat(), expires - time.monotonic())
         except StorageError as exc:
             metrics.STORAGE_ERRORS.labels("admission").inc()
@@ -107,7 +113,7 @@ class FencingGate:
             text = copies.unknown_age_text(tuple(w.cluster for w in verdict.waiting), epoch)
         else:
             text = copies.hold_text(verdict, epoch, datetime.now(UTC))
-        if not pending.dry_run:
+        if not pending.dry_run and not self.read_only:
             metrics.HOLDS.inc()
             log.warning(
                 "restore held until the old copy stops",

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.common.contract import (
     FENCED_BY,
@@ -33,10 +33,11 @@ from webhook.member.fencing import copies
 from webhook.member.fencing.copies import Copy, CopyState
 from webhook.member.fencing.flinkapi import PLURALS, FlinkApi
 from webhook.member.fencing.protocol import HoldOutcome, Ownership, judge_hold
-from webhook.member.fencing.records import FencingStore
 from webhook.member.policy import PolicyError, RestorePolicy, load_policy, policy_source
 from webhook.member.restore import StorageError
-from webhook.member.storage import CheckpointStorage
+
+if TYPE_CHECKING:  # storage (fsspec) is loaded when a command runs, not when the CLI parses
+    from webhook.member.fencing.records import FencingStore
 
 
 @dataclass(frozen=True)
@@ -231,6 +232,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"flink-failover status: {api.message}", file=sys.stderr)
         return 1
     from webhook.member.fencing.lanes import Lanes
+    from webhook.member.fencing.records import FencingStore
+    from webhook.member.storage import CheckpointStorage
 
     lanes = Lanes(max(policy.fencing.call_timeout, 5.0))
     try:
