@@ -78,6 +78,7 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("copies", "lanes"),  # a Flink object as fencing sees it; storage calls with a deadline
         ("decide", "records"),  # the agent's plans (pure); the records read and written
         ("gate", "flinkapi"),  # the webhook's side; the agent's Kubernetes edge
+        ("command",),  # what the fencing commands do first
         ("agent", "status"),  # the loop that executes plans; every job's fencing state
         ("runner", "release", "http"),  # one agent per server; the release command; /fencing/status
     ),

@@ -775,17 +775,30 @@ def _started_from(
     raw = resource.annotations.get(policy.key(STARTED_FROM), "").strip()
     if not raw or not job_id:
         return None
+    roots = [d for d in (savepoint_dir, checkpoint_dir) if d is not None]
+    return _annotated_snapshot("started-from", raw, roots, True, policy, warnings)
+
+
+def _annotated_snapshot(
+    what: str,
+    raw: str,
+    roots: list[StoragePath],
+    need_root: bool,
+    policy: RestorePolicy,
+    warnings: list[str],
+) -> StoragePath | None:
+    """A snapshot path an annotation names, when it parses, has an allowed scheme and lies inside one
+    of the job's directories (``need_root``: even when it has none); else None and a warning why."""
     try:
         path = StoragePath.parse(raw)
     except StoragePathError as exc:
-        warnings.append(f"ignored started-from: {exc}")
+        warnings.append(f"ignored {what}: {exc}")
         return None
     if path.scheme not in policy.allowed_schemes:
-        warnings.append(f"ignored started-from: scheme {path.scheme!r} not allowed")
+        warnings.append(f"ignored {what}: scheme {path.scheme!r} not allowed")
         return None
-    roots = [d for d in (savepoint_dir, checkpoint_dir) if d is not None]
-    if not any(path.is_within(root) and path != root for root in roots):
-        warnings.append("ignored started-from: outside the job's savepoint and checkpoint directories")
+    if (roots or need_root) and not any(path.is_within(root) and path != root for root in roots):
+        warnings.append(f"ignored {what}: outside the job's savepoint and checkpoint directories")
         return None
     return path
 
@@ -802,17 +815,9 @@ def _reported_savepoint(
     raw = resource.annotations.get(policy.key(LAST_SAVEPOINT), "").strip()
     if not raw:
         return None
-    try:
-        path = StoragePath.parse(raw)
-    except StoragePathError as exc:
-        warnings.append(f"ignored last-savepoint: {exc}")
-        return None
-    if path.scheme not in policy.allowed_schemes:
-        warnings.append(f"ignored last-savepoint: scheme {path.scheme!r} not allowed")
-        return None
     roots = [d for d in (savepoint_dir, checkpoint_dir) if d is not None]
-    if roots and not any(path.is_within(root) and path != root for root in roots):
-        warnings.append("ignored last-savepoint: outside the job's savepoint and checkpoint directories")
+    path = _annotated_snapshot("last-savepoint", raw, roots, False, policy, warnings)
+    if path is None:
         return None
     prefix = savepoint_prefix(path.name)
     if prefix and job_id and prefix != job_id[:6]:

@@ -95,19 +95,15 @@ def clock_folder(resource: FlinkResource, policy: RestorePolicy) -> StoragePath 
 
 
 def checkpoint_dir_of(resource: FlinkResource, policy: RestorePolicy) -> StoragePath | None:
-    raw = resource.checkpoint_dir or policy.default_checkpoint_dir
-    if not raw:
-        return None
-    try:
-        path = StoragePath.parse(raw)
-    except StoragePathError:
-        return None
-    return path if path.scheme in policy.allowed_schemes else None
+    return _usable_dir(resource.checkpoint_dir or policy.default_checkpoint_dir, policy)
 
 
 def savepoint_dir_of(resource: FlinkResource, policy: RestorePolicy) -> StoragePath | None:
     """The job's savepoint directory (its own configuration, else the policy's), when usable."""
-    raw = resource.savepoint_dir or policy.default_savepoint_dir
+    return _usable_dir(resource.savepoint_dir or policy.default_savepoint_dir, policy)
+
+
+def _usable_dir(raw: str, policy: RestorePolicy) -> StoragePath | None:
     if not raw:
         return None
     try:

@@ -10,13 +10,12 @@ never released: that copy must not run.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 from webhook.common.contract import HOLD, RELEASE
-from webhook.common.kubeclient import ApiFailure, ClientConfig
-from webhook.member.fencing.flinkapi import PLURALS, FlinkApi
-from webhook.member.policy import PolicyError, load_policy, policy_source
+from webhook.common.kubeclient import ApiFailure
+from webhook.member.fencing import command
+from webhook.member.fencing.flinkapi import PLURALS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -24,34 +23,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "target", metavar="NAMESPACE/NAME", help="the held FlinkDeployment or FlinkSessionJob"
     )
     parser.add_argument("--kind", choices=list(PLURALS), default="FlinkDeployment", help="its kind")
-    parser.add_argument(
-        "--kubeconfig", default=None, help="the member cluster (default: in-cluster, else ~/.kube/config)"
-    )
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: its current one)")
-    parser.add_argument(
-        "--policy",
-        default=None,
-        help="restore policy, for its prefix (default: $FLINK_FAILOVER_POLICY, else built in)",
-    )
+    command.add_cluster_arguments(parser, "its prefix")
     parser.add_argument(
         "--force", action="store_true", help="set the annotation even if the object shows no hold"
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    namespace, _, name = args.target.partition("/")
-    if not namespace or not name or "/" in name:
-        print(f"flink-failover release: {args.target!r} is not NAMESPACE/NAME", file=sys.stderr)
-        return 2
-    try:
-        policy = load_policy(policy_source(args.policy, os.environ).path)
-    except PolicyError as exc:
-        print(f"flink-failover release: {exc}", file=sys.stderr)
-        return 2
-    api = FlinkApi.connect(ClientConfig(args.kubeconfig, args.context))
-    if isinstance(api, ApiFailure):
-        print(f"flink-failover release: {api.message}", file=sys.stderr)
-        return 1
+    started = command.start("release", args, args.target)
+    if isinstance(started, int):
+        return started
+    assert started.target is not None
+    (namespace, name), policy, api = started.target, started.policy, started.api
     found = api.get(args.kind, namespace, name)
     if found is None or isinstance(found, ApiFailure):
         problem = "not found" if found is None else found.message

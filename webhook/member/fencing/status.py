@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -28,12 +27,12 @@ from webhook.common.contract import (
     RESUMED,
     STEPPED_DOWN,
 )
-from webhook.common.kubeclient import ApiFailure, ClientConfig
-from webhook.member.fencing import copies
+from webhook.common.kubeclient import ApiFailure
+from webhook.member.fencing import command, copies
 from webhook.member.fencing.copies import Copy, CopyState
 from webhook.member.fencing.flinkapi import PLURALS, FlinkApi
 from webhook.member.fencing.protocol import HoldOutcome, Ownership, judge_hold
-from webhook.member.policy import PolicyError, RestorePolicy, load_policy, policy_source
+from webhook.member.policy import RestorePolicy
 from webhook.member.restore import StorageError
 
 if TYPE_CHECKING:  # storage (fsspec) is loaded when a command runs, not when the CLI parses
@@ -202,35 +201,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("FLINK_FAILOVER_CLUSTER", ""),
         help="this member's name in Karmada, to say whom a held job waits for ($FLINK_FAILOVER_CLUSTER)",
     )
-    parser.add_argument(
-        "--kubeconfig", default=None, help="the member cluster (default: in-cluster, else ~/.kube/config)"
-    )
-    parser.add_argument("--context", default=None, help="kubeconfig context (default: its current one)")
-    parser.add_argument(
-        "--policy",
-        default=None,
-        help="restore policy: prefix, storage options (default: $FLINK_FAILOVER_POLICY, else built in)",
-    )
+    command.add_cluster_arguments(parser, "its prefix and storage options")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
 
 
 def run(args: argparse.Namespace) -> int:
-    target = None
-    if args.target:
-        namespace, _, name = args.target.partition("/")
-        if not namespace or not name or "/" in name:
-            print(f"flink-failover status: {args.target!r} is not NAMESPACE/NAME", file=sys.stderr)
-            return 2
-        target = (args.kind, namespace, name)
-    try:
-        policy = load_policy(policy_source(args.policy, os.environ).path)
-    except PolicyError as exc:
-        print(f"flink-failover status: {exc}", file=sys.stderr)
-        return 2
-    api = FlinkApi.connect(ClientConfig(args.kubeconfig, args.context))
-    if isinstance(api, ApiFailure):
-        print(f"flink-failover status: {api.message}", file=sys.stderr)
-        return 1
+    started = command.start("status", args, args.target)
+    if isinstance(started, int):
+        return started
+    policy, api = started.policy, started.api
+    target = (args.kind, *started.target) if started.target is not None else None
     from webhook.member.fencing.lanes import Lanes
     from webhook.member.fencing.records import FencingStore
     from webhook.member.storage import CheckpointStorage
