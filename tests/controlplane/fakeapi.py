@@ -586,7 +586,11 @@ def core_collection(resource: str) -> FakeKarmada:
 def flink_collection(plural: str) -> FakeKarmada:
     """``flinkdeployments`` / ``flinksessionjobs`` of a member cluster, listed cluster-wide, patched
     and read one by one."""
-    kind = {"flinkdeployments": "FlinkDeploymentList", "flinksessionjobs": "FlinkSessionJobList"}[plural]
+    kind = {
+        "flinkdeployments": "FlinkDeploymentList",
+        "flinksessionjobs": "FlinkSessionJobList",
+        "flinkbluegreendeployments": "FlinkBlueGreenDeploymentList",
+    }[plural]
     return FakeKarmada(
         path=f"/apis/flink.apache.org/v1beta1/{plural}",
         api_version="flink.apache.org/v1beta1",
@@ -602,11 +606,15 @@ def events_collection() -> FakeKarmada:
 
 
 def start_member_cluster() -> RunningFake:
-    """A member cluster's API for the fencing agent: its FlinkDeployments, FlinkSessionJobs and Events
-    (``RunningFake.events``)."""
+    """A member cluster's API for the fencing agent: its FlinkDeployments, FlinkSessionJobs,
+    FlinkBlueGreenDeployments and Events (``RunningFake.events``)."""
     return start(
         flink_collection("flinkdeployments"),
-        extra=(flink_collection("flinksessionjobs"), events_collection()),
+        extra=(
+            flink_collection("flinksessionjobs"),
+            flink_collection("flinkbluegreendeployments"),
+            events_collection(),
+        ),
     )
 
 

@@ -697,3 +697,78 @@ def test_status_lists_every_held_job_with_whom_it_waits_for(
     assert main([*base, "analytics/missing"]) == 1
     assert "not found" in capsys.readouterr().out
     assert m1.tick() == {"orders": "stopping"}  # status wrote nothing that fences anybody
+
+
+def test_a_blue_green_deployment_is_fenced_through_its_children(local_site: Site, world: Any) -> None:
+    """The operator runs a FlinkBlueGreenDeployment's job in a child FlinkDeployment (-blue, -green) that
+    carries none of the parent's labels. Its records are kept for the parent (what Karmada moves); the
+    stale child is stopped, the restored parent held in its template, and its child released."""
+    from tests.support.objects import flink_deployment
+
+    policy = policy_for(local_site)
+    m1, m2 = world("member1", policy), world("member2", policy)
+    local_site.checkpoints([1, 2])
+    bg = "/apis/flink.apache.org/v1beta1/flinkbluegreendeployments"
+    parents = {m.name: m.running.server.stores[bg] for m in (m1, m2)}
+
+    def blue_green(labels: dict[str, str], annotations: dict[str, str]) -> dict[str, Any]:
+        template = flink_deployment(labels=labels, annotations=annotations)
+        return {
+            "apiVersion": "flink.apache.org/v1beta1",
+            "kind": "FlinkBlueGreenDeployment",
+            "metadata": {**template["metadata"]},
+            "spec": {"template": {"spec": template["spec"]}},
+        }
+
+    def child(of: dict[str, Any], colour: str, job_state: str) -> dict[str, Any]:
+        obj = (
+            running_copy(name=f"orders-{colour}")
+            if job_state == "running"
+            else flink_deployment(name=f"orders-{colour}")
+        )
+        obj["metadata"]["labels"] = {"DeploymentType": colour.upper()}
+        obj["metadata"]["ownerReferences"] = [
+            {
+                "apiVersion": "flink.apache.org/v1beta1",
+                "kind": "FlinkBlueGreenDeployment",
+                "name": "orders",
+                "uid": "p",
+            }
+        ]
+        obj["spec"] = {**copy_of(of["spec"]["template"]["spec"])}
+        obj["spec"]["job"]["state"] = job_state
+        return obj
+
+    # member1 runs the job in orders-green; its records are the parent's.
+    parents["member1"].upsert(blue_green({}, {}))
+    m1.put(child(blue_green({}, {}), "green", "running"))
+    assert m1.tick() == {"orders": "skipped", "orders-green": "heartbeat"}
+    records = (local_site.local or Path()) / "flink-failover/analytics/flinkbluegreendeployment/orders"
+    assert (records / "heartbeat-member1.json").exists()
+
+    # Karmada moves the parent to member2: restored through its template, held there.
+    restored = failed_over(1, "member1")
+    parent = blue_green(restored["metadata"]["labels"], restored["metadata"]["annotations"])
+    answer = m2.handler(parse_review(review(parent))).to_review()["response"]
+    held = apply(parent, decode_patch(answer))
+    template_job = held["spec"]["template"]["spec"]["job"]
+    assert template_job["state"] == "suspended" and template_job["initialSavepointPath"].endswith("chk-2")
+    assert "waiting for member1" in held["metadata"]["annotations"][HOLD]
+    parents["member2"].upsert(held)
+    assert m2.tick() == {"orders": "held"}  # no child yet: the operator has not created it
+    m2.put(child(held, "blue", "suspended"))  # the operator creates blue from the held template
+
+    assert m1.tick()["orders-green"] == "stopping"  # the stale child, patched directly
+    assert m1.obj("orders-green")["spec"]["job"]["state"] == "suspended"
+    local_site.checkpoints([3])  # it checkpoints while its operator stops it
+    assert m2.tick()["orders"] == "held"
+    m1.stop_completes("orders-green")
+    assert m2.tick()["orders"] == "released"
+    blue = m2.obj("orders-blue")
+    assert blue["spec"]["job"]["state"] == "running"
+    assert blue["spec"]["job"]["initialSavepointPath"].endswith(f"{JOB_ID}/chk-3")  # 0 checkpoints lost
+    released_parent = parents["member2"].get("analytics", "orders")
+    assert HOLD not in released_parent["metadata"]["annotations"]
+    assert released_parent["metadata"]["annotations"][RELEASED].startswith("ack at ")
+    # The template is not touched by the release (a change there would start a blue/green transition).
+    assert released_parent["spec"] == held["spec"]

@@ -21,7 +21,7 @@ from webhook.common.admission import (
     patched,
 )
 from webhook.common.events import NORMAL, WARNING, EventSink, NoEvents, Occurrence, Regarding
-from webhook.common.flink import BLUE_GREEN, GROUP, KINDS, FlinkResource, job_path
+from webhook.common.flink import GROUP, KINDS, FlinkResource, job_path
 from webhook.common.patch import plan
 from webhook.common.paths import StoragePath
 from webhook.member.fencing.gate import FencingGate
@@ -236,8 +236,7 @@ def _fences(request: AdmissionRequest, resource: FlinkResource, policy: RestoreP
     workload now belongs here, and a stale copy elsewhere must stop)."""
     return (
         request.operation == "CREATE"
-        and resource.kind != BLUE_GREEN  # the fencing agent stops and releases FlinkDeployments' jobs only
-        and resource.job is not None
+        and resource.job is not None  # a FlinkBlueGreenDeployment's: its template's (held there)
         and not resource.deleting
         and triggered(resource, policy)
     )

@@ -17,11 +17,12 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from webhook.common.events import NORMAL, WARNING, EventSink, NoEvents, Occurrence, Regarding
+from webhook.common.flink import BLUE_GREEN
 from webhook.common.kubeclient import ApiFailure
 from webhook.common.paths import StoragePath
 from webhook.member.fencing import copies, metrics
@@ -44,7 +45,7 @@ from webhook.member.fencing.decide import (
     WriteFence,
     decide,
 )
-from webhook.member.fencing.flinkapi import PLURALS
+from webhook.member.fencing.flinkapi import OPTIONAL_KINDS, PLURALS
 from webhook.member.fencing.lanes import Lanes
 from webhook.member.fencing.protocol import Ownership, ReleaseCause
 from webhook.member.fencing.records import FencingStore, Workload, fence_body
@@ -163,6 +164,8 @@ class FencingAgent:
             if found is None or isinstance(found, ApiFailure):
                 continue
             copy = copies.read_copy({**found, "kind": workload.kind}, self.policy)
+            if copy.workload.kind == BLUE_GREEN and copy.target is None:
+                continue  # a held parent needs its children's listing: the next poll
             if copy.state not in _URGENT and copy.state is not CopyState.FENCED:
                 continue
             previous = self._inflight.get(workload)
@@ -200,7 +203,7 @@ class FencingAgent:
         submitted: dict[Workload, concurrent.futures.Future[Step]] = {}
         for copy in found:
             self._remember(copy, started)
-            previous = self._inflight.get(copy.workload)
+            previous = self._inflight.get(copy.patched)
             if previous is not None and not previous.done():
                 # Its storage has not answered last poll's calls: decide without records (a step-down
                 # needs only the API), and leave the storage alone.
@@ -214,7 +217,7 @@ class FencingAgent:
                 )
                 continue
             future = self._pool.submit(self._step, copy, started)
-            self._inflight[copy.workload] = submitted[copy.workload] = future
+            self._inflight[copy.patched] = submitted[copy.patched] = future
         concurrent.futures.wait(submitted.values(), timeout=self.policy.fencing.poll_seconds)
         for workload, future in submitted.items():
             steps.append(
@@ -222,13 +225,13 @@ class FencingAgent:
                 if future.done()
                 else Step(workload, "pending", "storage calls still unanswered")
             )
-        present = {c.workload for c in found}
+        present = {c.patched for c in found}
         self._inflight = {w: f for w, f in self._inflight.items() if w in present and not f.done()}
         self._forget_gone({c.workload for c in found if c.state in _HEARTBEATING})
         self._observe(found, steps)
         self._report(started)
         with self._lock:
-            self._urgent = {c.workload for c in found if c.state in _URGENT} | {
+            self._urgent = {c.patched for c in found if c.state in _URGENT} | {
                 s.workload for s in steps if s.action in ("stopping", "held")
             }
         return steps
@@ -250,28 +253,32 @@ class FencingAgent:
                 if state == "ok":
                     log.info("fencing watches %s", kind, extra={"fields": {"cluster": self.cluster}})
                 else:
-                    log.error("fencing cannot watch %s: %s", kind, state, extra={"fields": {"kind": kind}})
+                    level = logging.INFO if kind in OPTIONAL_KINDS and "404" in state else logging.ERROR
+                    log.log(
+                        level, "fencing cannot watch %s: %s", kind, state, extra={"fields": {"kind": kind}}
+                    )
             metrics.KIND_LISTED.labels(kind).set(1 if state == "ok" else 0)
         self._kinds = kinds
         if not any(state == "ok" for state in kinds.values()):
             return None
-        return [copies.read_copy(obj, self.policy) for obj in objects]
+        found = [copies.read_copy(obj, self.policy) for obj in objects]
+        return with_children(found)
 
     def _remember(self, copy: Copy, now: float) -> None:
         with self._lock:
             if copy.state in (CopyState.RUNNING, CopyState.STEPPED_DOWN):
-                self._renewed.setdefault(copy.workload, now)  # first seen: a whole deadline from here
+                self._renewed.setdefault(copy.patched, now)  # first seen: a whole deadline from here
             else:
-                self._renewed.pop(copy.workload, None)
+                self._renewed.pop(copy.patched, None)
             if copy.state is CopyState.HELD:
-                self._held_since.setdefault(copy.workload, now)
+                self._held_since.setdefault(copy.patched, now)
             else:
-                self._held_since.pop(copy.workload, None)
-                self._hold_written.pop(copy.workload, None)
+                self._held_since.pop(copy.patched, None)
+                self._hold_written.pop(copy.patched, None)
 
     def _step(self, copy: Copy, started: float) -> Step:
         if copy.folder is None or copy.clock is None or copy.state is CopyState.IDLE:
-            return Step(copy.workload, "skipped", "no checkpoint directory" if copy.folder is None else "")
+            return Step(copy.patched, "skipped", "no checkpoint directory" if copy.folder is None else "")
         records: Ownership | Unreadable
         storage_now = None
         try:
@@ -287,8 +294,8 @@ class FencingAgent:
         self, copy: Copy, records: Ownership | Unreadable, started: float, storage_now: datetime | None = None
     ) -> Plan:
         with self._lock:
-            renewed = self._renewed.get(copy.workload, started)
-            written = self._hold_written.get(copy.workload)
+            renewed = self._renewed.get(copy.patched, started)
+            written = self._hold_written.get(copy.patched)
         times = Times(self.monotonic(), renewed, storage_now, written)
         return decide(self.cluster, copy, records, times, self.policy.fencing)
 
@@ -302,8 +309,8 @@ class FencingAgent:
                     problems.append(problem)
                     break  # the rest of this chain depends on it; other chains do not
         if problems:
-            return Step(copy.workload, "error", f"{plan.action}: {'; '.join(problems)}")
-        return Step(copy.workload, plan.action, plan.detail)
+            return Step(copy.patched, "error", f"{plan.action}: {'; '.join(problems)}")
+        return Step(copy.patched, plan.action, plan.detail)
 
     def _apply(self, copy: Copy, effect: Effect) -> str | None:
         """Carry out one effect; None on success, else what went wrong."""
@@ -338,7 +345,7 @@ class FencingAgent:
                 problem = self._patched(copy, copies.hold_patch(text, self.policy))
                 if problem is None:
                     with self._lock:
-                        self._hold_written[copy.workload] = self.monotonic()
+                        self._hold_written[copy.patched] = self.monotonic()
                 return self._told(
                     problem, copy, WARNING, "Held", "Hold", f"held until the old copy stops: {text}"
                 )
@@ -404,7 +411,7 @@ class FencingAgent:
         self.store.beat(folder, body)
         with self._lock:
             self._beating[copy.workload] = folder
-            self._renewed[copy.workload] = start  # the renewal counts from when it started
+            self._renewed[copy.patched] = start  # the renewal counts from when it started
 
     def _forget_gone(self, heartbeating: set[Workload]) -> None:
         """A copy that no longer runs here (deleted, suspended by hand) stops heartbeating at once."""
@@ -443,6 +450,13 @@ class FencingAgent:
             path = ""
         asked_by = copies.release_asked_by(copy, self.policy) if cause is ReleaseCause.MANUAL else ""
         patch = copies.release_patch(path, cause, self.policy, self._now(), asked_by)
+        if copy.workload.kind == BLUE_GREEN:
+            for child in copy.children:  # the job runs in them; the template stays as it is
+                target = replace(copy, target=Workload("FlinkDeployment", copy.workload.namespace, child))
+                problem = self._patched(target, copies.child_release_patch(path))
+                if problem is not None:
+                    return problem
+            patch = {"metadata": patch["metadata"]}
         problem = self._patched(copy, patch)
         if problem is None:
             metrics.RELEASES.labels(cause.value).inc()
@@ -498,7 +512,7 @@ class FencingAgent:
         return problem
 
     def _event(self, copy: Copy, kind: str, reason: str, action: str, note: str) -> None:
-        w = copy.workload
+        w = copy.patched
         regarding = Regarding(copy.api_version, w.kind, w.namespace, w.name, copy.uid)
         self.events.record(Occurrence(regarding, kind, reason, action, note))
 
@@ -517,7 +531,7 @@ class FencingAgent:
         done: Callable[[Copy, Mapping[str, Any]], None] | None = None,
     ) -> str | None:
         """None on success, else the error (counted)."""
-        w = copy.workload
+        w = copy.patched
         answer = self.api.patch(w.kind, w.namespace, w.name, body)
         if isinstance(answer, ApiFailure):
             metrics.API_ERRORS.labels("patch").inc()
@@ -539,7 +553,7 @@ class FencingAgent:
 
     def _tell(self, found: list[Copy], steps: list[Step]) -> None:
         """Events for the states a poll finds rather than causes (aggregated into one series each)."""
-        by_workload = {c.workload: c for c in found}
+        by_workload = {c.patched: c for c in found}
         for step in steps:
             copy = by_workload.get(step.workload)
             if copy is None:
@@ -578,6 +592,21 @@ class FencingAgent:
 
     def _now(self) -> str:
         return copies.format_time(self.clock())
+
+
+def with_children(found: list[Copy]) -> list[Copy]:
+    """A held FlinkBlueGreenDeployment knows the children the operator created for it (its release
+    starts them)."""
+    children: dict[Workload, list[str]] = {}
+    for copy in found:
+        if copy.target is not None:
+            children.setdefault(copy.workload, []).append(copy.target.name)
+    return [
+        replace(c, children=tuple(sorted(children.get(c.workload, ()))))
+        if c.workload.kind == BLUE_GREEN and c.target is None
+        else c
+        for c in found
+    ]
 
 
 _HEARTBEATING = (CopyState.RUNNING, CopyState.STOPPING, CopyState.STEPPED_DOWN)

@@ -27,7 +27,7 @@ from webhook.common.contract import (
     RESUMED,
     STEPPED_DOWN,
 )
-from webhook.common.flink import FlinkResource
+from webhook.common.flink import BLUE_GREEN, FlinkResource
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.common.untyped import as_map
 from webhook.member.fencing.layout import FOLDER, Workload
@@ -65,6 +65,16 @@ class Copy:
     restored_here: bool = False  # the member webhook restored it (so its restore wrote a fence)
     uid: str = ""  # metadata.uid: lets an Event reach `kubectl describe`
     api_version: str = "flink.apache.org/v1beta1"
+    # The object the agent patches. For a FlinkBlueGreenDeployment's child it is the child, while the
+    # workload (whose records it keeps) is the parent: children change names (-blue, -green) and
+    # clusters, the parent is what Karmada moves.
+    target: Workload | None = None
+    # A held FlinkBlueGreenDeployment: its children the agent saw (a release starts them).
+    children: tuple[str, ...] = ()
+
+    @property
+    def patched(self) -> Workload:
+        return self.target or self.workload
 
 
 def epoch_of(resource: FlinkResource, policy: RestorePolicy) -> int:
@@ -114,6 +124,9 @@ def _usable_dir(raw: str, policy: RestorePolicy) -> StoragePath | None:
 
 
 def workload_of(resource: FlinkResource) -> Workload:
+    """What the records are kept for: the object itself, or a blue/green child's parent."""
+    if resource.blue_green_parent:
+        return Workload(BLUE_GREEN, resource.namespace, resource.blue_green_parent)
     return Workload(resource.kind, resource.namespace, resource.name)
 
 
@@ -132,6 +145,8 @@ def read_copy(obj: Mapping[str, Any], policy: RestorePolicy) -> Copy:
         state = CopyState.STEPPED_DOWN
     elif hold and resource.state == "suspended":
         state = CopyState.HELD
+    elif resource.kind == BLUE_GREEN:
+        state = CopyState.IDLE  # a template: its children run the job, and are the copies
     elif resource.state == "running":
         state = CopyState.RUNNING
     else:
@@ -152,6 +167,7 @@ def read_copy(obj: Mapping[str, Any], policy: RestorePolicy) -> Copy:
         restored(resource, policy),
         str(as_map(obj.get("metadata")).get("uid") or ""),
         str(obj.get("apiVersion") or "flink.apache.org/v1beta1"),
+        Workload(resource.kind, resource.namespace, resource.name) if resource.blue_green_parent else None,
     )
 
 
@@ -233,6 +249,17 @@ def resume_patch(copy: Copy, path: str, policy: RestorePolicy, when: str) -> dic
 
 def hold_patch(text: str, policy: RestorePolicy) -> dict[str, Any]:
     return {"metadata": {"annotations": {policy.key(HOLD): text}}}
+
+
+def child_release_patch(path: str) -> dict[str, Any]:
+    """Start a held FlinkBlueGreenDeployment's child (created suspended from the held template): the
+    child, not the parent, because a template change on the parent starts a blue/green transition (and
+    is reverted during the first one). The parent keeps ``state: suspended`` in its template until its
+    next update (docs/flink.md "FlinkBlueGreenDeployment")."""
+    job: dict[str, Any] = {"state": "running"}
+    if path:
+        job["initialSavepointPath"] = path
+    return {"spec": {"job": job}}
 
 
 def release_patch(

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from webhook.common.flink import BLUE_GREEN
 from webhook.member.fencing.copies import Copy, CopyState, hold_subject
 from webhook.member.fencing.protocol import (
     Fence,
@@ -239,5 +240,7 @@ def _held(me: str, copy: Copy, records: Ownership | Unreadable, times: Times, po
         rewrite = not copy.hold.startswith(subject + ";") or stale
         return plan("held", subject, (RewriteHold(verdict),) if rewrite else ())
     cause = verdict.cause or ReleaseCause.NO_HEARTBEAT
+    if copy.workload.kind == BLUE_GREEN and not copy.children:
+        return plan("held", "released once the operator has created its FlinkDeployment")
     # Heartbeat before the job may start: a failover that follows must wait for this copy too.
     return plan("released", cause.value, (Beat(), Release(cause)))

@@ -9,16 +9,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.common.flink import GROUP
+from webhook.common.flink import BLUE_GREEN, GROUP
 from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.common.kubeobjects import KubeObjects, Resource
 from webhook.member.sessions import DEPLOYMENTS, VERSION
 
-PLURALS = {"FlinkDeployment": "flinkdeployments", "FlinkSessionJob": "flinksessionjobs"}
+PLURALS = {
+    "FlinkDeployment": "flinkdeployments",
+    "FlinkSessionJob": "flinksessionjobs",
+    BLUE_GREEN: "flinkbluegreendeployments",
+}
 RESOURCES = {
     "FlinkDeployment": DEPLOYMENTS,
     "FlinkSessionJob": Resource(GROUP, VERSION, PLURALS["FlinkSessionJob"], "FlinkSessionJob"),
+    BLUE_GREEN: Resource(GROUP, VERSION, PLURALS[BLUE_GREEN], BLUE_GREEN),
 }
+OPTIONAL_KINDS = (BLUE_GREEN,)  # operator 1.14+: a cluster without its CRD is usual, not a fault
 
 
 class FlinkApi:
