@@ -33,7 +33,8 @@ def run(args: argparse.Namespace) -> int:
     started = command.start("release", args, args.target)
     if isinstance(started, int):
         return started
-    assert started.target is not None
+    if started.target is None:  # a target was given, so start() has read it
+        return 2
     (namespace, name), policy, api = started.target, started.policy, started.api
     found = api.get(args.kind, namespace, name)
     if found is None or isinstance(found, ApiFailure):
