@@ -178,20 +178,23 @@ def _builder(
         .not_valid_after(end)
         .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
         .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=not ca,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=ca,
-                crl_sign=ca,
-                encipher_only=False,
-                decipher_only=False,
-            ),
+            _key_usage("digital_signature", "key_cert_sign", "crl_sign")
+            if ca
+            else _key_usage("digital_signature", "key_encipherment"),
             critical=True,
         )
     )
+
+
+_KEY_USAGES = (
+    "digital_signature", "content_commitment", "key_encipherment", "data_encipherment", "key_agreement",
+    "key_cert_sign", "crl_sign", "encipher_only", "decipher_only",
+)  # fmt: skip
+
+
+def _key_usage(*granted: str) -> x509.KeyUsage:
+    """The key usage extension granting ``granted`` and nothing else (x509.KeyUsage wants every bit)."""
+    return x509.KeyUsage(**{usage: usage in granted for usage in _KEY_USAGES})
 
 
 def _signed(
