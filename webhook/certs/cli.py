@@ -35,35 +35,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     gen = _action(parser, sub, "generate", "create (or reuse) the CA and issue the serving certificate")
     gen.add_argument("--service", required=True, help="the webhook Service name")
     gen.add_argument("--namespace", required=True, help="the webhook Service namespace")
-    gen.add_argument("--out", default="certs", type=Path, help="certificate directory (default: certs)")
     gen.add_argument(
         "--extra-san", action="append", default=[], metavar="NAME|IP", help="additional SAN (repeatable)"
     )
-    gen.add_argument("--days", type=int, default=pki.DEFAULT_DAYS, help="serving certificate validity")
     gen.add_argument("--ca-days", type=int, default=pki.DEFAULT_CA_DAYS, help="CA validity (new CA only)")
-    gen.add_argument(
-        "--before-days",
-        type=int,
-        default=pki.DEFAULT_RENEW_BEFORE_DAYS,
-        help="re-issue an existing serving certificate that expires within this many days",
-    )
-    gen.add_argument(
-        "--force", action="store_true", help="re-issue the serving certificate even if still good"
-    )
+    _issue_arguments(gen)
     _secret_arguments(gen)
 
     ren = _action(parser, sub, "renew", "re-issue the serving certificate when it expires soon")
-    ren.add_argument("--out", default="certs", type=Path, help="certificate directory")
-    ren.add_argument(
-        "--before-days",
-        type=int,
-        default=pki.DEFAULT_RENEW_BEFORE_DAYS,
-        help="re-issue when the serving certificate expires within this many days",
-    )
-    ren.add_argument(
-        "--days", type=int, default=pki.DEFAULT_DAYS, help="validity of the re-issued certificate"
-    )
-    ren.add_argument("--force", action="store_true", help="re-issue now, whatever the expiry")
+    _issue_arguments(ren)
     ren.add_argument("--namespace", default=None, help="namespace of --secret (default: the pod's namespace)")
     _secret_arguments(ren)
 
@@ -87,6 +67,24 @@ def _action(parser: argparse.ArgumentParser, sub: Any, name: str, text: str) -> 
         name, help=text, description=text[0].upper() + text[1:] + ".", formatter_class=parser.formatter_class
     )
     return made
+
+
+def _issue_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the serving certificate is kept, how long a new one is valid and when an existing one is
+    re-issued: generate and renew decide this alike."""
+    parser.add_argument("--out", default="certs", type=Path, help="certificate directory (default: certs)")
+    parser.add_argument(
+        "--days", type=int, default=pki.DEFAULT_DAYS, help="validity of a newly issued serving certificate"
+    )
+    parser.add_argument(
+        "--before-days",
+        type=int,
+        default=pki.DEFAULT_RENEW_BEFORE_DAYS,
+        help="re-issue an existing serving certificate that expires within this many days",
+    )
+    parser.add_argument(
+        "--force", action="store_true", help="re-issue the serving certificate now, whatever its expiry"
+    )
 
 
 def _kube_arguments(parser: argparse.ArgumentParser) -> None:

@@ -132,33 +132,7 @@ def build_ca(common_name: str, days: int = DEFAULT_CA_DAYS, now: dt.datetime | N
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
     start, end = _validity(days, now)
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(ski, critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ski), critical=False)
-        .sign(key, hashes.SHA256())
-    )
+    cert = _signed(_builder(name, name, key, start, end, ca=True), key, key, ski)
     return Issued(cert, key)
 
 
@@ -179,36 +153,65 @@ def build_serving(
         raise CertError("the CA expires before the serving certificate would start: renew the CA")
     sans = subject_alt_names(service, namespace, extras)
     ca_ski = ca.cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
-    cert = (
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{service}.{namespace}.svc")])
+    builder = (
+        _builder(name, ca.cert.subject, key, start, end, ca=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    )
+    return Issued(_signed(builder, key, ca.key, ca_ski), key)
+
+
+def _builder(
+    subject: x509.Name, issuer: x509.Name, key: PrivateKey, start: dt.datetime, end: dt.datetime, *, ca: bool
+) -> x509.CertificateBuilder:
+    """What the CA and a serving certificate share: names, public key, a fresh serial, the validity, and
+    what the key may be used for: a CA signs leaf certificates only (path length 0) and revocation
+    lists; a serving certificate signs and enciphers in TLS handshakes."""
+    return (
         x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{service}.{namespace}.svc")]))
-        .issuer_name(ca.cert.subject)
+        .subject_name(subject)
+        .issuer_name(issuer)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(start)
         .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=0 if ca else None), critical=True)
         .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=True,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
+            _key_usage("digital_signature", "key_cert_sign", "crl_sign")
+            if ca
+            else _key_usage("digital_signature", "key_encipherment"),
             critical=True,
         )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski), critical=False)
-        .sign(ca.key, hashes.SHA256())
     )
-    return Issued(cert, key)
+
+
+_KEY_USAGES = (
+    "digital_signature", "content_commitment", "key_encipherment", "data_encipherment", "key_agreement",
+    "key_cert_sign", "crl_sign", "encipher_only", "decipher_only",
+)  # fmt: skip
+
+
+def _key_usage(*granted: str) -> x509.KeyUsage:
+    """The key usage extension granting ``granted`` and nothing else (x509.KeyUsage wants every bit)."""
+    return x509.KeyUsage(**{usage: usage in granted for usage in _KEY_USAGES})
+
+
+def _signed(
+    builder: x509.CertificateBuilder,
+    key: PrivateKey,
+    signer: PrivateKey,
+    issuer_ski: x509.SubjectKeyIdentifier,
+) -> x509.Certificate:
+    """The certificate with its own key identifier and its issuer's (clients chain by key, not by name
+    alone, which keeps a renewed CA of the same name apart), signed by ``signer`` with SHA-256."""
+    return (
+        builder.add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(issuer_ski), critical=False
+        )
+        .sign(signer, hashes.SHA256())
+    )
 
 
 def check_ca(ca: Issued, now: dt.datetime | None = None) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.common.patch import Op
-from webhook.common.untyped import as_map, as_str
+from webhook.common.untyped import as_map, as_str, strings
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
@@ -166,19 +166,15 @@ def parse_review(body: Any) -> AdmissionRequest:
         raise BadReview("request.uid is missing")
     if len(uid) > 256:
         raise BadReview("request.uid is too long")
-    kind, resource = as_map(request.get("kind")), as_map(request.get("resource"))
     obj = request.get("object")
     old = request.get("oldObject")
     return AdmissionRequest(
         uid=uid,
-        group=as_str(kind.get("group")),
-        version=as_str(kind.get("version")),
-        kind=as_str(kind.get("kind")),
-        resource=as_str(resource.get("resource")),
-        sub_resource=as_str(request.get("subResource")),
-        operation=as_str(request.get("operation")),
-        namespace=as_str(request.get("namespace")),
-        name=as_str(request.get("name")),
+        **strings(request.get("kind"), group="group", version="version", kind="kind"),
+        **strings(request.get("resource"), resource="resource"),
+        **strings(
+            request, sub_resource="subResource", operation="operation", namespace="namespace", name="name"
+        ),
         object=obj if isinstance(obj, Mapping) else {},
         old_object=old if isinstance(old, Mapping) else None,
         dry_run=request.get("dryRun") is True,

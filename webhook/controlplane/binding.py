@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.common.flink import GROUP, KINDS, started_from
-from webhook.common.untyped import as_map, as_str, str_map
+from webhook.common.untyped import as_map, as_str, str_map, strings
 
 API_GROUP = "work.karmada.io"
 API_VERSION = "v1alpha2"
@@ -36,15 +36,18 @@ class EvictionTask:
     def from_object(cls, doc: Mapping[str, Any]) -> EvictionTask:
         before = doc.get("clustersBeforeFailover")
         return cls(
-            from_cluster=as_str(doc.get("fromCluster")),
-            reason=as_str(doc.get("reason")),
-            purge_mode=as_str(doc.get("purgeMode")),
-            created=as_str(doc.get("creationTimestamp")),
+            **strings(
+                doc,
+                from_cluster="fromCluster",
+                reason="reason",
+                purge_mode="purgeMode",
+                created="creationTimestamp",
+                producer="producer",
+            ),
             preserved=str_map(doc.get("preservedLabelState")),
             clusters_before=tuple(c for c in before if isinstance(c, str))
             if isinstance(before, list)
             else (),
-            producer=as_str(doc.get("producer")),
         )
 
 
@@ -128,13 +131,12 @@ class Binding:
         tasks = spec.get("gracefulEvictionTasks")
         aggregated = status.get("aggregatedStatus")
         return cls(
-            namespace=as_str(meta.get("namespace")),
-            name=as_str(meta.get("name")),
-            uid=as_str(meta.get("uid")),
-            resource_version=as_str(meta.get("resourceVersion")),
-            resource_api_version=as_str(resource.get("apiVersion")),
-            resource_kind=as_str(resource.get("kind")),
-            resource_name=as_str(resource.get("name")),
+            **strings(
+                meta, namespace="namespace", name="name", uid="uid", resource_version="resourceVersion"
+            ),
+            **strings(
+                resource, resource_api_version="apiVersion", resource_kind="kind", resource_name="name"
+            ),
             clusters=tuple(
                 as_str(c.get("name")) for c in clusters if isinstance(c, Mapping) and as_str(c.get("name"))
             )

@@ -7,11 +7,11 @@ Kept free of the Kubernetes client and of metrics at import (``leader`` is loade
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from webhook.common.contract import Contract
+from webhook.common.envoptions import add_env_option
 
 if TYPE_CHECKING:
     from webhook.controlplane.leader import ElectionConfig
@@ -57,10 +57,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--leader-elect", action="store_true", help="capture only while holding the Lease (default: off)"
     )
     election.add_argument("--lease-name", default=DEFAULT_LEASE_NAME, help="default: %(default)s")
-    election.add_argument(
+    add_env_option(
+        election,
         "--lease-namespace",
-        default=os.environ.get("POD_NAMESPACE", "default"),
-        help="namespace of the Lease on the Karmada API server (default: $POD_NAMESPACE, else default)",
+        "POD_NAMESPACE",
+        "default",
+        "namespace of the Lease on the Karmada API server",
     )
     election.add_argument(
         "--lease-duration",

@@ -13,7 +13,7 @@ import logging
 import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol, TypeVar
@@ -27,14 +27,12 @@ from webhook.estimator.options import TlsFiles
 from webhook.estimator.proto import estimator_pb2 as pb
 from webhook.estimator.proto import service_pb2, service_pb2_grpc
 from webhook.estimator.workloads import Unanswerable, Workloads, unsupported
-from webhook.placement.model import Cluster
+from webhook.placement.model import Cluster, Component
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-A = TypeVar("A")
-B = TypeVar("B")
-R = TypeVar("R")
+S = TypeVar("S")
 SERVICE = service_pb2.DESCRIPTOR.services_by_name["Estimator"].full_name
 
 REQUESTS = Counter(
@@ -53,6 +51,16 @@ LATENCY = Histogram(
     ["method"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
 )
+
+
+class _EstimateRequest(Protocol):
+    """What both estimate requests carry besides what to place."""
+
+    @property
+    def cluster(self) -> str: ...
+
+    @property
+    def assumedWorkloads(self) -> Sequence[pb.AssumedWorkload]: ...  # the protobuf field's name
 
 
 class StateView(Protocol):
@@ -74,21 +82,6 @@ class _Abort(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
-
-
-def _read_first(
-    first: Callable[[], A | wire.Invalid],
-    second: Callable[[], B | wire.Invalid],
-    then: Callable[[A, B], R],
-) -> R | wire.Invalid:
-    """Two request parts read in order, then ``then``; the first unreadable part is the answer."""
-    a = first()
-    if isinstance(a, wire.Invalid):
-        return a
-    b = second()
-    if isinstance(b, wire.Invalid):
-        return b
-    return then(a, b)
 
 
 def _object(context: grpc.ServicerContext) -> str:
@@ -153,18 +146,28 @@ class EstimatorService(service_pb2_grpc.EstimatorServicer):
         if log.isEnabledFor(logging.DEBUG):
             log.debug("witness %s", json.dumps(summary["assignment"], sort_keys=True))
 
-    def _answer(
+    def _estimate(
         self,
         method: str,
-        cluster: str,
+        request: _EstimateRequest,
         context: grpc.ServicerContext,
-        compute: Callable[[Cluster], answer.Answer | wire.Invalid],
+        read: Callable[[], S | wire.Invalid],
+        compute: Callable[[Cluster, S, list[tuple[Component, ...]]], answer.Answer],
         respond: Callable[[int], T],
     ) -> T:
+        """One estimate call, as both estimate methods answer: the cluster checked, then what to place
+        read (``read``), then the workloads assumed placed before it; the first unreadable part is the
+        answer. The estimate is recorded for the logs and its count goes out in the method's reply."""
+
         def run() -> T | wire.Invalid:
-            result = compute(self._ready(cluster))
-            if isinstance(result, wire.Invalid):
-                return result
+            cluster = self._ready(request.cluster)
+            subject = read()
+            if isinstance(subject, wire.Invalid):
+                return subject
+            assumed = wire.assumed(request.assumedWorkloads)
+            if isinstance(assumed, wire.Invalid):
+                return assumed
+            result = compute(cluster, subject, assumed)
             self._record(method, _object(context), result)
             return respond(result.value)
 
@@ -173,32 +176,26 @@ class EstimatorService(service_pb2_grpc.EstimatorServicer):
     def MaxAvailableComponentSets(
         self, request: pb.MaxAvailableComponentSetsRequest, context: grpc.ServicerContext
     ) -> pb.MaxAvailableComponentSetsResponse:
-        return self._answer(
-            "MaxAvailableComponentSets",
-            request.cluster,
-            context,
-            lambda cluster: _read_first(
-                lambda: wire.components(request.components),
-                lambda: wire.assumed(request.assumedWorkloads),
-                lambda components, assumed: answer.component_sets(cluster, components, assumed),
-            ),
-            lambda value: pb.MaxAvailableComponentSetsResponse(maxSets=value),
+        def read() -> tuple[Component, ...] | wire.Invalid:
+            return wire.components(request.components)
+
+        def respond(sets: int) -> pb.MaxAvailableComponentSetsResponse:
+            return pb.MaxAvailableComponentSetsResponse(maxSets=sets)
+
+        return self._estimate(
+            "MaxAvailableComponentSets", request, context, read, answer.component_sets, respond
         )
 
     def MaxAvailableReplicas(
         self, request: pb.MaxAvailableReplicasRequest, context: grpc.ServicerContext
     ) -> pb.MaxAvailableReplicasResponse:
-        return self._answer(
-            "MaxAvailableReplicas",
-            request.cluster,
-            context,
-            lambda cluster: _read_first(
-                lambda: wire.replica_component(request.replicaRequirements),
-                lambda: wire.assumed(request.assumedWorkloads),
-                lambda component, assumed: answer.replicas(cluster, component, assumed),
-            ),
-            lambda value: pb.MaxAvailableReplicasResponse(maxReplicas=value),
-        )
+        def read() -> Component | wire.Invalid:
+            return wire.replica_component(request.replicaRequirements)
+
+        def respond(replicas: int) -> pb.MaxAvailableReplicasResponse:
+            return pb.MaxAvailableReplicasResponse(maxReplicas=replicas)
+
+        return self._estimate("MaxAvailableReplicas", request, context, read, answer.replicas, respond)
 
     def GetUnschedulableReplicas(
         self, request: pb.UnschedulableReplicasRequest, context: grpc.ServicerContext

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from webhook.common.untyped import strings
 from webhook.placement.errors import PlacementInputError
 from webhook.placement.quantity import parse_decimal
 
@@ -197,13 +198,16 @@ def _spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return spec if isinstance(spec, Mapping) else {}
 
 
+def _identity(meta: Mapping[str, Any]) -> dict[str, str]:
+    """Namespace, name and uid: what a Deployment and a ReplicaSet are found and owned by."""
+    return strings(meta, namespace="namespace", name="name", uid="uid")
+
+
 def deployment_info(obj: Mapping[str, Any]) -> DeploymentInfo:
     meta = _meta(obj)
     spec = _spec(obj)
     return DeploymentInfo(
-        namespace=str(meta.get("namespace", "")),
-        name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")),
+        **_identity(meta),
         selector=selector(spec.get("selector")),
         template=template_digest(spec.get("template")),
     )
@@ -213,9 +217,7 @@ def replicaset_info(obj: Mapping[str, Any]) -> ReplicaSetInfo:
     meta = _meta(obj)
     spec = _spec(obj)
     return ReplicaSetInfo(
-        namespace=str(meta.get("namespace", "")),
-        name=str(meta.get("name", "")),
-        uid=str(meta.get("uid", "")),
+        **_identity(meta),
         created=str(meta.get("creationTimestamp") or ""),
         controller=controller_of(meta),
         labels=_labels(meta),

@@ -18,13 +18,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import NamedTuple
 
 from webhook.placement.bounds import Limit, cap_reached, capacity_left, group_bound, limit
 from webhook.placement.firstfit import first_fit
-from webhook.placement.grouping import build_group, component_groups
+from webhook.placement.grouping import Group, build_group, component_groups
 from webhook.placement.model import Cluster, Component
 from webhook.placement.packing import Packed, Search, fill, trim
-from webhook.placement.prepare import prepare
+from webhook.placement.prepare import Prepared, prepare
 
 SEARCH_BUDGET_S = 1.0  # packing variants stop being tried after this long (the answer stays sound)
 FIRST_FIT_LIMIT = 1_000_000  # beyond this many sets the bound is degenerate (no requests, no pod limit)
@@ -62,57 +63,18 @@ def estimate(
     started = time.perf_counter()
     prep = prepare(cluster, components)
     active = [c for c, r in enumerate(prep.replicas) if r > 0]
-    groups = component_groups(prep, active)
-    built = {id(g): build_group(prep, g) for g in groups if len(g) > 1}
-    bounds = {}
-    for g in groups:
-        if len(g) == 1:
-            bounds[id(g)] = prep.totals[g[0]] // prep.replicas[g[0]]
-        else:
-            bounds[id(g)] = group_bound(prep, built[id(g)])
-    upper = min(bounds.values(), default=0)
+    alone, shared = _groups(prep, active)
+    upper = min([prep.totals[c] // prep.replicas[c] for c in alone] + [s.bound for s in shared], default=0)
     cap = upper if max_sets is None else min(upper, max_sets)
-
-    # Karmada's first fit is the floor. It cannot beat an answer that already meets the cap or the bound,
-    # so it runs only when a group's packing misses its bound; then it also narrows the search.
-    ff_sets = -1
-    ff_placed: list[dict[int, int]] = []
-
-    def run_first_fit() -> int:
-        nonlocal ff_sets, ff_placed
-        if ff_sets < 0 and cap <= FIRST_FIT_LIMIT:
-            ff_sets, ff_placed = first_fit(prep, cap)
-        return max(ff_sets, 0)
-
-    deadline = started + budget_s
-    sets = cap
-    group_result: dict[int, Packed] = {}
-    for g in groups:
-        if len(g) > 1:
-            search = Search(prep, built[id(g)], deadline)
-            hi = min(bounds[id(g)], cap)
-            packing = search.feasible(hi) if hi > 0 else None
-            found = Packed(hi, packing) if packing is not None else search.best(run_first_fit(), hi - 1)
-            group_result[id(g)] = found
-            sets = min(sets, found.sets)
-    placed: list[dict[int, int]] = []
+    floor = _KarmadaFloor(prep, cap)
+    packed = _pack_shared(prep, shared, cap, floor, started + budget_s)
+    sets = min([cap, *(p.sets for p in packed)])
     if sets < cap:
-        run_first_fit()
-    if ff_placed and ff_sets >= sets:
-        sets, placed = ff_sets, ff_placed
-    if not placed:
-        placed = [{} for _ in prep.requests]
-        for g in groups:
-            if len(g) == 1:
-                placed[g[0]] = fill(prep, g[0], sets * prep.replicas[g[0]])
-                continue
-            k_g, packing = group_result[id(g)]
-            if packing is None:  # only when sets == 0: nothing to place
-                continue
-            for c, nodes, each in packing:  # a packing places a component at most once per node
-                placed[c].update(zip(nodes, itertools.repeat(each)))
-            for c in g:
-                trim(placed[c], (k_g - sets) * prep.replicas[c])
+        floor.sets_at_least()
+    if floor.placed and floor.sets >= sets:
+        sets, placed = floor.sets, floor.placed
+    else:
+        placed = _witness(prep, alone, shared, packed, sets)
     assignment = {
         components[c].name: MappingProxyType(_by_name(prep.names, placed[c])) for c in range(len(components))
     }
@@ -129,12 +91,87 @@ def estimate(
         upper_bound=upper,
         assignment=MappingProxyType(assignment),
         elapsed_ms=round(elapsed, 3),
-        first_fit_sets=ff_sets,
+        first_fit_sets=floor.sets,
         capacity_left=left,
         scarcest=scarcest,
         limit=stop,
         not_ready=cluster.not_ready,
     )
+
+
+class _Shared(NamedTuple):
+    """Components that share nodes, merged into node classes, and the most sets the group could hold."""
+
+    group: Group
+    bound: int
+
+
+def _groups(prep: Prepared, active: list[int]) -> tuple[list[int], list[_Shared]]:
+    """The components that share no node (their count is exact from their own fits, so they need no
+    search), and the groups that do, each with its node classes built once and its upper bound."""
+    alone: list[int] = []
+    shared: list[_Shared] = []
+    for comps in component_groups(prep, active):
+        if len(comps) == 1:
+            alone.append(comps[0])
+        else:
+            group = build_group(prep, comps)
+            shared.append(_Shared(group, group_bound(prep, group)))
+    return alone, shared
+
+
+class _KarmadaFloor:
+    """Karmada's own first fit, the answer's floor, run at most once and only when asked.
+
+    It cannot beat an answer that already meets the cap or the bound, so it runs only when a group's
+    packing misses its bound; then it also narrows that group's search from below.
+    """
+
+    def __init__(self, prep: Prepared, cap: int) -> None:
+        self._prep = prep
+        self._cap = cap
+        self.sets = -1  # -1 while it has not run (or the cap is too large for it to be worth running)
+        self.placed: list[dict[int, int]] = []
+
+    def sets_at_least(self) -> int:
+        """Runs first fit once (unless the cap is degenerate) and returns its count, 0 when it did not run."""
+        if self.sets < 0 and self._cap <= FIRST_FIT_LIMIT:
+            self.sets, self.placed = first_fit(self._prep, self._cap)
+        return max(self.sets, 0)
+
+
+def _pack_shared(
+    prep: Prepared, shared: Sequence[_Shared], cap: int, floor: _KarmadaFloor, deadline: float
+) -> list[Packed]:
+    """The most sets each group packs, one packing per group: its bound is probed first (the usual case:
+    one packing, no search), and only a miss pays for first fit and a binary search above it."""
+    packed = []
+    for s in shared:
+        search = Search(prep, s.group, deadline)
+        hi = min(s.bound, cap)
+        packing = search.feasible(hi) if hi > 0 else None
+        packed.append(
+            Packed(hi, packing) if packing is not None else search.best(floor.sets_at_least(), hi - 1)
+        )
+    return packed
+
+
+def _witness(
+    prep: Prepared, alone: Sequence[int], shared: Sequence[_Shared], packed: Sequence[Packed], sets: int
+) -> list[dict[int, int]]:
+    """Component -> node -> replicas placing exactly ``sets`` sets: a greedy fill for each component that
+    shares no node, each group's packing trimmed down to ``sets`` (fewer pods never break a placement)."""
+    placed: list[dict[int, int]] = [{} for _ in prep.requests]
+    for c in alone:
+        placed[c] = fill(prep, c, sets * prep.replicas[c])
+    for s, (k_g, packing) in zip(shared, packed, strict=True):
+        if packing is None:  # only when sets == 0: nothing to place
+            continue
+        for c, nodes, each in packing:  # a packing places a component at most once per node
+            placed[c].update(zip(nodes, itertools.repeat(each)))
+        for c in s.group.comps:
+            trim(placed[c], (k_g - sets) * prep.replicas[c])
+    return placed
 
 
 def _by_name(names: Sequence[str], placed: Mapping[int, int]) -> dict[str, int]:

@@ -119,30 +119,53 @@ def _frontier2(vec: Sequence[int], reqs: list[tuple[int, ...]], fits: list[int])
 
 
 def build_group(prep: Prepared, comps: list[int]) -> Group:
-    reqs = [prep.requests[c] for c in comps]
-    relevant = [d for d in range(len(prep.dims)) if any(r[d] for r in reqs)]
-    keyed: dict[object, int] = {}
-    classes: list[NodeClass] = []
-    frontiers: list[list[Mix] | None] = []
-    # Lossless canonical form: in each resource every mix uses a multiple of the requests' gcd, and never
-    # more than all the node's fits together, so free capacity is divided by the gcd and clamped there.
-    # Nodes that differ only below that resolution share one frontier, computed once.
+    """The group of ``comps`` with its nodes merged into classes that accept the same mixes.
+
+    Two passes, cheap first: nodes are bucketed by what describes them exactly (their fits and their free
+    capacity at the requests' resolution), over whole columns; then buckets with equal frontiers merge
+    into one class, so the frontier, the costly part, is computed once per bucket, not per node.
+    """
+    sub_reqs, per_dim = _resolution([prep.requests[c] for c in comps], len(prep.dims))
+    buckets = _buckets(prep, comps, per_dim)
+    classes, frontiers = _classes(prep, buckets, sub_reqs, len(comps))
+    return Group(comps, classes, frontiers)
+
+
+Resolution = list[tuple[int, int, list[int]]]  # (resource, step, each component's request in steps)
+
+
+def _resolution(reqs: list[tuple[int, ...]], dims: int) -> tuple[list[tuple[int, ...]], Resolution]:
+    """The requests in the resources some component of the group requests, divided by their gcd, and
+    per such resource that step and the divided requests.
+
+    Lossless: in each resource every mix uses a multiple of the requests' gcd, so free capacity divided
+    by the gcd accepts exactly the same mixes, and nodes that differ only below that resolution share
+    one frontier.
+    """
+    relevant = [d for d in range(dims) if any(r[d] for r in reqs)]
     step = [math.gcd(*(r[d] for r in reqs)) for d in relevant]
     sub_reqs = [tuple(r[d] // g for d, g in zip(relevant, step, strict=True)) for r in reqs]
     per_dim = [(d, g, [r[k] for r in sub_reqs]) for k, (d, g) in enumerate(zip(relevant, step, strict=True))]
+    return sub_reqs, per_dim
+
+
+def _buckets(prep: Prepared, comps: list[int], per_dim: Resolution) -> dict[tuple[int, ...], list[int]]:
+    """The nodes some component of the group can use, by (fits, canonical free vector), in input order.
+
+    Column by column (map over whole columns runs in C, which matters at 10,000 nodes). A node one
+    component alone holds is described by its fit alone; a node two or more hold also by its free
+    capacity in steps, clamped at what all its fits together could use (never more is used, so the
+    clamp loses nothing and merges more nodes).
+    """
     columns = [prep.fits[c] for c in comps]
-    m, n = len(comps), len(prep.names)
-    # Column by column (map over whole columns runs in C, which matters at 10,000 nodes), and only over
-    # the nodes some component of the group can use: how many of the group's components each node
-    # holds, and, for the nodes two or more hold, the canonical free vector. A node one component alone
-    # holds is described by its fit alone.
+    n = len(prep.names)
     holders = functools.reduce(
         lambda acc, col: list(map(operator.add, acc, map(bool, col))), columns, [0] * n
     )
     used = list(itertools.compress(range(n), holders))
     held = list(itertools.compress(holders, holders))
     fits = [list(map(col.__getitem__, used)) for col in columns]
-    buckets: dict[tuple[int, ...], list[int]] = {}  # (fits, canonical vector) -> nodes, input order
+    buckets: dict[tuple[int, ...], list[int]] = {}
     single = list(map((1).__eq__, held))
     _bucket(
         buckets,
@@ -165,6 +188,17 @@ def build_group(prep: Prepared, comps: list[int]) -> Group:
             free = map(operator.floordiv, free, itertools.repeat(g, size))
         sub_columns.append(list(map(min, free, most)) if most is not None else [0] * size)
     _bucket(buckets, nodes2, zip(*picked, *sub_columns, strict=True))
+    return buckets
+
+
+def _classes(
+    prep: Prepared, buckets: dict[tuple[int, ...], list[int]], sub_reqs: list[tuple[int, ...]], m: int
+) -> tuple[list[NodeClass], list[list[Mix] | None]]:
+    """Buckets merged by their frontier (by their exact row when it is too large to enumerate), in
+    order of first node, each class's nodes in input order, and each class's frontier."""
+    keyed: dict[object, int] = {}
+    classes: list[NodeClass] = []
+    frontiers: list[list[Mix] | None] = []
     merged: set[int] = set()  # classes that got several buckets: their nodes are sorted afterwards
     for row, nodes in sorted(buckets.items(), key=lambda item: item[1][0]):  # in order of first node
         fit_row, sub = row[:m], row[m:]
@@ -182,12 +216,13 @@ def build_group(prep: Prepared, comps: list[int]) -> Group:
             merged.add(at)
     for at in merged:
         classes[at].nodes.sort()  # input order, as if appended node by node
-    return Group(comps, classes, frontiers)
+    return classes, frontiers
 
 
 def _bucket(
     buckets: dict[tuple[int, ...], list[int]], nodes: Iterable[int], rows: Iterable[tuple[int, ...]]
 ) -> None:
+    """Appends each node to the bucket of its row (a new bucket for a row not seen yet)."""
     for i, row in zip(nodes, rows, strict=True):
         got = buckets.get(row)
         if got is None:

@@ -67,7 +67,13 @@ def _orders(prep: Prepared, group: Group) -> list[list[int]]:
 
 
 def pack(prep: Prepared, group: Group, k: int, order: list[int], rule: str) -> Packing | None:
-    """Greedy packing of k sets on the group's classes; placements (component, nodes, each) or None."""
+    """Greedy packing of k sets on the group's classes; placements (component, nodes, each) or None.
+
+    Components are placed one after another in ``order``, each wholly before the next, on the classes
+    ``_ranked`` puts first; ``rule`` names how classes are ranked and how a partly used class is filled
+    (``harm``, ``input``, ``big``, ``spread``). None when some component does not fit: the caller tries
+    another order or rule, or fewer sets.
+    """
     comps = group.comps
     reqs = [prep.requests[c] for c in comps]
     buckets = [_Bucket(list(vec), elig, list(nodes)) for vec, elig, nodes in group.classes]
@@ -76,68 +82,112 @@ def pack(prep: Prepared, group: Group, k: int, order: list[int], rule: str) -> P
     for pos, j in enumerate(order):
         if not need[j]:
             continue
-        later = order[pos + 1 :]
-        req = reqs[j]
-        scored = []
-        for b in buckets:
-            if not b.elig[j] or not b.nodes:
-                continue
-            fit = fit_count(b.vec, req)
-            if not fit:
-                continue
-            others = [x for x in later if b.elig[x] and need[x]]
-            score: float
-            if rule == "input":
-                score = b.nodes[0]
-            elif rule == "big":
-                score = -fit
-            else:  # harm (and spread): replicas of the components still to place lost per replica placed here
-                after = [h - fit * q for h, q in zip(b.vec, req, strict=True)]
-                harm = 0.0
-                for x in others:
-                    harm += (fit_count(b.vec, reqs[x]) - fit_count(after, reqs[x])) / need[x]
-                score = harm / fit
-            scored.append((len(others), score, b.nodes[0], b, fit))
-        scored.sort(key=lambda t: (t[0], t[1], t[2]))
         left = need[j]
-        for _n, _s, _first, b, fit in scored:
+        for b, fit in _ranked(buckets, j, order[pos + 1 :], reqs, need, rule):
             if not left:
                 break
-            count = len(b.nodes)
-            if fit * count <= left:
-                placements.append(Placement(comps[j], b.nodes, fit))
-                b.vec = [h - fit * q for h, q in zip(b.vec, req, strict=True)]
-                left -= fit * count
-                continue
-            if rule == "spread":  # the rest spread evenly over the class, not filling its first nodes
-                base, extra = divmod(left, count)
-                untouched: list[int] = []
-                for nodes, each in ((b.nodes[:extra], base + 1), (b.nodes[extra:], base)):
-                    if nodes and each:
-                        placements.append(Placement(comps[j], nodes, each))
-                        buckets.append(
-                            _Bucket([h - each * q for h, q in zip(b.vec, req, strict=True)], b.elig, nodes)
-                        )
-                    elif nodes:
-                        untouched = nodes
-                b.nodes = untouched
-                left = 0
-                continue
-            full, rest = divmod(left, fit)
-            if full:
-                taken = b.nodes[:full]
-                placements.append(Placement(comps[j], taken, fit))
-                buckets.append(_Bucket([h - fit * q for h, q in zip(b.vec, req, strict=True)], b.elig, taken))
-            if rest:
-                one = b.nodes[full : full + 1]
-                placements.append(Placement(comps[j], one, rest))
-                buckets.append(_Bucket([h - rest * q for h, q in zip(b.vec, req, strict=True)], b.elig, one))
-            b.nodes = b.nodes[full + (1 if rest else 0) :]
-            left = 0
+            left = _place(placements, buckets, comps[j], reqs[j], b, fit, left, rule)
         if left:
             return None
         need[j] = 0
     return placements
+
+
+def _ranked(
+    buckets: list[_Bucket], j: int, later: list[int], reqs: list[tuple[int, ...]], need: list[int], rule: str
+) -> list[tuple[_Bucket, int]]:
+    """The classes component ``j`` fits on, with its fit per node there, best first.
+
+    First the classes that fewer of the components still to place can use (placing there takes nothing
+    from them), then by the rule's score, then in input order so that equal classes keep a stable order.
+    """
+    req = reqs[j]
+    scored = []
+    for b in buckets:
+        if not b.elig[j] or not b.nodes:
+            continue
+        fit = fit_count(b.vec, req)
+        if not fit:
+            continue
+        others = [x for x in later if b.elig[x] and need[x]]
+        score: float
+        if rule == "input":
+            score = b.nodes[0]
+        elif rule == "big":
+            score = -fit
+        else:  # harm (and spread)
+            score = _harm(b.vec, req, fit, others, reqs, need)
+        scored.append((len(others), score, b.nodes[0], b, fit))
+    scored.sort(key=lambda t: (t[0], t[1], t[2]))
+    return [(b, fit) for _n, _s, _first, b, fit in scored]
+
+
+def _harm(
+    vec: list[int],
+    req: tuple[int, ...],
+    fit: int,
+    others: list[int],
+    reqs: list[tuple[int, ...]],
+    need: list[int],
+) -> float:
+    """Replicas of the components still to place that a node loses per replica placed on it, each loss
+    weighed by how many replicas that component still needs: the class that costs the others least wins."""
+    after = _less(vec, req, fit)
+    harm = 0.0
+    for x in others:
+        harm += (fit_count(vec, reqs[x]) - fit_count(after, reqs[x])) / need[x]
+    return harm / fit
+
+
+def _place(
+    placements: Packing,
+    buckets: list[_Bucket],
+    comp: int,
+    req: tuple[int, ...],
+    b: _Bucket,
+    fit: int,
+    left: int,
+    rule: str,
+) -> int:
+    """Places up to ``left`` replicas of ``comp`` on class ``b`` (``fit`` per node); returns how many are
+    still to place.
+
+    A class that takes fewer than all its nodes can hold is split: the nodes used become classes of their
+    own (appended to ``buckets`` with their smaller free capacity) and ``b`` keeps the untouched ones, so
+    a class always stands for nodes that accept exactly the same placements.
+    """
+    count = len(b.nodes)
+    if fit * count <= left:  # the whole class, every node full
+        placements.append(Placement(comp, b.nodes, fit))
+        b.vec = _less(b.vec, req, fit)
+        return left - fit * count
+    if rule == "spread":  # the rest spread evenly over the class, not filling its first nodes
+        base, extra = divmod(left, count)
+        untouched: list[int] = []
+        for nodes, each in ((b.nodes[:extra], base + 1), (b.nodes[extra:], base)):
+            if nodes and each:
+                placements.append(Placement(comp, nodes, each))
+                buckets.append(_Bucket(_less(b.vec, req, each), b.elig, nodes))
+            elif nodes:
+                untouched = nodes
+        b.nodes = untouched
+        return 0
+    full, rest = divmod(left, fit)  # the first nodes filled, the one after takes the rest
+    if full:
+        taken = b.nodes[:full]
+        placements.append(Placement(comp, taken, fit))
+        buckets.append(_Bucket(_less(b.vec, req, fit), b.elig, taken))
+    if rest:
+        one = b.nodes[full : full + 1]
+        placements.append(Placement(comp, one, rest))
+        buckets.append(_Bucket(_less(b.vec, req, rest), b.elig, one))
+    b.nodes = b.nodes[full + (1 if rest else 0) :]
+    return 0
+
+
+def _less(vec: list[int], req: tuple[int, ...], count: int) -> list[int]:
+    """Free capacity left on a node after ``count`` replicas of ``req`` are placed on it."""
+    return [h - count * q for h, q in zip(vec, req, strict=True)]
 
 
 class Search:

@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from webhook.common.envoptions import add_env_option
 from webhook.server import logs
 from webhook.server.config import Ready, ServerConfig
 from webhook.server.runtime import tune_worker
@@ -36,16 +37,14 @@ BuildConfig = Callable[[Ready], ServerConfig]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The server's own options; a role adds its own beside them."""
-    parser.add_argument(
+    add_env_option(
+        parser,
         "--cert-dir",
-        default=os.environ.get("FLINK_FAILOVER_CERT_DIR", "certs"),
-        help="directory with tls.crt and tls.key, re-read when they change ($FLINK_FAILOVER_CERT_DIR)",
+        "FLINK_FAILOVER_CERT_DIR",
+        "certs",
+        "directory with tls.crt and tls.key, re-read when they change",
     )
-    parser.add_argument(
-        "--bind",
-        default=os.environ.get("FLINK_FAILOVER_BIND", "0.0.0.0:8443"),
-        help="HOST:PORT to listen on ($FLINK_FAILOVER_BIND)",
-    )
+    add_env_option(parser, "--bind", "FLINK_FAILOVER_BIND", "0.0.0.0:8443", "HOST:PORT to listen on")
     parser.add_argument(
         "--workers",
         type=int,
@@ -53,19 +52,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"gunicorn worker processes (default: {DEFAULT_WORKERS}; control-plane: 1, one watch cache)",
     )
     parser.add_argument("--threads", type=int, default=DEFAULT_THREADS, help="threads per worker")
-    parser.add_argument(
+    add_env_option(
+        parser,
         "--probe-bind",
-        default=os.environ.get("FLINK_FAILOVER_PROBE_BIND") or None,
+        "FLINK_FAILOVER_PROBE_BIND",
+        None,
+        "also answer /healthz and /readyz here, from a thread no admission occupies, so probes answer "
+        "at once while admissions wait on storage (same TLS as --bind; the chart's probes use it)",
+        otherwise="only on --bind",
         metavar="HOST:PORT",
-        help="also answer /healthz and /readyz here, from a thread no admission occupies, so probes answer "
-        "at once while admissions wait on storage (same TLS as --bind; the chart's probes use it) "
-        "($FLINK_FAILOVER_PROBE_BIND; default: only on --bind)",
     )
-    parser.add_argument(
-        "--log-level",
-        default=os.environ.get("FLINK_FAILOVER_LOG_LEVEL", "info"),
-        help="debug, info, warning, error ($FLINK_FAILOVER_LOG_LEVEL)",
-    )
+    add_env_option(parser, "--log-level", "FLINK_FAILOVER_LOG_LEVEL", "info", "debug, info, warning, error")
     parser.add_argument(
         "--insecure-plain-http",
         action="store_true",
