@@ -345,9 +345,10 @@ def _resolve_dirs(
     job_dir: StoragePath | None = None
     if checkpoint_dir is not None and job_id:
         job_dir = checkpoint_dir.child(job_id) if resource.checkpoints_in_job_subdir else checkpoint_dir
-    savepoint = _reported_savepoint(resource, job_id, checkpoint_dir, savepoint_dir, policy, warnings)
+    roots = [d for d in (savepoint_dir, checkpoint_dir) if d is not None]  # where the job keeps state
+    savepoint = _reported_savepoint(resource, job_id, roots, policy, warnings)
     listed_dir = savepoint_dir if job_id else None
-    started_from = _started_from(resource, job_id, checkpoint_dir, savepoint_dir, policy, warnings)
+    started_from = _started_from(resource, job_id, roots, policy, warnings)
 
     if job_dir is None and savepoint is None and listed_dir is None and started_from is None:
         if checkpoint_dir is None and savepoint_dir is None:
@@ -763,19 +764,13 @@ def _nothing(
 
 
 def _started_from(
-    resource: FlinkResource,
-    job_id: str,
-    checkpoint_dir: StoragePath | None,
-    savepoint_dir: StoragePath | None,
-    policy: RestorePolicy,
-    warnings: list[str],
+    resource: FlinkResource, job_id: str, roots: list[StoragePath], policy: RestorePolicy, warnings: list[str]
 ) -> StoragePath | None:
     """The snapshot the old job was started from (the started-from annotation the control plane took
     from that job's own status), when it lies where this job keeps state: its floor."""
     raw = resource.annotations.get(policy.key(STARTED_FROM), "").strip()
     if not raw or not job_id:
         return None
-    roots = [d for d in (savepoint_dir, checkpoint_dir) if d is not None]
     return _annotated_snapshot("started-from", raw, roots, True, policy, warnings)
 
 
@@ -804,18 +799,12 @@ def _annotated_snapshot(
 
 
 def _reported_savepoint(
-    resource: FlinkResource,
-    job_id: str,
-    checkpoint_dir: StoragePath | None,
-    savepoint_dir: StoragePath | None,
-    policy: RestorePolicy,
-    warnings: list[str],
+    resource: FlinkResource, job_id: str, roots: list[StoragePath], policy: RestorePolicy, warnings: list[str]
 ) -> StoragePath | None:
     """The last-savepoint annotation, when it can belong to this job and lives where the job keeps state."""
     raw = resource.annotations.get(policy.key(LAST_SAVEPOINT), "").strip()
     if not raw:
         return None
-    roots = [d for d in (savepoint_dir, checkpoint_dir) if d is not None]
     path = _annotated_snapshot("last-savepoint", raw, roots, False, policy, warnings)
     if path is None:
         return None
