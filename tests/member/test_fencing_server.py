@@ -5,8 +5,6 @@ operator reports the old job stopped, and /readyz tells whether fencing works at
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 from tests.controlplane import fakeapi
@@ -20,6 +18,7 @@ from tests.support.objects import (
     running_deployment,
 )
 from tests.support.operator import operator_stops
+from tests.support.production import wait_for
 from tests.support.server import generate_certs, serve
 from webhook.common.kubeclient import ClientConfig
 from webhook.member.fencing.agent import FencingAgent
@@ -28,16 +27,6 @@ from webhook.member.policy import FencingPolicy, RestorePolicy
 from webhook.member.storage import CheckpointStorage
 
 P = "flink-failover.io"
-
-
-def _wait(predicate: Callable[[], bool], timeout: float = 60) -> bool:
-    """Until ``predicate`` holds (a bounded wait on an event, never a sleep standing for one)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def _policy_file(tmp_path: Path, root: Path) -> Path:
@@ -84,7 +73,7 @@ def test_served_member_role_holds_then_its_agent_releases_once_the_old_job_stopp
                 )
 
             # The served agent has polled: it rewrote the hold with member1's heartbeat age, and held.
-            assert _wait(lambda: "s old" in hold()), hold()
+            assert wait_for(lambda: "s old" in hold()), hold()
             status, body, _ = server.client().request("GET", "/fencing/status?held=true")
             assert status == 200, body
             shown = json.loads(body)
@@ -94,12 +83,14 @@ def test_served_member_role_holds_then_its_agent_releases_once_the_old_job_stopp
             ]
             assert [s.action for s in agent1.tick()] == ["stopping"]
             # member1 asked its job to stop; its operator still reports RUNNING: member2 keeps holding.
-            assert _wait(lambda: "member1 (stopping its job)" in hold()), hold()
+            assert wait_for(lambda: "member1 (stopping its job)" in hold()), hold()
             assert member2.fake.get("analytics", "orders")["spec"]["job"]["state"] == "suspended"
 
             operator_stops(member1.fake)
             assert [s.action for s in agent1.tick()] == ["acked"]
-            assert _wait(lambda: member2.fake.get("analytics", "orders")["spec"]["job"]["state"] == "running")
+            assert wait_for(
+                lambda: member2.fake.get("analytics", "orders")["spec"]["job"]["state"] == "running"
+            )
             released = member2.fake.get("analytics", "orders")
             assert released["spec"]["job"]["initialSavepointPath"] == str(root / JOB_ID / "chk-3")
             assert released["metadata"]["annotations"][f"{P}/released"].startswith("ack at ")
@@ -114,7 +105,7 @@ def test_served_member_role_holds_then_its_agent_releases_once_the_old_job_stopp
             # What `kubectl describe` shows on member2: the admission's hold, the agent's hold (with the
             # object's uid) and the release, as events.k8s.io/v1 Events written by the served role.
             uid = released["metadata"]["uid"]
-            assert _wait(lambda: "Released" in member2.event_reasons()), member2.events
+            assert wait_for(lambda: "Released" in member2.event_reasons()), member2.events
             reasons = member2.event_reasons()
             assert reasons.count("Held") >= 1 and reasons[-1] == "Released", reasons
             described = [e for e in member2.events if e["regarding"].get("uid") == uid]
@@ -146,14 +137,16 @@ def test_a_cluster_without_the_session_job_crd_still_fences_deployments_and_says
                 / "orders"
                 / "heartbeat-member1.json"
             )
-            assert _wait(beat.exists)  # the FlinkDeployment heartbeats although the other kind is missing
+            assert wait_for(beat.exists)  # the FlinkDeployment heartbeats although the other kind is missing
             status, body, _ = server.client().request("GET", "/readyz")
             assert status == 200, body
             metrics = server.client().request("GET", "/metrics")[1].decode()
             assert 'flink_failover_fencing_kind_listed{kind="FlinkSessionJob"} 0.0' in metrics
             assert 'flink_failover_fencing_kind_listed{kind="FlinkDeployment"} 1.0' in metrics
             polls = "flink_failover_fencing_poll_seconds_count"
-            assert _wait(lambda: _count(server.client().request("GET", "/metrics")[1].decode(), polls) >= 4)
+            assert wait_for(
+                lambda: _count(server.client().request("GET", "/metrics")[1].decode(), polls) >= 4
+            )
         said = [line for line in log_file.read_text().splitlines() if "cannot watch FlinkSessionJob" in line]
         assert len(said) == 1, said  # once, not every poll
         assert "CRD installed" in said[0]
@@ -165,40 +158,32 @@ def _count(metrics: str, name: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith(name + " "))
 
 
-def test_a_member_role_whose_agent_cannot_reach_its_api_server_is_not_ready(tmp_path: Path) -> None:
+def _not_ready(tmp_path: Path, kubeconfig: Path, reason: bytes) -> str:
+    """Serve the member role with ``--cluster``; once its agent has tried, /readyz is 503 for ``reason``.
+    Returns the metrics then."""
     root = tmp_path / "checkpoints"
     root.mkdir()
+    extra = ["--cluster", "member1", "--kubeconfig", str(kubeconfig), "--workers", "1"]
+    certs = generate_certs(tmp_path / "certs")
+    policy = _policy_file(tmp_path, root)
+    with serve(certs, policy, tmp_path / "server.log", extra=extra, ready_statuses=(503,)) as server:
+
+        def readyz() -> tuple[int, bytes]:
+            status, body, _ = server.client().request("GET", "/readyz")
+            return status, body
+
+        assert wait_for(lambda: reason in readyz()[1]), readyz()  # after the agent's first attempt
+        assert readyz()[0] == 503
+        return server.client().request("GET", "/metrics")[1].decode()
+
+
+def test_a_member_role_whose_agent_cannot_reach_its_api_server_is_not_ready(tmp_path: Path) -> None:
     gone = fakeapi.start_member_cluster()
     kubeconfig = gone.kubeconfig(tmp_path / "m1.kubeconfig")
     gone.stop()  # nothing answers there any more
-    extra = ["--cluster", "member1", "--kubeconfig", str(kubeconfig), "--workers", "1"]
-    certs = generate_certs(tmp_path / "certs")
-    with serve(
-        certs, _policy_file(tmp_path, root), tmp_path / "server.log", extra=extra, ready_statuses=(503,)
-    ) as server:
-
-        def readyz() -> tuple[int, bytes]:
-            status, body, _ = server.client().request("GET", "/readyz")
-            return status, body
-
-        assert _wait(lambda: b"cannot list any Flink kind" in readyz()[1]), readyz()  # after its first poll
-        assert readyz()[0] == 503
-        metrics = server.client().request("GET", "/metrics")[1].decode()
-        assert "flink_failover_fencing_agent_ready 0.0" in metrics
+    metrics = _not_ready(tmp_path, kubeconfig, b"cannot list any Flink kind")
+    assert "flink_failover_fencing_agent_ready 0.0" in metrics
 
 
 def test_a_member_role_without_credentials_is_not_ready(tmp_path: Path) -> None:
-    root = tmp_path / "checkpoints"
-    root.mkdir()
-    extra = ["--cluster", "member1", "--kubeconfig", str(tmp_path / "missing.kubeconfig"), "--workers", "1"]
-    certs = generate_certs(tmp_path / "certs")
-    with serve(
-        certs, _policy_file(tmp_path, root), tmp_path / "server.log", extra=extra, ready_statuses=(503,)
-    ) as server:
-
-        def readyz() -> tuple[int, bytes]:
-            status, body, _ = server.client().request("GET", "/readyz")
-            return status, body
-
-        assert _wait(lambda: b"cannot build its Kubernetes client" in readyz()[1]), readyz()
-        assert readyz()[0] == 503
+    _not_ready(tmp_path, tmp_path / "missing.kubeconfig", b"cannot build its Kubernetes client")
