@@ -337,6 +337,16 @@ def heartbeating_pair(site: Site, world: Any) -> tuple[Member, Member]:
     return m1, m2
 
 
+def stopping_pair(site: Site, world: Any) -> tuple[Member, Member]:
+    """A partition under way: member2 holds the restored job, member1 has asked its operator to stop
+    the stale copy (which still reports RUNNING)."""
+    m1, m2 = heartbeating_pair(site, world)
+    m2.admit(failed_over(1, "member1"))
+    assert m2.tick() == {"orders": "held"}
+    assert m1.tick() == {"orders": "stopping"}
+    return m1, m2
+
+
 def test_a_manual_release_is_honoured(
     local_site: Site, world: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -526,10 +536,7 @@ def test_between_polls_the_agents_look_again_at_what_a_failover_waits_on(
     local_site: Site, world: Any
 ) -> None:
     """A stopping copy is acknowledged, and a held one released, without waiting for the next full poll."""
-    m1, m2 = heartbeating_pair(local_site, world)
-    m2.admit(failed_over(1, "member1"))
-    assert m2.tick() == {"orders": "held"}
-    assert m1.tick() == {"orders": "stopping"}
+    m1, m2 = stopping_pair(local_site, world)
     assert [s.action for s in m1.agent.recheck()] == ["waiting-for-operator"]
     m1.operator_stops()
     assert [s.action for s in m1.agent.recheck()] == ["acked"]
@@ -614,10 +621,7 @@ def test_every_decision_that_changes_what_runs_is_an_event_on_the_object(
     local_site: Site, world: Any
 ) -> None:
     """What `kubectl describe flinkdeployment` shows on each side of a partition, in order."""
-    m1, m2 = heartbeating_pair(local_site, world)
-    m2.admit(failed_over(1, "member1"))
-    assert m2.tick() == {"orders": "held"}
-    assert m1.tick() == {"orders": "stopping"}
+    m1, m2 = stopping_pair(local_site, world)
     assert m1.tick() == {"orders": "waiting-for-operator"}
     assert m1.tick() == {"orders": "waiting-for-operator"}  # the same series, not a second event
     m1.stop_completes()
