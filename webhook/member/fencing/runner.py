@@ -22,9 +22,9 @@ import threading
 import time
 from dataclasses import asdict, dataclass
 
-from webhook.common.events import EventRecorder, EventSink
+from webhook.common.events import EventRecorder
 from webhook.common.kubeclient import ApiFailure, ClientConfig
-from webhook.common.kubeobjects import EVENTS
+from webhook.common.kubeobjects import EVENTS, KubeObjects
 from webhook.member.fencing.agent import FencingAgent, Health
 from webhook.member.fencing.flinkapi import FlinkApi
 from webhook.member.policy import RestorePolicy
@@ -77,13 +77,13 @@ def readiness(lease_seconds: float, path: str | None = None, now: float | None =
     return None
 
 
-def recorder(config: ClientConfig, cluster: str) -> EventSink | None:
-    """Kubernetes Events written to the member cluster (None when no client can be built: said once)."""
-    api = FlinkApi.connect(config)
-    if isinstance(api, ApiFailure):
-        log.warning("no Kubernetes Events: %s", api.message)
+def recorder(client: ClientConfig | KubeObjects, cluster: str) -> EventRecorder | None:
+    """Kubernetes Events written to the member cluster, through ``client`` (a connected one is reused;
+    None when no client can be built: said once)."""
+    objects = KubeObjects.connect(client, "member cluster") if isinstance(client, ClientConfig) else client
+    if isinstance(objects, ApiFailure):
+        log.warning("no Kubernetes Events: %s", objects.message)
         return None
-    objects = api.objects
     instance = f"{cluster or 'member'}/{socket.gethostname()}"
     return EventRecorder(
         lambda namespace, body: objects.create(EVENTS, namespace, body),
@@ -123,10 +123,10 @@ def _wait_then_run(options: AgentOptions, policy: RestorePolicy, stop: threading
                 stop.wait(policy.fencing.poll_seconds)
                 continue
             storage = CheckpointStorage(policy.storage_options)
-            events = recorder(ClientConfig(options.kubeconfig, options.context), options.cluster)
+            events = recorder(api.objects, options.cluster)
             agent = FencingAgent(options.cluster, policy, api, storage, on_health=write_health, events=events)
             try:
                 agent.run(stop)
             finally:
-                if isinstance(events, EventRecorder):
+                if events is not None:
                     events.close()
