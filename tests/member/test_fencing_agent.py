@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.controlplane import fakeapi
+from tests.support.events import Collected
 from tests.support.objects import (
     FLINK_METADATA,
     JOB_ID,
@@ -26,7 +27,6 @@ from tests.support.operator import operator_stops
 from tests.support.s3 import moto_server, s3_options
 from webhook.cli import main
 from webhook.common.admission import parse_review
-from webhook.common.events import Collected
 from webhook.common.kubeclient import ClientConfig
 from webhook.member.fencing.agent import FencingAgent, Step
 from webhook.member.fencing.flinkapi import FlinkApi
@@ -553,8 +553,9 @@ def test_a_forged_release_cannot_start_a_held_job_and_a_manual_one_names_who_ask
 ) -> None:
     """Only the agent's own identity may set the release markers; a person asks with release=true."""
     _, m2 = heartbeating_pair(local_site, world)
+    told = Collected()
     gate = MemberHandler.from_policy(
-        policy_for(local_site), cluster="member2", agent_users=frozenset({AGENT})
+        policy_for(local_site), cluster="member2", agent_users=frozenset({AGENT}), events=told
     )
     try:
         answer = gate(parse_review(review(failed_over(1, "member1")))).to_review()["response"]
@@ -572,6 +573,8 @@ def test_a_forged_release_cannot_start_a_held_job_and_a_manual_one_names_who_ask
         assert kept["spec"]["job"]["state"] == "suspended"  # before this change: running, unchanged
         assert kept["metadata"]["annotations"][HOLD] == held["metadata"]["annotations"][HOLD]
         assert any("set by alice ignored" in w for w in response.get("warnings", [])), response
+        assert told.reasons() == ["Held", "ReleaseIgnored"]  # the admission's Events
+        assert "member1" in told.occurrences[0].note and "alice" in told.occurrences[1].note
 
         by_agent = apply(
             forged,
@@ -590,6 +593,7 @@ def test_a_forged_release_cannot_start_a_held_job_and_a_manual_one_names_who_ask
         asked = apply(asking, decode_patch(answer["response"]))
         assert asked["spec"]["job"]["state"] == "suspended"
         assert asked["metadata"]["annotations"][f"{P}/release-requested-by"] == "alice"
+        assert told.reasons()[-1] == "ReleaseRequested" and "alice" in told.occurrences[-1].note
         m2.put(asked)
         assert m2.tick() == {"orders": "released"}
         released = m2.obj()["metadata"]["annotations"]

@@ -80,19 +80,6 @@ class NoEvents:
         return None
 
 
-class Collected:
-    """Keeps what was recorded, for tests of the pure callers."""
-
-    def __init__(self) -> None:
-        self.occurrences: list[Occurrence] = []
-
-    def record(self, occurrence: Occurrence) -> None:
-        self.occurrences.append(occurrence)
-
-    def reasons(self) -> list[str]:
-        return [o.reason for o in self.occurrences]
-
-
 Create = Callable[[str, Mapping[str, Any]], "Mapping[str, Any] | ApiFailure"]  # (namespace, body)
 Patch = Callable[[str, str, Mapping[str, Any]], "Mapping[str, Any] | ApiFailure"]  # (namespace, name, body)
 

@@ -20,6 +20,7 @@ from webhook.common.admission import (
     errored,
     patched,
 )
+from webhook.common.contract import HOLD, RELEASE_REQUESTED_BY
 from webhook.common.events import NORMAL, WARNING, EventSink, NoEvents, Occurrence, Regarding
 from webhook.common.flink import GROUP, KINDS, FlinkResource, job_path
 from webhook.common.patch import plan
@@ -27,6 +28,7 @@ from webhook.common.paths import StoragePath
 from webhook.member.fencing.gate import FencingGate
 from webhook.member.policy import RestorePolicy
 from webhook.member.restore import (
+    RELEASE_IGNORED,
     RestoreDecision,
     RestoreOutcome,
     SessionCluster,
@@ -174,7 +176,7 @@ class MemberHandler:
         if self.fencing is not None and pending is not None and decision.outcome is RestoreOutcome.RESTORED:
             decision = self.fencing.admit(resource, decision, pending, deadline.remaining())
         if not request.dry_run:
-            for occurrence in admission_events(request, decision):
+            for occurrence in admission_events(request, decision, self.policy):
                 self.events.record(occurrence)  # queued: never waits for the API server
         return respond(request, decision)
 
@@ -288,7 +290,9 @@ def _describe(key: tuple[str, str, str]) -> str:
     return f"{scheme}://{authority}/{top}" if top else f"{scheme}://{authority}"
 
 
-def admission_events(request: AdmissionRequest, decision: RestoreDecision) -> list[Occurrence]:
+def admission_events(
+    request: AdmissionRequest, decision: RestoreDecision, policy: RestorePolicy
+) -> list[Occurrence]:
     """The Events an admission's decision is worth (pure). A CREATE's object has no uid yet, so its
     Events show in ``kubectl get events`` but not in ``describe``; the agent's later Events on the
     same decision carry the uid."""
@@ -304,16 +308,18 @@ def admission_events(request: AdmissionRequest, decision: RestoreDecision) -> li
                 Occurrence(regarding, NORMAL, "Restored", "Restore", f"restores from {decision.path}")
             )
         elif outcome is RestoreOutcome.HELD:
-            hold = next((w for w in decision.warnings if w.startswith("job held")), decision.reason)
-            found.append(Occurrence(regarding, WARNING, "Held", "Hold", hold))
+            hold = decision.annotations.get(policy.key(HOLD)) or decision.reason
+            found.append(
+                Occurrence(regarding, WARNING, "Held", "Hold", f"held until the old copy stops: {hold}")
+            )
         elif outcome is RestoreOutcome.SUSPENDED:
             found.append(Occurrence(regarding, WARNING, "NothingToRestore", "Restore", decision.reason))
         elif outcome is RestoreOutcome.DENIED:
             found.append(Occurrence(regarding, WARNING, "RestoreRefused", "Restore", decision.reason))
     for warning in decision.warnings:
-        if " ignored: only this cluster's fencing agent" in warning:
+        if RELEASE_IGNORED in warning:
             found.append(Occurrence(regarding, WARNING, "ReleaseIgnored", "Release", warning))
-    asked = next((v for k, v in decision.annotations.items() if k.endswith("/release-requested-by")), "")
+    asked = decision.annotations.get(policy.key(RELEASE_REQUESTED_BY), "")
     if asked:
         note = f"release asked by {asked}: the fencing agent starts the job at its next poll"
         found.append(Occurrence(regarding, NORMAL, "ReleaseRequested", "Release", note))

@@ -593,8 +593,8 @@ def _carry_over(
             if _release_marker_changed(resource, old, policy):
                 who = requester or "an unknown user"
                 notes.append(
-                    f"{policy.key(RELEASED)} set by {who} ignored: only this cluster's fencing agent "
-                    f"releases a held job; ask it with {policy.key(RELEASE)}=true (flink-failover release)"
+                    f"{policy.key(RELEASED)} set by {who} {RELEASE_IGNORED}; ask it with "
+                    f"{policy.key(RELEASE)}=true (flink-failover release)"
                 )
             if _release_asked(resource, old, policy):
                 annotations[policy.key(RELEASE_REQUESTED_BY)] = requester or "unknown"
@@ -618,6 +618,10 @@ def _carry_over(
         spec_job=spec_job,
         annotations=_annotations(policy, RestoreOutcome(recorded), job_id),
     )
+
+
+# The warning of an UPDATE that forged the agent's release (the member handler turns it into an Event).
+RELEASE_IGNORED = "ignored: only this cluster's fencing agent releases a held job"
 
 
 def _still_held(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy, from_agent: bool) -> bool:
