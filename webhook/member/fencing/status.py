@@ -28,6 +28,7 @@ from webhook.common.contract import (
     STEPPED_DOWN,
 )
 from webhook.common.kubeclient import ApiFailure
+from webhook.common.paths import StoragePath
 from webhook.member.fencing import command, copies
 from webhook.member.fencing.copies import Copy, CopyState
 from webhook.member.fencing.flinkapi import PLURALS, FlinkApi
@@ -146,19 +147,24 @@ def collect(
             else:
                 objects += listed
     views = []
+    clocks: dict[StoragePath, datetime] = {}  # the storage's time, learnt once per storage
     for obj in objects:
         copy = copies.read_copy(obj, policy)
         if held_only and copy.state is not CopyState.HELD:
             continue
-        views.append(_view(copy, store, policy, me))
+        views.append(_view(copy, store, policy, me, clocks))
     return sorted(views, key=lambda v: (v.namespace, v.name, v.kind)), problems
 
 
-def _view(copy: Copy, store: FencingStore, policy: RestorePolicy, me: str) -> JobView:
+def _view(
+    copy: Copy, store: FencingStore, policy: RestorePolicy, me: str, clocks: dict[StoragePath, datetime]
+) -> JobView:
     if copy.folder is None or copy.clock is None:
         return describe(copy, None, None, policy, me, "no checkpoint directory: not fenced")
     try:
-        now = store.clock(copy.clock) if me else None
+        if me and copy.clock not in clocks:
+            clocks[copy.clock] = store.clock(copy.clock)
+        now = clocks.get(copy.clock) if me else None
         ownership = store.list(copy.folder).ownership
     except StorageError as exc:
         return describe(copy, None, None, policy, me, f"storage: {exc}")
