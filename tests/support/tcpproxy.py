@@ -67,15 +67,20 @@ class TcpProxy:
             if cut:
                 _close(client)
                 continue
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
-            except OSError:
+            upstream = self._connect_upstream()
+            if upstream is None:
                 _close(client)
                 continue
             with self._lock:
                 self._open.update((client, upstream))
             for source, sink in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _connect_upstream(self) -> socket.socket | None:
+        try:
+            return socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+        except OSError:
+            return None
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
