@@ -239,6 +239,7 @@ def values_schema() -> Schema:
             "caDays": {"type": "integer", "minimum": 1},
             "renewBeforeDays": {"type": "integer", "minimum": 0},
             "renewSchedule": {"type": "string", "minLength": 9},
+            "extraSANs": {"type": "array", "items": {"type": "string", "minLength": 1}, "uniqueItems": True},
             "certManager": obj(
                 {
                     "issuerRef": obj(

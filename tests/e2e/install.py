@@ -80,19 +80,21 @@ def install(
     namespace: str,
     values: dict[str, Any],
     work: Path,
-    start: bool = True,
+    balancers: dict[tuple[str, str], Balancer] | None = None,
 ) -> Release:
+    """Render and install one release; ``balancers`` stand for Service ports whose number the values
+    name before the release exists (a webhook URL)."""
     folder = work / f"release-{name}"
     folder.mkdir(parents=True, exist_ok=True)
     release = Release(name, namespace, api, render(helm, name, namespace, values, folder))
-    rest = Rest(api.url, api.ca, ADMIN_TOKEN)
+    release.services.update(balancers or {})
+    rest = Rest(api.url, api.ca, ADMIN_TOKEN, name=api.name)
     if rest.get(f"/api/v1/namespaces/{namespace}", ok_missing=True) is None:
         rest.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
     for phase in ("pre-install", "", "post-install"):
         objects = [o for o in release.objects if (phase in _phases(o) if phase else not _phases(o))]
         _apply_phase(procs, kubectl_bin, rest, release, objects, folder)
-    if start:
-        start_pods(procs, rest, release, folder)
+    start_pods(procs, rest, release, folder)
     return release
 
 

@@ -38,6 +38,11 @@ class Pod:
         return self.ports[name]
 
 
+def api_name(api: Rest) -> str:
+    """A short name of the API server a pod lives on, for its log file."""
+    return api.name or api.url.rsplit(":", 1)[-1]
+
+
 def service_account_token(api: Rest, namespace: str, account: str, seconds: int = 86400) -> str:
     answer = api.create(
         f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
@@ -70,7 +75,7 @@ def run_pod(
         env["KUBECONFIG"] = str(write_kubeconfig(folder / "kubeconfig", api.url, api.ca, token, account))
     env.update(extra_env or {})
     argv = [COMMAND, *args]
-    process = procs.start(name, argv, env=env)
+    process = procs.start(f"{api_name(api)}-{name}", argv, env=env)
     return Pod(name, process, ports, folder, argv)
 
 

@@ -31,6 +31,7 @@ class Rest:
     ca: Path
     token: str
     timeout: float = 15.0
+    name: str = ""  # which API server, for logs
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
@@ -40,7 +41,7 @@ class Rest:
         self._local = threading.local()
 
     def as_user(self, token: str) -> Rest:
-        return Rest(self.url, self.ca, token, self.timeout)
+        return Rest(self.url, self.ca, token, self.timeout, self.name)
 
     def _connection(self, timeout: float) -> http.client.HTTPSConnection:
         conn: http.client.HTTPSConnection | None = getattr(self._local, "conn", None)

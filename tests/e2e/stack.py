@@ -19,6 +19,7 @@ import yaml
 
 from tests.e2e.apiserver import ADMIN_TOKEN, start_etcd
 from tests.e2e.assets import Assets
+from tests.e2e.balancer import Balancer
 from tests.e2e.install import Release, install
 from tests.e2e.karmada import MEMBERS, Karmada, apply, start_karmada
 from tests.e2e.pki import write_pki
@@ -54,11 +55,11 @@ class Stack:
     releases: dict[str, Release] = field(default_factory=dict)
 
     def karmada_api(self) -> Rest:
-        return Rest(self.karmada.api.url, self.karmada.api.ca, ADMIN_TOKEN)
+        return Rest(self.karmada.api.url, self.karmada.api.ca, ADMIN_TOKEN, name="karmada")
 
     def member_api(self, name: str) -> Rest:
         api = self.karmada.members[name].api
-        return Rest(api.url, api.ca, ADMIN_TOKEN)
+        return Rest(api.url, api.ca, ADMIN_TOKEN, name=name)
 
     def apply_karmada(self, documents: list[dict[str, Any]] | str | Path) -> str:
         return apply(self.tools.kubectl, self.karmada.kubeconfig, documents)
@@ -132,8 +133,23 @@ def _install_product(st: Stack) -> None:
     work = st.folder / "product"
     helm, kubectl = st.tools.helm, st.tools.kubectl
     karmada_api = st.karmada.api
+    # The Karmada API server reaches the Work webhook by URL (controlPlane.webhookURL), here a balancer
+    # in front of the control plane's replicas; the chart adds the URL's host to the certificate.
+    work_webhook = Balancer([])
     st.releases["control-plane"] = install(
-        st.procs, helm, kubectl, karmada_api, RELEASE, NAMESPACE, {**values, "role": "control-plane"}, work
+        st.procs,
+        helm,
+        kubectl,
+        karmada_api,
+        RELEASE,
+        NAMESPACE,
+        {
+            **values,
+            "role": "control-plane",
+            "controlPlane": {"webhookURL": f"https://localhost:{work_webhook.port}/mutate-work"},
+        },
+        work,
+        balancers={(f"{RELEASE}-flink-failover", "https"): work_webhook},
     )
     for name in MEMBERS:
         api = st.karmada.members[name].api

@@ -40,6 +40,17 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "ff.tlsSecret" -}}{{ include "ff.fullname" . }}-tls{{- end -}}
 {{- define "ff.caSecret" -}}{{ include "ff.fullname" . }}-ca{{- end -}}
 {{- define "ff.certgenName" -}}{{ include "ff.fullname" . }}-certgen{{- end -}}
+{{/* Names the serving certificate carries besides the Service's, as a JSON list: certificates.extraSANs
+and, for a control plane its Karmada API server reaches by controlPlane.webhookURL, that URL's host
+(without it the API server refuses the certificate of a webhook it calls by that name). */}}
+{{- define "ff.extraSANs" -}}
+{{- $sans := list -}}
+{{- range .Values.certificates.extraSANs }}{{- $sans = append $sans . -}}{{- end -}}
+{{- if and (eq .Values.role "control-plane") .Values.controlPlane.webhookURL -}}
+{{- $sans = append $sans (urlParse .Values.controlPlane.webhookURL).hostname -}}
+{{- end -}}
+{{- $sans | uniq | toJson -}}
+{{- end -}}
 {{- define "ff.policyConfigMap" -}}{{ include "ff.fullname" . }}-policy{{- end -}}
 {{- define "ff.webhookConfig" -}}{{ include "ff.fullname" . }}-{{ .Release.Namespace }}{{- end -}}
 
