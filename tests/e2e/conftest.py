@@ -132,7 +132,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             world = item.funcargs.get(name) if hasattr(item, "funcargs") else None  # type: ignore[attr-defined]
             if isinstance(world, World):
                 world.failed = True
-                report.sections.append(("end-to-end stack", world.where()))
+                report.sections.append(("end-to-end stack", world.where(item.name)))
     return report
 
 

@@ -57,6 +57,7 @@ class OperatorDouble:
     _asked: dict[Key, float] = field(default_factory=dict)
     _current: dict[Key, Job] = field(default_factory=dict)
     _deployed: dict[Key, Any] = field(default_factory=dict)  # deployed objects -> savepointRedeployNonce
+    _failing: set[Key] = field(default_factory=set)
     _halt: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -77,6 +78,20 @@ class OperatorDouble:
         if self.informer is not None:
             self.informer.stop()
 
+    def fail(self, namespace: str, name: str) -> None:
+        """The job on this cluster stops making progress (its JobManager restarting, say): its status says
+        RECONCILING, which Karmada's FlinkDeployment interpreter reads as unhealthy, and no checkpoint
+        completes; it comes back only as a new job."""
+        key = (namespace, name)
+        self._failing.add(key)
+        assert self.informer is not None
+        obj = self.informer.get(namespace, name)
+        if obj is not None:
+            status = copy.deepcopy(obj.get("status") or {})
+            status.setdefault("jobStatus", {})["state"] = "RECONCILING"
+            status["lifecycleState"] = "DEPLOYED"
+            self._write_status(obj, status)
+
     def jobs_of(self, namespace: str, name: str) -> list[Job]:
         with self._lock:
             return [job for job in self.jobs if job.key == (namespace, name)]
@@ -94,6 +109,7 @@ class OperatorDouble:
             for key in [k for k in self._current if k not in objects]:
                 self._end(key)
                 self._deployed.pop(key, None)
+                self._failing.discard(key)
             self._checkpoint(objects, now)
 
     def _reconcile(self, key: Key, obj: dict[str, Any], now: float) -> None:
@@ -113,7 +129,7 @@ class OperatorDouble:
                 self._asked.pop(key, None)
                 self._write_status(obj, stopped_status(obj))
             return
-        if reported == "RUNNING" and current is not None and current.ended is None:
+        if key in self._failing or (reported == "RUNNING" and current is not None and current.ended is None):
             return
         asked = self._asked.setdefault(key, now)
         if now - asked < self.start_seconds:
@@ -138,7 +154,7 @@ class OperatorDouble:
 
     def _checkpoint(self, objects: dict[Key, dict[str, Any]], now: float) -> None:
         for key, job in list(self._current.items()):
-            if job.ended is not None or key not in objects:
+            if job.ended is not None or key not in objects or key in self._failing:
                 continue
             last, at = job.checkpoints[-1] if job.checkpoints else (job.first_id - 1, job.started)
             if now - at < self.checkpoint_seconds:

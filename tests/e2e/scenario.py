@@ -9,11 +9,10 @@ say which checkpoints each job completed (what "lost" is counted against).
 
 from __future__ import annotations
 
-import copy
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -95,10 +94,32 @@ class World:
     failed: bool = False
     figures: list[str] = field(default_factory=list)
 
-    def where(self) -> str:
+    def where(self, test: str = "") -> str:
         folder = self.stack.folder
+        dumped = self.dump(folder / f"state-{test or 'failed'}.json")
         logs = sorted(p.name for p in (folder / "logs").glob("*.log"))
-        return f"stack folder (kept): {folder}\nprocess logs in {folder / 'logs'}: {', '.join(logs)}"
+        return (
+            f"stack folder (kept): {folder}\nobjects at the failure: {dumped}\n"
+            f"process logs in {folder / 'logs'}: {', '.join(logs)}"
+        )
+
+    def dump(self, path: Path) -> Path:
+        """Bindings, Works, Clusters and every member's Flink objects, as the API servers hold them now."""
+        karmada = self.stack.karmada_api()
+        state: dict[str, Any] = {}
+        for what, where in (
+            ("resourcebindings", "/apis/work.karmada.io/v1alpha2/resourcebindings"),
+            ("works", "/apis/work.karmada.io/v1alpha1/works"),
+            ("clusters", "/apis/cluster.karmada.io/v1alpha1/clusters"),
+        ):
+            try:
+                state[what] = karmada.get(where).get("items")
+            except Exception as exc:  # noqa: BLE001  a dump must not hide the failure it explains
+                state[what] = str(exc)
+        for cluster in self.operators:
+            state[f"{cluster}/flinkdeployments"] = list(self.timeline.informers[cluster].snapshot().values())
+        path.write_text(describe(state))
+        return path
 
     # --- the Karmada side -------------------------------------------------------------------------
 
@@ -220,16 +241,32 @@ def lost_after(old: Job, new: Job) -> list[int]:
     return sorted(n for n, _ in old.checkpoints if n > start)
 
 
-def settle(world: World, key: Key, new_cluster: str, seconds: float = 3.0) -> None:
-    """Keep sampling a moment after the new job runs: a second copy that starts late is counted too."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        time.sleep(0.2)
-    del world, key, new_cluster
+def cleanup(world: World, names: list[str], namespace: str = NAMESPACE) -> None:
+    """A scenario's jobs and their policies deleted from Karmada, gone from every member, no taint left:
+    the next scenario starts from clean, Ready members whatever ran before it."""
+    api = world.stack.karmada_api()
+    for cluster in world.operators:
+        world.untaint(cluster)
+    for name in names:
+        world.delete_job(name, namespace)
+        # what kube-controller-manager's garbage collector does for a Karmada control plane (the tier
+        # runs none): the ResourceBinding owned by the deleted template goes, Karmada then removes its Works
+        api.delete(f"/apis/work.karmada.io/v1alpha2/namespaces/{namespace}/resourcebindings/{name}-flinkdeployment")
+    policies = api.get(f"/apis/policy.karmada.io/v1alpha1/namespaces/{namespace}/propagationpolicies")
+    for policy in policies.get("items") or []:
+        selected = {s.get("name") for s in policy["spec"].get("resourceSelectors") or []}
+        if selected & set(names):
+            api.delete(
+                f"/apis/policy.karmada.io/v1alpha1/namespaces/{namespace}/propagationpolicies/"
+                f"{policy['metadata']['name']}"
+            )
+
+    def gone() -> bool:
+        return all(world.member_object(c, n, namespace) is None for c in world.operators for n in names)
+
+    wait_until(f"{names} gone from the members", gone, 120)
 
 
 def describe(value: Any) -> str:
     return json.dumps(value, indent=1, sort_keys=True, default=str)
 
-
-__all__ = ["copy"]
