@@ -657,4 +657,6 @@ def load_policy(path: str | Path) -> RestorePolicy:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise PolicyError("<file>", f"{path} is not valid YAML: {exc}") from None
-    return policy_from_dict(doc)
+    # An empty file (or one of comments only) sets no field: every field is optional, so it is the
+    # defaults, as an empty ``policy:`` block of the chart is.
+    return policy_from_dict({} if doc is None else doc)
