@@ -133,7 +133,9 @@ def test_diff_and_print_object_answer_yaml_input_in_yaml(tmp_path: Path) -> None
     path.write_text(yaml.safe_dump(failover_object()))
     diff = run(str(path), "--diff")
     assert diff.returncode == 0, diff.stderr
-    added = [line for line in diff.stdout.splitlines() if line.startswith("+") and "initialSavepointPath" in line]
+    added = [
+        line for line in diff.stdout.splitlines() if line.startswith("+") and "initialSavepointPath" in line
+    ]
     assert added and added[0].lstrip("+ ").startswith("initialSavepointPath: "), diff.stdout
     printed = run(str(path), "--print-object")
     assert yaml.safe_load(printed.stdout)["spec"]["job"]["initialSavepointPath"].endswith("/chk-8")
