@@ -18,6 +18,7 @@ from tests.controlplane import fakeapi
 from tests.member.test_review_forms import SAMPLES, failover_object, run
 from tests.samples.make_storage import make
 from tests.support.kube import write_kubeconfig
+from tests.support.server import RunningServer
 from webhook.cli import build_parser, main
 from webhook.member.fencing.flinkapi import PLURALS
 from webhook.member.policy import RestorePolicy, load_policy
@@ -183,3 +184,11 @@ def run_args() -> list[str]:
     from tests.support.server import executable
 
     return [executable(), "review", "--policy", str(REPO / "webhook" / "restore-policy.yaml")]
+
+
+def test_the_server_does_not_log_a_storage_librarys_start_up_chatter(member_server: RunningServer) -> None:
+    """gcsfs announced "experimental features enabled" at info level on every start: a newcomer reads it
+    as the product's."""
+    lines = [json.loads(line) for line in member_server.logs().splitlines() if line.startswith("{")]
+    assert any(line["msg"] == "restore policy loaded" for line in lines)  # the start-up was logged
+    assert [line for line in lines if line["logger"].startswith("gcsfs")] == []
