@@ -177,6 +177,8 @@ def values_schema() -> Schema:
             "requireStorageBackends": {"type": "boolean"},
             # Read a FlinkSessionJob's session cluster (token + get flinkdeployments) without fencing.
             "readSessionClusters": {"type": "boolean"},
+            # Events of the restore decisions (token + create/patch events) without fencing.
+            "events": {"type": "boolean"},
             # The member's name in Karmada (a DNS subdomain); empty: no fencing agent.
             "fencing": obj(
                 {
@@ -260,7 +262,8 @@ def values_schema() -> Schema:
         "fullnameOverride": {"type": "string", "maxLength": 50},
         "image": obj(
             {
-                "repository": {"type": "string", "minLength": 1},
+                # empty by default: the template requires it, naming how to build and push the image
+                "repository": {"type": "string"},
                 "tag": {"type": "string"},
                 "digest": {"type": "string", "pattern": "^(sha256:[a-f0-9]{64})?$"},
                 "pullPolicy": {"type": "string", "enum": ["Always", "IfNotPresent", "Never"]},

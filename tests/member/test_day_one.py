@@ -18,7 +18,8 @@ from tests.controlplane import fakeapi
 from tests.member.test_review_forms import SAMPLES, failover_object, run
 from tests.samples.make_storage import make
 from tests.support.kube import write_kubeconfig
-from tests.support.server import RunningServer
+from tests.support.production import wait_for
+from tests.support.server import RunningServer, serve
 from webhook.cli import build_parser, main
 from webhook.member.fencing.flinkapi import PLURALS
 from webhook.member.policy import RestorePolicy, load_policy
@@ -192,3 +193,26 @@ def test_the_server_does_not_log_a_storage_librarys_start_up_chatter(member_serv
     lines = [json.loads(line) for line in member_server.logs().splitlines() if line.startswith("{")]
     assert any(line["msg"] == "restore policy loaded" for line in lines)  # the start-up was logged
     assert [line for line in lines if line["logger"].startswith("gcsfs")] == []
+
+
+# --- item 4: Events without fencing or session reads -------------------------------------------------------
+
+
+def test_serve_events_alone_writes_the_restore_decision_as_an_event(cert_dir: Path, tmp_path: Path) -> None:
+    """``serve --role member --events`` (the chart's default): the account may create Events and nothing
+    else, and the server writes them; before, a member without --cluster or session reads wrote none."""
+    api = fakeapi.start(fakeapi.events_collection())  # events only: no Flink objects are readable here
+    try:
+        kubeconfig = api.kubeconfig(tmp_path / "member.kubeconfig")
+        policy = REPO / "webhook" / "restore-policy.yaml"
+        with serve(
+            cert_dir, policy, tmp_path / "server.log", extra=["--events"], env={"KUBECONFIG": str(kubeconfig)}
+        ) as server:
+            answer = server.client().admit(json.loads((SAMPLES / "failover-create.json").read_text()))
+            assert answer["response"]["allowed"] is True and answer["response"].get("patch")
+            assert wait_for(lambda: [e["reason"] for e in api.events] == ["Restored"]), api.events
+        (event,) = api.events
+        assert event["reportingController"] == "flink-failover.io/member"
+        assert "chk-8" in event["note"]
+    finally:
+        api.stop()
