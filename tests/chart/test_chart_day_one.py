@@ -25,6 +25,7 @@ from tests.chart.test_chart import (
     selector_matches,
     template,
 )
+from tests.conftest import REPO
 
 FAILOVER = {"flink-failover.io/failover": "true"}
 OWN = {"app.kubernetes.io/name": "flink-failover", "app.kubernetes.io/instance": "ff"}
@@ -173,3 +174,77 @@ def test_an_install_without_an_image_says_how_to_build_and_push_one(helm: str, t
         {"role": "control-plane", "controlPlane": {"part": "registration"}, "image": {"repository": ""}},
     )
     assert one(registration, "MutatingWebhookConfiguration")
+
+
+# --- item 6: the docs say what the code does ---------------------------------------------------------------
+
+
+def test_install_md_names_the_dockerfile_s_extras_default() -> None:
+    import re
+
+    dockerfile = (REPO / "Dockerfile").read_text()
+    default = re.search(r"^ARG EXTRAS=(\S*)$", dockerfile, re.M)
+    assert default is not None
+    claimed = re.search(
+        r"build argument\s+`EXTRAS`, default `([^`]*)`", (REPO / "docs" / "install.md").read_text()
+    )
+    assert claimed is not None and claimed.group(1) == default.group(1)
+
+
+def test_install_md_names_the_registration_s_rules_as_rendered(helm: str, tmp_path: Path) -> None:
+    docs = render(helm, tmp_path, {"role": "control-plane", "controlPlane": {"part": "registration"}})
+    granted = {
+        (resource, tuple(rule["verbs"]))
+        for kind in ("ClusterRole", "Role")
+        for role in find(docs, kind)
+        for rule in role["rules"]
+        for resource in rule["resources"]
+    }
+    text = (REPO / "docs" / "install.md").read_text()
+    start = text.index("# 1. on the Karmada API server")
+    comment = " ".join(line.strip("# ") for line in text[start:].split("helm install", 1)[0].splitlines())
+    assert "works" not in comment  # it said "works get"; the registration grants nothing on works
+    assert ("resourcebindings", ("get", "list", "watch", "patch")) in granted
+    assert "resourcebindings get/list/watch/patch" in comment
+    assert (
+        "mutatingwebhookconfigurations",
+        ("get", "patch"),
+    ) in granted and "get/patch of this webhook" in comment
+    assert {r for r, _ in granted} == {"resourcebindings", "mutatingwebhookconfigurations", "leases"}
+    assert "Lease" in comment
+
+
+DOCS_THAT_SEND_ON_CALL = [
+    "README.md",
+    "charts/flink-failover/README.md",
+    "charts/flink-failover/templates/NOTES.txt",
+    "charts/flink-failover/templates/common/prometheusrule.yaml",
+    "docs/failover.md",
+    "docs/install.md",
+]
+
+
+@pytest.mark.parametrize("name", DOCS_THAT_SEND_ON_CALL)
+def test_no_doc_sends_on_call_to_describe_for_the_events(name: str) -> None:
+    """``describe`` lists only Events with the object's uid; the webhook's on a CREATE have none
+    (failover.md says so): the docs said ``describe`` shows them."""
+    text = (REPO / name).read_text()
+    assert "kubectl describe" not in text and "describe flinkdeployment" not in text
+
+
+def test_the_notes_say_the_release_namespace_is_protected(helm: str, tmp_path: Path) -> None:
+    values = tmp_path / "v.yaml"
+    values.write_text(f"image: {{repository: {IMAGE}}}\n")
+    done = run_helm(helm, "install", "ff", str(CHART), "--dry-run", "-n", "flink-jobs", "-f", str(values))
+    assert done.returncode == 0, done.stderr
+    notes = " ".join(done.stdout.split("NOTES:", 1)[1].split())
+    assert "this release's namespace (flink-jobs) included" in notes
+    assert "get events --field-selector involvedObject.name=NAME" in notes
+
+
+def test_the_makefile_names_only_files_that_exist() -> None:
+    import re
+
+    text = (REPO / "Makefile").read_text()
+    named = set(re.findall(r"\b((?:webhook|tests|charts|docs)/[\w/.-]+\.(?:py|yaml|md|json))\b", text))
+    assert named and sorted(n for n in named if not (REPO / n).exists()) == []
