@@ -248,3 +248,56 @@ def test_the_makefile_names_only_files_that_exist() -> None:
     text = (REPO / "Makefile").read_text()
     named = set(re.findall(r"\b((?:webhook|tests|charts|docs)/[\w/.-]+\.(?:py|yaml|md|json))\b", text))
     assert named and sorted(n for n in named if not (REPO / n).exists()) == []
+
+
+# --- item 7: a storageOptions typo --------------------------------------------------------------------------
+
+
+def _typos() -> dict[str, dict[str, str]]:
+    """Near misses of real option names, in several backends: one letter dropped, doubled, swapped for
+    another, camelCase, a hyphen; and a name near nothing."""
+    from webhook.common.paths import FSSPEC_PROTOCOL
+    from webhook.member.policy import STORAGE_OPTIONS
+
+    out: dict[str, dict[str, str]] = {}
+    for scheme in ("s3", "gs", "abfs", "oss", "file", "hdfs"):
+        names = STORAGE_OPTIONS[FSSPEC_PROTOCOL[scheme]]
+        typos = {"totally_unrelated_thing": "x"}
+        for i, name in enumerate(names[:6]):
+            variant = (
+                name[:-1],
+                name + name[-1],
+                name[:1] + "x" + name[2:],
+                "".join(p.capitalize() if k else p for k, p in enumerate(name.split("_"))),
+                name.replace("_", "-"),
+                name.upper(),
+            )[i % 6]
+            if variant not in names:
+                typos[variant] = "x"
+        out[scheme] = dict(sorted(typos.items()))
+    return dict(sorted(out.items()))
+
+
+def test_a_storage_option_typo_gets_the_servers_message_and_hint(helm: str, tmp_path: Path) -> None:
+    """Before: ``at ''`` and a list of thirty names, where the server says "did you mean endpoint_url"."""
+    from webhook.member.policy import PolicyError, policy_from_dict
+
+    typos = _typos()
+    with pytest.raises(PolicyError) as server:
+        policy_from_dict({"storageOptions": typos})
+    expected = str(server.value).split("storageOptions: ", 1)[1]
+    assert "did you mean" in expected and expected.count("is not an option") == sum(map(len, typos.values()))
+    result = template(helm, tmp_path, {"policy": {"storageOptions": typos}})
+    assert result.returncode != 0
+    assert f"policy.storageOptions: {expected}\n" in result.stderr, result.stderr
+    assert "at ''" not in result.stderr
+    single = template(
+        helm, tmp_path, {"policy": {"storageOptions": {"s3": {"endpoint_ur": "http://minio:9000"}}}}
+    )
+    assert "s3.endpoint_ur is not an option of the s3 backend (did you mean endpoint_url?)" in single.stderr
+
+
+def test_the_committed_option_names_are_the_generated_ones() -> None:
+    from tests.chart.schema import OPTIONS_PATH, render_options
+
+    assert OPTIONS_PATH.read_text(encoding="utf-8") == render_options(), "run: python -m tests.chart.schema"

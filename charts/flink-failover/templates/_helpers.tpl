@@ -319,3 +319,60 @@ affinity:
 {{- define "ff.backstopRestored" -}}
 (has({{ . }}.initialSavepointPath) && {{ . }}.initialSavepointPath != '') || (has({{ . }}.state) && {{ . }}.state == 'suspended')
 {{- end -}}
+
+{{/* policy.storageOptions: every option name one its backend takes, else the server's message with
+the option it most likely meant (the rule of webhook/member/policy.py _closest: the same but for case,
+_ and -, else the nearest within an edit distance of max(2, len/3), the first of equals). The names
+are generated from the server's model into _storage-options.tpl. */}}
+{{- define "ff.checkStorageOptions" -}}
+{{- $known := include "ff.storageOptionNames" . | fromJson -}}
+{{- $problems := list -}}
+{{- range $scheme, $options := .Values.policy.storageOptions -}}
+{{- $entry := get $known $scheme -}}
+{{- if and $entry (kindIs "map" $options) -}}
+{{- range $option, $_ := $options -}}
+{{- if not (has $option $entry.options) -}}
+{{- $hint := include "ff.closestOption" (dict "name" $option "accepted" $entry.options) -}}
+{{- $problems = append $problems (printf "%s.%s is not an option of the %s backend%s" $scheme $option $entry.backend (ternary (printf " (did you mean %s?)" $hint) "" (ne $hint ""))) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if $problems -}}
+{{- fail (printf "policy.storageOptions: %s" (join "; " $problems)) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "ff.closestOption" -}}
+{{- $name := .name -}}
+{{- $fold := $name | replace "_" "" | replace "-" "" | lower -}}
+{{- $found := "" -}}
+{{- range .accepted -}}
+{{- if and (not $found) (eq (. | replace "_" "" | lower) $fold) -}}{{- $found = . -}}{{- end -}}
+{{- end -}}
+{{- if not $found -}}
+{{- $limit := max 2 (div (len $name) 3) -}}
+{{- range .accepted -}}
+{{- $d := include "ff.editDistance" (list $name .) | int -}}
+{{- if le $d $limit -}}{{- $found = . -}}{{- $limit = sub $d 1 -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $found -}}
+{{- end -}}
+
+{{/* Levenshtein distance of two strings (list A B), one row at a time. */}}
+{{- define "ff.editDistance" -}}
+{{- $a := index . 0 -}}
+{{- $b := index . 1 -}}
+{{- $prev := until (int (add (len $b) 1)) -}}
+{{- range $i := until (len $a) -}}
+{{- $ca := substr $i (int (add $i 1)) $a -}}
+{{- $cur := list (add $i 1) -}}
+{{- range $j := until (len $b) -}}
+{{- $cost := ternary 0 1 (eq $ca (substr $j (int (add $j 1)) $b)) -}}
+{{- $cur = append $cur (min (add (index $prev (int (add $j 1))) 1) (add (last $cur) 1) (add (index $prev $j) $cost)) -}}
+{{- end -}}
+{{- $prev = $cur -}}
+{{- end -}}
+{{- last $prev -}}
+{{- end -}}
