@@ -421,3 +421,107 @@ def test_the_failover_step_waits_longer_than_the_graceful_eviction_timeout() -> 
     waits = [c for c in failover.commands if "--for=create flinkdeployment/orders" in c]
     (timeout,) = [shlex.split(w)[-1] for w in waits]
     assert timeout.startswith("--timeout=") and int(timeout.removeprefix("--timeout=").rstrip("m")) > 10
+
+
+# --- issue 30 item 1: what a new user met, step by step -----------------------------------------------------
+
+ALWAYS_THERE = {"default", "kube-system", "karmada-system"}  # created by Kubernetes or by Karmada itself
+
+
+def _walk() -> Iterator[tuple[guide.Step, list[str], set[str], set[str]]]:
+    """Every command in order, with the namespaces and Secrets the run steps created before it
+    (``kubectl ... create namespace|secret generic NAME``; a loop over the members counts for each)."""
+    namespaces, secrets = set(ALWAYS_THERE), set()
+    for step in STEPS:
+        for words in step.words():
+            yield step, words, set(namespaces), set(secrets)
+            if step.mode is not guide.Mode.RUN or "create" not in words:
+                continue
+            what = words[words.index("create") + 1 :]
+            name = (
+                what[1] if what[:1] == ["namespace"] else what[2] if what[:2] == ["secret", "generic"] else ""
+            )
+            names = {name.replace("$member", m) for m in ("member1", "member2")}
+            (namespaces if what[:1] == ["namespace"] else secrets).update(names - {""})
+
+
+def test_every_namespace_exists_before_a_step_puts_something_in_it() -> None:
+    """Before: step 2 applied the PropagationPolicy into analytics, which step 6 created."""
+    for step, words, namespaces, _ in _walk():
+        for i, word in enumerate(words):
+            if words[i - 1 : i] == ["-f"] and word.endswith(".yaml"):
+                for doc in yaml.safe_load_all((REPO / word).read_text()):
+                    ns = (doc or {}).get("metadata", {}).get("namespace")
+                    assert ns is None or ns in namespaces, (
+                        f"{step.where()}: {word} goes into {ns}, not created yet"
+                    )
+            if word in ("-n", "--namespace") and words[0] in ("kubectl", "helm"):
+                assert words[i + 1] in namespaces, f"{step.where()}: {' '.join(words)}"
+
+
+def test_every_secret_a_release_reads_is_created_before_it(helm: str, environment: dict[str, str]) -> None:
+    """Before: the control plane read flink-failover-karmada, which only docs/install.md created; the
+    estimator's member1-kubeconfig came from nowhere; no storage credentials at all."""
+    read_somewhere: set[str] = set()
+    for step, words, _, secrets in _walk():
+        if step.mode is not guide.Mode.RENDER or words[:2] != ["helm", "install"]:
+            continue
+        _, _, docs = _helm_template(helm, words, environment, step.where())
+        made = {d["metadata"]["name"] for d in docs if d["kind"] == "Secret"}
+        made |= {f"{d['metadata']['name']}-tls" for d in docs if d["kind"] == "Service"}  # certgen's
+        for doc in docs:
+            if doc["kind"] != "Deployment":
+                continue
+            pod = doc["spec"]["template"]["spec"]
+            read = {v["secret"]["secretName"] for v in pod.get("volumes", []) if "secret" in v}
+            read |= {
+                e["valueFrom"]["secretKeyRef"]["name"]
+                for c in pod["containers"]
+                for e in c.get("env", [])
+                if "secretKeyRef" in e.get("valueFrom", {})
+            }
+            assert read - made <= secrets, (
+                f"{step.where()}: {' '.join(words)} reads {sorted(read - made - secrets)}"
+            )
+            read_somewhere |= read - made
+    assert {
+        "flink-failover-karmada",
+        "flink-failover-storage",
+        "member1-kubeconfig",
+        "member2-kubeconfig",
+    } <= read_somewhere
+
+
+def test_the_image_is_built_and_pushed_before_a_release_runs_it(
+    helm: str, environment: dict[str, str]
+) -> None:
+    """Before: no step built or pushed the image, and the chart's default was not published."""
+    build = next(s for s in STEPS if any(w[:2] == ["make", "image-push"] for w in s.words()))
+    for step in guide.render_only(STEPS):
+        for words in step.words():
+            if words[:2] == ["helm", "install"]:
+                assert step.index > build.index, step.where()
+                assert "image.repository=$IMAGE_REPOSITORY" in words, step.where()
+
+
+def test_the_guide_checks_before_it_fails_over() -> None:
+    """Before: no step said how to see what a failover would do, or what fencing makes of a job."""
+    (failover,) = [s for s in STEPS if "cluster-down" in s.needs]
+    before = " ".join(c for s in STEPS if s.index < failover.index for c in s.commands)
+    assert "flink-failover review - --as-failover --diff --policy docs/guide/restore-policy.yaml" in before
+    assert "flink-failover status analytics/orders" in before
+    assert "flink-failover status --held" in " ".join(failover.commands)
+
+
+def test_the_guide_warns_that_karmadas_estimator_and_this_one_cannot_share_a_cluster() -> None:
+    text = " ".join(GUIDE.read_text(encoding="utf-8").split())
+    assert "Karmada's own scheduler-estimator and this one must not both serve a cluster" in text
+    listing = next(
+        s
+        for s in STEPS
+        if any("karmada-scheduler-estimator-member1" in c and " get " in c for c in s.commands)
+    )
+    install = next(
+        s for s in STEPS if any(w[:3] == ["helm", "install", "estimator-member1"] for w in s.words())
+    )
+    assert listing.mode is guide.Mode.RUN and listing.index < install.index
