@@ -216,3 +216,40 @@ def test_serve_events_alone_writes_the_restore_decision_as_an_event(cert_dir: Pa
         assert "chk-8" in event["note"]
     finally:
         api.stop()
+
+
+def test_status_whose_records_cannot_be_read_exits_1_and_still_shows_the_job(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The job is listed (its state comes from the object); its ownership records are in a storage that
+    refuses every connection: said on stderr, exit 1."""
+    from tests.support.objects import running_deployment
+
+    running = fakeapi.start_member_cluster()
+    try:
+        running.fake.upsert(running_deployment(checkpoint_dir="s3://flink-state/checkpoints"))
+        with socket.socket() as closed:
+            closed.bind(("127.0.0.1", 0))
+            endpoint = f"http://127.0.0.1:{closed.getsockname()[1]}"
+            policy = tmp_path / "policy.yaml"
+            policy.write_text(
+                yaml.safe_dump(
+                    {
+                        "storageOptions": {"s3": {"endpoint_url": endpoint, "anon": True}},
+                        "fencing": {
+                            "leaseSeconds": 4,
+                            "pollSeconds": 1,
+                            "renewDeadlineSeconds": 2,
+                            "stopMarginSeconds": 1,
+                        },
+                    }
+                )
+            )
+            kubeconfig = running.kubeconfig(tmp_path / "member.kubeconfig")
+            code = main(["status", "--kubeconfig", str(kubeconfig), "--policy", str(policy)])
+        out, err = capsys.readouterr()
+        assert code == 1
+        assert "FlinkDeployment analytics/orders: running" in out
+        assert "flink-failover status: FlinkDeployment analytics/orders: records unreadable: storage:" in err
+    finally:
+        running.stop()
