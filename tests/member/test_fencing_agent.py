@@ -703,7 +703,7 @@ def test_status_lists_every_held_job_with_whom_it_waits_for(
     assert {r["name"] for r in jobs["orders"]["records"]} == {"heartbeat", "fence"}
 
     assert main([*base, "analytics/missing"]) == 1
-    assert "not found" in capsys.readouterr().out
+    assert "not found" in capsys.readouterr().err
     assert m1.tick() == {"orders": "stopping"}  # status wrote nothing that fences anybody
 
 

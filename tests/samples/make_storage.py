@@ -14,8 +14,13 @@ from pathlib import Path
 ROOT = Path("/tmp/flink-failover-samples/checkpoints")
 RESTORABLE = "3c653dbe4c19bb72f8eb28445541bed6"
 EMPTY = "00000000000000000000000000000bad"
-# What Flink writes first: the metadata magic number and version 3, then the body.
-FLINK_METADATA = bytes.fromhex("4960672d00000003") + b"sample checkpoint metadata"
+# What Flink writes first: the metadata magic number and version 3, then the serializer's first field,
+# the checkpoint id (8 bytes, big-endian: chk-8 holds 8), then the body.
+MAGIC_AND_VERSION = bytes.fromhex("4960672d00000003")
+
+
+def flink_metadata(checkpoint_id: int) -> bytes:
+    return MAGIC_AND_VERSION + checkpoint_id.to_bytes(8, "big") + b"sample checkpoint metadata"
 
 
 def make(root: Path = ROOT) -> Path:
@@ -24,7 +29,7 @@ def make(root: Path = ROOT) -> Path:
             chk = root / job / f"chk-{n}"
             chk.mkdir(parents=True, exist_ok=True)
             if n in complete:
-                (chk / "_metadata").write_bytes(FLINK_METADATA)
+                (chk / "_metadata").write_bytes(flink_metadata(n))
     return root
 
 

@@ -31,6 +31,9 @@ class MemberOptions:
     require_storage_backends: bool = False
     # --kubeconfig, --cluster or --read-session-clusters: session clusters are read there
     own_cluster: ClientConfig | None = None
+    # where the admissions' Kubernetes Events are written: the own cluster, or --events alone (an
+    # account that may create events and nothing else); None: no Events
+    events: ClientConfig | None = None
     fencing: FencingTarget | None = None  # None: no fencing (no --cluster, or the policy turns it off)
     # Who may set the fencing agent's release markers: the member role's own identity. None: anyone
     # (no identity known: --agent-user not given and not in a pod; said at start-up).
@@ -69,6 +72,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "get on flinkdeployments (chart: member.readSessionClusters)",
     )
     member.add_argument(
+        "--events",
+        action="store_true",
+        help="member role: write the restore decisions as Kubernetes Events on the Flink objects, in "
+        "this cluster (--kubeconfig, else the in-cluster account); needs create and patch on "
+        "events.k8s.io events, nothing else (chart: member.events). Implied by --cluster, "
+        "--read-session-clusters and --kubeconfig",
+    )
+    member.add_argument(
         "--agent-user",
         action="append",
         default=None,
@@ -95,4 +106,5 @@ def from_args(args: argparse.Namespace, policy: RestorePolicy) -> MemberOptions 
     named += [u.strip() for u in os.environ.get("FLINK_FAILOVER_AGENT_USERS", "").split(",") if u.strip()]
     identity = own_identity() if not named and fencing is not None and not args.kubeconfig else ""
     users = frozenset(named or ([identity] if identity else [])) or None
-    return MemberOptions(policy, bool(args.require_storage_backends), own, fencing, users)
+    events = own or (client if getattr(args, "events", False) else None)
+    return MemberOptions(policy, bool(args.require_storage_backends), own, events, fencing, users)

@@ -280,14 +280,31 @@ MIN_OPERATOR_VERSION = (1, 7)  # suspended first deployments (onMissingState: su
 
 
 def _closest(name: str, accepted: tuple[str, ...]) -> str:
-    """The accepted option a typo most likely meant (endpointUrl -> endpoint_url)."""
-    import difflib
+    """The accepted option a typo most likely meant (endpointUrl -> endpoint_url, endpoint_ur ->
+    endpoint_url): the first that is the same but for case, ``_`` and ``-``, else the nearest by edit
+    distance within ``max(2, len(name) // 3)`` (the first of equals). The chart's install check
+    (templates/_helpers.tpl ``ff.closestOption``) follows the same rule, so both name the same option."""
+    fold = name.replace("_", "").replace("-", "").lower()
+    for option in accepted:
+        if option.replace("_", "").lower() == fold:
+            return option
+    best, limit = "", max(2, len(name) // 3)
+    for option in accepted:
+        distance = edit_distance(name, option)
+        if distance <= limit:
+            best, limit = option, distance - 1
+    return best
 
-    folded = {a.replace("_", "").lower(): a for a in accepted}
-    if name.replace("_", "").replace("-", "").lower() in folded:
-        return folded[name.replace("_", "").replace("-", "").lower()]
-    close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.75)
-    return close[0] if close else ""
+
+def edit_distance(first: str, second: str) -> int:
+    """Levenshtein distance: insertions, deletions and substitutions, one each."""
+    previous = list(range(len(second) + 1))
+    for i, a in enumerate(first):
+        current = [i + 1]
+        for j, b in enumerate(second):
+            current.append(min(previous[j + 1] + 1, current[j] + 1, previous[j] + (a != b)))
+        previous = current
+    return previous[-1]
 
 
 def _unknown(name: str, key: Any, accepted: tuple[str, ...] | list[str]) -> PolicyError:
@@ -657,4 +674,6 @@ def load_policy(path: str | Path) -> RestorePolicy:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise PolicyError("<file>", f"{path} is not valid YAML: {exc}") from None
-    return policy_from_dict(doc)
+    # An empty file (or one of comments only) sets no field: every field is optional, so it is the
+    # defaults, as an empty ``policy:`` block of the chart is.
+    return policy_from_dict({} if doc is None else doc)
