@@ -34,6 +34,7 @@ NAMESPACE = "flink-failover"
 BUCKET = "flink-state"
 ESTIMATOR_PORT = 10352
 POLICIES = REPO / "policies" / "karmada"
+IMAGE = "registry.example/flink-failover"  # required by the chart; nothing pulls it here
 # Fencing timings: short, and within the rules the chart and the server enforce.
 FENCING = {"leaseSeconds": 12, "pollSeconds": 2, "renewDeadlineSeconds": 6, "stopMarginSeconds": 4}
 
@@ -71,6 +72,7 @@ class Stack:
 def storage_values(endpoint: str) -> dict[str, Any]:
     """The policy and the member pods' credentials for the tier's S3, as docs/install.md shows them."""
     return {
+        "image": {"repository": IMAGE},
         "policy": {"storageOptions": {"s3": {"endpoint_url": endpoint}}, "fencing": dict(FENCING)},
         "member": {
             "extraEnv": [
@@ -168,7 +170,7 @@ def _install_product(st: Stack) -> None:
             api,
             f"{RELEASE}-estimator",
             "karmada-system",
-            {"role": "estimator", "estimator": {"cluster": name, "port": ESTIMATOR_PORT}},
+            {"image": {"repository": IMAGE}, "role": "estimator", "estimator": {"cluster": name, "port": ESTIMATOR_PORT}},
             work / f"estimator-{name}",
         )
         st.releases[f"estimator-{name}"] = estimator
@@ -181,6 +183,7 @@ def _install_product(st: Stack) -> None:
             f"{RELEASE}-estimator-{name}",
             "karmada-system",
             {
+                "image": {"repository": IMAGE},
                 "role": "estimator",
                 "estimator": {
                     "cluster": name,
