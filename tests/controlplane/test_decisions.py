@@ -492,6 +492,9 @@ def test_internal_error_refuses_a_flink_work_retriably_and_allows_any_other(
         def lookup(self, namespace: str, name: str) -> BindingLookupResult:
             raise RuntimeError("boom")
 
+        def cached(self, namespace: str, name: str) -> None:
+            return None
+
     policy = RestorePolicy()
     handler = WorkHandler(Broken(), policy.contract)
     request, response = review(s.admission_review(scen_a["work2"]), handler, internal_error)

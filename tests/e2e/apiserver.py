@@ -8,6 +8,7 @@ so the chart's RBAC is what the product runs under. Authorization is RBAC.
 from __future__ import annotations
 
 import json
+import os
 import ssl
 import urllib.request
 from dataclasses import dataclass
@@ -23,6 +24,16 @@ USERS = {  # token -> (user, groups): who the scenarios act as
     ADMIN_TOKEN: ("e2e-admin", "system:masters"),
     "e2e-alice-token": ("alice", "flink-users"),
 }
+
+
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: None
+    verbs: [get, list, watch]
+  - level: Metadata
+"""
 
 
 @dataclass
@@ -89,6 +100,11 @@ def start_apiserver(
 ) -> ApiServer:
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
+    audit: list[str] = []
+    if os.environ.get("FLINK_FAILOVER_E2E_AUDIT") == "1":  # who writes what, for a diagnosis (costs CPU)
+        policy = folder / "audit-policy.yaml"
+        policy.write_text(AUDIT_POLICY)
+        audit = [f"--audit-policy-file={policy}", f"--audit-log-path={procs.logs / f'{name}.audit.jsonl'}"]
     argv = [
         f"--etcd-servers={etcd.url}",
         f"--etcd-prefix=/{name}",
@@ -118,6 +134,7 @@ def start_apiserver(
         "--profiling=false",
         "--logging-format=text",
         "-v=1",
+        *audit,
         *extra,
     ]
     process = procs.start(name, [str(binary), *argv])

@@ -85,9 +85,12 @@ def _world(assets: Assets, version: str, folder: Path, tools: Tools) -> Iterator
             name: OperatorDouble(name, st.member_api(name), write).start() for name in st.karmada.members
         }
         timeline = Timeline({name: st.member_api(name) for name in st.karmada.members}).start()
+        world = World(st, operators, timeline)
         try:
-            yield World(st, operators, timeline)
+            yield world
         finally:
+            if world.failed:
+                world.save_metrics()
             timeline.stop()
             for operator in operators.values():
                 operator.stop()
@@ -106,7 +109,9 @@ def _run_folder(version: str) -> Path:
     return folder
 
 
-def _session_world(version: str, assets: Assets, tools: Tools) -> Iterator[World]:
+def world_for(version: str, assets: Assets, tools: Tools) -> Iterator[World]:
+    """One stack for a package of scenarios (each version's package asks for its own and frees it when
+    its scenarios are done, so two stacks never run at once)."""
     folder = _run_folder(version)
     with _world(assets, version, folder, tools) as world:
         yield world
@@ -114,25 +119,14 @@ def _session_world(version: str, assets: Assets, tools: Tools) -> Iterator[World
         shutil.rmtree(folder, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def karmada_118(e2e_assets: Assets, tools: Tools) -> Iterator[World]:
-    yield from _session_world("v1.18.2", e2e_assets, tools)
-
-
-@pytest.fixture(scope="session")
-def karmada_119(e2e_assets: Assets, tools: Tools) -> Iterator[World]:
-    yield from _session_world("v1.19.0-rc.0", e2e_assets, tools)
-
-
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
     report = yield
     if report.failed and _in_tier(item):
-        for name in ("karmada_118", "karmada_119"):
-            world = item.funcargs.get(name) if hasattr(item, "funcargs") else None  # type: ignore[attr-defined]
-            if isinstance(world, World):
-                world.failed = True
-                report.sections.append(("end-to-end stack", world.where(item.name)))
+        world = getattr(item, "funcargs", {}).get("world")
+        if isinstance(world, World):
+            world.failed = True
+            report.sections.append(("end-to-end stack", world.where(item.name)))
     return report
 
 

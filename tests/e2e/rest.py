@@ -85,6 +85,19 @@ class Rest:
             raise ApiError(answer.status, text, f"{method} {target}")
         return json.loads(text) if text else None
 
+    def raw(self, path: str) -> str:
+        """A GET answered in text (``/metrics``)."""
+        conn = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout, context=self._context)
+        try:
+            conn.request("GET", path, headers={"Authorization": f"Bearer {self.token}"})
+            answer = conn.getresponse()
+            text = answer.read().decode()
+            if answer.status >= 300:
+                raise ApiError(answer.status, text, f"GET {path}")
+            return text
+        finally:
+            conn.close()
+
     def get(self, path: str, ok_missing: bool = False) -> Any:
         return self.call("GET", path, ok_missing=ok_missing)
 

@@ -17,10 +17,11 @@ from typing import Any
 
 import yaml
 
+from tests.e2e.apiserver import ADMIN_TOKEN
 from tests.e2e.informer import Key
 from tests.e2e.operator import OperatorDouble, real_metadata
 from tests.e2e.procs import wait_until
-from tests.e2e.rest import flink_path
+from tests.e2e.rest import Rest, flink_path
 from tests.e2e.stack import BUCKET, POLICIES, Stack
 from tests.e2e.timeline import Timeline
 from tests.support.operator import Job
@@ -102,6 +103,17 @@ class World:
             f"stack folder (kept): {folder}\nobjects at the failure: {dumped}\n"
             f"process logs in {folder / 'logs'}: {', '.join(logs)}"
         )
+
+    def save_metrics(self) -> None:
+        """Every API server's /metrics beside the logs (API Priority and Fairness waits among them)."""
+        servers = {"karmada-apiserver": self.stack.karmada.api}
+        servers.update({name: m.api for name, m in self.stack.karmada.members.items()})
+        for name, server in servers.items():
+            try:
+                text = Rest(server.url, server.ca, ADMIN_TOKEN).raw("/metrics")
+            except Exception as exc:  # noqa: BLE001  diagnostics must not hide the failure
+                text = f"# not read: {exc}\n"
+            (self.stack.folder / "logs" / f"{name}.metrics.txt").write_text(text)
 
     def dump(self, path: Path) -> Path:
         """Bindings, Works, Clusters and every member's Flink objects, as the API servers hold them now."""
@@ -204,6 +216,25 @@ class World:
     def jobs(self, key: Key) -> dict[str, list[Job]]:
         return {cluster: operator.jobs_of(*key) for cluster, operator in self.operators.items()}
 
+    def work_webhook_lines(self) -> dict[str, int]:
+        """How many lines each control-plane pod's log has now: audit lines after these are a burst's."""
+        return {pod.name: _line_count(pod.process.log) for pod in self.stack.releases["control-plane"].replicas()}
+
+    def work_webhook_latencies(self, since: dict[str, int]) -> list[tuple[float, str]]:
+        """Server-side milliseconds of every Work admission logged after ``since`` (the audit line's ``ms``),
+        each with where its binding came from (``cache``, ``api``, or ``-`` without a Flink manifest read)."""
+        out: list[tuple[float, str]] = []
+        for pod in self.stack.releases["control-plane"].replicas():
+            lines = pod.process.log.read_text(errors="replace").splitlines()[since.get(pod.name, 0) :]
+            for line in lines:
+                if '"msg":"admission"' not in line or not line.startswith("{"):
+                    continue
+                entry = json.loads(line)
+                if entry.get("kind") == "Work":
+                    sources = {m.get("bindingFrom", "") for m in entry.get("manifests") or []} or {"-"}
+                    out.append((float(entry["ms"]), ",".join(sorted(sources))))
+        return out
+
     def record(self, line: str) -> None:
         from tests.e2e import conftest
 
@@ -232,6 +263,13 @@ class Outcome:
             f"two RUNNING {self.two_running_seconds:.2f} s, checkpoints lost {len(self.lost)}, "
             f"restore {self.restore_seconds:.1f} s, failover-count {self.annotations.get(f'{PREFIX}/failover-count')}"
         )
+
+
+def _line_count(path: Path) -> int:
+    try:
+        return len(path.read_text(errors="replace").splitlines())
+    except OSError:
+        return 0
 
 
 def lost_after(old: Job, new: Job) -> list[int]:

@@ -1,11 +1,13 @@
-"""Failovers on real Karmada: each restores the old job's newest checkpoint, counts once, never runs twice."""
+"""The scenarios, written once and run on each Karmada version (``tests/e2e/v1_18``, ``tests/e2e/v1_19``).
+
+Each takes a :class:`~tests.e2e.scenario.World` and the list the ``jobs`` fixture cleans up, drives one
+failover (or move) on real Karmada, returns its figures and asserts, by the status sampled on both
+members, that the old job's newest checkpoint was restored, counted once, and never ran twice.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-
-import pytest
 
 from tests.e2e.procs import wait_until
 from tests.e2e.scenario import (
@@ -66,17 +68,7 @@ def _assert_restored_newest(outcome: Outcome, count: int = 1) -> None:
     assert outcome.annotations.get(f"{PREFIX}/restored-job-id") == outcome.old.job_id
 
 
-@pytest.fixture
-def jobs(karmada_118: World) -> Iterator[list[str]]:
-    """Names of the jobs a scenario submits: deleted from Karmada afterwards, every taint removed."""
-    names: list[str] = []
-    yield names
-    cleanup(karmada_118, names)
-
-
-@pytest.mark.parametrize("purge_mode", ["Directly", "Gracefully"])
-def test_cluster_failover_by_a_no_execute_taint(karmada_118: World, jobs: list[str], purge_mode: str) -> None:
-    world = karmada_118
+def cluster_failover(world: World, jobs: list[str], purge_mode: str) -> Outcome:
     name = f"taint-{purge_mode.lower()}"
     jobs.append(name)
     old_cluster, _ = _start(world, name, "propagationpolicy-cluster-failover.yaml", purge_mode)
@@ -85,14 +77,14 @@ def test_cluster_failover_by_a_no_execute_taint(karmada_118: World, jobs: list[s
     outcome = _outcome(world, name, old_cluster, triggered)
     world.record(outcome.line(f"cluster failover by NoExecute taint, {purge_mode}"))
     _assert_restored_newest(outcome)
+    return outcome
 
 
-def test_application_failover(karmada_118: World, jobs: list[str]) -> None:
+def application_failover(world: World, jobs: list[str]) -> Outcome:
     """The job stays unhealthy longer than the policy tolerates (the shipped policy, Gracefully, with
     tolerationSeconds lowered from 120 to 20 for the test's sake). The toleration must outlast a restore's
     hold (the old job's stop, a poll, the new job's start): Karmada reads the held copy as unhealthy too,
     and with 5 s it evicted the new cluster as well and left the job nowhere."""
-    world = karmada_118
     name = "app-failover"
     jobs.append(name)
     policy = propagation_policy("propagationpolicy-application-failover.yaml", [name])
@@ -108,11 +100,11 @@ def test_application_failover(karmada_118: World, jobs: list[str]) -> None:
     world.record(outcome.line("application failover, Gracefully"))
     _assert_restored_newest(outcome)
     assert outcome.annotations.get(f"{PREFIX}/reason") == "ApplicationFailure"
+    return outcome
 
 
-def test_a_move_by_a_policy_change(karmada_118: World, jobs: list[str]) -> None:
+def policy_move(world: World, jobs: list[str]) -> Outcome:
     """No eviction task, the old Work deleted at once: Karmada alone would start the job empty."""
-    world = karmada_118
     name = "moved"
     jobs.append(name)
     policy = propagation_policy("propagationpolicy-cluster-failover.yaml", [name])
@@ -124,12 +116,12 @@ def test_a_move_by_a_policy_change(karmada_118: World, jobs: list[str]) -> None:
     outcome = _outcome(world, name, old_cluster, triggered)
     world.record(outcome.line("a move by a PropagationPolicy change"))
     _assert_restored_newest(outcome)
+    return outcome
 
 
-def test_a_return_to_a_cluster_the_job_ran_on_before(karmada_118: World, jobs: list[str]) -> None:
+def return_to_previous(world: World, jobs: list[str]) -> Outcome:
     """member A -> B -> A: the return restores the newest checkpoint of the job on B, not A's old one,
     and counts the second failover."""
-    world = karmada_118
     name = "returned"
     jobs.append(name)
     key = (NAMESPACE, name)
@@ -148,3 +140,83 @@ def test_a_return_to_a_cluster_the_job_ran_on_before(karmada_118: World, jobs: l
     world.record(back.line("a return to the cluster the job ran on before (second failover)"))
     assert back.new_cluster == first
     _assert_restored_newest(back, count=2)
+    return back
+
+
+def partition(world: World, jobs: list[str]) -> Outcome:
+    """Karmada loses the member the job runs on while the job keeps running: Karmada's way to that member
+    is cut (its own components, the operator and the product's member role still reach it). The shipped
+    cluster-failover policy (Directly), its not-ready toleration lowered from 60 s to 5 s: Karmada taints
+    the cluster, evicts, and creates the new Work after the graceful-eviction timeout; the new copy must
+    not run before the old one has stopped, and must start from the old one's last checkpoint."""
+    name = "partitioned"
+    jobs.append(name)
+    key = (NAMESPACE, name)
+    policy = propagation_policy("propagationpolicy-cluster-failover.yaml", [name])
+    for toleration in policy["spec"]["placement"]["clusterTolerations"]:
+        toleration["tolerationSeconds"] = 5
+    world.submit([flink_job(name)], policy)
+    old_cluster = world.wait_running(key)
+    job = world.wait_checkpoints(old_cluster, key, 3)
+    world.wait_captured(name, old_cluster, job.job_id)
+    new_cluster = next(c for c in world.operators if c != old_cluster)
+    proxy = world.stack.karmada.members[old_cluster].proxy
+    triggered = time.monotonic()
+    proxy.cut()
+    try:
+        world.wait_running(key, new_cluster, timeout=240)
+        stopped = world.running_job(old_cluster, key) is None
+    finally:
+        proxy.heal()
+    outcome = _outcome(world, name, old_cluster, triggered)
+    world.record(outcome.line("partition (Karmada cut off from the member, the job still running)"))
+    assert stopped, "the old job still ran when the new one started"
+    _assert_restored_newest(outcome)
+    return outcome
+
+
+def fleet(world: World, jobs: list[str], size: int) -> tuple[int, float, float]:
+    """``size`` jobs on one member, evicted at once by a NoExecute taint: every one restored from its own
+    newest checkpoint, none RUNNING twice; the Work webhook's latency from its audit lines."""
+    names = [f"fleet-{i:03d}" for i in range(size)]
+    jobs.extend(names)
+    keys = [(NAMESPACE, n) for n in names]
+    source, target = sorted(world.operators)
+    world.taint(target, {"key": "e2e.flink-failover.io/not-yet", "effect": "NoSchedule"})
+    world.submit([flink_job(n) for n in names], propagation_policy("propagationpolicy-cluster-failover.yaml", names))
+    for key in keys:
+        world.wait_running(key, source, timeout=300)
+    for key in keys:
+        world.wait_checkpoints(source, key, 2, timeout=120)
+    for name, key in zip(names, keys, strict=True):
+        running = world.running_job(source, key)
+        assert running is not None
+        world.wait_captured(name, source, running.job_id)
+    world.untaint(target, "e2e.flink-failover.io/not-yet")
+    since = world.work_webhook_lines()
+    triggered = time.monotonic()
+    world.taint(source)
+    outcomes = [_outcome(world, name, source, triggered) for name in names]
+    admissions = world.work_webhook_latencies(since)
+    latencies = sorted(ms for ms, _ in admissions)
+    fresh = sum(1 for _, source in admissions if "api" in source)
+    restored_in = max(o.restore_seconds for o in outcomes)
+    overlap = sum(o.two_running_seconds for o in outcomes)
+    p50, p99 = _percentile(latencies, 50), _percentile(latencies, 99)
+    world.record(
+        f"fleet of {size} evicted at once: {sum(1 for o in outcomes if not o.lost)} restored from the newest "
+        f"checkpoint, all RUNNING on {target} within {restored_in:.1f} s, two RUNNING {overlap:.2f} s in all; "
+        f"Work webhook {len(latencies)} admissions ({fresh} read the binding fresh), p50 {p50:.1f} ms, "
+        f"p99 {p99:.1f} ms"
+    )
+    for outcome in outcomes:
+        _assert_restored_newest(outcome)
+    assert latencies, "no Work admission was logged"
+    return size, p50, p99
+
+
+def _percentile(values: list[float], q: int) -> float:
+    if not values:
+        return 0.0
+    index = min(len(values) - 1, max(0, round(q / 100 * len(values) + 0.5) - 1))
+    return values[index]
