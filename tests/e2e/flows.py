@@ -15,7 +15,6 @@ from tests.e2e.scenario import (
     PREFIX,
     Outcome,
     World,
-    cleanup,
     flink_job,
     lost_after,
     propagation_policy,
@@ -183,7 +182,9 @@ def fleet(world: World, jobs: list[str], size: int) -> tuple[int, float, float]:
     keys = [(NAMESPACE, n) for n in names]
     source, target = sorted(world.operators)
     world.taint(target, {"key": "e2e.flink-failover.io/not-yet", "effect": "NoSchedule"})
-    world.submit([flink_job(n) for n in names], propagation_policy("propagationpolicy-cluster-failover.yaml", names))
+    world.submit(
+        [flink_job(n) for n in names], propagation_policy("propagationpolicy-cluster-failover.yaml", names)
+    )
     for key in keys:
         world.wait_running(key, source, timeout=300)
     for key in keys:
@@ -205,7 +206,8 @@ def fleet(world: World, jobs: list[str], size: int) -> tuple[int, float, float]:
     p50, p99 = _percentile(latencies, 50), _percentile(latencies, 99)
     world.record(
         f"fleet of {size} evicted at once: {sum(1 for o in outcomes if not o.lost)} restored from the newest "
-        f"checkpoint, all RUNNING on {target} within {restored_in:.1f} s, two RUNNING {overlap:.2f} s in all; "
+        f"checkpoint, all RUNNING on {target} within {restored_in:.1f} s, "
+        f"two RUNNING {overlap:.2f} s in all; "
         f"Work webhook {len(latencies)} admissions ({fresh} read the binding fresh), p50 {p50:.1f} ms, "
         f"p99 {p99:.1f} ms"
     )

@@ -44,7 +44,9 @@ class Release:
     api: ApiServer
     objects: list[dict[str, Any]]
     pods: dict[str, list[Pod]] = field(default_factory=dict)  # Deployment name -> its replicas
-    services: dict[tuple[str, str], Balancer] = field(default_factory=dict)  # (service, port name) -> balancer
+    services: dict[tuple[str, str], Balancer] = field(
+        default_factory=dict
+    )  # (service, port name) -> balancer
 
     def find(self, kind: str, name: str | None = None) -> dict[str, Any]:
         for obj in self.objects:
@@ -174,7 +176,13 @@ def _external_service(release: Release, obj: dict[str, Any]) -> dict[str, Any]:
     ports = []
     for spec_port in obj["spec"]["ports"]:
         balancer = _balancer(release, name, int(spec_port["port"]))
-        ports.append({"name": spec_port.get("name") or str(spec_port["port"]), "port": balancer.port, "protocol": "TCP"})
+        ports.append(
+            {
+                "name": spec_port.get("name") or str(spec_port["port"]),
+                "port": balancer.port,
+                "protocol": "TCP",
+            }
+        )
     return {"type": "ExternalName", "externalName": "localhost", "ports": ports}
 
 

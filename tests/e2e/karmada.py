@@ -27,7 +27,9 @@ from tests.support.repo import shared_data_dir
 from tests.support.server import free_port
 from tests.support.tcpproxy import TcpProxy
 
-FEATURE_GATES = "Failover=true,GracefulEviction=true,StatefulFailoverInjection=true,MultiplePodTemplatesScheduling=true"
+FEATURE_GATES = (
+    "Failover=true,GracefulEviction=true,StatefulFailoverInjection=true,MultiplePodTemplatesScheduling=true"
+)
 MEMBERS = ("member1", "member2")
 GRACEFUL_EVICTION_TIMEOUT = "30s"
 # Cluster health as the README's short timings: NotReady about 10 s after its API server stops answering.
@@ -73,7 +75,9 @@ def flink_crds() -> str:
     return "\n---\n".join(path.read_text() for path in sorted(folder.glob("flink*.flink.apache.org-v1.yml")))
 
 
-def kubectl(kubectl_bin: Path, kubeconfig: Path, *args: str, stdin: str | None = None, check: bool = True) -> str:
+def kubectl(
+    kubectl_bin: Path, kubeconfig: Path, *args: str, stdin: str | None = None, check: bool = True
+) -> str:
     out = subprocess.run(
         [str(kubectl_bin), f"--kubeconfig={kubeconfig}", *args],
         input=stdin,
@@ -107,7 +111,9 @@ def start_karmada(
     kubectl_bin: Path,
     estimator_port: int,
 ) -> Karmada:
-    api = start_apiserver(procs, assets.kube_apiserver, "karmada-apiserver", etcd, certs, folder / "karmada-apiserver")
+    api = start_apiserver(
+        procs, assets.kube_apiserver, "karmada-apiserver", etcd, certs, folder / "karmada-apiserver"
+    )
     apply(kubectl_bin, api.kubeconfig, karmada_set.namespace)
     apply(kubectl_bin, api.kubeconfig, karmada_set.crds)
     apply(kubectl_bin, api.kubeconfig, flink_crds())
@@ -133,7 +139,12 @@ def start_karmada(
 
 
 def _aggregated_apiserver(
-    procs: Processes, karmada: Karmada, karmada_set: KarmadaSet, etcd: Etcd, certs: StackPki, kubectl_bin: Path
+    procs: Processes,
+    karmada: Karmada,
+    karmada_set: KarmadaSet,
+    etcd: Etcd,
+    certs: StackPki,
+    kubectl_bin: Path,
 ) -> None:
     port = free_port()
     kubeconfig = str(karmada.api.kubeconfig)
@@ -176,7 +187,11 @@ def _aggregated_apiserver(
                     "version": "v1alpha1",
                     "groupPriorityMinimum": 2000,
                     "versionPriority": 10,
-                    "service": {"name": "karmada-aggregated-apiserver", "namespace": "karmada-system", "port": port},
+                    "service": {
+                        "name": "karmada-aggregated-apiserver",
+                        "namespace": "karmada-system",
+                        "port": port,
+                    },
                     "caBundle": base64.b64encode(certs.ca.read_bytes()).decode(),
                 },
             },
@@ -191,7 +206,12 @@ def _aggregated_apiserver(
 
 
 def _webhook(
-    procs: Processes, karmada: Karmada, karmada_set: KarmadaSet, certs: StackPki, folder: Path, kubectl_bin: Path
+    procs: Processes,
+    karmada: Karmada,
+    karmada_set: KarmadaSet,
+    certs: StackPki,
+    folder: Path,
+    kubectl_bin: Path,
 ) -> None:
     port = free_port()
     karmada.components["webhook"] = procs.start(
@@ -280,7 +300,10 @@ def _join(kubectl_bin: Path, karmada: Karmada, member: Member, certs: StackPki) 
                     "apiEndpoint": f"https://127.0.0.1:{member.proxy.port}",
                     "id": kube_system["metadata"]["uid"],
                     "secretRef": {"namespace": "karmada-cluster", "name": member.name},
-                    "impersonatorSecretRef": {"namespace": "karmada-cluster", "name": f"{member.name}-impersonator"},
+                    "impersonatorSecretRef": {
+                        "namespace": "karmada-cluster",
+                        "name": f"{member.name}-impersonator",
+                    },
                 },
             },
         ],

@@ -139,7 +139,9 @@ class OperatorDouble:
         nonce = job_spec.get("savepointRedeployNonce")
         first = key not in self._deployed or self._deployed[key] != nonce
         start_path = str(job_spec.get("initialSavepointPath") or "") if first else ""
-        job = Job(secrets.token_hex(16), time.monotonic(), None, start_path, _checkpoint_id(start_path) + 1, key)
+        job = Job(
+            secrets.token_hex(16), time.monotonic(), None, start_path, _checkpoint_id(start_path) + 1, key
+        )
         if not self._write_status(obj, running_status(job.job_id, obj.get("spec") or {})):
             return
         with self._lock:

@@ -46,7 +46,11 @@ def api_name(api: Rest) -> str:
 def service_account_token(api: Rest, namespace: str, account: str, seconds: int = 86400) -> str:
     answer = api.create(
         f"/api/v1/namespaces/{namespace}/serviceaccounts/{account}/token",
-        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": seconds}},
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenRequest",
+            "spec": {"expirationSeconds": seconds},
+        },
     )
     return str(answer["status"]["token"])
 
@@ -60,15 +64,20 @@ def run_pod(
     folder: Path,
     extra_env: dict[str, str] | None = None,
 ) -> Pod:
-    """Start the pod template's one container; ``api`` is the API server it lives on (its volumes and account)."""
+    """Start the pod template's one container; ``api`` is the API server it lives on (volumes, account)."""
     spec = template["spec"]
     (container,) = spec["containers"]
     folder.mkdir(parents=True, exist_ok=True)
     mounts = _volumes(api, spec, container, namespace, folder)
     ports = {str(p.get("name") or p["containerPort"]): free_port() for p in container.get("ports") or []}
-    by_number = {str(p["containerPort"]): ports[str(p.get("name") or p["containerPort"])] for p in container.get("ports") or []}
+    by_number = {
+        str(p["containerPort"]): ports[str(p.get("name") or p["containerPort"])]
+        for p in container.get("ports") or []
+    }
     args = [_rewrite_arg(arg, mounts, by_number) for arg in container.get("args") or []]
-    env = {item["name"]: _env_value(api, item, namespace, name, mounts) for item in container.get("env") or []}
+    env = {
+        item["name"]: _env_value(api, item, namespace, name, mounts) for item in container.get("env") or []
+    }
     account = spec.get("serviceAccountName") or "default"
     if spec.get("automountServiceAccountToken", True):
         token = service_account_token(api, namespace, account)
@@ -79,7 +88,9 @@ def run_pod(
     return Pod(name, process, ports, folder, argv)
 
 
-def _volumes(api: Rest, spec: dict[str, Any], container: dict[str, Any], namespace: str, folder: Path) -> dict[str, Path]:
+def _volumes(
+    api: Rest, spec: dict[str, Any], container: dict[str, Any], namespace: str, folder: Path
+) -> dict[str, Path]:
     """mount path -> local folder, filled as the kubelet fills it."""
     volumes = {v["name"]: v for v in spec.get("volumes") or []}
     mounts: dict[str, Path] = {}
@@ -97,7 +108,9 @@ def _volumes(api: Rest, spec: dict[str, Any], container: dict[str, Any], namespa
             data = {k: v.encode() for k, v in (source.get("data") or {}).items()}
             _write_items(local, data, volume["configMap"].get("items"))
         elif "emptyDir" not in volume:
-            raise NotImplementedError(f"volume {mount['name']}: only secret, configMap and emptyDir are run here")
+            raise NotImplementedError(
+                f"volume {mount['name']}: only secret, configMap and emptyDir are run here"
+            )
         mounts[mount["mountPath"].rstrip("/")] = local
     return mounts
 

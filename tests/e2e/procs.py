@@ -47,10 +47,8 @@ class Process:
     def stop(self, grace: float = 10.0) -> None:
         if self.alive():
             self.signal(signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self.popen.wait(grace)
-            except subprocess.TimeoutExpired:
-                pass
         # the group may outlive its leader (gunicorn workers): kill whatever is left
         self.signal(signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
@@ -114,13 +112,13 @@ def wait_until(
     processes: Sequence[Process] = (),
     interval: float = 0.2,
 ) -> None:
-    """Until ``predicate()`` holds; a process of ``processes`` that exits, or the timeout, fails with its log."""
+    """Until ``predicate()`` holds; a process of ``processes`` exiting, or the timeout, fails with its log."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             if predicate():
                 return
-        except Exception:  # noqa: BLE001  a server not up yet answers with any kind of error
+        except Exception:
             if time.monotonic() > deadline:
                 raise
         for process in processes:

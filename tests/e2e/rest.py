@@ -87,7 +87,9 @@ class Rest:
 
     def raw(self, path: str) -> str:
         """A GET answered in text (``/metrics``)."""
-        conn = http.client.HTTPSConnection(self._host, self._port, timeout=self.timeout, context=self._context)
+        conn = http.client.HTTPSConnection(
+            self._host, self._port, timeout=self.timeout, context=self._context
+        )
         try:
             conn.request("GET", path, headers={"Authorization": f"Bearer {self.token}"})
             answer = conn.getresponse()
@@ -114,7 +116,7 @@ class Rest:
         return self.call("DELETE", path, ok_missing=True)
 
     def watch(self, path: str, resource_version: str, timeout_seconds: int = 60) -> Iterator[dict[str, Any]]:
-        """Watch events from ``resource_version`` until the server ends the watch (or the socket times out)."""
+        """Events from ``resource_version`` until the server ends the watch (or its socket times out)."""
         query = urlencode(
             {
                 "watch": "1",

@@ -43,7 +43,9 @@ def checkpoint_writer(endpoint: str) -> Callable[[str, str, int], None]:
     )
 
     def write(folder: str, job_id: str, checkpoint: int) -> None:
-        fs.pipe_file(f"{folder.removeprefix('s3://')}/{job_id}/chk-{checkpoint}/_metadata", real_metadata(checkpoint))
+        fs.pipe_file(
+            f"{folder.removeprefix('s3://')}/{job_id}/chk-{checkpoint}/_metadata", real_metadata(checkpoint)
+        )
 
     return write
 
@@ -111,7 +113,7 @@ class World:
         for name, server in servers.items():
             try:
                 text = Rest(server.url, server.ca, ADMIN_TOKEN).raw("/metrics")
-            except Exception as exc:  # noqa: BLE001  diagnostics must not hide the failure
+            except Exception as exc:
                 text = f"# not read: {exc}\n"
             (self.stack.folder / "logs" / f"{name}.metrics.txt").write_text(text)
 
@@ -126,7 +128,7 @@ class World:
         ):
             try:
                 state[what] = karmada.get(where).get("items")
-            except Exception as exc:  # noqa: BLE001  a dump must not hide the failure it explains
+            except Exception as exc:
                 state[what] = str(exc)
         for cluster in self.operators:
             state[f"{cluster}/flinkdeployments"] = list(self.timeline.informers[cluster].snapshot().values())
@@ -143,7 +145,9 @@ class World:
         self.stack.apply_karmada([policy, *jobs])
 
     def binding(self, name: str, namespace: str = NAMESPACE) -> dict[str, Any] | None:
-        path = f"/apis/work.karmada.io/v1alpha2/namespaces/{namespace}/resourcebindings/{name}-flinkdeployment"
+        path = (
+            f"/apis/work.karmada.io/v1alpha2/namespaces/{namespace}/resourcebindings/{name}-flinkdeployment"
+        )
         result: dict[str, Any] | None = self.stack.karmada_api().get(path, ok_missing=True)
         return result
 
@@ -199,11 +203,13 @@ class World:
         return job
 
     def wait_captured(self, name: str, cluster: str, job_id: str, namespace: str = NAMESPACE) -> None:
-        """Until the control plane recorded the job RUNNING on ``cluster`` (its ResourceBinding annotation)."""
+        """Until the control plane recorded the job RUNNING on ``cluster`` (the binding's annotation)."""
 
         def captured() -> bool:
             binding = self.binding(name, namespace) or {}
-            record = ((binding.get("metadata") or {}).get("annotations") or {}).get(f"{PREFIX}/last-known-state")
+            record = ((binding.get("metadata") or {}).get("annotations") or {}).get(
+                f"{PREFIX}/last-known-state"
+            )
             return bool(record) and job_id in str(record) and cluster in str(record)
 
         wait_until(f"{name}'s state on {cluster} captured", captured, 60, interval=0.2)
@@ -218,7 +224,9 @@ class World:
 
     def work_webhook_lines(self) -> dict[str, int]:
         """How many lines each control-plane pod's log has now: audit lines after these are a burst's."""
-        return {pod.name: _line_count(pod.process.log) for pod in self.stack.releases["control-plane"].replicas()}
+        return {
+            pod.name: _line_count(pod.process.log) for pod in self.stack.releases["control-plane"].replicas()
+        }
 
     def work_webhook_latencies(self, since: dict[str, int]) -> list[tuple[float, str]]:
         """Server-side milliseconds of every Work admission logged after ``since`` (the audit line's ``ms``),
@@ -258,10 +266,12 @@ class Outcome:
 
     def line(self, scenario: str) -> str:
         return (
-            f"{scenario}: {self.old_cluster} -> {self.new_cluster}, restored {self.new.started_from.rsplit('/', 1)[-1]} "
+            f"{scenario}: {self.old_cluster} -> {self.new_cluster}, "
+            f"restored {self.new.started_from.rsplit('/', 1)[-1]} "
             f"of the old job's chk-{self.old.checkpoints[-1][0] if self.old.checkpoints else 0}, "
             f"two RUNNING {self.two_running_seconds:.2f} s, checkpoints lost {len(self.lost)}, "
-            f"restore {self.restore_seconds:.1f} s, failover-count {self.annotations.get(f'{PREFIX}/failover-count')}"
+            f"restore {self.restore_seconds:.1f} s, "
+            f"failover-count {self.annotations.get(f'{PREFIX}/failover-count')}"
         )
 
 
@@ -289,7 +299,9 @@ def cleanup(world: World, names: list[str], namespace: str = NAMESPACE) -> None:
         world.delete_job(name, namespace)
         # what kube-controller-manager's garbage collector does for a Karmada control plane (the tier
         # runs none): the ResourceBinding owned by the deleted template goes, Karmada then removes its Works
-        api.delete(f"/apis/work.karmada.io/v1alpha2/namespaces/{namespace}/resourcebindings/{name}-flinkdeployment")
+        api.delete(
+            f"/apis/work.karmada.io/v1alpha2/namespaces/{namespace}/resourcebindings/{name}-flinkdeployment"
+        )
     policies = api.get(f"/apis/policy.karmada.io/v1alpha1/namespaces/{namespace}/propagationpolicies")
     for policy in policies.get("items") or []:
         selected = {s.get("name") for s in policy["spec"].get("resourceSelectors") or []}
@@ -307,4 +319,3 @@ def cleanup(world: World, names: list[str], namespace: str = NAMESPACE) -> None:
 
 def describe(value: Any) -> str:
     return json.dumps(value, indent=1, sort_keys=True, default=str)
-

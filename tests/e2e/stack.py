@@ -10,6 +10,7 @@ ClusterTaintPolicy applied; an operator double per member (``tests/e2e/operator.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,7 +77,10 @@ def storage_values(endpoint: str) -> dict[str, Any]:
         "policy": {"storageOptions": {"s3": {"endpoint_url": endpoint}}, "fencing": dict(FENCING)},
         "member": {
             "extraEnv": [
-                {"name": "AWS_ACCESS_KEY_ID", "valueFrom": {"secretKeyRef": {"name": "s3-credentials", "key": "key"}}},
+                {
+                    "name": "AWS_ACCESS_KEY_ID",
+                    "valueFrom": {"secretKeyRef": {"name": "s3-credentials", "key": "key"}},
+                },
                 {
                     "name": "AWS_SECRET_ACCESS_KEY",
                     "valueFrom": {"secretKeyRef": {"name": "s3-credentials", "key": "secret"}},
@@ -155,7 +159,11 @@ def _install_product(st: Stack) -> None:
     )
     for name in MEMBERS:
         api = st.karmada.members[name].api
-        apply(kubectl, api.kubeconfig, [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}])
+        apply(
+            kubectl,
+            api.kubeconfig,
+            [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}],
+        )
         apply(kubectl, api.kubeconfig, [_credentials_secret()])
         member_values = yaml.safe_load(yaml.safe_dump(values))
         member_values["role"] = "member"
@@ -170,7 +178,11 @@ def _install_product(st: Stack) -> None:
             api,
             f"{RELEASE}-estimator",
             "karmada-system",
-            {"image": {"repository": IMAGE}, "role": "estimator", "estimator": {"cluster": name, "port": ESTIMATOR_PORT}},
+            {
+                "image": {"repository": IMAGE},
+                "role": "estimator",
+                "estimator": {"cluster": name, "port": ESTIMATOR_PORT},
+            },
             work / f"estimator-{name}",
         )
         st.releases[f"estimator-{name}"] = estimator
@@ -205,7 +217,7 @@ def _wait_ready(release: Release) -> None:
             continue
         tls = "probes" in pod.ports
         ca = pod.folder / "volumes" / "certs" / "ca.crt" if tls else None
-        wait_until(f"{pod.name} ready", lambda: _ready(probe, ca), 90, [pod.process])
+        wait_until(f"{pod.name} ready", functools.partial(_ready, probe, ca), 90, [pod.process])
 
 
 def _ready(port: int, ca: Path | None) -> bool:
@@ -217,7 +229,7 @@ def _ready(port: int, ca: Path | None) -> bool:
     if ca is not None:
         context = ssl.create_default_context(cafile=str(ca))
         context.check_hostname = False
-    with urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/readyz", context=context, timeout=3) as answer:  # noqa: S310
+    with urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/readyz", context=context, timeout=3) as answer:
         return bool(answer.status == 200)
 
 

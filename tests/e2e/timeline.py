@@ -67,7 +67,9 @@ class Timeline:
         with self._lock:
             return [s for s in self.samples if s.key == key and (cluster is None or s.cluster == cluster)]
 
-    def running_intervals(self, key: Key, cluster: str, until: float | None = None) -> list[tuple[float, float]]:
+    def running_intervals(
+        self, key: Key, cluster: str, until: float | None = None
+    ) -> list[tuple[float, float]]:
         end = time.monotonic() if until is None else until
         intervals: list[tuple[float, float]] = []
         started: float | None = None
