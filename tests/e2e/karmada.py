@@ -264,7 +264,6 @@ def _controllers(procs: Processes, karmada: Karmada, karmada_set: KarmadaSet, fo
             f"--feature-gates={FEATURE_GATES}",
             "--enable-scheduler-estimator=true",
             f"--scheduler-estimator-port={karmada.estimator_port}",
-            "--insecure-skip-estimator-verify=true",
             "-v=2",
         ],
     )

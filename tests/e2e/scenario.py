@@ -243,6 +243,19 @@ class World:
                     out.append((float(entry["ms"]), ",".join(sorted(sources))))
         return out
 
+    def estimates(self, workload: str, namespace: str = NAMESPACE) -> dict[str, int]:
+        """The sets each member's estimator last answered for ``workload`` (its "estimated" log lines)."""
+        out: dict[str, int] = {}
+        for cluster in self.operators:
+            for pod in self.stack.releases[f"estimator-{cluster}"].replicas():
+                for line in pod.process.log.read_text(errors="replace").splitlines():
+                    if '"msg":"estimated"' not in line:
+                        continue
+                    entry = json.loads(line)
+                    if str(entry.get("object", "")).endswith(f"{namespace}/{workload}"):
+                        out[cluster] = int(entry["sets"])
+        return out
+
     def record(self, line: str) -> None:
         from tests.e2e import conftest
 

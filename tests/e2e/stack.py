@@ -115,9 +115,37 @@ def stack(assets: Assets, version: str, folder: Path, tools: Tools) -> Iterator[
         endpoint = exits.enter_context(moto_server(folder / "logs" / "moto.log"))
         _make_bucket(endpoint)
         st = Stack(version, folder, procs, karmada, endpoint, tools)
+        _nodes(st)
         _karmada_policies(st)
         _install_product(st)
         yield st
+
+
+# Each member's nodes (nothing runs on them: the objects are what Karmada and the estimators read). Room
+# for every ordinary job of the scenarios; for the placement scenario (flows.placed_job) member1's four
+# nodes hold the GPUs a set needs only in total, member2's two only in one packing.
+NODES = {
+    "member1": [(f"m1-{i}", "4", "16Gi", "1") for i in range(4)],
+    "member2": [("m2-a", "2", "16Gi", "2"), ("m2-b", "4", "16Gi", "2")],
+}
+
+
+def _nodes(st: Stack) -> None:
+    for cluster, nodes in NODES.items():
+        api = st.member_api(cluster)
+        for name, cpu, memory, gpus in nodes:
+            resources = {"cpu": cpu, "memory": memory, "pods": "110", "nvidia.com/gpu": gpus}
+            created = api.create(
+                "/api/v1/nodes", {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}
+            )
+            created["status"] = {
+                "capacity": dict(resources),
+                "allocatable": dict(resources),
+                "conditions": [
+                    {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "e2e"}
+                ],
+            }
+            api.replace(f"/api/v1/nodes/{name}/status", created)
 
 
 def _make_bucket(endpoint: str) -> None:
