@@ -86,6 +86,7 @@ def _world(assets: Assets, version: str, folder: Path, tools: Tools) -> Iterator
         }
         timeline = Timeline({name: st.member_api(name) for name in st.karmada.members}).start()
         world = World(st, operators, timeline)
+        world.wait_scheduler_reaches_estimators()
         try:
             yield world
         finally:

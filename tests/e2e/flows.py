@@ -17,7 +17,6 @@ from tests.e2e.scenario import (
     PREFIX,
     Outcome,
     World,
-    describe,
     flink_job,
     lost_after,
     propagation_policy,
@@ -229,63 +228,55 @@ def _percentile(values: list[float], q: int) -> float:
 
 # --- placement by complete sets -------------------------------------------------------------------
 
-GPU = "nvidia.com/gpu"
 
-
-def placed_job(name: str, scheduling: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def placed_job(name: str, scheduling: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """A FlinkDeployment of two components, memory in both notations (the job manager's in Flink's:
-    2048m is 2 GiB; the task managers' in Kubernetes': 4Gi), task managers asking for two GPUs each
-    through the pod template, and a policy placing it on one cluster, ``Duplicated`` or ``Divided``
-    (dynamic weight by available sets). Against the nodes of ``stack.NODES``: on member1 the totals
-    fit a set but no node has two GPUs (0 sets); on member2 a set fits only with the job manager beside
-    a task manager on the larger node, which a first fit in component order misses (1 set)."""
+    2048m is 2 GiB; the task managers' in Kubernetes': 4Gi), and the shipped policy with ``scheduling``
+    as its replicaScheduling. Against ``stack.NODES`` no set fits member1 (pod slots), one fits member2,
+    though Karmada's totals and resource models count one on both."""
     job = flink_job(name)
     job["spec"]["jobManager"]["resource"] = {"cpu": 2, "memory": "2048m"}
-    job["spec"]["taskManager"] = {
-        "replicas": 2,
-        "resource": {"cpu": 2, "memory": "4Gi"},
-        "podTemplate": {
-            "spec": {
-                "containers": [
-                    {"name": "flink-main-container", "resources": {"requests": {GPU: 2}, "limits": {GPU: 2}}}
-                ]
-            }
-        },
-    }
+    job["spec"]["taskManager"] = {"replicas": 2, "resource": {"cpu": 2, "memory": "4Gi"}}
     policy = propagation_policy("propagationpolicy-cluster-failover.yaml", [name])
-    if scheduling == "Divided":
-        policy["spec"]["placement"]["replicaScheduling"] = {
-            "replicaSchedulingType": "Divided",
-            "replicaDivisionPreference": "Weighted",
-            "weightPreference": {"dynamicWeight": "AvailableReplicas"},
-        }
-    else:
-        policy["spec"]["placement"]["replicaScheduling"] = {"replicaSchedulingType": "Duplicated"}
+    policy["spec"]["placement"]["replicaScheduling"] = scheduling
     return job, policy
 
 
-def placement(world: World, jobs: list[str], scheduling: str) -> None:
-    """The real scheduler, the shipped components customization and the product's estimators: the job
-    goes where a complete set fits by the optimum, the binding's components as Karmada built them."""
+SCHEDULING = {
+    "Duplicated": {"replicaSchedulingType": "Duplicated"},
+    "Divided-dynamic-weight": {
+        "replicaSchedulingType": "Divided",
+        "replicaDivisionPreference": "Weighted",
+        "weightPreference": {"dynamicWeight": "AvailableReplicas"},
+    },
+    "Divided-aggregated": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"},
+}
+
+
+def placement(world: World, jobs: list[str], scheduling: str) -> tuple[list[str], dict[str, int]]:
+    """The real scheduler, the shipped components customization and the product's estimators: the
+    binding's components as Karmada built them, the sets each estimator answered, where Karmada put it."""
     name = f"placed-{scheduling.lower()}"
     jobs.append(name)
-    job, policy = placed_job(name, scheduling)
+    job, policy = placed_job(name, SCHEDULING[scheduling])
     world.submit([job], policy)
     wait_until(f"{name} scheduled", lambda: bool(world.placed_on(name)), 120)
     binding = world.binding(name) or {}
     components = {c["name"]: c for c in binding["spec"].get("components") or []}
+    wait_until(f"both estimators asked about {name}", lambda: len(world.estimates(name)) == 2, 60)
     estimates = world.estimates(name)
+    placed = world.placed_on(name)
     world.record(
-        f"placement, {scheduling}: {name} on {','.join(world.placed_on(name))}; estimator sets "
+        f"placement, {scheduling}: on {','.join(placed)}; the estimators' sets "
         + ", ".join(f"{c} {estimates.get(c)}" for c in sorted(world.operators))
     )
-    assert world.placed_on(name) == ["member2"], describe(binding.get("spec"))
     assert sorted(components) == ["jobmanager", "taskmanager"]
     jm, tm = components["jobmanager"], components["taskmanager"]
     assert (jm["replicas"], tm["replicas"]) == (1, 2)
     assert quantities(jm["replicaRequirements"]["resourceRequest"]) == {"cpu": 2, "memory": 2 * 2**30}
-    assert quantities(tm["replicaRequirements"]["resourceRequest"]) == {"cpu": 2, "memory": 4 * 2**30, GPU: 2}
+    assert quantities(tm["replicaRequirements"]["resourceRequest"]) == {"cpu": 2, "memory": 4 * 2**30}
     assert estimates == {"member1": 0, "member2": 1}
+    return placed, estimates
 
 
 def quantities(requests: dict[str, str]) -> dict[str, Decimal]:

@@ -256,6 +256,18 @@ class World:
                         out[cluster] = int(entry["sets"])
         return out
 
+    def wait_scheduler_reaches_estimators(self) -> None:
+        """Until karmada-scheduler has connected to both members' estimators: it dials them on its own
+        time (every few seconds until it connects) and, until then, schedules by its general estimator
+        alone (its log says "cluster member1 does not exist in estimator cache")."""
+        log = self.stack.karmada.components["scheduler"]
+
+        def connected() -> bool:
+            text = log.log.read_text(errors="replace")
+            return all(f"of cluster({c}) has been established" in text for c in self.operators)
+
+        wait_until("karmada-scheduler connected to both estimators", connected, 120, [log])
+
     def record(self, line: str) -> None:
         from tests.e2e import conftest
 

@@ -121,20 +121,24 @@ def stack(assets: Assets, version: str, folder: Path, tools: Tools) -> Iterator[
         yield st
 
 
-# Each member's nodes (nothing runs on them: the objects are what Karmada and the estimators read). Room
-# for every ordinary job of the scenarios; for the placement scenario (flows.placed_job) member1's four
-# nodes hold the GPUs a set needs only in total, member2's two only in one packing.
+# Each member's nodes (nothing runs on them: the objects are what Karmada and the estimators read): room
+# for every ordinary job of the scenarios (a job manager and a task manager), and for the placement
+# scenario (flows.placed_job: three pods of 2 cpu) room by the totals on both, but on member1 only one pod
+# slot per node (a node's maxPods used up, or capped as EKS caps it by its network interfaces) and one
+# node too small, so no complete set fits there; member2 fits one. Each node sits at the bottom of one of
+# Karmada's default resource-model grades, so the general estimator's model nodes are the nodes (a node
+# above its grade's minimum is modelled smaller, and the general estimator then refuses sets that fit).
 NODES = {
-    "member1": [(f"m1-{i}", "4", "16Gi", "1") for i in range(4)],
-    "member2": [("m2-a", "2", "16Gi", "2"), ("m2-b", "4", "16Gi", "2")],
+    "member1": [("m1-a", "8", "64Gi", "1"), ("m1-b", "8", "64Gi", "1"), ("m1-c", "1", "4Gi", "1")],
+    "member2": [("m2-a", "2", "16Gi", "110"), ("m2-b", "4", "32Gi", "110")],
 }
 
 
 def _nodes(st: Stack) -> None:
     for cluster, nodes in NODES.items():
         api = st.member_api(cluster)
-        for name, cpu, memory, gpus in nodes:
-            resources = {"cpu": cpu, "memory": memory, "pods": "110", "nvidia.com/gpu": gpus}
+        for name, cpu, memory, pods in nodes:
+            resources = {"cpu": cpu, "memory": memory, "pods": pods}
             created = api.create(
                 "/api/v1/nodes", {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}
             )
@@ -145,7 +149,13 @@ def _nodes(st: Stack) -> None:
                     {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "e2e"}
                 ],
             }
-            api.replace(f"/api/v1/nodes/{name}/status", created)
+            updated = api.replace(f"/api/v1/nodes/{name}/status", created)
+            # kube-apiserver's TaintNodesByCondition taints a new node not-ready; the node lifecycle
+            # controller (not run here) lifts it once the kubelet reports Ready
+            updated["spec"]["taints"] = [
+                t for t in updated["spec"].get("taints") or [] if t["key"] != "node.kubernetes.io/not-ready"
+            ]
+            api.replace(f"/api/v1/nodes/{name}", updated)
 
 
 def _make_bucket(endpoint: str) -> None:
