@@ -28,8 +28,9 @@ from tests.support.s3 import moto_server, s3_options
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource
 from webhook.member.handler import MemberHandler
+from webhook.member.metadata import metadata_checkpoint_id
 from webhook.member.policy import Prefer, RestorePolicy
-from webhook.member.restore import RestoreDecision, decide_restore, metadata_checkpoint_id
+from webhook.member.restore import RestoreDecision, decide_restore
 from webhook.member.storage import CheckpointStorage, Deadline
 
 BUCKET = "history"

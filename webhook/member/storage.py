@@ -22,15 +22,8 @@ import fsspec
 
 from webhook.common.flink import is_job_id, is_savepoint_of
 from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath, StoragePathError
-from webhook.member.restore import (
-    METADATA_HEADER_BYTES,
-    Candidate,
-    SnapshotQuery,
-    Snapshots,
-    StorageError,
-    metadata_checkpoint_id,
-    metadata_problem,
-)
+from webhook.member.metadata import METADATA_HEADER_BYTES, metadata_checkpoint_id, metadata_problem
+from webhook.member.restore import Candidate, SnapshotQuery, Snapshots, StorageError
 
 METADATA = "_metadata"
 # Savepoints of one job read per lookup at most (each one metadata read). The operator keeps 10 by
