@@ -20,10 +20,10 @@ Options of both commands (the defaults are the trees of ``../shared/data/flink-r
 
 The job: ``datagen`` at 4 rows/s with a random key 1..3, ``SELECT k, COUNT(*) ... GROUP BY k`` (keyed
 state), parallelism 1, local mini-cluster; with ``--operators 2`` a second keyed aggregation counts the
-keys per count (``SELECT c, COUNT(*) FROM (...) GROUP BY c``), so two operators hold keyed state. The keyed counts after a restore go on from the restored
-values instead of starting from 1: that is what ``bench/flink_restore.py`` checks. The trees in
-``../shared/data/flink-real/`` were made this way; the ``_metadata`` files it writes are small and
-may be committed as fixtures (the empty ``shared/`` and ``taskowned/`` folders are not kept by git).
+keys per count (``SELECT c, COUNT(*) FROM (...) GROUP BY c``), so two operators hold keyed state. The
+keyed counts after a restore go on from the restored values instead of starting from 1: that is what
+``bench/flink_restore.py`` checks. The trees in ``../shared/data/flink-real/`` were made this way, those
+of tests/fixtures/flink/ by ``bench/_make_flink_fixtures.py``.
 """
 
 from __future__ import annotations
@@ -71,7 +71,9 @@ def _environment(checkpoints: Path, savepoints: Path, args: argparse.Namespace, 
     return TableEnvironment.create(settings)
 
 
-def _run(env: Any, seconds: float, formats: list[str], savepoints: Path, operators: int = 1) -> dict[str, Any]:
+def _run(
+    env: Any, seconds: float, formats: list[str], savepoints: Path, operators: int = 1
+) -> dict[str, Any]:
     """Run the job for ``seconds``; the print sink writes each count to the JVM's stdout (``+I[k, n]``,
     ``+U[k, n]``), which this process shares. A print sink keeps no state of its own: a collecting sink
     would restore its own buffer offsets from the snapshot and fail (Flink's collect sink is not made

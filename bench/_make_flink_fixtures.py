@@ -1,4 +1,4 @@
-"""Make the real-Flink fixtures of tests/fixtures/flink/ (``python -m bench._make_flink_fixtures``, not a benchmark).
+"""Make the real-Flink fixtures of tests/fixtures/flink/: ``python -m bench._make_flink_fixtures``.
 
 Runs ``bench/_flink_job.py make`` under each Flink environment (FLINK_PYTHON, else ``.venv-flink`` and
 ``.venv-flink1``: see bench/flink_restore.py) for each variant below, writing into

@@ -97,7 +97,7 @@ def test_file_merging_checkpoints_name_segments_of_merged_files() -> None:
 
 
 def _smallest() -> tuple[str, bytes]:
-    candidates = [(t.name + "/" + rel, (t.folder / rel).read_bytes()) for t in TREES for rel in t.metadata_files()]
+    candidates = [(f"{t.name}/{r}", (t.folder / r).read_bytes()) for t in TREES for r in t.metadata_files()]
     return min(candidates, key=lambda c: len(c[1]))
 
 

@@ -122,7 +122,9 @@ def read_metadata(data: bytes) -> MetadataRead:
         return Unreadable(problem)
     version = int.from_bytes(data[4:8], "big", signed=True)
     if version == 1:
-        return Unreadable("_metadata is in format version 1 (Flink 1.2 and older), which Flink no longer reads")
+        return Unreadable(
+            "_metadata is in format version 1 (Flink 1.2 and older), which Flink no longer reads"
+        )
     if version > NEWEST_KNOWN_VERSION:
         return NewerFormat(version, metadata_checkpoint_id(data))
     reader = _Reader(data, 8)
