@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from webhook.common.contract import FENCED, LAST_SAVEPOINT, STARTED_FROM
@@ -26,7 +26,14 @@ from webhook.member.outcome import decision_annotations, restored
 from webhook.member.outcome import job_id_label as job_id_label
 from webhook.member.outcome import last_state_accepted as last_state_accepted
 from webhook.member.outcome import triggered as triggered
-from webhook.member.policy import Fallback, Prefer, RestorePolicy
+from webhook.member.policy import (
+    DEFAULT_ALLOWED_SCHEMES,
+    Fallback,
+    NewerMetadata,
+    Prefer,
+    RestorePolicy,
+    Verify,
+)
 from webhook.member.updates import RELEASE_IGNORED as RELEASE_IGNORED
 from webhook.member.updates import carry_over, keep_fenced
 
@@ -48,6 +55,7 @@ class Candidate:
     # The checkpoint id Flink wrote in the _metadata header (chk-11 holds 11; a savepoint holds the id
     # it took between two checkpoints); None when the header does not carry one readably.
     checkpoint_id: int | None = None
+    note: str = ""  # what its check found worth telling (bytes after the end, a newer format trusted)
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,10 @@ class SnapshotQuery:
     job_id: str = ""
     # The snapshot the job was started from (its floor): checked only when nothing of its own is.
     started_from: StoragePath | None = None
+    verify: Verify = Verify.FILES  # how much of each candidate is checked (policy verify)
+    on_newer: NewerMetadata = NewerMetadata.TRUST
+    budget: int = 100  # storage requests the lookup may make; past it: unchecked, held
+    allowed_schemes: tuple[str, ...] = DEFAULT_ALLOWED_SCHEMES  # where named files may be checked
 
 
 @dataclass(frozen=True)
@@ -76,6 +88,19 @@ class Snapshots:
     listed: tuple[Candidate, ...] = ()  # the job's own complete savepoints found in its savepoint dir
     floor: Candidate | None = None  # the snapshot the job started from, when nothing of its own is
     savepoint_dir_listed: bool = False  # the savepoint directory was listed (it may hold none)
+    # Why the lookup stopped before it could check every candidate (its request budget): then nothing
+    # unchecked is restored, the job is held.
+    unchecked: str = ""
+    trips: Trips = field(default_factory=lambda: Trips())
+
+
+@dataclass(frozen=True)
+class Trips:
+    """The storage requests of one lookup: how many, and the longest chain of them one after another
+    (the round trips an admission waits for; a listing page of 1,000 entries is one request)."""
+
+    rounds: int = 0
+    requests: int = 0
 
 
 SnapshotLookup = Callable[[SnapshotQuery], Snapshots]  # raises StorageError
@@ -263,12 +288,52 @@ def _resolve_dirs(
         return _fallback(policy.on_missing_state, f"nothing to restore: {why}", job_id, warnings, policy)
 
     asked = ", ".join(str(p) for p in (job_dir, savepoint, listed_dir, started_from) if p is not None)
+    query = SnapshotQuery(
+        job_dir,
+        savepoint,
+        checkpoint_dir,
+        listed_dir,
+        job_id,
+        started_from,
+        policy.verify,
+        policy.on_newer_metadata,
+        policy.verify_budget,
+        policy.allowed_schemes,
+    )
     try:
-        result = lookup(SnapshotQuery(job_dir, savepoint, checkpoint_dir, listed_dir, job_id, started_from))
+        result = lookup(query)
     except StorageError as exc:
         decision = _fallback(policy.on_storage_error, f"storage error: {exc}", job_id, warnings, policy, True)
         return replace(decision, storage=asked)
+    found = _Found(result, job_dir, savepoint, listed_dir, started_from, savepoint_dir is not None)
+    decision = _from_snapshots(resource, job_id, policy, warnings, found)
+    trips = result.trips
+    return replace(decision, storage=asked, storage_rounds=trips.rounds, storage_requests=trips.requests)
 
+
+@dataclass(frozen=True)
+class _Found:
+    """What storage answered, and what it was asked."""
+
+    result: Snapshots
+    job_dir: StoragePath | None
+    savepoint: StoragePath | None
+    listed_dir: StoragePath | None
+    started_from: StoragePath | None
+    has_savepoint_dir: bool
+
+
+def _from_snapshots(
+    resource: FlinkResource, job_id: str, policy: RestorePolicy, warnings: list[str], found: _Found
+) -> RestoreDecision:
+    """The decision once storage answered: the newest candidate that passed its check, or the hold."""
+    result, job_dir, savepoint, listed_dir = found.result, found.job_dir, found.savepoint, found.listed_dir
+    started_from = found.started_from
+    if result.unchecked:
+        # Never a restore nobody checked, and never an older one chosen in its stead: hold it.
+        why = f"{result.unchecked}: held rather than restored unchecked"
+        decision = _fallback(Fallback.SUSPEND, why, job_id, warnings, policy)
+        return replace(decision, reason=why)
     own_savepoint = newest([c for c in (result.savepoint, *result.listed) if c is not None])
     chosen = choose(result.checkpoint, own_savepoint, policy.prefer)
     lineage = ""
@@ -301,10 +366,10 @@ def _resolve_dirs(
         warnings.append(f"restoring from the state the old job started from: {lineage}")
     else:
         warnings.append(f"restoring from {chosen.kind} {path}{_id_note(chosen)}")
+    if chosen.note:
+        warnings.append(f"{chosen.kind} {path}: {chosen.note}")
     warnings.extend(f"skipped {r}" for r in result.rejected)
-    decision = restored(
-        resource, job_id, path, chosen.kind, policy, savepoint_dir is not None, tuple(warnings)
-    )
+    decision = restored(resource, job_id, path, chosen.kind, policy, found.has_savepoint_dir, tuple(warnings))
     if lineage:
         decision = replace(decision, lineage=lineage, reason=f"{decision.reason}: {lineage}")
     if result.rejected:
