@@ -27,6 +27,7 @@ from tests.support.objects import (
     apply,
     decode_patch,
     flink_deployment,
+    flink_metadata,
     make_checkpoints,
     review,
 )
@@ -159,7 +160,7 @@ def test_many_concurrent_lookups_on_hung_storage_all_hold_the_deadline(faults: F
 def test_s3_access_denied_is_denied(faults: FaultStack) -> None:
     job = new_job()
     bucket = faults.new_bucket()
-    faults.s3.pipe(f"{bucket}/denied/{job}/chk-4/_metadata", FLINK_METADATA)
+    faults.s3.pipe(f"{bucket}/denied/{job}/chk-4/_metadata", flink_metadata(4))
     obj = flink_deployment(checkpoint_dir=f"s3://{bucket}/denied", labels=labels(job))
     faults.proxy.mode = "deny"
     try:
@@ -179,7 +180,7 @@ def test_s3_listing_failing_half_way_is_never_a_partial_answer(faults: FaultStac
     job = new_job()
     bucket = faults.new_bucket()
     prefix = f"{bucket}/half/{job}"
-    faults.s3.pipe({f"{prefix}/chk-{n}/_metadata": FLINK_METADATA for n in (1, 10, 11, 12, 2, 3)})
+    faults.s3.pipe({f"{prefix}/chk-{n}/_metadata": flink_metadata(n) for n in (1, 10, 11, 12, 2, 3)})
     obj = flink_deployment(checkpoint_dir=f"s3://{bucket}/half", labels=labels(job))
     faults.proxy.mode = mode
     before = faults.proxy.failed
