@@ -106,6 +106,18 @@ class Trips:
 SnapshotLookup = Callable[[SnapshotQuery], Snapshots]  # raises StorageError
 
 
+def checked_as(query: SnapshotQuery, policy: RestorePolicy) -> SnapshotQuery:
+    """``query`` with the policy's checks (verify, onNewerMetadata, verifyBudget, allowedSchemes): the
+    webhook's restore and the fencing agent's release and resume check candidates alike."""
+    return replace(
+        query,
+        verify=policy.verify,
+        on_newer=policy.on_newer_metadata,
+        budget=policy.verify_budget,
+        allowed_schemes=policy.allowed_schemes,
+    )
+
+
 @dataclass(frozen=True)
 class SessionCluster:
     """What the API server said about the FlinkDeployment a FlinkSessionJob names (spec.deploymentName):
@@ -288,17 +300,8 @@ def _resolve_dirs(
         return _fallback(policy.on_missing_state, f"nothing to restore: {why}", job_id, warnings, policy)
 
     asked = ", ".join(str(p) for p in (job_dir, savepoint, listed_dir, started_from) if p is not None)
-    query = SnapshotQuery(
-        job_dir,
-        savepoint,
-        checkpoint_dir,
-        listed_dir,
-        job_id,
-        started_from,
-        policy.verify,
-        policy.on_newer_metadata,
-        policy.verify_budget,
-        policy.allowed_schemes,
+    query = checked_as(
+        SnapshotQuery(job_dir, savepoint, checkpoint_dir, listed_dir, job_id, started_from), policy
     )
     try:
         result = lookup(query)
