@@ -38,6 +38,7 @@ PURE_CORE = (
     "webhook.member.metadata",
     "webhook.member.outcome",
     "webhook.member.updates",
+    "webhook.member.checks",
     "webhook.member.restore",
     "webhook.member.failover",
     "webhook.member.fencing.protocol",
@@ -72,7 +73,7 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     "webhook.member": (
         ("policy",),  # the restore policy
         ("metadata", "outcome"),  # Flink's _metadata read from bytes; what a decision is (pure)
-        ("updates",),  # what an UPDATE keeps: carried fields, holds, fenced copies (pure)
+        ("updates", "checks"),  # what an UPDATE keeps; is a snapshot restorable (both pure)
         ("restore", "failover"),  # the decision (pure)
         ("storage", "sessions"),  # the checkpoint listing (fsspec), session clusters (the API)
         ("fencing",),  # one running copy: ownership records, the webhook's gate, the agent

@@ -124,3 +124,42 @@ def _blobs(each: Tree, url: str, skip: frozenset[str]) -> Iterator[tuple[str, by
     for rel, size in each.files():
         if rel not in skip:
             yield rel, b"\0" * size
+
+
+def incremental_metadata(
+    checkpoint_id: int, shared: list[str], exclusive: list[str], size: int = 16
+) -> bytes:
+    """A format-6 ``_metadata`` (Flink 2.3) of one operator whose single subtask holds an incremental
+    keyed state naming the ``shared`` files (full URLs) and the ``exclusive`` ones (names in the
+    checkpoint's own directory), each of ``size`` bytes: the layout of the real trees above, at any
+    number of files (bench/restore_trips.py). The properties are those real Flink 2.3.0 wrote."""
+
+    def utf(text: str) -> bytes:
+        raw = text.encode()
+        return len(raw).to_bytes(2, "big") + raw
+
+    def i32(n: int) -> bytes:
+        return n.to_bytes(4, "big", signed=True)
+
+    def i64(n: int) -> bytes:
+        return n.to_bytes(8, "big", signed=True)
+
+    def file_handle(url: str) -> bytes:
+        return b"\x02" + i64(size) + utf(url)
+
+    def relative(name: str) -> bytes:
+        return b"\x06" + utf(name) + i64(size)
+
+    keyed = b"\x0b" + i64(checkpoint_id) + utf("2ae3bd9e-6e80-4a57-9a8f-7a1c2a0b7f11") + i32(0) + i32(128)
+    keyed += i64(size * (len(shared) + len(exclusive)))
+    keyed += relative(exclusive[0]) if exclusive else b"\x00"  # the backend's own metadata
+    keyed += i32(len(shared)) + b"".join(utf(f"{i:06d}.sst") + file_handle(u) for i, u in enumerate(shared))
+    rest = exclusive[1:]
+    keyed += i32(len(rest)) + b"".join(utf(f"MANIFEST-{i:06d}") + relative(n) for i, n in enumerate(rest))
+    keyed += utf("4f5a6b7c-0000-0000-0000-000000000000")
+    subtask = i32(0) + i32(0) + keyed + b"\x00" + i32(0) + i32(0)
+    operator = utf("GroupAggregate[2]") + utf("") + i64(1) + i64(2) + i32(1) + i32(128) + b"\x00"
+    operator += i32(1) + i32(0) + subtask
+    body = bytes.fromhex("4960672d") + i32(6) + i64(checkpoint_id) + i32(0) + i32(1) + operator
+    real = next((FIXTURES / "2.3.0-hashmap-files").rglob("chk-*/_metadata")).read_bytes()
+    return body + real[real.index(bytes.fromhex("aced0005")) :]

@@ -257,6 +257,7 @@ class _Ledger:
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self.requests = 0
+        self.probes = 0  # requests that found a chk-N without _metadata (in progress): not checking
         self.deepest = 0
         self.lock = threading.Lock()
 
@@ -265,9 +266,15 @@ class _Ledger:
             self.requests += pages
             self.deepest = max(self.deepest, depth)
 
-    def check(self, what: str) -> None:
+    def probed(self, requests: int) -> None:
         with self.lock:
-            over = self.requests >= self.budget
+            self.probes += requests
+
+    def check(self, what: str) -> None:
+        """Stop before checking ``what`` when the requests spent checking snapshots reached the
+        budget (finding the directories of checkpoints in progress is not checking one)."""
+        with self.lock:
+            over = self.requests - self.probes >= self.budget
         if over:
             raise _Unchecked(
                 f"{what} was not checked: the lookup made its {self.budget} storage requests "
@@ -505,17 +512,6 @@ class CheckpointStorage:
             trips=lookup.ledger.trips(),
         )
 
-    def scan_checkpoints(
-        self,
-        job_dir: StoragePath,
-        deadline: Deadline,
-        checkpoint_dir: StoragePath | None = None,
-        query: SnapshotQuery | None = None,
-    ) -> CheckpointScan:
-        """The highest ``chk-<N>`` under ``job_dir`` Flink can restore, and what was seen."""
-        lookup = _Lookup(self, query or SnapshotQuery(job_dir, None, checkpoint_dir), deadline)
-        return self._scan_checkpoints(job_dir, lookup, _Cursor(lookup.ledger), checkpoint_dir)
-
     def _scan_checkpoints(
         self, job_dir: StoragePath, lookup: _Lookup, cursor: _Cursor, checkpoint_dir: StoragePath | None
     ) -> CheckpointScan:
@@ -528,6 +524,7 @@ class CheckpointStorage:
             cursor.step()
             names = _entry_names(fs, job_dir)
         except FileNotFoundError:
+            cursor.step(_missing_folder(job_dir) - 1)
             if checkpoint_dir is not None and checkpoint_dir != job_dir:
                 cursor.step()
                 self._require_dir(fs, checkpoint_dir)
@@ -556,12 +553,6 @@ class CheckpointStorage:
                 return CheckpointScan(candidate, incomplete=tuple(incomplete), rejected=tuple(rejected))
         return CheckpointScan(None, incomplete=tuple(incomplete), rejected=tuple(rejected))
 
-    def scan_savepoints(self, savepoint_dir: StoragePath, job_id: str, deadline: Deadline) -> SavepointScan:
-        lookup = _Lookup(
-            self, SnapshotQuery(None, None, savepoint_dir=savepoint_dir, job_id=job_id), deadline
-        )
-        return self._scan_savepoints(savepoint_dir, job_id, lookup, _Cursor(lookup.ledger))
-
     def _scan_savepoints(
         self, savepoint_dir: StoragePath, job_id: str, lookup: _Lookup, cursor: _Cursor
     ) -> SavepointScan:
@@ -574,6 +565,7 @@ class CheckpointStorage:
             cursor.step()
             names = _entry_names(fs, savepoint_dir)
         except FileNotFoundError:
+            cursor.step(_missing_folder(savepoint_dir) - 1)
             return SavepointScan()
         except Exception as exc:
             raise _storage_error("listing", savepoint_dir, exc) from None
@@ -615,6 +607,7 @@ class CheckpointStorage:
             cursor.step()
             names = _entry_names(fs, checkpoint_dir)
         except FileNotFoundError:
+            cursor.step(_missing_folder(checkpoint_dir) - 1)
             return ""
         except Exception as exc:
             raise _storage_error("listing", checkpoint_dir, exc) from None
@@ -628,13 +621,6 @@ class CheckpointStorage:
             raise _storage_error("checking", path, exc) from None
         if not exists:
             raise StorageError(f"checkpoint directory {path} does not exist (wrong bucket or path?)")
-
-    def check_savepoint(
-        self, path: StoragePath, deadline: Deadline, query: SnapshotQuery | None = None
-    ) -> SavepointCheck:
-        """The savepoint at ``path`` when it passes its check, else why not."""
-        lookup = _Lookup(self, query or SnapshotQuery(None, path), deadline)
-        return self._check_savepoint(path, lookup, _Cursor(lookup.ledger))
 
     def _check_savepoint(self, path: StoragePath, lookup: _Lookup, cursor: _Cursor) -> SavepointCheck:
         fs = self.filesystem(path)
@@ -675,8 +661,11 @@ class CheckpointStorage:
         with lookup._lock:
             cursor.join(lookup._folders[snapshot.canonical][1])
         entry = listing.get(METADATA) if listing is not None else None
-        if entry is None:
-            body.cancel()
+        if entry is None:  # in progress or aborted: Flink writes _metadata last
+            read = not body.cancel()
+            if read:
+                lookup.wait(body)
+            lookup.ledger.probed(2 if read else 1)
             return None
         data = lookup.wait(body)
         cursor.join(reading)
@@ -709,6 +698,9 @@ class CheckpointStorage:
             if meta.protocol == "file":
                 with open(meta.path, "rb") as f:
                     data = f.read(MAX_METADATA_BYTES + 1)
+            elif meta.protocol == "s3":
+                # One GET: with more than one stream s3fs first asks the object's size (a HEAD).
+                data = bytes(fs.cat_file(meta.fs_path, max_concurrency=1))
             else:
                 data = bytes(fs.cat_file(meta.fs_path))
         except (FileNotFoundError, IsADirectoryError):
@@ -742,7 +734,7 @@ class CheckpointStorage:
         try:
             entries = fs.ls(folder.fs_path, detail=True)
         except FileNotFoundError:
-            cursor.step()
+            cursor.step(_MISSING_FOLDER)
             return None
         except Exception as exc:
             raise _storage_error("listing", folder, exc) from None
@@ -788,6 +780,15 @@ class CheckpointStorage:
             return b""
         except Exception as exc:
             raise _storage_error("reading", meta, exc) from None
+
+
+# An object store's listing of a folder that does not exist: s3fs then lists its parent to tell "no
+# such folder" from "empty" (seen through tests/support/tcpproxy.py): two requests, one after another.
+_MISSING_FOLDER = 2
+
+
+def _missing_folder(path: StoragePath) -> int:
+    return 1 if path.protocol == "file" else _MISSING_FOLDER
 
 
 def _chk_id(name: str) -> int | None:
