@@ -93,40 +93,42 @@ def _case(name: str, policy: RestorePolicy, bucket: str, proxy: TcpProxy) -> str
 
 
 def main() -> int:
-    with tempfile.TemporaryDirectory(prefix="restore-trips-") as tmp:
-        with moto_server(Path(tmp) / "moto.log") as endpoint:
-            port = int(endpoint.rsplit(":", 1)[1])
-            direct = s3fs.S3FileSystem(skip_instance_cache=True, **s3_options(endpoint))
+    with (
+        tempfile.TemporaryDirectory(prefix="restore-trips-") as tmp,
+        moto_server(Path(tmp) / "moto.log") as endpoint,
+    ):
+        port = int(endpoint.rsplit(":", 1)[1])
+        direct = s3fs.S3FileSystem(skip_instance_cache=True, **s3_options(endpoint))
+        for files in SIZES:
+            _tree(direct, f"trips-{files}", files)
+        _tree(direct, "trips-savepoints", 0, checkpoints=False)
+        with tcp_proxy(port) as proxy:
+            proxy.latency(float(os.environ.get("RESTORE_TRIPS_RTT", RTT)))
+            options = {"s3": {"endpoint_url": proxy.endpoint, **CREDENTIALS}}
+            base = RestorePolicy(storage_options=options, deadline_seconds=30, verify_budget=1000)
+            print(
+                f"moto behind {RTT * 1000:.0f} ms of round-trip time; {RUNS} admissions per row, one by one"
+            )
+            print(
+                "| case | chose | p50 ms | p99 ms | p50 RTT | p99 RTT | product's round trips | requests "
+                "| requests the proxy saw |"
+            )
+            print("|---|---|---|---|---|---|---|---|---|")
             for files in SIZES:
-                _tree(direct, f"trips-{files}", files)
-            _tree(direct, "trips-savepoints", 0, checkpoints=False)
-            with tcp_proxy(port) as proxy:
-                proxy.latency(float(os.environ.get("RESTORE_TRIPS_RTT", RTT)))
-                options = {"s3": {"endpoint_url": proxy.endpoint, **CREDENTIALS}}
-                base = RestorePolicy(storage_options=options, deadline_seconds=30, verify_budget=1000)
                 print(
-                    f"moto behind {RTT * 1000:.0f} ms of round-trip time; {RUNS} admissions per row, one at a time"
-                )
-                print(
-                    "| case | chose | p50 ms | p99 ms | p50 RTT | p99 RTT | product's round trips | requests "
-                    "| requests the proxy saw |"
-                )
-                print("|---|---|---|---|---|---|---|---|---|")
-                for files in SIZES:
-                    print(
-                        _case(f"restore, verify: files, {files:,} files", base, f"trips-{files}", proxy),
-                        flush=True,
-                    )
-                for level in (Verify.METADATA, Verify.HEADER):
-                    policy = RestorePolicy(
-                        storage_options=options, deadline_seconds=30, verify_budget=1000, verify=level
-                    )
-                    print(
-                        _case(f"restore, verify: {level.value}, 1,000 files", policy, "trips-1000", proxy),
-                        flush=True,
-                    )
-                print(
-                    _case("savepoint listing (3 savepoints), verify: files", base, "trips-savepoints", proxy),
+                    _case(f"restore, verify: files, {files:,} files", base, f"trips-{files}", proxy),
                     flush=True,
                 )
+            for level in (Verify.METADATA, Verify.HEADER):
+                policy = RestorePolicy(
+                    storage_options=options, deadline_seconds=30, verify_budget=1000, verify=level
+                )
+                print(
+                    _case(f"restore, verify: {level.value}, 1,000 files", policy, "trips-1000", proxy),
+                    flush=True,
+                )
+            print(
+                _case("savepoint listing (3 savepoints), verify: files", base, "trips-savepoints", proxy),
+                flush=True,
+            )
     return 0

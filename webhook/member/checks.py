@@ -49,7 +49,10 @@ def judge(read: MetadataRead, directory_id: int | None, newer: NewerMetadata) ->
 
 
 def _other_id(found: int, directory: int) -> str:
-    return f"_metadata is that of checkpoint {found}, not {directory} (a file copied or written in the wrong place)"
+    return (
+        f"_metadata is that of checkpoint {found}, not {directory} (a file copied or written in the wrong "
+        "place)"
+    )
 
 
 @dataclass(frozen=True)
