@@ -422,7 +422,10 @@ class CheckpointStorage:
             raise StorageError(f"invalid storageOptions for {path.scheme}: {exc}") from None
 
     def warm(self, schemes: Iterable[str]) -> None:
-        """Build the object-store clients now (one per protocol), not on the first admission's path."""
+        """Build the object-store clients now (one per protocol) and start the lookup threads, not on
+        the first admission's path."""
+        _REQUESTS.submit(lambda: None)
+        _BRANCHES.submit(lambda: None)
         for protocol in sorted({FSSPEC_PROTOCOL[s] for s in schemes} & {"s3"}):
             try:
                 fs = self.filesystem(StoragePath(protocol, "warm", "/"))
