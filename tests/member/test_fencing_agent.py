@@ -14,11 +14,11 @@ import pytest
 from tests.controlplane import fakeapi
 from tests.support.events import Collected
 from tests.support.objects import (
-    FLINK_METADATA,
     JOB_ID,
     apply,
     decode_patch,
     flink_deployment,
+    flink_metadata,
     make_checkpoints,
     review,
     running_deployment,
@@ -94,7 +94,7 @@ class Site:
 
         fs = s3fs.S3FileSystem(skip_instance_cache=True, **self.options["s3"])
         for n in ids:
-            fs.pipe(f"{self.root.removeprefix('s3://')}/{JOB_ID}/chk-{n}/_metadata", FLINK_METADATA)
+            fs.pipe(f"{self.root.removeprefix('s3://')}/{JOB_ID}/chk-{n}/_metadata", flink_metadata(n))
 
 
 @pytest.fixture(scope="module")

@@ -14,13 +14,12 @@ from pathlib import Path
 ROOT = Path("/tmp/flink-failover-samples/checkpoints")
 RESTORABLE = "3c653dbe4c19bb72f8eb28445541bed6"
 EMPTY = "00000000000000000000000000000bad"
-# What Flink writes first: the metadata magic number and version 3, then the serializer's first field,
-# the checkpoint id (8 bytes, big-endian: chk-8 holds 8), then the body.
-MAGIC_AND_VERSION = bytes.fromhex("4960672d00000003")
 
 
 def flink_metadata(checkpoint_id: int) -> bytes:
-    return MAGIC_AND_VERSION + checkpoint_id.to_bytes(8, "big") + b"sample checkpoint metadata"
+    """A complete _metadata of a job without state: the magic number, format version 3, the checkpoint
+    id, no master states, no operator states (what Flink reads to the end before it restores)."""
+    return bytes.fromhex("4960672d00000003") + checkpoint_id.to_bytes(8, "big") + bytes(8)
 
 
 def make(root: Path = ROOT) -> Path:

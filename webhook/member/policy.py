@@ -156,6 +156,21 @@ class UpgradeModePolicy(StrEnum):
     LAST_STATE = "last-state"
 
 
+class Verify(StrEnum):
+    """How much of a snapshot is checked before it is chosen (docs/flink.md "What is checked")."""
+
+    FILES = "files"  # the whole _metadata, and every file it names is in the storage the job reads
+    METADATA = "metadata"  # the whole _metadata read as Flink reads it
+    HEADER = "header"  # the first 16 bytes only: magic, version, checkpoint id
+
+
+class NewerMetadata(StrEnum):
+    """A ``_metadata`` in a format version newer than this release reads (a newer Flink wrote it)."""
+
+    TRUST = "trust"  # take its header (magic, version, checkpoint id) as enough, with a warning
+    SKIP = "skip"  # pass it over like an unreadable one
+
+
 class StatePolicy(StrEnum):
     KEEP = "keep"
     RUNNING = "running"
@@ -239,6 +254,11 @@ class RestorePolicy:
     # what every supported operator (1.7+) accepts is chosen (docs/flink.md "Operator versions").
     operator_version: tuple[int, int] | None = None
     fencing: FencingPolicy = field(default_factory=FencingPolicy)
+    verify: Verify = Verify.FILES
+    on_newer_metadata: NewerMetadata = NewerMetadata.TRUST
+    # Storage requests one admission may spend checking snapshots; past it the job is held suspended,
+    # never restored unchecked (a listing page of 1,000 entries is one request).
+    verify_budget: int = 100
 
     @functools.cached_property
     def contract(self) -> Contract:
@@ -268,6 +288,9 @@ _FIELDS: dict[str, str] = {
     "prefix": "prefix",
     "operatorVersion": "operator_version",
     "fencing": "fencing",
+    "verify": "verify",
+    "onNewerMetadata": "on_newer_metadata",
+    "verifyBudget": "verify_budget",
 }
 _FENCING_FIELDS = (
     "enabled", "leaseSeconds", "pollSeconds", "onStorageError",
@@ -409,6 +432,15 @@ def _storage_options(name: str, value: Any) -> dict[str, dict[str, Any]]:
     return {k: dict(v) for k, v in opts.items()}
 
 
+MAX_VERIFY_BUDGET = 100_000
+
+
+def _budget(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_VERIFY_BUDGET:
+        raise PolicyError(name, f"must be a number of storage requests in [1, {MAX_VERIFY_BUDGET:,}]")
+    return value
+
+
 def _prefix(name: str, value: Any) -> str:
     if not isinstance(value, str) or not _PREFIX_RE.match(value) or len(value) > 253:
         raise PolicyError(name, "must be a DNS subdomain such as flink-failover.io")
@@ -494,6 +526,9 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "prefix": _prefix,
     "operatorVersion": lambda _name, value: _operator_version(value),
     "fencing": _fencing,
+    "verify": _enum_of(Verify),
+    "onNewerMetadata": _enum_of(NewerMetadata),
+    "verifyBudget": lambda name, value: _budget(name, value),
 }
 
 
@@ -596,6 +631,9 @@ def json_schema() -> dict[str, Any]:
             "prefix": {"type": "string", "pattern": _PREFIX_RE.pattern, "maxLength": 253},
             "operatorVersion": {"type": "string", "pattern": _OPERATOR_VERSION_RE.pattern},
             "fencing": _fencing_schema(),
+            "verify": enum(Verify),
+            "onNewerMetadata": enum(NewerMetadata),
+            "verifyBudget": {"type": "integer", "minimum": 1, "maximum": MAX_VERIFY_BUDGET},
         },
     }
 

@@ -55,6 +55,7 @@ from webhook.member.restore import (
     SnapshotQuery,
     Snapshots,
     StorageError,
+    checked_as,
     choose,
     decide_restore,
     newest,
@@ -492,22 +493,31 @@ class FencingAgent:
         """A stepped-down copy starts again from its own job's newest restorable snapshot (its newest
         complete checkpoint, or its own newer savepoint, ordered as a restore orders them)."""
         root = copies.checkpoint_dir_of(copy.resource, self.policy)
-        path = ""
+        path = skipped = ""
         if root is not None and copy.job_id:
             savepoints = copies.savepoint_dir_of(copy.resource, self.policy)
             query = SnapshotQuery(root.child(copy.job_id), None, root, savepoints, copy.job_id)
-            found = self._snapshots(query, Deadline(self.policy.fencing.call_timeout))
+            found = self._snapshots(
+                checked_as(query, self.policy), Deadline(self.policy.fencing.call_timeout)
+            )
             chosen = choose(found.checkpoint, newest(found.listed), self.policy.prefer)
             path = str(chosen.path) if chosen is not None else ""
+            skipped = "".join(f"; skipped {why}" for why in (*found.rejected, found.unchecked) if why)
         problem = self._patched(copy, copies.resume_patch(copy, path, self.policy, self._now()))
         if problem is None:
             metrics.RESUMES.inc()
             source = path or "its own HA data or last savepoint"
-            note = f"the storage answers again and nobody took over: resumed from {source}"
+            note = f"the storage answers again and nobody took over: resumed from {source}{skipped}"
             self._event(copy, NORMAL, "Resumed", "Resume", note)
             log.warning(
                 "stepped-down copy resumed",
-                extra={"fields": {"object": str(copy.workload), "path": path or "(operator's own state)"}},
+                extra={
+                    "fields": {
+                        "object": str(copy.workload),
+                        "path": path or "(operator's own state)",
+                        "skipped": skipped.removeprefix("; skipped "),
+                    }
+                },
             )
         return problem
 
