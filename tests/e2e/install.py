@@ -206,6 +206,19 @@ def start_pods(procs: Processes, rest: Rest, release: Release, folder: Path) -> 
         _route(release, deployment, pods)
 
 
+def restart_pod(procs: Processes, rest: Rest, release: Release, index: int) -> Pod:
+    """Start replica ``index`` of the release's Deployment again (a pod its ReplicaSet replaced), in the
+    same folder, and send the Service's connections to it."""
+    deployment = release.find("Deployment")
+    name = deployment["metadata"]["name"]
+    old = release.pods[name][index]
+    procs.stop(old.process, grace=0.5)  # (already dead when a test killed it)
+    pod = run_pod(procs, rest, deployment["spec"]["template"], release.namespace, old.name, old.folder)
+    release.pods[name][index] = pod
+    _route(release, deployment, release.pods[name])
+    return pod
+
+
 def _route(release: Release, deployment: dict[str, Any], pods: list[Pod]) -> None:
     """Each Service selecting this Deployment's pods: its balancers send to their target ports."""
     labels = deployment["spec"]["template"]["metadata"].get("labels") or {}
