@@ -238,14 +238,16 @@ def decide_restore(
     lookup: SnapshotLookup,
     session_clusters: SessionClusterLookup | None = None,
     requester: str = "",
-    from_agent: bool = True,
+    from_agent: bool = False,
+    agent_unknown: str = "",
 ) -> RestoreDecision:
     """The member role's whole decision for one admission (docs/architecture.md has the map).
 
     ``session_clusters`` finds a FlinkSessionJob's session cluster, whose configuration supplies the
     checkpoint and savepoint directories the job itself does not set; without it only the job's own
     configuration and the policy defaults count. ``requester`` is who sent the request, and
-    ``from_agent`` whether that is this cluster's fencing agent: only the agent's release markers
+    ``from_agent`` whether that is this cluster's fencing agent (False wherever the agent's identity
+    is not known: ``agent_unknown`` says why, for the warning): only the agent's release markers
     start a held job; a person asks with the ``release`` annotation, which names them.
     """
     if operation == "UPDATE" and old is not None and old.labels.get(policy.key(FENCED)):
@@ -269,7 +271,7 @@ def decide_restore(
         job_id = value
 
     if operation == "UPDATE":
-        return _carry_over(resource, old, policy, requester, from_agent)
+        return _carry_over(resource, old, policy, requester, from_agent, agent_unknown)
 
     warnings: list[str] = []
     own = resource
@@ -344,7 +346,7 @@ def _resolve_dirs(
 ) -> RestoreDecision:
     job_dir: StoragePath | None = None
     if checkpoint_dir is not None and job_id:
-        job_dir = checkpoint_dir.child(job_id) if resource.checkpoints_in_job_subdir else checkpoint_dir
+        job_dir = resource.job_checkpoints(checkpoint_dir, job_id)
     roots = [d for d in (savepoint_dir, checkpoint_dir) if d is not None]  # where the job keeps state
     savepoint = _reported_savepoint(resource, job_id, roots, policy, warnings)
     listed_dir = savepoint_dir if job_id else None
@@ -554,7 +556,8 @@ def _carry_over(
     old: FlinkResource | None,
     policy: RestorePolicy,
     requester: str = "",
-    from_agent: bool = True,
+    from_agent: bool = False,
+    agent_unknown: str = "",
 ) -> RestoreDecision:
     """Karmada re-applied its template and dropped what we set at CREATE: put it back, storage untouched."""
     recorded = old.annotations.get(policy.key(RESTORE_DECISION), "") if old is not None else ""
@@ -590,14 +593,23 @@ def _carry_over(
             annotations[policy.key(HOLD)] = hold
             annotations[policy.key(RESTORE_DECISION)] = RestoreOutcome.HELD.value
             notes.append(f"job stays held suspended (carried over from the previous object): {hold}")
+            # --- issue 28: release markers only from the agent, requests recorded by this webhook only ---
             if _release_marker_changed(resource, old, policy):
                 who = requester or "an unknown user"
+                unknown = (
+                    f" (the agent's identity is not known here: {agent_unknown})" if agent_unknown else ""
+                )
                 notes.append(
-                    f"{policy.key(RELEASED)} set by {who} {RELEASE_IGNORED}; ask it with "
+                    f"{policy.key(RELEASED)} set by {who} {RELEASE_IGNORED}{unknown}; ask it with "
                     f"{policy.key(RELEASE)}=true (flink-failover release)"
                 )
+                annotations[policy.key(RELEASED)] = old.annotations.get(policy.key(RELEASED), "")
+            asked_by = policy.key(RELEASE_REQUESTED_BY)
             if _release_asked(resource, old, policy):
-                annotations[policy.key(RELEASE_REQUESTED_BY)] = requester or "unknown"
+                annotations[asked_by] = requester or "unknown"
+            elif resource.annotations.get(asked_by) or old.annotations.get(asked_by):
+                annotations[asked_by] = old.annotations.get(asked_by, "")  # never set by the request itself
+            # --- end issue 28 ---
         elif recorded == RestoreOutcome.HELD and not resource.annotations.get(policy.key(HOLD)):
             annotations[policy.key(RESTORE_DECISION)] = RestoreOutcome.RESTORED.value  # the agent's release
         return replace(decision, spec_job=spec_job, annotations=annotations, warnings=tuple(notes))
@@ -638,10 +650,14 @@ def _release_marker_changed(resource: FlinkResource, old: FlinkResource, policy:
 
 
 def _release_asked(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy) -> bool:
-    """An engineer set ``release: "true"`` with this update (the agent carries it out, naming them)."""
+    """An engineer asks with this update for the release of the held job (``release: "true"`` set now,
+    or left over from before the hold and not recorded yet): the agent carries it out, naming them."""
     key = policy.key(RELEASE)
     asked = resource.annotations.get(key, "").strip().lower() == "true"
-    return asked and old.annotations.get(key, "").strip().lower() != "true"
+    recorded = old.annotations.get(key, "").strip().lower() == "true" and bool(
+        old.annotations.get(policy.key(RELEASE_REQUESTED_BY), "").strip()
+    )
+    return asked and not recorded
 
 
 def _keep_fenced(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy) -> RestoreDecision:
