@@ -5,7 +5,7 @@ loopback, member1's role behind a TCP proxy, and Flink operator doubles that kee
 RUNNING for 6 s (and 20 s) before they report it stopped. For each case: seconds during which both
 jobs were RUNNING by their status, the old job's checkpoints newer than the one the new job started
 from, how the new job was released, and the seconds from the old job's reported stop to the new job's
-RUNNING status. The default policy: lease 30 s, renew deadline 15 s, poll 5 s, stop margin 10 s.
+RUNNING status. The default policy: lease 30 s, renew deadline 10 s, poll 5 s, stop margin 10 s.
 
 ``python -m bench fencing_faults [--stop 6] [--cases both-reach,cut,...]`` (about 5 minutes).
 """
@@ -68,7 +68,7 @@ CASES: dict[str, Callable[[Production], None]] = {
 
 
 def run_case(endpoint: str, work: Path, name: str, stop: float) -> str:
-    timings = Timings(lease=30, poll=5, deadline=15, margin=10, stop=stop)
+    timings = Timings(lease=30, poll=5, deadline=10, margin=10, stop=stop)
     with production(endpoint, work / f"{name}-{stop:g}", f"bench-{name}-{int(stop)}", timings) as p:
         CASES[name](p)
         if not wait_for(lambda: bool(p.operator2.jobs), 180):

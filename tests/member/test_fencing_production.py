@@ -12,7 +12,7 @@ doubles' own transitions) and the old job's checkpoints newer than the one the n
 Both must be zero whatever the machine's load: the new job starts only after the old job's operator
 reported it stopped (an ack) or after a lease its holder provably stepped down within.
 
-Times are scaled down from the defaults (lease 30 s, deadline 15 s, poll 5 s, stop margin 10 s) so the
+Times are scaled down from the defaults (lease 30 s, deadline 10 s, poll 5 s, stop margin 10 s) so the
 suite stays short; ``bench/fencing_faults.py`` runs the same cases at production scale.
 """
 
@@ -29,7 +29,7 @@ from tests.support.production import production as production_pair
 from tests.support.s3 import moto_server
 
 P = "flink-failover.io"
-LEASE, POLL, DEADLINE, MARGIN = 16, 1, 4, 11  # deadline + poll + margin = lease
+LEASE, POLL, DEADLINE, MARGIN = 16, 1, 4, 10  # deadline + poll + margin + one poll of slack = lease
 
 
 @pytest.fixture(scope="module")

@@ -413,6 +413,7 @@ class FencingAgent:
         known = self._clocks.get(clock)
         if known is None:
             known = self._clocks[clock] = asyncio.ensure_future(self.lanes.run(self.store.clock_call(clock)))
+            known.add_done_callback(_retrieved)  # its failure is each waiter's, even if none is left
         return await asyncio.shield(known)
 
     async def _release(self, copy: Copy, cause: ReleaseCause) -> str | None:
@@ -588,6 +589,11 @@ class FencingAgent:
 
     def close(self) -> None:
         self.lanes.close()
+
+
+def _retrieved(future: asyncio.Future[datetime]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _running(task: asyncio.Task[Step] | None) -> bool:

@@ -10,7 +10,9 @@ S3 PUT to an endpoint that accepts and never answers waited for ``100 Continue``
 over 300 s, whatever ``read_timeout`` said), and a listing took 10.5 s (two attempts of a 3 s read
 timeout with backoff): sixteen such calls filled a lane and the rest waited 12-28 s behind them.
 
-A lane with ``MAX_OUTSTANDING`` calls still unanswered refuses new ones at once.
+A lane whose every thread is held by a call past its deadline (a backend that cannot be interrupted:
+local files on a hung mount, HDFS) refuses new calls at once, and so does one with ``MAX_OUTSTANDING``
+calls not answered yet; a burst of calls to a storage that answers (a fleet's poll) just queues.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from webhook.member.storage import DeadlineExceeded
 T = TypeVar("T")
 
 THREADS_PER_LANE = 8
-MAX_OUTSTANDING = 32  # per lane: beyond this the storage is taken as hung and calls fail at once
+MAX_OUTSTANDING = 1024  # per lane: a backstop on memory; the deadlines keep the queue short
 
 Executors = Callable[[str], concurrent.futures.Executor]
 
@@ -72,6 +74,7 @@ class Lanes:
         self._clock = clock
         self._pools: dict[str, concurrent.futures.Executor] = {}
         self._outstanding: dict[str, int] = {}
+        self._running: dict[str, dict[int, float]] = {}  # lane -> running call -> its deadline
         self._lock = threading.Lock()
 
     def call(self, call: Call[T], timeout: float | None = None) -> T:
@@ -111,23 +114,34 @@ class Lanes:
 
     def _submit(self, call: Call[T], expires: float, seconds: float) -> concurrent.futures.Future[T]:
         lane = lane_of(call.path)
+        clock = self._clock
         with self._lock:
             busy = self._outstanding.get(lane, 0)
-            if busy >= MAX_OUTSTANDING:
+            now = clock()
+            stuck = sum(1 for deadline in self._running.get(lane, {}).values() if deadline < now)
+            if stuck >= THREADS_PER_LANE or busy >= MAX_OUTSTANDING:
                 raise DeadlineExceeded(
-                    f"{call.what}: {lane} has {busy} calls still unanswered (storage hangs?)"
+                    f"{call.what}: {lane} has {busy} calls unanswered, {stuck} of them past their deadline "
+                    "(storage hangs?)"
                 )
             pool = self._pools.get(lane)
             if pool is None:
                 pool = self._pools[lane] = self._executors(lane)
             self._outstanding[lane] = busy + 1
-        clock = self._clock
+        running = self._running.setdefault(lane, {})
 
         def started() -> T:
             left = expires - clock()
             if left <= 0:
                 raise DeadlineExceeded(f"{call.what}: waited {seconds:g}s behind earlier calls to {lane}")
-            return call.fn(left)
+            token = id(threading.current_thread())
+            with self._lock:
+                running[token] = expires
+            try:
+                return call.fn(left)
+            finally:
+                with self._lock:
+                    running.pop(token, None)
 
         future = pool.submit(started)
         future.add_done_callback(lambda _f: self._done(lane))  # also when cancelled

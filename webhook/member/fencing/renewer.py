@@ -38,11 +38,11 @@ log = logging.getLogger(__name__)
 NEVER = float("-inf")
 
 # The copies the loop keeps an entry for: running ones renew and may step down, stale ones asked to stop
-# renew until their ack, stepped-down ones only remember their last renewal (a resume renews first).
+# renew until their ack. A stepped-down copy has none: whoever resumes it renews first (``beat_now``),
+# and a replica that did not sees it running again as if for the first time.
 _KEPT = {
     CopyState.RUNNING: (True, True),
     CopyState.STOPPING: (True, False),
-    CopyState.STEPPED_DOWN: (False, False),
 }
 
 
@@ -75,9 +75,10 @@ class Renewer:
 
     # --- what the poll tells it --------------------------------------------------------------------
     def observe(self, found: list[Copy], now: float) -> list[tuple[Workload, StoragePath]]:
-        """The copies a poll listed: an entry for every running, stopping or stepped-down one (a new
-        one counts as renewed ``first_seen``); the others are dropped. Returns where the heartbeats of
-        the dropped copies that are gone or no longer ours to heartbeat lie (the agent removes them)."""
+        """The copies a poll listed: an entry for every running or stopping one (a new one, or one
+        running again, counts as renewed ``first_seen``); the others are dropped. Returns where the
+        heartbeats lie of the dropped copies that are gone or no longer ours to heartbeat (the agent
+        removes them)."""
         listed = {c.patched: c for c in found}
         for workload, copy in listed.items():
             kept = _KEPT.get(copy.state)
@@ -89,8 +90,12 @@ class Renewer:
                 renewed = max(first_seen(now, self.policy), self._beaten.pop(workload, NEVER))
                 self._entries[workload] = _Entry(copy, Renewing(renewed, NEVER, may_step_down), beats)
                 continue
+            renewed = entry.state.renewed
+            if copy.state is CopyState.RUNNING and entry.copy.state is not CopyState.RUNNING:
+                # Started again (resumed, perhaps by another replica): as if first seen, unless renewed since.
+                renewed = max(renewed, first_seen(now, self.policy))
             entry.copy, entry.beats = copy, beats
-            entry.state = replace(entry.state, may_step_down=may_step_down)
+            entry.state = replace(entry.state, may_step_down=may_step_down, renewed=renewed)
         dropped = []
         for workload in [w for w in self._entries if w not in listed or listed[w].state not in _KEPT]:
             entry = self._entries.pop(workload)
@@ -195,7 +200,7 @@ class Renewer:
                 entry.state = replace(entry.state, may_step_down=True)  # the patch failed: again next tick
             return
         if self._entries.get(workload) is entry:
-            entry.beats = False
+            del self._entries[workload]  # if it runs again (resumed elsewhere), it is a new sight
 
     def _renewed(self, workload: Workload, start: float) -> None:
         entry = self._entries.get(workload)

@@ -140,11 +140,16 @@ def _wait_then_run(options: AgentOptions, policy: RestorePolicy, stop: threading
                 options.cluster, policy, calls, storage, on_health=write_health, events=events, lanes=lanes
             )
             try:
-                asyncio.run(_until(agent, stop))
+                run_agent(agent, stop)
             finally:
                 calls.close()
                 if events is not None:
                     events.close()
+
+
+def run_agent(agent: FencingAgent, stop: threading.Event) -> None:
+    """The agent's loops on an event loop of this thread's own, until ``stop`` is set."""
+    asyncio.run(_until(agent, stop))
 
 
 async def _until(agent: FencingAgent, stop: threading.Event) -> None:
