@@ -242,9 +242,9 @@ def timing_problems(lease: float, poll: float, renew: float, margin: float) -> l
             (
                 "fencing.renewDeadlineSeconds",
                 "renewDeadlineSeconds + pollSeconds + stopMarginSeconds "
-                f"({renew:g}s + {poll:g}s + {margin:g}s) leaves {slack:g}s of leaseSeconds ({lease:g}s), less "
-                "than one pollSeconds of slack: a cluster that cannot renew must have stopped its copies "
-                "before its lease runs out, with room to spare",
+                f"({renew:g}s + {poll:g}s + {margin:g}s) leaves {slack:g}s of leaseSeconds ({lease:g}s), "
+                "less than one pollSeconds of slack: a cluster that cannot renew must have stopped its "
+                "copies before its lease runs out, with room to spare",
             )
         )
     return problems
