@@ -809,3 +809,41 @@ def test_a_blue_green_deployment_is_fenced_through_its_children(local_site: Site
     assert released_parent["metadata"]["annotations"][RELEASED].startswith("ack at ")
     # The template is not touched by the release (a change there would start a blue/green transition).
     assert released_parent["spec"] == held["spec"]
+
+
+def test_a_stepped_down_copy_resumes_where_the_restore_would_look_create_subdir_false(
+    local_site: Site, world: Any
+) -> None:
+    """With ``state.checkpoints.create-subdir: false`` a job writes ``<dir>/chk-N``: the resume looks
+    there, as the restore does (before issue 28 it looked in ``<dir>/<jobId>`` and found nothing)."""
+    m1 = world("member1", policy_for(local_site))
+    root = local_site.local or Path()
+    make_checkpoints(root, [1, 2, 3])
+    obj = running_copy()
+    obj["spec"]["flinkConfiguration"]["state.checkpoints.create-subdir"] = "false"
+    obj["spec"]["job"]["state"] = "suspended"  # stepped down earlier, its storage answers again
+    obj["metadata"]["annotations"] = {f"{P}/stepped-down": "heartbeat not renewed for 15s; stopped ..."}
+    m1.put(obj)
+    assert m1.tick() == {"orders": "resumed"}
+    job = m1.obj()["spec"]["job"]
+    assert job["state"] == "running" and job["initialSavepointPath"] == str(root / "chk-3")
+
+
+def test_storage_trouble_is_told_from_its_cause_not_from_words_in_a_message(
+    local_site: Site, world: Any
+) -> None:
+    """Events come from the step's typed trouble: a patch the API server refuses is no StorageTrouble,
+    even when its message speaks of storage (before: any error whose text held the word)."""
+    m1, m2 = heartbeating_pair(local_site, world)
+    m2.admit(failed_over(1, "member1"))
+    m1.running.fake.fail_next_patches = 1  # "etcdserver: request timed out": the stop cannot be patched
+    steps = m1.driver.tick()
+    assert [(s.action, s.trouble) for s in steps] == [("error", "api")], steps
+    events = m1.agent.events
+    assert isinstance(events, Collected) and "StorageTrouble" not in events.reasons()
+    root = local_site.local or Path()
+    (root / "flink-failover").rename(root / "moved")
+    (root / "flink-failover").write_text("not a folder")  # the records cannot be listed now
+    steps = m1.driver.tick()
+    assert [(s.action, s.trouble) for s in steps] == [("error", "storage")], steps
+    assert "StorageTrouble" in events.reasons()

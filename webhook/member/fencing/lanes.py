@@ -117,8 +117,7 @@ class Lanes:
         clock = self._clock
         with self._lock:
             busy = self._outstanding.get(lane, 0)
-            now = clock()
-            stuck = sum(1 for deadline in self._running.get(lane, {}).values() if deadline < now)
+            stuck = sum(1 for deadline in self._running.get(lane, {}).values() if deadline < clock())
             if stuck >= THREADS_PER_LANE or busy >= MAX_OUTSTANDING:
                 raise DeadlineExceeded(
                     f"{call.what}: {lane} has {busy} calls unanswered, {stuck} of them past their deadline "
@@ -155,6 +154,12 @@ class Lanes:
         """Calls to ``path``'s storage not answered yet (the agent's status shows it)."""
         with self._lock:
             return self._outstanding.get(lane_of(path), 0)
+
+    def stuck(self, path: StoragePath) -> int:
+        """Calls to ``path``'s storage still running past their deadline (threads it holds)."""
+        now = self._clock()
+        with self._lock:
+            return sum(1 for deadline in self._running.get(lane_of(path), {}).values() if deadline < now)
 
     def close(self) -> None:
         with self._lock:
