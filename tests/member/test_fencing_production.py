@@ -24,7 +24,15 @@ from pathlib import Path
 import pytest
 
 from tests.support.objects import JOB_ID
-from tests.support.production import Production, Timings, start_pair, wait_for
+from tests.support.production import (
+    Production,
+    Timings,
+    kill,
+    start_pair,
+    start_replicas,
+    stop_asked,
+    wait_for,
+)
 from tests.support.production import production as production_pair
 from tests.support.s3 import moto_server
 
@@ -127,3 +135,16 @@ def test_a_deleted_old_copy_leaves_no_heartbeat_and_the_new_job_starts_at_once(
     admitted = p.fail_over(two)
     assert admitted["spec"]["job"]["state"] == "running"  # nobody to wait for
     p.check_one_running_copy()
+
+
+def test_losing_one_of_two_replicas_mid_failover_costs_nothing(production: Production) -> None:
+    """The chart runs two replicas of the member role, each with its agent: the one that asked the
+    operator to stop the stale copy dies while the operator stops it; the other acknowledges the stop."""
+    p = production
+    (first, second), two = start_replicas(p)
+    p.fail_over(two)
+    assert wait_for(lambda: stop_asked(p))
+    kill(first)  # SIGKILL, mid-failover: the copy is stopping (the operator takes its stop delay)
+    p.check_one_running_copy()
+    assert p.released_cause().startswith("ack at "), p.released_cause()
+    assert second.process.poll() is None

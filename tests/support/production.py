@@ -9,6 +9,8 @@ write their checkpoints straight to it (a job's storage path is its own; only th
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -179,3 +181,23 @@ def start_pair(p: Production) -> tuple[RunningServer, RunningServer]:
     two = p.stack.enter_context(p.role("member2", p.member2, p.endpoint))
     assert wait_for(lambda: "heartbeat-member1.json" in p.record_names())
     return one, two
+
+
+def start_replicas(p: Production) -> tuple[list[RunningServer], RunningServer]:
+    """member1's role as the chart runs it, two replicas (each with its agent), and member2's; returns
+    once member1 heartbeats."""
+    ones = [p.stack.enter_context(p.role("member1", p.member1, p.proxy.endpoint)) for _ in range(2)]
+    two = p.stack.enter_context(p.role("member2", p.member2, p.endpoint))
+    assert wait_for(lambda: "heartbeat-member1.json" in p.record_names())
+    return ones, two
+
+
+def kill(server: RunningServer) -> None:
+    """SIGKILL the replica's whole process group: a lost pod (its agent ends mid-whatever)."""
+    os.killpg(server.process.pid, signal.SIGKILL)
+    server.process.wait(10)
+
+
+def stop_asked(p: Production) -> bool:
+    """member1's agents have asked its operator to stop the stale copy (the fenced label is on it)."""
+    return f"{P}/fenced" in (p.obj(p.member1)["metadata"].get("labels") or {})

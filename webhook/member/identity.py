@@ -80,7 +80,7 @@ class AgentIdentity:
         self,
         named: frozenset[str] = frozenset(),
         review: Callable[[], str | ApiFailure] | None = None,
-        token: str = "",
+        token: str = "",  # nosec B107 - a service account's name, not a secret
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._named = named

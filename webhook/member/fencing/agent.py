@@ -63,7 +63,7 @@ from webhook.member.fencing.protocol import Ownership, ReleaseCause
 from webhook.member.fencing.records import FencingStore, Workload, fence_body
 from webhook.member.fencing.renewer import Renewer, pause
 from webhook.member.policy import RestorePolicy
-from webhook.member.restore import RestoreOutcome, SnapshotQuery, StorageError, decide_restore
+from webhook.member.restore import RestoreOutcome, SnapshotQuery, Snapshots, StorageError, decide_restore
 from webhook.member.storage import CheckpointStorage, Deadline
 
 log = logging.getLogger(__name__)
@@ -483,9 +483,10 @@ class FencingAgent:
             )
         return problem
 
-    async def _snapshots(self, query: SnapshotQuery) -> Any:
+    async def _snapshots(self, query: SnapshotQuery) -> Snapshots:
         where = query.job_dir or query.checkpoint_dir
-        assert where is not None  # resume_query always names the job's directory
+        if where is None:  # resume_query always names the job's directory
+            return Snapshots(None, None)
         return await self.lanes.run(
             Call(where, f"resolving {where}", lambda left: self.storage.snapshots(query, Deadline(left)))
         )

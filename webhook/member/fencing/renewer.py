@@ -158,7 +158,7 @@ class Renewer:
                 started.append(self._spawn(self._down(workload, entry, step_down_reason(entry.state, now))))
             elif decision is Renewal.BEAT and entry.copy.folder is not None:
                 entry.state = replace(entry.state, attempted=now, in_flight=True)
-                started.append(self._spawn(self._renew(workload, entry.copy, now)))
+                started.append(self._spawn(self._renew(workload, entry.copy, entry.copy.folder, now)))
         return started
 
     async def settle(self) -> None:
@@ -172,10 +172,9 @@ class Renewer:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    async def _renew(self, workload: Workload, copy: Copy, start: float) -> None:
-        assert copy.folder is not None  # tick() sends none without one
+    async def _renew(self, workload: Workload, copy: Copy, folder: StoragePath, start: float) -> None:
         try:
-            await self.store.lanes.run(self.store.beat_call(copy.folder, self._body(copy)))
+            await self.store.lanes.run(self.store.beat_call(folder, self._body(copy)))
         except StorageError as exc:
             metrics.STORAGE_ERRORS.labels("heartbeat").inc()
             metrics.RENEWALS.labels("failed").inc()
