@@ -23,6 +23,7 @@ a healthy job on another bucket was stepped down 6.5 s after the hang; the holde
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import tempfile
 import threading
@@ -123,7 +124,7 @@ def periods(work: Path, held_copies: int, seconds: float) -> str:
             ]
         finally:
             api.stop()
-    gaps = [(b - a) / 1e9 for stamps in seen for a, b in zip(stamps, stamps[1:], strict=False)]
+    gaps = [(b - a) / 1e9 for stamps in seen for a, b in itertools.pairwise(stamps)]
     renewals = min(len(s) for s in seen)
     longest = max(gaps, default=float("nan"))
     return (
