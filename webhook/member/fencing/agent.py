@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -201,18 +201,19 @@ class FencingAgent:
         self._clocks.clear()
         for workload, folder in self.renewer.observe(found, started):
             self._forget(workload, folder)
-        steps: list[Step] = []
         submitted: dict[Workload, asyncio.Task[Step]] = {}
+        unanswered: list[Awaitable[Step]] = []
         for copy in found:
             self._remember(copy, started)
             if _running(self._inflight.get(copy.patched)):
-                # Its storage has not answered last poll's calls: decide without records (a step-down
-                # needs only the API), and leave the storage alone.
-                unanswered = Unreadable("storage calls of the last poll still unanswered")
-                steps.append(await self._execute(copy, self._plan(copy, unanswered, started), started))
+                # Its storage has not answered last poll's calls: decide without records, and leave the
+                # storage alone (what such a plan does is an API call at most).
+                still = Unreadable("storage calls of the last poll still unanswered")
+                unanswered.append(self._execute(copy, self._plan(copy, still, started), started))
                 continue
             task = asyncio.ensure_future(self._step(copy, started))
             self._inflight[copy.patched] = submitted[copy.patched] = task
+        steps: list[Step] = list(await asyncio.gather(*unanswered))
         if submitted:
             await asyncio.wait(submitted.values(), timeout=self.policy.fencing.poll_seconds)
         for workload, task in submitted.items():
