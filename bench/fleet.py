@@ -47,6 +47,7 @@ from tests.support.objects import (
     running_deployment,
 )
 from tests.support.operator import OperatorDouble, lost_checkpoints, overlap
+from tests.support.production import agent_polled, wait_for
 from tests.support.s3 import moto_server, s3_options
 from tests.support.server import generate_certs, serve
 from webhook.common.admission import parse_review
@@ -210,6 +211,7 @@ def member_fleet(jobs: int, work_dir: Path) -> None:
             kubeconfig = str(m2.kubeconfig(work_dir / "m2"))
             extra = ["--cluster", "member2", "--kubeconfig", kubeconfig, "--workers", "2"]
             with serve(certs, policy_file, work_dir / "member.log", extra=extra) as server:
+                assert wait_for(lambda: agent_polled(server))  # it vouches for the restores from here on
                 url = f"https://127.0.0.1:{server.port}"
                 fenced_serial = [t for t, _ in _burst(url, ca, serial, "/mutate", 1)]
                 answers = _burst(url, ca, reviews, "/mutate", KARMADA_CONCURRENCY)

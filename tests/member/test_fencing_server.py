@@ -21,7 +21,7 @@ from tests.support.objects import (
     running_deployment,
 )
 from tests.support.operator import operator_stops
-from tests.support.production import wait_for
+from tests.support.production import agent_polled, wait_for
 from tests.support.server import generate_certs, serve
 from webhook.common.kubeclient import ClientConfig
 from webhook.member.fencing.agent import FencingAgent
@@ -59,6 +59,7 @@ def test_served_member_role_holds_then_its_agent_releases_once_the_old_job_stopp
         extra = ["--cluster", "member2", "--kubeconfig", str(kubeconfig2), "--workers", "2"]
         certs = generate_certs(tmp_path / "certs")
         with serve(certs, _policy_file(tmp_path, root), tmp_path / "server.log", extra=extra) as server:
+            assert wait_for(lambda: agent_polled(server))  # before that, restores are held for the agent
             obj = flink_deployment(
                 labels={f"{P}/failover": "true", f"{P}/job-id": JOB_ID},
                 annotations={f"{P}/failover-count": "1"},

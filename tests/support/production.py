@@ -45,6 +45,13 @@ class Timings:
         )
 
 
+def agent_polled(server: RunningServer) -> bool:
+    """The served member role's fencing agent has completed a poll: it vouches for restores now (before,
+    the webhook admits every restore held, waiting for it)."""
+    status, body, _ = server.client().request("GET", "/metrics")
+    return status == 200 and "flink_failover_fencing_agent_ready 1.0" in body.decode()
+
+
 def wait_for(predicate: Callable[[], bool], timeout: float = 90.0) -> bool:
     """Until ``predicate`` holds: a bound on waiting for an event, never a threshold on its timing."""
     deadline = time.monotonic() + timeout
@@ -104,6 +111,7 @@ class Production:
         extra = ["--cluster", name, "--kubeconfig", str(kubeconfig), "--workers", "1", "--threads", "4"]
         log_file = self.tmp / f"{name}-{time.monotonic_ns()}.log"
         with serve(self.certs, self.policy(name, endpoint), log_file, extra=extra) as server:
+            assert wait_for(lambda: agent_polled(server)), server.logs()[-2000:]
             yield server
 
     def obj(self, fake: fakeapi.RunningFake) -> dict[str, Any]:

@@ -116,8 +116,11 @@ class Renewer:
         if entry is None:
             return
         entry.beats = True
-        if effect.confirmed:
-            entry.state = replace(entry.state, confirmed=max(entry.state.confirmed, listed_at))
+        may_step_down = (
+            entry.state.may_step_down and effect.may_step_down
+        )  # a stale copy is suspended already
+        confirmed = max(entry.state.confirmed, listed_at) if effect.confirmed else entry.state.confirmed
+        entry.state = replace(entry.state, confirmed=confirmed, may_step_down=may_step_down)
 
     def drop(self, workload: Workload) -> None:
         """The copy is acknowledged stopped (its heartbeat goes with the ack): renew it no more."""
