@@ -80,7 +80,8 @@ class AgentIdentity:
         self,
         named: frozenset[str] = frozenset(),
         review: Callable[[], str | ApiFailure] | None = None,
-        token: str = "",  # nosec B107 - a service account's name, not a secret
+        # the service account's name read from the pod's token (not a secret)
+        token: str = "",  # nosec B107
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._named = named
