@@ -8,7 +8,7 @@ POLICY ?= webhook/restore-policy.yaml
 BIND   ?= 127.0.0.1:8443
 PYTEST_ARGS ?=
 
-.PHONY: run test bench soak lint typecheck certs clean venv moto-venv proto
+.PHONY: run test bench soak lint typecheck certs clean venv moto-venv proto image image-push
 
 venv: $(STAMP)
 
@@ -73,7 +73,7 @@ soak: $(STAMP) moto-venv
 clean:
 	rm -rf $(VENV) .venv-moto .venv-audit .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
-# The chart's values.schema.json is generated (its policy part from webhook/policy.py).
+# The chart's values.schema.json is generated (its policy part from webhook/member/policy.py).
 .PHONY: chart-schema
 chart-schema: $(STAMP)
 	$(BIN)/python -m tests.chart.schema
@@ -83,3 +83,36 @@ chart-schema: $(STAMP)
 .PHONY: helm
 helm: $(STAMP)
 	$(BIN)/python -c "from tests.chart.conftest import ensure_binaries; print(ensure_binaries() / 'helm')"
+
+# The image (Dockerfile), built and pushed with whichever OCI builder works here: OCI_BUILDER names one,
+# else the first of OCI_BUILDERS that is on PATH and answers `<builder> info` (docker needs its daemon).
+# No image is published: build it, push it to a registry your clusters pull from, and give the chart
+# image.repository=$(IMAGE) (docs/install.md, "The image"). EXTRAS=... selects the storage backends.
+IMAGE       ?= flink-failover
+IMAGE_TAG   ?= $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
+OCI_BUILDERS = docker podman buildah
+OCI_BUILDER ?=
+IMAGE_BUILD_ARGS = $(if $(filter-out undefined,$(origin EXTRAS)),--build-arg EXTRAS=$(EXTRAS))
+
+# Prints the first working builder's name, or says on stderr what it found of each and fails.
+define find-oci-builder
+for b in $(OCI_BUILDERS); do \
+  if ! found=$$(command -v $$b 2>/dev/null); then echo "make: $$b: not on PATH" >&2; continue; fi; \
+  if why=$$($$b info 2>&1 >/dev/null); then echo $$b; exit 0; fi; \
+  echo "make: $$b: $$found is there but '$$b info' fails: $$(printf '%s' "$$why" | tail -n 1)" >&2; \
+done; \
+echo "make: no working OCI image builder (looked for $(OCI_BUILDERS)): install or start one, or name it with OCI_BUILDER=..." >&2; \
+exit 1
+endef
+
+ifeq ($(strip $(OCI_BUILDER)),)
+image image-push:
+	@builder=$$($(find-oci-builder)) || exit 1; \
+	$(MAKE) --no-print-directory $@ OCI_BUILDER=$$builder
+else
+image:
+	$(OCI_BUILDER) build -f Dockerfile -t $(IMAGE):$(IMAGE_TAG) $(IMAGE_BUILD_ARGS) .
+
+image-push:
+	$(OCI_BUILDER) push $(IMAGE):$(IMAGE_TAG)
+endif

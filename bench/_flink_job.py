@@ -11,11 +11,19 @@ Run by the Python of an environment with ``apache-flink`` (PyPI: 1.20.x or 2.x) 
         # the same job started from PATH (2.x: execution.state-recovery.path; 1.x:
         # execution.savepoint.path); prints the same
 
+Options of both commands (the defaults are the trees of ``../shared/data/flink-real/``)::
+
+    --backend hashmap|rocksdb   --incremental        --parallelism N      --operators 1|2
+    --memory-threshold SIZE     (state.storage.fs.memory-threshold: "0" writes every handle to a file)
+    --file-merging              (execution.checkpointing.file-merging.enabled, Flink 1.20+)
+    --savepoints canonical,native   (make: one savepoint of each format named, spread over the run)
+
 The job: ``datagen`` at 4 rows/s with a random key 1..3, ``SELECT k, COUNT(*) ... GROUP BY k`` (keyed
-state), parallelism 1, local mini-cluster. The keyed counts after a restore go on from the restored
-values instead of starting from 1: that is what ``bench/flink_restore.py`` checks. The trees in
-``../shared/data/flink-real/`` were made this way; the ``_metadata`` files it writes are small and
-may be committed as fixtures (the empty ``shared/`` and ``taskowned/`` folders are not kept by git).
+state), parallelism 1, local mini-cluster; with ``--operators 2`` a second keyed aggregation counts the
+keys per count (``SELECT c, COUNT(*) FROM (...) GROUP BY c``), so two operators hold keyed state. The
+keyed counts after a restore go on from the restored values instead of starting from 1: that is what
+``bench/flink_restore.py`` checks. The trees in ``../shared/data/flink-real/`` were made this way, those
+of tests/fixtures/flink/ by ``bench/_make_flink_fixtures.py``.
 """
 
 from __future__ import annotations
@@ -34,12 +42,21 @@ def _version() -> tuple[int, ...]:
     return tuple(int(p) for p in version("apache-flink").split(".")[:2])
 
 
-def _environment(checkpoints: Path, savepoints: Path, restore: str = "") -> Any:
+def _environment(checkpoints: Path, savepoints: Path, args: argparse.Namespace, restore: str = "") -> Any:
     from pyflink.common import Configuration
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
     conf = Configuration()
-    conf.set_string("parallelism.default", "1")
+    conf.set_string("parallelism.default", str(args.parallelism))
+    conf.set_string("state.backend.type", args.backend)
+    if args.incremental:
+        conf.set_string("execution.checkpointing.incremental", "true")
+        conf.set_string("state.backend.incremental", "true")
+    if args.memory_threshold:
+        conf.set_string("execution.checkpointing.memory-threshold", args.memory_threshold)
+        conf.set_string("state.storage.fs.memory-threshold", args.memory_threshold)
+    if args.file_merging:
+        conf.set_string("execution.checkpointing.file-merging.enabled", "true")
     conf.set_string("execution.checkpointing.interval", "2 s")
     conf.set_string("state.checkpoints.num-retained", "3")
     conf.set_string("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION")
@@ -54,7 +71,9 @@ def _environment(checkpoints: Path, savepoints: Path, restore: str = "") -> Any:
     return TableEnvironment.create(settings)
 
 
-def _run(env: Any, seconds: float, savepoint_at: float | None, savepoints: Path) -> dict[str, Any]:
+def _run(
+    env: Any, seconds: float, formats: list[str], savepoints: Path, operators: int = 1
+) -> dict[str, Any]:
     """Run the job for ``seconds``; the print sink writes each count to the JVM's stdout (``+I[k, n]``,
     ``+U[k, n]``), which this process shares. A print sink keeps no state of its own: a collecting sink
     would restore its own buffer offsets from the snapshot and fail (Flink's collect sink is not made
@@ -64,18 +83,25 @@ def _run(env: Any, seconds: float, savepoint_at: float | None, savepoints: Path)
         "'fields.k.kind' = 'random', 'fields.k.min' = '1', 'fields.k.max' = '3')"
     )
     env.execute_sql("CREATE TABLE snk (k INT, c BIGINT) WITH ('connector' = 'print')")
-    result = env.execute_sql("INSERT INTO snk SELECT k, COUNT(*) AS c FROM src GROUP BY k")
+    counts = "SELECT k, COUNT(*) AS c FROM src GROUP BY k"
+    if operators > 1:  # a second keyed aggregation over the first one's counts: (count, keys with it)
+        counts = f"SELECT CAST(c AS INT) AS k, COUNT(*) AS c FROM ({counts}) GROUP BY c"
+    result = env.execute_sql(f"INSERT INTO snk {counts}")
     client = result.get_job_client()
-    out: dict[str, Any] = {"jobId": str(client.get_job_id()), "savepoint": ""}
+    out: dict[str, Any] = {"jobId": str(client.get_job_id()), "savepoint": "", "savepoints": {}}
     started = time.monotonic()
-    if savepoint_at is not None:
-        time.sleep(savepoint_at)
-        # The Java client's two-argument form (Flink 1.15+; 2.x has only this one): a canonical savepoint.
+    for i, name in enumerate(formats):
+        # Spread over the run, the first two thirds of the way (one format: at two thirds, as before).
+        at = seconds * 2 / 3 if len(formats) == 1 else seconds * (i + 1) / (len(formats) + 1)
+        time.sleep(max(0.0, at - (time.monotonic() - started)))
+        # The Java client's two-argument form (Flink 1.15+; 2.x has only this one).
         from pyflink.java_gateway import get_gateway
 
-        canonical = get_gateway().jvm.org.apache.flink.core.execution.SavepointFormatType.CANONICAL
+        kind = getattr(get_gateway().jvm.org.apache.flink.core.execution.SavepointFormatType, name.upper())
         target = savepoints.resolve().as_uri()
-        out["savepoint"] = str(client._j_job_client.triggerSavepoint(target, canonical).get())
+        path = str(client._j_job_client.triggerSavepoint(target, kind).get())
+        out["savepoint"] = out["savepoint"] or path
+        out["savepoints"][name] = path
     time.sleep(max(0.0, seconds - (time.monotonic() - started)))
     client.cancel().result()  # the retained checkpoints stay
     return out
@@ -87,20 +113,29 @@ def main(argv: list[str]) -> int:
     make = sub.add_parser("make")
     make.add_argument("--out", type=Path, required=True)
     make.add_argument("--seconds", type=float, default=18.0)
+    make.add_argument("--savepoints", default="canonical")
     restore = sub.add_parser("restore")
     restore.add_argument("--out", type=Path, required=True)
     restore.add_argument("--path", required=True)
     restore.add_argument("--seconds", type=float, default=8.0)
+    for each in (make, restore):
+        each.add_argument("--backend", choices=("hashmap", "rocksdb"), default="hashmap")
+        each.add_argument("--incremental", action="store_true")
+        each.add_argument("--parallelism", type=int, default=1)
+        each.add_argument("--operators", type=int, choices=(1, 2), default=1)
+        each.add_argument("--memory-threshold", default="")
+        each.add_argument("--file-merging", action="store_true")
     args = parser.parse_args(argv)
     checkpoints, savepoints = args.out / "ck", args.out / "sp"
     checkpoints.mkdir(parents=True, exist_ok=True)
     savepoints.mkdir(parents=True, exist_ok=True)
     if args.command == "make":
-        env = _environment(checkpoints, savepoints)
-        done = _run(env, args.seconds, args.seconds * 2 / 3, savepoints)
+        env = _environment(checkpoints, savepoints, args)
+        formats = [f for f in args.savepoints.split(",") if f]
+        done = _run(env, args.seconds, formats, savepoints, args.operators)
     else:
-        env = _environment(checkpoints, savepoints, args.path)
-        done = _run(env, args.seconds, None, savepoints)
+        env = _environment(checkpoints, savepoints, args, args.path)
+        done = _run(env, args.seconds, [], savepoints, args.operators)
     print(json.dumps(done), flush=True)
     return 0
 

@@ -19,6 +19,18 @@ per Flink version with ``apache-flink`` from PyPI and a Java 17 runtime (Debian'
    on from the restored state (more than 1, at most what the first run had counted);
 4. the checkpoints are removed from the copy: the product must find the job's own savepoint by listing
    its savepoint directory, and real Flink restores it with the state going on as well.
+
+Then the same job on RocksDB with incremental checkpoints, parallelism 2, every handle a file
+(``state.storage.fs.memory-threshold: 0``), one canonical and one native savepoint (issue 29):
+
+5. the product chooses the newest checkpoint, checked to every file it names, and Flink restores it
+   (in the tree Flink wrote: a copy's handles would still name the first tree's files by full path);
+6. a shared file only the newest checkpoint names is deleted (a lifecycle rule, a replica behind): the
+   product skips it naming the file and chooses the one before, which Flink restores;
+7. the newest checkpoint's ``_metadata`` is cut to half (a copy cut short): skipped, the one before
+   chosen (Flink restores it in step 6 already);
+8. the job's whole ``shared/`` folder is removed: every checkpoint is skipped and the product chooses
+   the newest savepoint, the native one (self-contained), which Flink restores.
 """
 
 from __future__ import annotations
@@ -75,7 +87,7 @@ def _version(python: str) -> str:
     return subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
 
 
-def _choose(root: Path, job_id: str) -> str:
+def _choose(root: Path, job_id: str, told: list[str] | None = None) -> str:
     obj = {
         "apiVersion": "flink.apache.org/v1beta1",
         "kind": "FlinkDeployment",
@@ -102,6 +114,8 @@ def _choose(root: Path, job_id: str) -> str:
     )
     if decision.outcome is not RestoreOutcome.RESTORED:
         raise AssertionError(f"nothing chosen: {decision.reason}")
+    if told is not None:
+        told.append(decision.reason)
     return decision.path
 
 
@@ -115,8 +129,13 @@ def _counts(lines: list[dict[str, Any]]) -> tuple[dict[int, int], dict[int, int]
     return first, last
 
 
-def _restore(python: str, path: str, before: dict[int, int], out: Path) -> tuple[dict[int, int], float]:
-    lines, seconds = _flink(python, "restore", "--path", path, "--out", str(out), "--seconds", "8")
+ROCKSDB = ["--backend", "rocksdb", "--incremental", "--parallelism", "2", "--memory-threshold", "0"]
+
+
+def _restore(
+    python: str, path: str, before: dict[int, int], out: Path, options: tuple[str, ...] = ()
+) -> tuple[dict[int, int], float]:
+    lines, seconds = _flink(python, "restore", "--path", path, "--out", str(out), "--seconds", "8", *options)
     first, _ = _counts(lines)
     for key, count in first.items():
         if not 1 < count <= before.get(key, 0) + 1:
@@ -160,6 +179,81 @@ def one_version(python: str) -> int:
     return 0
 
 
+def rocksdb(python: str) -> int:
+    """Steps 5-8: RocksDB incremental checkpoints, checked to their files, restored by real Flink."""
+    from webhook.member.metadata import Metadata, read_metadata
+
+    version = _version(python)
+    with tempfile.TemporaryDirectory(prefix="flink-restore-rocksdb-") as tmp:
+        made = Path(tmp) / "made"
+        lines, make_s = _flink(
+            python,
+            "make",
+            "--out",
+            str(made),
+            "--seconds",
+            "18",
+            "--savepoints",
+            "canonical,native",
+            *ROCKSDB,
+        )
+        job_id = lines[-1]["jobId"]
+        _, before = _counts(lines)
+        # In place, not copied: the handles name their files by full path, so a copy's checkpoints
+        # would still name (and Flink still read) the files written here.
+        copy = made
+        job = copy / "ck" / job_id
+        ids = sorted((int(p.name[4:]) for p in job.glob("chk-*") if (p / "_metadata").exists()), reverse=True)
+        top, below = ids[0], ids[1]
+        chosen = _choose(copy, job_id)
+        if not chosen.endswith(f"/chk-{top}"):
+            raise AssertionError(f"chose {chosen}, the newest checkpoint is chk-{top}")
+        first_top, top_s = _restore(python, chosen, before, Path(tmp) / "r1", tuple(ROCKSDB))
+
+        def shared_of(n: int) -> set[str]:
+            read = read_metadata((job / f"chk-{n}" / "_metadata").read_bytes())
+            assert isinstance(read, Metadata), read
+            return {f.path.rsplit("/", 1)[-1] for f in read.files if "/shared/" in f.path}
+
+        only_top = sorted(shared_of(top) - shared_of(below))
+        if not only_top:
+            raise AssertionError(f"chk-{top} names no shared file chk-{below} does not")
+        kept = (job / "shared" / only_top[0]).read_bytes()
+        (job / "shared" / only_top[0]).unlink()
+        told: list[str] = []
+        after_delete = _choose(copy, job_id, told)
+        if not after_delete.endswith(f"/chk-{below}") or only_top[0] not in told[-1]:
+            raise AssertionError(f"with {only_top[0]} gone chose {after_delete}: {told}")
+        first_below, below_s = _restore(python, after_delete, before, Path(tmp) / "r2", tuple(ROCKSDB))
+        (job / "shared" / only_top[0]).write_bytes(kept)
+        meta = job / f"chk-{top}" / "_metadata"
+        whole = meta.read_bytes()
+        meta.write_bytes(whole[: len(whole) // 2])
+        told_cut: list[str] = []
+        after_cut = _choose(copy, job_id, told_cut)
+        if not after_cut.endswith(f"/chk-{below}") or "_metadata ends at byte" not in told_cut[-1]:
+            raise AssertionError(f"with chk-{top} cut chose {after_cut}: {told_cut}")
+        meta.write_bytes(whole)
+        shutil.rmtree(job / "shared")
+        told_sp: list[str] = []
+        from_savepoint = _choose(copy, job_id, told_sp)
+        if "/sp/savepoint-" not in from_savepoint:
+            raise AssertionError(f"without shared files chose {from_savepoint}")
+        first_sp, sp_s = _restore(python, from_savepoint, before, Path(tmp) / "r3", tuple(ROCKSDB))
+    print(f"Flink {version}, RocksDB incremental, parallelism 2: job {job_id}  [{make_s:.1f} s]")
+    print(f"  counted before the failover (last per key): {dict(sorted(before.items()))}")
+    print(f"  chosen chk-{top} (newest, every named file there); first counts after it:")
+    print(f"    {dict(sorted(first_top.items()))}  [{top_s:.1f} s]")
+    print(f"  {only_top[0]} (named by chk-{top} only) deleted: chosen chk-{below}; skipped as")
+    print(f"    {told[-1].split('skipped ', 1)[-1][:300]}")
+    print(f"    first counts after it: {dict(sorted(first_below.items()))}  [{below_s:.1f} s]")
+    print(f"  chk-{top}/_metadata cut to half: chosen chk-{below}; skipped as")
+    print(f"    {told_cut[-1].split('skipped ', 1)[-1][:300]}")
+    print(f"  shared/ removed: chosen {from_savepoint.rsplit('/', 1)[-1]}; first counts after it:")
+    print(f"    {dict(sorted(first_sp.items()))}  [{sp_s:.1f} s]")
+    return 0
+
+
 def main() -> int:
     pythons = _pythons()
     if not pythons:
@@ -169,6 +263,7 @@ def main() -> int:
     for python in pythons:
         try:
             status = one_version(python) or status
+            status = rocksdb(python) or status
         except (AssertionError, RuntimeError) as exc:
             print(f"FAILED with {python}: {exc}", file=sys.stderr)
             status = 1

@@ -42,7 +42,8 @@ def test_every_command_has_a_description_and_every_option_help(
     text = parser.format_help()
     for action in parser._actions:
         default = action.default
-        if action.option_strings and default not in (None, False, argparse.SUPPRESS) and default != []:
+        # an empty default is no default to show: "(default: )" told nobody anything (issue 30)
+        if action.option_strings and default not in (None, False, "", argparse.SUPPRESS) and default != []:
             lines = text.split("\n")
             line = next(
                 i for i, part in enumerate(lines) if part.strip().startswith(action.option_strings[0])

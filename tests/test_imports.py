@@ -35,6 +35,10 @@ PURE_CORE = (
     "webhook.common.patch",
     "webhook.common.untyped",
     "webhook.common.paths",
+    "webhook.member.metadata",
+    "webhook.member.outcome",
+    "webhook.member.updates",
+    "webhook.member.checks",
     "webhook.member.restore",
     "webhook.member.failover",
     "webhook.member.fencing.protocol",
@@ -68,6 +72,8 @@ KNOWN_CROSS_ROLE: set[tuple[str, str]] = set()
 ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     "webhook.member": (
         ("policy",),  # the restore policy
+        ("metadata", "outcome"),  # Flink's _metadata read from bytes; what a decision is (pure)
+        ("updates", "checks"),  # what an UPDATE keeps; is a snapshot restorable (both pure)
         ("restore", "failover"),  # the decision (pure)
         (
             "storage",

@@ -50,7 +50,7 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         default = action.default
         if (
             not action.option_strings
-            or default in (None, False, argparse.SUPPRESS)
+            or default in (None, False, "", argparse.SUPPRESS)
             or default == []
             or "default" in text
         ):

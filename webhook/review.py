@@ -3,11 +3,12 @@
 FILE holds AdmissionReviews or bare objects (a FlinkDeployment, a FlinkSessionJob, a Karmada Work), JSON
 or YAML, one or many documents; ``-`` reads standard input. A bare object is sent as a CREATE, or as an
 UPDATE of the object in ``--old FILE``. Prints the AdmissionReview answer (the patch base64 as on the
-wire), ``--print-object`` the object after the patch, or ``--diff`` the change as a unified diff; a
-request left alone says why on standard error. A ``kind: List`` (``kubectl get -o yaml``) is reviewed item
-by item. Exit 0 when every request was answered, 1 when ``--print-object`` or ``--diff`` met a denial, 2
-on unusable input, and 2 at the end when a document could not be reviewed as asked (the others are
-answered first).
+wire), ``--print-object`` the object after the patch, or ``--diff`` the change as a unified diff (both in
+the input's form, YAML or JSON, unless ``-o`` says otherwise); a request left alone says why on
+standard error. A file larger than the server accepts (3 MiB, ``--max-bytes``) is refused unread. A
+``kind: List`` (``kubectl get -o yaml``) is reviewed item by item. Exit 0 when every request was
+answered, 1 when ``--print-object`` or ``--diff`` met a denial, 2 on unusable input, and 2 at the end
+when a document could not be reviewed as asked (the others are answered first).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from webhook.common.contract import Contract
 from webhook.member.failover import NotRunning, failover_create
 from webhook.member.policy import PolicyError, load_policy, policy_notes, policy_source
 from webhook.roles import ROLES, review_handler
+from webhook.server.config import MAX_BODY_BYTES
 
 EXIT_OK = 0
 EXIT_DENIED = 1
@@ -97,8 +99,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--diff", action="store_true", help="print the object's change as a unified diff (a denial exits 1)"
     )
     parser.add_argument(
-        "-o", "--output", choices=["json", "yaml"], default="json", help="output format (default: json)"
+        "-o",
+        "--output",
+        choices=["json", "yaml"],
+        default=None,
+        help="output format (default: json for the AdmissionReview answer; with --print-object or --diff "
+        "the input's own form, yaml for YAML input)",
     )
+    parser.add_argument(
+        "--max-bytes",
+        type=_positive,
+        default=MAX_BODY_BYTES,
+        metavar="N",
+        help="refuse an input file larger than N bytes, unread (default: the server's request limit, "
+        f"{MAX_BODY_BYTES}; a request the server would refuse with 413 is refused here too)",
+    )
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
+    return value
 
 
 class UsageError(ValueError):
@@ -173,14 +198,20 @@ def _items(docs: Sequence[Any]) -> Sequence[Any]:
     return out
 
 
-def requests_from(args: argparse.Namespace, contract: Contract | None = None) -> list[Any]:
-    """Every document of FILE as an AdmissionReview body (bare objects wrapped, a ``List`` taken item by
-    item; with ``--as-failover`` each bare object first becomes the failover CREATE the control plane would
-    send for it, or an :class:`Unreviewable` saying why it cannot)."""
-    docs = list(_items(documents.load(args.file)))
+def requests_from(
+    args: argparse.Namespace, contract: Contract | None = None, loaded: documents.Loaded | None = None
+) -> list[Any]:
+    """Every document of FILE (or of ``loaded``, FILE already read) as an AdmissionReview body (bare
+    objects wrapped, a ``List`` taken item by item; with ``--as-failover`` each bare object first becomes
+    the failover CREATE the control plane would send for it, or an :class:`Unreviewable` saying why it
+    cannot)."""
+    limit = _limit(args)
+    if loaded is None:
+        loaded = documents.load_form(args.file, limit)
+    docs = list(_items(loaded.docs))
     if not docs:
         raise UsageError(f"{documents.display_name(args.file)}: no documents")
-    olds: list[Any] = list(_items(documents.load(args.old))) if args.old else []
+    olds: list[Any] = list(_items(documents.load(args.old, limit=limit))) if args.old else []
     if args.old and not olds:
         raise UsageError(f"{args.old}: no documents")
     as_failover = getattr(args, "as_failover", False)
@@ -218,8 +249,18 @@ def requests_from(args: argparse.Namespace, contract: Contract | None = None) ->
             old = olds[0] if len(olds) == 1 else by_identity.get(_identity(doc))
             if old is None:
                 raise UsageError(f"{args.old}: no old version of {_describe(doc)}")
-        bodies.append(wrap(doc, operation, old, index))
+        body = wrap(doc, operation, old, index)
+        if len(json.dumps(body)) > MAX_BODY_BYTES:
+            raise UsageError(
+                f"{documents.display_name(args.file)}: document {index} ({_describe(doc)}) makes a request "
+                f"larger than {MAX_BODY_BYTES} bytes: the server would refuse it (413)"
+            )
+        bodies.append(body)
     return bodies
+
+
+def _limit(args: argparse.Namespace) -> int:
+    return int(getattr(args, "max_bytes", None) or MAX_BODY_BYTES)
 
 
 @dataclass(frozen=True)
@@ -289,6 +330,13 @@ def explain(answer: Reviewed, numbered: bool = False) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.cluster:
+        from webhook.member.fencing.layout import ClusterNameError, check_cluster_name
+
+        try:
+            check_cluster_name(args.cluster)
+        except ClusterNameError as exc:
+            return _fail(f"--cluster: {exc}")
     source = policy_source(args.policy, os.environ)
     try:
         policy = load_policy(source.path)
@@ -301,7 +349,10 @@ def run(args: argparse.Namespace) -> int:
     for note in policy_notes(policy):
         print(f"{PROG}: warning: {note}", file=sys.stderr)
     try:
-        bodies = requests_from(args, policy.contract)
+        loaded = documents.load_form(args.file, _limit(args))
+        if args.output is None:
+            args.output = "yaml" if (args.diff or args.print_object) and not loaded.json else "json"
+        bodies = requests_from(args, policy.contract, loaded)
         answers = []
         unreviewable = [b for b in bodies if isinstance(b, Unreviewable)]
         for index, body in enumerate(bodies, 1):
@@ -313,6 +364,10 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError(
                     f"{documents.display_name(args.file)}: not an AdmissionReview: {exc}"
                 ) from None
+    except documents.TooLarge as exc:
+        return _fail(
+            f"{exc}: the server refuses requests over {MAX_BODY_BYTES} bytes (413); --max-bytes N reads more"
+        )
     except (documents.DocumentError, UsageError) as exc:
         return _fail(str(exc))
     numbered = len(bodies) > 1

@@ -102,10 +102,10 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
         clusters = KubeSessionClusters(options.own_cluster)
     fencing = options.fencing
     events = None
-    if options.own_cluster is not None:
+    if options.events is not None:
         from webhook.member.fencing.runner import recorder
 
-        events = recorder(options.own_cluster, fencing.cluster if fencing else "")
+        events = recorder(options.events, fencing.cluster if fencing else "")
     identity = options.identity()
     if fencing is not None:
         identity.announce()  # once per worker: whose release markers a held job accepts

@@ -87,7 +87,19 @@ def run_helm(helm: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([helm, *args], capture_output=True, text=True, timeout=120, check=False)
 
 
+# The chart publishes no image: every install names the one the user built and pushed.
+IMAGE = "registry.example.com/platform/flink-failover"
+
+
+def with_image(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` with ``image.repository`` set unless they set it themselves."""
+    image = dict(values.get("image") or {})
+    image.setdefault("repository", IMAGE)
+    return {**values, "image": image}
+
+
 def write_values(tmp_path: Path, values: dict[str, Any]) -> Path:
+    values = with_image(values)
     path = tmp_path / f"values-{abs(hash(json.dumps(values, sort_keys=True)))}.yaml"
     path.write_text(yaml.safe_dump(values), encoding="utf-8")
     return path
@@ -246,6 +258,9 @@ def test_member_default_objects(rendered: dict[str, list[dict[str, Any]]]) -> No
             ("MutatingWebhookConfiguration", f"{FULLNAME}-{NS}"),
             ("ValidatingAdmissionPolicy", f"{FULLNAME}-{NS}-backstop"),
             ("ValidatingAdmissionPolicyBinding", f"{FULLNAME}-{NS}-backstop"),
+            # Events of the restore decisions (issue 30: the default install wrote none)
+            ("ClusterRole", f"{FULLNAME}-events-{NS}"),
+            ("ClusterRoleBinding", f"{FULLNAME}-events-{NS}"),
             # self-managed certificates
             ("ServiceAccount", f"{FULLNAME}-certgen"),
             ("Role", f"{FULLNAME}-certgen"),
@@ -267,7 +282,7 @@ def test_deployment_is_hardened_and_probed(rendered: dict[str, list[dict[str, An
     spec = dep["spec"]
     assert spec["replicas"] == 2
     pod = spec["template"]["spec"]
-    assert pod["automountServiceAccountToken"] is False
+    assert pod["automountServiceAccountToken"] is True  # for Events only (test_chart_day_one)
     assert pod["serviceAccountName"] == FULLNAME
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
@@ -360,7 +375,7 @@ def test_member_webhook_registration(rendered: dict[str, list[dict[str, Any]]]) 
     assert len({h["name"] for h in hooks}) == len(hooks)
     for hook in hooks:
         assert hook["failurePolicy"] == "Fail"
-        assert hook["sideEffects"] == "None"
+        assert hook["sideEffects"] == "NoneOnDryRun"  # it writes Events, never on a dry run
         assert hook["admissionReviewVersions"] == ["v1"]
         assert hook["timeoutSeconds"] == 10  # deadline 5 + margin 5
         assert hook["clientConfig"]["service"] == {
@@ -383,11 +398,12 @@ def test_member_webhook_registration(rendered: dict[str, list[dict[str, Any]]]) 
         ]
         assert hook["namespaceSelector"] == {
             "matchExpressions": [
-                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system", NS]}
+                {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": ["kube-system"]}
             ]
         }
     first = hooks[0]["objectSelector"]["matchExpressions"]
-    assert first == [{"key": FAILOVER, "operator": "In", "values": ["true"]}]
+    own = {"key": "app.kubernetes.io/name", "operator": "NotIn", "values": ["flink-failover"]}
+    assert first == [{"key": FAILOVER, "operator": "In", "values": ["true"]}, own]
     for hook, label in zip(hooks[1:], JOB_ID_LABELS, strict=True):
         assert {"key": label, "operator": "Exists"} in hook["objectSelector"]["matchExpressions"]
 
@@ -429,12 +445,14 @@ def test_fencing_gives_the_member_its_agent_rbac_and_keeps_fenced_copies_stopped
     assert pod["automountServiceAccountToken"] is True
     assert "--cluster=member1" in pod["containers"][0]["args"]
     plain_pod = one(plain, "Deployment")["spec"]["template"]["spec"]
-    assert plain_pod["automountServiceAccountToken"] is False
+    assert plain_pod["automountServiceAccountToken"] is True  # Events only: member.events
     assert not any(a.startswith("--cluster") for a in plain_pod["containers"][0]["args"])
 
     hooks = one(fencing, "MutatingWebhookConfiguration")["webhooks"]
     assert {h["sideEffects"] for h in hooks[:-1]} == {"NoneOnDryRun"}  # a restore writes its fence
-    assert {h["sideEffects"] for h in one(plain, "MutatingWebhookConfiguration")["webhooks"]} == {"None"}
+    assert {h["sideEffects"] for h in one(plain, "MutatingWebhookConfiguration")["webhooks"]} == {
+        "NoneOnDryRun"  # it writes Events
+    }
     fenced = {"flink-failover.io/fenced": "2", "app": "orders"}
     hits = [h["name"] for h in hooks if selector_matches(h["objectSelector"], fenced)]
     assert hits == ["flink-failover-io-fenced.flink-failover.io"]
@@ -479,15 +497,10 @@ def test_namespaces_and_timeout_are_configurable(helm: str, tmp_path: Path) -> N
     )
     for hook in one(docs, "MutatingWebhookConfiguration")["webhooks"]:
         assert hook["timeoutSeconds"] == 30  # ceil(27.5) + 5, capped
-        assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == [
-            "kube-system",
-            NS,
-            "flink-system",
-        ]
+        assert hook["namespaceSelector"]["matchExpressions"][0]["values"] == ["kube-system", "flink-system"]
     vap = one(docs, "ValidatingAdmissionPolicy")
     assert vap["spec"]["matchConstraints"]["namespaceSelector"]["matchExpressions"][0]["values"] == [
         "kube-system",
-        NS,
         "flink-system",
     ]
     # an explicit timeout that does not leave room for the deadline is refused
@@ -524,13 +537,12 @@ def test_backstop_policy(rendered: dict[str, list[dict[str, Any]]]) -> None:
     spec = vap["spec"]
     assert spec["failurePolicy"] == "Fail"
     (rule,) = spec["matchConstraints"]["resourceRules"]
-    assert rule["resources"] == ["flinkdeployments", "flinksessionjobs"] and rule["apiGroups"] == [
-        "flink.apache.org"
-    ]
+    assert rule["resources"] == ["flinkdeployments", "flinksessionjobs", "flinkbluegreendeployments"]
+    assert rule["apiGroups"] == ["flink.apache.org"]
     conditions = {c["name"]: c["expression"] for c in spec["matchConditions"]}
     for label in TRIGGERS:
         assert f"'{label}'" in conditions["has-trigger-label"]
-    assert conditions["runs-a-job"] == "has(object.spec) && has(object.spec.job)"
+    assert "has(object.spec.job)" in conditions["runs-a-job"]  # evaluated in tests/chart/test_cel.py
     assert conditions["not-being-deleted"] == "!has(object.metadata.deletionTimestamp)"
     (validation,) = spec["validations"]
     assert "initialSavepointPath" in validation["expression"] and "'suspended'" in validation["expression"]

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from tests.chart.test_chart import COMBOS, FULLNAME, NS, find, one, render, rendered, template
+from tests.chart.test_chart import COMBOS, FULLNAME, IMAGE, NS, find, one, render, rendered, template
 
 __all__ = ["rendered"]  # the module-scoped fixture of test_chart, shared
 
@@ -41,7 +41,7 @@ def test_image_digest_and_security_context_overrides(rendered: dict[str, list[di
             spec = doc["spec"]["jobTemplate"]["spec"]["template"]["spec"]
         assert spec["securityContext"] == {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
         for c in spec["containers"]:
-            assert c["image"] == "ghcr.io/flink-failover/flink-failover@sha256:" + "ab" * 32
+            assert c["image"] == f"{IMAGE}@sha256:" + "ab" * 32
             assert "runAsUser" not in c["securityContext"] and c["securityContext"]["readOnlyRootFilesystem"]
 
 

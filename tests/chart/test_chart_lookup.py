@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.certs.fake_kube import FakeKube
-from tests.chart.test_chart import CHART
+from tests.chart.test_chart import CHART, IMAGE
 
 NS = "karmada-system"
 SERVICE = "karmada-scheduler-estimator-member1"
@@ -69,7 +69,7 @@ def kube() -> Iterator[FakeKube]:
 
 def template(helm: str, kube: FakeKube, tmp_path: Path, *sets: str) -> subprocess.CompletedProcess[str]:
     args = [helm, "template", "ff", str(CHART), "--dry-run=server", "--disable-openapi-validation", "-n", NS]
-    args += ["--kubeconfig", str(kube.kubeconfig(tmp_path))]
+    args += ["--kubeconfig", str(kube.kubeconfig(tmp_path)), "--set", f"image.repository={IMAGE}"]
     for value in sets:
         args += ["--set", value]
     return subprocess.run(args, capture_output=True, text=True, timeout=120, check=False)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -116,3 +119,42 @@ def test_extras_build_argument_selects_the_storage_backends() -> None:
     assert ("ARG", "EXTRAS") in builder
     run = " ".join(arg for op, arg in builder if op == "RUN")
     assert '".${EXTRAS:+[$EXTRAS]}"' in run and '"flink-failover${EXTRAS:+[$EXTRAS]}"' in run
+
+
+# --- issue 30: a documented build with whatever OCI builder is present ---------------------------------
+
+
+def _make(*args: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
+    make = shutil.which("make")
+    assert make, "the suite runs through make"
+    env = {**os.environ, **({"PATH": path} if path is not None else {})}
+    return subprocess.run([make, "-s", *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_make_image_without_a_builder_says_which_it_looked_for_and_fails(tmp_path: Path) -> None:
+    result = _make("image", path=str(tmp_path))  # a PATH with nothing on it
+    assert result.returncode != 0
+    for builder in ("docker", "podman", "buildah"):
+        assert f"make: {builder}: not on PATH" in result.stderr
+    assert "no working OCI image builder (looked for docker podman buildah)" in result.stderr
+
+
+@pytest.mark.parametrize("builder", ["docker", "podman", "buildah"])
+def test_make_image_builds_and_pushes_the_chart_s_app_version(builder: str) -> None:
+    import yaml
+
+    version = yaml.safe_load((REPO / "charts" / "flink-failover" / "Chart.yaml").read_text())["appVersion"]
+    image = "registry.example.com/platform/flink-failover"
+    build = _make("-n", "image", f"OCI_BUILDER={builder}", f"IMAGE={image}")
+    assert build.returncode == 0, build.stderr
+    assert build.stdout.split() == [builder, "build", "-f", "Dockerfile", "-t", f"{image}:{version}", "."]
+    extras = _make("-n", "image", f"OCI_BUILDER={builder}", f"IMAGE={image}", "EXTRAS=")
+    assert "--build-arg EXTRAS= ." in extras.stdout  # S3 and local files only
+    push = _make("-n", "image-push", f"OCI_BUILDER={builder}", f"IMAGE={image}")
+    assert push.stdout.split() == [builder, "push", f"{image}:{version}"]
+
+
+def test_the_install_docs_tell_how_to_build_and_push_the_image() -> None:
+    install = (REPO / "docs" / "install.md").read_text()
+    assert "make image IMAGE=" in install and "make image-push IMAGE=" in install
+    assert "ghcr.io" not in install + (REPO / "charts" / "flink-failover" / "README.md").read_text()

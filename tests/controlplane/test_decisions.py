@@ -492,6 +492,9 @@ def test_internal_error_refuses_a_flink_work_retriably_and_allows_any_other(
         def lookup(self, namespace: str, name: str) -> BindingLookupResult:
             raise RuntimeError("boom")
 
+        def cached(self, namespace: str, name: str) -> None:
+            return None
+
     policy = RestorePolicy()
     handler = WorkHandler(Broken(), policy.contract)
     request, response = review(s.admission_review(scen_a["work2"]), handler, internal_error)
@@ -554,7 +557,7 @@ def test_consecutive_failovers_carry_what_b_started_from_to_c(
     ck = tmp_path / "ck"
     a_chk = ck / s.JOB_A / "chk-11"
     a_chk.mkdir(parents=True)
-    (a_chk / "_metadata").write_bytes(bytes.fromhex("4960672d00000004") + (11).to_bytes(8, "big") + b"body")
+    (a_chk / "_metadata").write_bytes(objects.flink_metadata(11))  # complete, as Flink reads it
     chain = _chain(shared_data, scen_a, preserved_on_b=True)
     b_ran = s.set_statuses(copy.deepcopy(chain[2]), {"member2": _started(s.JOB_B, str(a_chk))})
     last = s.set_record(copy.deepcopy(chain[-1]), captured(shared_data, *chain[:3], b_ran, chain[3]))

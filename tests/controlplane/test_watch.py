@@ -154,20 +154,22 @@ def test_restart_rebuilds_from_the_annotation(
         assert record.history[-1].from_clusters == ("member1",) and record.history[-1].to_clusters == (
             "member2",
         )
-        # And the webhook of the restarted component answers, reading the binding fresh each time.
+        # And the webhook of the restarted component answers from its cache: a relocation that labels
+        # the workload is what no staleness can turn into an empty start (handler.FROM_CACHE).
         policy = RestorePolicy()
         handler = WorkHandler(FreshLookup(second.cache, second.api, policy.contract), policy.contract)
         work = s.flink_work(shared_data, "scenA/works-member2-final.json", NAME)
+        requests_before = len(running.fake.requests)
         _, response = review(s.admission_review(work), handler, internal_error)
         assert response.decision == "injected"
         assert isinstance(response.audit, WorkAudit) and response.audit.manifests[0].job_id == s.JOB_A
-        requests_before = len(running.fake.requests)
+        assert response.audit.manifests[0].binding_from == "cache"
         _, again = review(s.admission_review(work), handler, internal_error)
         assert again.patch == response.patch
-        # One GET per Flink Work admission, never a decision on the cache alone. (The capture loop's own
-        # watch requests, re-opened every second here, interleave on a busy machine: not the webhook's.)
-        made = [r for r in running.fake.requests[requests_before:] if "watch=" not in r]
-        assert made == [f"GET {BINDING_PATH}"]
+        # No GET for either admission. (The capture loop's own watch requests, re-opened every second
+        # here, interleave on a busy machine: not the webhook's.)
+        made = [r for r in running.fake.requests[requests_before:] if "watch=" not in r and "PATCH" not in r]
+        assert made == []
 
 
 def test_deleted_binding_leaves_the_cache(

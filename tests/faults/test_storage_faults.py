@@ -27,6 +27,7 @@ from tests.support.objects import (
     apply,
     decode_patch,
     flink_deployment,
+    flink_metadata,
     make_checkpoints,
     review,
 )
@@ -159,7 +160,7 @@ def test_many_concurrent_lookups_on_hung_storage_all_hold_the_deadline(faults: F
 def test_s3_access_denied_is_denied(faults: FaultStack) -> None:
     job = new_job()
     bucket = faults.new_bucket()
-    faults.s3.pipe(f"{bucket}/denied/{job}/chk-4/_metadata", FLINK_METADATA)
+    faults.s3.pipe(f"{bucket}/denied/{job}/chk-4/_metadata", flink_metadata(4))
     obj = flink_deployment(checkpoint_dir=f"s3://{bucket}/denied", labels=labels(job))
     faults.proxy.mode = "deny"
     try:
@@ -179,7 +180,7 @@ def test_s3_listing_failing_half_way_is_never_a_partial_answer(faults: FaultStac
     job = new_job()
     bucket = faults.new_bucket()
     prefix = f"{bucket}/half/{job}"
-    faults.s3.pipe({f"{prefix}/chk-{n}/_metadata": FLINK_METADATA for n in (1, 10, 11, 12, 2, 3)})
+    faults.s3.pipe({f"{prefix}/chk-{n}/_metadata": flink_metadata(n) for n in (1, 10, 11, 12, 2, 3)})
     obj = flink_deployment(checkpoint_dir=f"s3://{bucket}/half", labels=labels(job))
     faults.proxy.mode = mode
     before = faults.proxy.failed
@@ -323,13 +324,19 @@ def test_thousands_of_checkpoints_one_listing_and_the_deadline_held(
     _, patched = admit(faults, obj, f"{tmp_path}/{job}")
     assert restored_from(patched) == f"{tmp_path}/{job}/chk-1"
 
-    calls = {"listdir": 0, "ls": 0, "info": 0}
+    calls = {"listdir": 0, "ls": 0, "info": 0, "scandir": 0}
     real_listdir = os.listdir
+    real_scandir = os.scandir
+
+    def scandir(path: Any = ".") -> Any:
+        calls["scandir"] += str(path).startswith(str(tmp_path))  # other tests' threads list too
+        return real_scandir(path)
+
     real_ls = fsspec.implementations.local.LocalFileSystem.ls
     real_info = fsspec.implementations.local.LocalFileSystem.info
 
     def listdir(path: Any = ".") -> list[str]:
-        calls["listdir"] += 1
+        calls["listdir"] += str(path).startswith(str(tmp_path))  # other tests' threads list too
         return real_listdir(path)
 
     def ls(self: Any, *a: Any, **kw: Any) -> Any:
@@ -341,6 +348,7 @@ def test_thousands_of_checkpoints_one_listing_and_the_deadline_held(
         return real_info(self, *a, **kw)
 
     monkeypatch.setattr("webhook.member.storage.os.listdir", listdir)
+    monkeypatch.setattr("webhook.member.storage.os.scandir", scandir)
     monkeypatch.setattr(fsspec.implementations.local.LocalFileSystem, "ls", ls)
     monkeypatch.setattr(fsspec.implementations.local.LocalFileSystem, "info", info)
     handler = MemberHandler.from_policy(RestorePolicy(deadline_seconds=DEADLINE))
@@ -351,7 +359,8 @@ def test_thousands_of_checkpoints_one_listing_and_the_deadline_held(
     assert restored_from(apply(obj, decode_patch(resp))) == f"{tmp_path}/{job}/chk-1"
     # Restored (not refused at the deadline): the 5,000 entries were listed within it. How long it
     # takes is measured by bench/deadline.py, not asserted here.
-    assert calls == {"listdir": 1, "ls": 0, "info": 5000}
+    # One listing of the job directory, then one of each chk-N folder (its _metadata read beside it).
+    assert calls == {"listdir": 1, "ls": 0, "info": 0, "scandir": 5000}
 
 
 def test_job_dir_that_is_a_symlink_out_restores_only_under_its_own_path(
@@ -376,10 +385,10 @@ class BlockingStorage(CheckpointStorage):
         self.release = threading.Event()
         self.calls = 0
 
-    def scan_checkpoints(self, *args: Any, **kwargs: Any) -> Any:
+    def snapshots(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
         self.release.wait(10)
-        return super().scan_checkpoints(*args, **kwargs)
+        return super().snapshots(*args, **kwargs)
 
 
 def test_storage_holding_an_abandoned_lookup_is_not_asked_again_until_it_ends(tmp_path: Path) -> None:

@@ -33,8 +33,9 @@ from tests.support.server import executable
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource
 from webhook.member.handler import MemberHandler
+from webhook.member.metadata import metadata_problem
 from webhook.member.policy import PolicyError, RestorePolicy, UpgradeModePolicy, policy_from_dict
-from webhook.member.restore import SessionCluster, metadata_problem
+from webhook.member.restore import SessionCluster
 
 SAMPLES = REPO / "tests" / "samples"
 CKPT = "file:///tmp/flink-failover-samples/checkpoints"

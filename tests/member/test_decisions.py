@@ -151,7 +151,7 @@ def test_scheme_outside_allowed_schemes_is_denied(ckpt: Path) -> None:
 def test_prefer_newest_compares_metadata_times(ckpt: Path, tmp_path: Path) -> None:
     sp_root = tmp_path / "savepoints"
     make_checkpoints(ckpt / JOB_ID, [20], mtime=1_000_000)
-    newer_sp = make_savepoint(sp_root, JOB_ID, mtime=2_000_000)
+    newer_sp = make_savepoint(sp_root, JOB_ID, mtime=2_000_000, checkpoint_id=20)  # same id: times decide
     ann = {"flink-failover.io/last-savepoint": str(newer_sp)}
     obj = flink_deployment(
         checkpoint_dir=str(ckpt), savepoint_dir=str(sp_root), labels=labels(), annotations=ann

@@ -15,11 +15,11 @@ from tests.controlplane import fakeapi
 from tests.support.agents import Driver, admitting
 from tests.support.events import Collected
 from tests.support.objects import (
-    FLINK_METADATA,
     JOB_ID,
     apply,
     decode_patch,
     flink_deployment,
+    flink_metadata,
     make_checkpoints,
     review,
     running_deployment,
@@ -99,7 +99,7 @@ class Site:
 
         fs = s3fs.S3FileSystem(skip_instance_cache=True, **self.options["s3"])
         for n in ids:
-            fs.pipe(f"{self.root.removeprefix('s3://')}/{JOB_ID}/chk-{n}/_metadata", FLINK_METADATA)
+            fs.pipe(f"{self.root.removeprefix('s3://')}/{JOB_ID}/chk-{n}/_metadata", flink_metadata(n))
 
 
 @pytest.fixture(scope="module")
@@ -732,7 +732,7 @@ def test_status_lists_every_held_job_with_whom_it_waits_for(
     assert {r["name"] for r in jobs["orders"]["records"]} == {"heartbeat", "fence"}
 
     assert main([*base, "analytics/missing"]) == 1
-    assert "not found" in capsys.readouterr().out
+    assert "not found" in capsys.readouterr().err
     assert m1.tick() == {"orders": "stopping"}  # status wrote nothing that fences anybody
 
 

@@ -28,8 +28,9 @@ from tests.support.s3 import moto_server, s3_options
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource
 from webhook.member.handler import MemberHandler
+from webhook.member.metadata import metadata_checkpoint_id
 from webhook.member.policy import Prefer, RestorePolicy
-from webhook.member.restore import RestoreDecision, decide_restore, metadata_checkpoint_id
+from webhook.member.restore import RestoreDecision, decide_restore
 from webhook.member.storage import CheckpointStorage, Deadline
 
 BUCKET = "history"
@@ -295,13 +296,23 @@ def test_ids_decide_where_a_copy_reset_the_times(tmp_path: Path) -> None:
     assert restored_path(answer(store.policy, obj), obj) == savepoint
 
 
-def test_times_decide_when_a_header_carries_no_id(tmp_path: Path) -> None:
+def test_times_decide_between_two_snapshots_of_one_id(tmp_path: Path) -> None:
     store = local_store(tmp_path)
-    version_one = bytes.fromhex("4960672d00000001") + b"old format without an id up front"
     store.checkpoint(JOB_ID, 9, mtime=HOUR_AGO)
-    savepoint = store.savepoint(JOB_ID, "0123456789ab", 0, mtime=MINUTE_AGO, data=version_one)
+    savepoint = store.savepoint(JOB_ID, "0123456789ab", 9, mtime=MINUTE_AGO)  # a copy of chk-9
     obj = store.deployment()
     assert restored_path(answer(store.policy, obj), obj) == savepoint
+
+
+def test_a_format_flink_no_longer_reads_is_never_restored(tmp_path: Path) -> None:
+    store = local_store(tmp_path)
+    version_one = bytes.fromhex("4960672d00000001") + b"old format without an id up front"
+    checkpoint = store.checkpoint(JOB_ID, 9, mtime=HOUR_AGO)
+    store.savepoint(JOB_ID, "0123456789ab", 0, mtime=MINUTE_AGO, data=version_one)
+    obj = store.deployment()
+    resp = answer(store.policy, obj)
+    assert restored_path(resp, obj) == checkpoint
+    assert "_metadata is in format version 1 (Flink 1.2 and older), which Flink no longer reads" in str(resp)
 
 
 def test_metadata_checkpoint_id_reads_the_header() -> None:

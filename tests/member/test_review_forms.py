@@ -261,6 +261,6 @@ def test_bare_work_for_the_control_plane(tmp_path: Path) -> None:
         "--print-object",
     )
     assert bare.returncode == wrapped.returncode == 0, bare.stderr + wrapped.stderr
-    assert json.loads(bare.stdout) == json.loads(wrapped.stdout)
-    manifest = json.loads(bare.stdout)["spec"]["workload"]["manifests"][0]
+    assert yaml.safe_load(bare.stdout) == json.loads(wrapped.stdout)  # YAML in, YAML out (issue 30)
+    manifest = yaml.safe_load(bare.stdout)["spec"]["workload"]["manifests"][0]
     assert manifest["metadata"]["labels"]["flink-failover.io/failover"] == "true"

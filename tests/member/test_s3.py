@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 import s3fs
 
-from tests.support.objects import FLINK_METADATA, JOB_ID, apply, decode_patch, flink_deployment, review
+from tests.support.objects import (
+    FLINK_METADATA,
+    JOB_ID,
+    apply,
+    decode_patch,
+    flink_deployment,
+    flink_metadata,
+    review,
+)
 from tests.support.s3 import moto_server, s3_options
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
@@ -34,7 +42,7 @@ def put_checkpoints(
     for n in ids:
         fs.pipe(f"{BUCKET}/{prefix}/chk-{n}/state", b"x")
         if n not in without_metadata:
-            fs.pipe(f"{BUCKET}/{prefix}/chk-{n}/_metadata", FLINK_METADATA)
+            fs.pipe(f"{BUCKET}/{prefix}/chk-{n}/_metadata", flink_metadata(n))
 
 
 def answer(policy: RestorePolicy, obj: dict[str, Any]) -> dict[str, Any]:

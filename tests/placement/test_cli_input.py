@@ -109,3 +109,47 @@ def test_max_sets_zero_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFi
         )
     assert exit_.value.code == 2
     assert "--max-sets: must be at least 1" in capsys.readouterr().err
+
+
+def test_a_blue_green_deployment_places_as_its_template(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 30: refused before ("not a workload"). One set: the steady state, as the shipped
+    components customization counts it."""
+    clusters = write(tmp_path, "c.json", CLUSTERS)
+    assert placement("--workload", write(tmp_path, "fd.yaml", WORKLOAD), "--clusters", clusters) == 0
+    plain = _timeless(json.loads(capsys.readouterr().out))
+    parent = {
+        "apiVersion": "flink.apache.org/v1beta1",
+        "kind": "FlinkBlueGreenDeployment",
+        "metadata": {"name": "orders"},
+        "spec": {"template": {"spec": json.loads(json.dumps(WORKLOAD["spec"]))}},
+    }
+    assert placement("--workload", write(tmp_path, "bg.yaml", parent), "--clusters", clusters) == 0
+    assert _timeless(json.loads(capsys.readouterr().out)) == plain
+    del parent["spec"]["template"]["spec"]["taskManager"]
+    assert placement("--workload", write(tmp_path, "bg2.yaml", parent), "--clusters", clusters) == 2
+    assert "spec.template.spec.taskManager requests no memory" in capsys.readouterr().err
+
+
+def test_a_session_job_is_refused_with_what_to_place_instead(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = {
+        "apiVersion": "flink.apache.org/v1beta1",
+        "kind": "FlinkSessionJob",
+        "metadata": {"name": "clicks"},
+        "spec": {"deploymentName": "shared-session", "job": {"jarURI": "local:///job.jar"}},
+    }
+    clusters = write(tmp_path, "c.json", CLUSTERS)
+    assert placement("--workload", write(tmp_path, "job.yaml", job), "--clusters", clusters) == 2
+    err = capsys.readouterr().err
+    assert "has no pods of its own" in err and "spec.deploymentName: shared-session" in err
+    assert "place that FlinkDeployment instead" in err and "not a workload" not in err
+
+
+def _timeless(result: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **result,
+        "clusters": [{k: v for k, v in c.items() if k != "elapsedMs"} for c in result["clusters"]],
+    }

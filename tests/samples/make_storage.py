@@ -14,8 +14,12 @@ from pathlib import Path
 ROOT = Path("/tmp/flink-failover-samples/checkpoints")
 RESTORABLE = "3c653dbe4c19bb72f8eb28445541bed6"
 EMPTY = "00000000000000000000000000000bad"
-# What Flink writes first: the metadata magic number and version 3, then the body.
-FLINK_METADATA = bytes.fromhex("4960672d00000003") + b"sample checkpoint metadata"
+
+
+def flink_metadata(checkpoint_id: int) -> bytes:
+    """A complete _metadata of a job without state: the magic number, format version 3, the checkpoint
+    id, no master states, no operator states (what Flink reads to the end before it restores)."""
+    return bytes.fromhex("4960672d00000003") + checkpoint_id.to_bytes(8, "big") + bytes(8)
 
 
 def make(root: Path = ROOT) -> Path:
@@ -24,7 +28,7 @@ def make(root: Path = ROOT) -> Path:
             chk = root / job / f"chk-{n}"
             chk.mkdir(parents=True, exist_ok=True)
             if n in complete:
-                (chk / "_metadata").write_bytes(FLINK_METADATA)
+                (chk / "_metadata").write_bytes(flink_metadata(n))
     return root
 
 

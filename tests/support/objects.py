@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import functools
 import json
 import os
 import uuid
@@ -12,21 +13,35 @@ from typing import Any
 
 import jsonpatch
 
+from tests.support.repo import REPO
+
 JOB_ID = "3c653dbe4c19bb72f8eb28445541bed6"
 OTHER_JOB_ID = "0123456789abcdef0123456789abcdef"
 
-# A complete-looking Flink checkpoint metadata file: the magic number, metadata version 3, a body.
-FLINK_METADATA = bytes.fromhex("4960672d00000003") + b"flink checkpoint metadata body"
+# A complete Flink metadata file (format version 3, no state) whose checkpoint id is that of no chk-N
+# a test writes: for savepoints, and cut to test what a header check refuses.
+FLINK_METADATA = bytes.fromhex("4960672d00000003") + (10**6).to_bytes(8, "big") + bytes(8)
 
 
 def flink_metadata(checkpoint_id: int, version: int = 4) -> bytes:
-    """A _metadata as Flink writes it: magic, format version, the checkpoint id (8 bytes), a body."""
+    """A complete _metadata as Flink writes it for a job without state: magic, format version, the
+    checkpoint id (8 bytes), no master and no operator states, and from version 4 on the checkpoint
+    properties (the Java-serialized object real Flink 1.20.5 wrote, tests/fixtures/flink)."""
+    body = bytes(8)  # no master states, no operator states
     return (
         bytes.fromhex("4960672d")
         + version.to_bytes(4, "big")
         + checkpoint_id.to_bytes(8, "big")
-        + b"operator states"
+        + body
+        + (_properties() if version >= 4 else b"")
     )
+
+
+@functools.cache
+def _properties() -> bytes:
+    real = next((REPO / "tests" / "fixtures" / "flink" / "1.20.5-hashmap-files").rglob("chk-*/_metadata"))
+    data = real.read_bytes()
+    return data[data.index(bytes.fromhex("aced0005")) :]
 
 
 def flink_deployment(
@@ -139,16 +154,24 @@ def make_checkpoints(
         (chk / "state-file").write_bytes(b"x")
         if n not in without_metadata:
             meta = chk / "_metadata"
-            meta.write_bytes(FLINK_METADATA)
+            meta.write_bytes(flink_metadata(n))
             if mtime is not None:
                 os.utime(meta, (mtime, mtime))
 
 
-def make_savepoint(root: Path, job_id: str, suffix: str = "a1b2c3d4e5f6", mtime: float | None = None) -> Path:
+def make_savepoint(
+    root: Path,
+    job_id: str,
+    suffix: str = "a1b2c3d4e5f6",
+    mtime: float | None = None,
+    checkpoint_id: int | None = None,
+) -> Path:
+    """A savepoint directory with a complete _metadata (of ``checkpoint_id``: the same id as a
+    checkpoint's makes the times decide which is newer)."""
     sp = root / f"savepoint-{job_id[:6]}-{suffix}"
     sp.mkdir(parents=True, exist_ok=True)
     meta = sp / "_metadata"
-    meta.write_bytes(FLINK_METADATA)
+    meta.write_bytes(FLINK_METADATA if checkpoint_id is None else flink_metadata(checkpoint_id))
     if mtime is not None:
         os.utime(meta, (mtime, mtime))
     return sp

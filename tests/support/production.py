@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from tests.controlplane import fakeapi
-from tests.support.objects import FLINK_METADATA, JOB_ID, apply, decode_patch, flink_deployment, review
+from tests.support.objects import (
+    JOB_ID,
+    apply,
+    decode_patch,
+    flink_deployment,
+    flink_metadata,
+    review,
+)
 from tests.support.operator import OperatorDouble, lost_checkpoints, overlap, running_status
 from tests.support.s3 import s3_options
 from tests.support.server import RunningServer, generate_certs, serve
@@ -151,10 +158,10 @@ def production(endpoint: str, tmp: Path, bucket: str, timings: Timings) -> Itera
     fs = s3fs.S3FileSystem(skip_instance_cache=True, **s3_options(endpoint))
     fs.mkdir(bucket)
     for n in (1, 2, 3):
-        fs.pipe(f"{bucket}/checkpoints/{JOB_ID}/chk-{n}/_metadata", FLINK_METADATA)
+        fs.pipe(f"{bucket}/checkpoints/{JOB_ID}/chk-{n}/_metadata", flink_metadata(n))
 
     def writer(job_id: str, n: int) -> None:
-        fs.pipe(f"{bucket}/checkpoints/{job_id}/chk-{n}/_metadata", FLINK_METADATA)
+        fs.pipe(f"{bucket}/checkpoints/{job_id}/chk-{n}/_metadata", flink_metadata(n))
 
     with ExitStack() as stack:
         proxy = TcpProxy(int(endpoint.rsplit(":", 1)[1]))

@@ -2,11 +2,14 @@
 
 ``cut()`` closes every open connection and answers new ones by closing them at once (a network
 partition as the client sees it); ``slow(seconds)`` delays every chunk by that much in both directions
-(storage slower than any deadline); ``heal()`` passes traffic again.
+(storage slower than any deadline); ``latency(rtt)`` delivers every chunk rtt/2 after it arrived, in
+each direction, without delaying the chunks behind it (a network round-trip time: a request and its
+answer take one ``rtt`` more, however many packets they are); ``heal()`` passes traffic again.
 """
 
 from __future__ import annotations
 
+import queue
 import socket
 import threading
 import time
@@ -25,6 +28,8 @@ class TcpProxy:
         self.port = self._listener.getsockname()[1]
         self._cut = False
         self._delay = 0.0
+        self._one_way = 0.0
+        self.requests = 0  # HTTP requests seen from clients on delayed connections (latency mode)
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._halt = threading.Event()
@@ -45,10 +50,15 @@ class TcpProxy:
     def slow(self, seconds: float) -> None:
         self._delay = seconds
 
+    def latency(self, rtt: float) -> None:
+        """Connections opened from now on carry ``rtt`` of round-trip time."""
+        self._one_way = rtt / 2
+
     def heal(self) -> None:
         with self._lock:
             self._cut = False
         self._delay = 0.0
+        self._one_way = 0.0
 
     def close(self) -> None:
         self._halt.set()
@@ -67,15 +77,62 @@ class TcpProxy:
             if cut:
                 _close(client)
                 continue
-            try:
-                upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
-            except OSError:
+            upstream = self._connect_upstream()
+            if upstream is None:
                 _close(client)
                 continue
             with self._lock:
                 self._open.update((client, upstream))
+            one_way = self._one_way
             for source, sink in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+                if one_way:
+                    self._delayed(source, sink, one_way, counts=source is client)
+                else:
+                    threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
+
+    def _delayed(self, source: socket.socket, sink: socket.socket, one_way: float, counts: bool) -> None:
+        """A reader stamps each chunk as it arrives, a writer sends it ``one_way`` later."""
+        chunks: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
+
+        def read() -> None:
+            try:
+                while not self._halt.is_set():
+                    data = source.recv(65536)
+                    if counts and data.split(b" ", 1)[0] in _METHODS:
+                        with self._lock:
+                            self.requests += 1
+                    chunks.put((time.monotonic() + one_way, data))
+                    if not data:
+                        return
+            except OSError:
+                chunks.put((time.monotonic(), b""))
+
+        def write() -> None:
+            try:
+                while True:
+                    due, data = chunks.get()
+                    pause = due - time.monotonic()
+                    if pause > 0:
+                        time.sleep(pause)
+                    if not data or self._cut:
+                        break
+                    sink.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for sock in (source, sink):
+                    _close(sock)
+                    with self._lock:
+                        self._open.discard(sock)
+
+        threading.Thread(target=read, daemon=True).start()
+        threading.Thread(target=write, daemon=True).start()
+
+    def _connect_upstream(self) -> socket.socket | None:
+        try:
+            return socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+        except OSError:
+            return None
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
@@ -96,6 +153,9 @@ class TcpProxy:
                 _close(sock)
                 with self._lock:
                     self._open.discard(sock)
+
+
+_METHODS = {b"GET", b"HEAD", b"PUT", b"POST", b"DELETE"}
 
 
 def _close(sock: socket.socket) -> None:

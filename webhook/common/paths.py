@@ -97,6 +97,17 @@ class StoragePath:
         return self.authority + self.path
 
     @property
+    def parent(self) -> StoragePath:
+        """The folder holding this path (the root's parent is the root)."""
+        base = self.path.rstrip("/").rsplit("/", 1)[0] or "/"
+        return StoragePath(self.scheme, self.authority, base, self.explicit_scheme)
+
+    @property
+    def canonical(self) -> StoragePath:
+        """The same place spelled one way (``s3a://b/x`` and ``s3://b/x``, ``/x`` and ``file:/x``)."""
+        return StoragePath(self.protocol, self.authority, self.path, True)
+
+    @property
     def name(self) -> str:
         return self.path.rstrip("/").rsplit("/", 1)[-1]
 

@@ -19,6 +19,7 @@ class WorkDecision(StrEnum):
     NOT_EXECUTION_NAMESPACE = "not-execution-namespace"
     NO_MANIFESTS = "no-manifests"
     NO_FLINK_MANIFEST = "no-flink-manifest"
+    DELETING = "deleting"  # a Work being deleted: Karmada applies none of its manifests
     # A Flink manifest, per the relocation decision.
     INJECTED = "injected"  # trigger labels with the jobId, and the annotations
     FAILOVER_ONLY = "failover-only"  # the failover label without a jobId, and the annotations
@@ -60,6 +61,7 @@ class ManifestAudit:
     job_id: str = ""
     source_cluster: str = ""
     failover_count: int = 0
+    lookup_ms: float = 0.0  # how long reading the binding took (the fresh GET, or its failure)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -67,6 +69,7 @@ class ManifestAudit:
             "decision": self.decision.value,
             "bindingFrom": self.binding_from,
             "patchOps": self.patch_ops,
+            "lookupMs": round(self.lookup_ms, 3),
         }
         if self.explanation:
             out["explanation"] = self.explanation

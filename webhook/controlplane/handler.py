@@ -1,7 +1,11 @@
 """``POST /mutate-work``: label the Flink workload inside a Work bound for a cluster it is relocating to.
 
-The same handler serves the server (the binding read fresh from the API server for every Flink Work)
-and ``review --role control-plane`` (bindings from a file): only the :class:`BindingLookup` differs.
+The same handler serves the server and ``review --role control-plane`` (bindings from a file): only the
+:class:`BindingLookup` differs. The server answers from the watch cache when the cached binding says
+what no staleness can turn into an empty start (:data:`FROM_CACHE`), and reads the binding fresh from
+the API server otherwise: a fresh GET is a quorum read, and during a fleet failover on real Karmada it
+waited in etcd behind the write burst (73 ms on average, p99 over 500 ms) where the cache answers in
+well under a millisecond.
 
 A Work that holds no Flink workload is never denied. A Flink Work is denied, retriably, only when no
 fresh binding can be had (API server unreachable, timeout, an internal error): admitting it without
@@ -11,6 +15,7 @@ labels could let the job start from empty state, and Karmada retries a refused W
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -54,6 +59,18 @@ WORK_ERRORS = Counter(
 )
 RETRY_CODE = 503  # kube-apiserver passes the code on; Karmada's binding controller requeues with backoff
 
+# What the watch cache may answer alone, by operation. A cache lags the API server by the watch's delay:
+# a Work CREATE can reach us before the scheduler's write that caused it (recorded: 1-25 ms), so the
+# cache may not place the workload on the Work's cluster yet (LEAVING), may not know the binding, or may
+# hold an older stay on that cluster (a return A -> B -> A it has not seen: RUNNING_ON_TARGET). Each of
+# those could let a failed-over job start empty: they are read fresh. An answer that labels the workload
+# cannot; nor can RUNNING_ON_TARGET on an UPDATE, whose object already exists on the member (its
+# initialSavepointPath no longer matters).
+FROM_CACHE = {
+    "CREATE": frozenset({Relocation.RELOCATING, Relocation.FAILOVER_NO_STATE}),
+    "UPDATE": frozenset({Relocation.RELOCATING, Relocation.FAILOVER_NO_STATE, Relocation.RUNNING_ON_TARGET}),
+}
+
 Clock = Callable[[], datetime]
 
 
@@ -80,6 +97,8 @@ class WorkHandler:
             return allowed(request, WorkDecision.NOT_A_WORK)
         if request.operation not in ("CREATE", "UPDATE"):
             return allowed(request, WorkDecision.IGNORED_OPERATION)
+        if _being_deleted(request.object):
+            return allowed(request, WorkDecision.DELETING)  # Karmada applies no manifest of a Work it deletes
         target = parse_work(request.object, request.namespace, request.old_object)
         if isinstance(target, NotForUs):
             return allowed(request, target.reason)
@@ -89,14 +108,22 @@ class WorkHandler:
         for manifest in target.manifests:
             ref = manifest.binding
             name = f"{ref.namespace}/{ref.name}"
-            result = self.lookup.lookup(ref.namespace, ref.name)
+            started = time.perf_counter()
+            cached = self._cached(ref.namespace, ref.name, request.operation, target.cluster, now)
+            result = self.lookup.lookup(ref.namespace, ref.name) if cached is None else None
+            lookup_ms = (time.perf_counter() - started) * 1000
             if isinstance(result, NotFound):
                 LOOKUPS.labels("not-found").inc()
-                audits.append(ManifestAudit(name, WorkDecision.BINDING_NOT_FOUND, result.source))
+                audits.append(
+                    ManifestAudit(name, WorkDecision.BINDING_NOT_FOUND, result.source, lookup_ms=lookup_ms)
+                )
                 continue
-            if isinstance(result, LookupFailed):
+            if cached is not None:
+                decided: Decided | LookupFailed = cached
+            elif isinstance(result, LookupFailed):
                 decided = _from_cache(result, request.operation, target.cluster, self.contract, now)
             else:
+                assert result is not None
                 decided = Decided(relocation(result, target.cluster, self.contract, now), result.source)
             if isinstance(decided, LookupFailed):
                 WORK_ERRORS.labels(WorkDecision.BINDING_UNAVAILABLE).inc()
@@ -110,10 +137,22 @@ class WorkHandler:
             LOOKUPS.labels(decided.source).inc()
             ops = self._ops(manifest, decided.decision)
             patch += ops
-            audits.append(_manifest_audit(name, decided.decision, ops, decided.source))
+            audits.append(_manifest_audit(name, decided.decision, ops, decided.source, lookup_ms))
         reason = next((m.explanation for m in reversed(audits) if m.explanation), "")
         audit = WorkAudit(reason=reason, cluster=target.cluster, manifests=tuple(audits))
         return patched(request, patch, overall([m.decision for m in audits]), audit)
+
+    def _cached(
+        self, namespace: str, name: str, operation: str, cluster: str, now: datetime
+    ) -> Decided | None:
+        """The cache's answer when it is one staleness cannot harm (:data:`FROM_CACHE`), else None."""
+        found = self.lookup.cached(namespace, name)
+        if found is None:
+            return None
+        decision = relocation(found, cluster, self.contract, now)
+        if decision.outcome not in FROM_CACHE.get(operation, frozenset()):
+            return None
+        return Decided(decision, "cache")
 
     def _ops(self, manifest: FlinkManifest, decision: RelocationDecision) -> list[Op]:
         if decision.injection is None:
@@ -155,6 +194,11 @@ def _from_cache(
     return Decided(decision, "cache-fallback")
 
 
+def _being_deleted(work: Mapping[str, Any]) -> bool:
+    meta = work.get("metadata")
+    return isinstance(meta, Mapping) and bool(meta.get("deletionTimestamp"))
+
+
 def refused(request: AdmissionRequest, cluster: str, binding: str, problem: str) -> AdmissionResponse:
     message = (
         f"flink-failover cannot read ResourceBinding {binding} from the Karmada API server ({problem}); "
@@ -187,7 +231,9 @@ def stable(injection: Injection, old: Mapping[str, Any], contract: Contract) -> 
     )
 
 
-def _manifest_audit(name: str, decision: RelocationDecision, ops: list[Op], source: str) -> ManifestAudit:
+def _manifest_audit(
+    name: str, decision: RelocationDecision, ops: list[Op], source: str, lookup_ms: float
+) -> ManifestAudit:
     injection = decision.injection
     return ManifestAudit(
         binding=name,
@@ -198,6 +244,7 @@ def _manifest_audit(name: str, decision: RelocationDecision, ops: list[Op], sour
         job_id=injection.job_id if injection is not None else "",
         source_cluster=injection.source_cluster if injection is not None else "",
         failover_count=injection.failover_count if injection is not None else 0,
+        lookup_ms=lookup_ms,
     )
 
 

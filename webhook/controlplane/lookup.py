@@ -94,6 +94,10 @@ BindingLookupResult = Found | NotFound | LookupFailed
 class BindingLookup(Protocol):
     def lookup(self, namespace: str, name: str) -> BindingLookupResult: ...
 
+    def cached(self, namespace: str, name: str) -> Found | None:
+        """What the watch cache holds, without any request (None: nothing cached, or no cache)."""
+        ...
+
 
 class BindingReader(Protocol):
     def get_binding(
@@ -124,6 +128,12 @@ class FreshLookup:
     api: BindingReader | None
     contract: Contract
     get_timeout: float = 2.0
+
+    def cached(self, namespace: str, name: str) -> Found | None:
+        if not self.cache.synced:
+            return None
+        entry = self.cache.get(namespace, name)
+        return Found(entry.binding, entry.record, "cache") if entry is not None else None
 
     def lookup(self, namespace: str, name: str) -> BindingLookupResult:
         # Taken before the GET: a record persisted by now is in what the GET returns.

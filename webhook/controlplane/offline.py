@@ -16,7 +16,7 @@ from webhook.common.admission import AdmissionRequest, AdmissionResponse, Handle
 from webhook.common.contract import Contract
 from webhook.controlplane.binding import API_GROUP
 from webhook.controlplane.handler import WorkHandler, internal_error
-from webhook.controlplane.lookup import BindingLookupResult, NotFound, found_from_object
+from webhook.controlplane.lookup import BindingLookupResult, Found, NotFound, found_from_object
 
 
 def _flatten(docs: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
@@ -53,6 +53,9 @@ class StaticLookup:
         if obj is None:
             return NotFound("file")
         return found_from_object(obj, self.contract, "file")
+
+    def cached(self, namespace: str, name: str) -> Found | None:
+        return None  # the file is the binding as stored: read it as the server reads the API server
 
 
 def static_lookup(bindings: Iterable[Mapping[str, Any]], contract: Contract) -> StaticLookup:

@@ -2,7 +2,13 @@
 
 The loop is ``common.listwatch`` (the stream ending, 410 Gone, a dropped connection, an unreachable API
 server). On a restart it rebuilds from the records already stored in the annotations, so nothing
-captured before is lost. A patch that failed is retried before the next watch.
+captured before is lost.
+
+Records are persisted by a :class:`RecordWriter` on its own thread, newest first per binding: the watch
+thread only folds events into the cache, so the cache the Work webhook reads is as fresh as the watch
+(a patch's round trip used to hold every later event back: seconds behind during a fleet failover on
+real Karmada), and a burst of events for one binding costs one patch. A patch that failed is retried
+before the next watch.
 """
 
 from __future__ import annotations
@@ -58,12 +64,12 @@ class Watcher:
     backoff: Backoff = field(default_factory=Backoff)
     stop: threading.Event = field(default_factory=threading.Event)
     restarts: dict[str, int] = field(default_factory=dict)
-    _dirty: set[tuple[str, str]] = field(default_factory=set)
-    _writing: threading.Lock = field(default_factory=threading.Lock)  # held while a patch is in flight
     _warned: set[tuple[str, str, str, str]] = field(default_factory=set)  # removed purge modes said once
     _loop: ListWatch = field(init=False)
+    writer: RecordWriter = field(init=False)
 
     def __post_init__(self) -> None:
+        self.writer = RecordWriter(self.api, self.cache, self.annotation, self.stop, Backoff())
         self._loop = ListWatch(
             "ResourceBindings",
             pages=self._pages,
@@ -74,7 +80,7 @@ class Watcher:
             backoff=self.backoff,
             restarted=self._restarted,
             seen=lambda kind: EVENTS.labels(kind).inc(),
-            before_watch=self._flush,
+            before_watch=self.writer.retry_failed,
         )
 
     @property
@@ -83,6 +89,8 @@ class Watcher:
 
     def run(self) -> None:
         """Until ``stop`` is set: list, then watch from the list's version; relist on 410 Gone."""
+        if self.capture_enabled:
+            threading.Thread(target=self.writer.run, name="resourcebinding-writer", daemon=True).start()
         self._loop.run()
 
     def _pages(self) -> list[Page | ApiFailure]:
@@ -103,7 +111,7 @@ class Watcher:
                 seen.add(key)
         for key in self.cache.keys() - seen:  # deleted while we were not watching
             self.cache.remove(key)
-            self._dirty.discard(key)
+            self.writer.forget(key)
         self.cache.mark_synced()
         log.info("Flink ResourceBindings cached", extra={"fields": {"flink": len(seen)}})
 
@@ -111,7 +119,7 @@ class Watcher:
         if kind == "DELETED":
             key = _key(obj)
             self.cache.remove(key)
-            self._dirty.discard(key)
+            self.writer.forget(key)
         else:
             self._handle(obj)
 
@@ -126,21 +134,26 @@ class Watcher:
         if not self.capture_enabled:
             self.cache.put(Entry(binding, stored.record))
             return binding.key
-        previous = self.cache.get(*binding.key)
-        if previous is not None and previous.binding.uid != binding.uid:
-            previous = None  # deleted and created again under the same name: a new workload
-        base, written_at = self._base(binding, stored, previous)
-        written = previous.written if previous is not None else None
-        result = capture(base, stored, binding, self.clock())
-        write = result.write
-        if write and result.record == written and 0 <= _version(binding.resource_version) < written_at:
-            # The event predates our last write and its annotation is older than what we wrote: the same
-            # record again would be an identical patch (recorded: 107 of 209 before this check).
-            write = False
-        entry = Entry(binding, result.record, written_at, written, persisted=not write)
-        self.cache.put(entry)
+        with self.writer.entries:  # the writer updates an entry's write marks under the same lock
+            previous = self.cache.get(*binding.key)
+            if previous is not None and previous.binding.uid != binding.uid:
+                previous = None  # deleted and created again under the same name: a new workload
+            base, written_at = self._base(binding, stored, previous)
+            written = previous.written if previous is not None else None
+            result = capture(base, stored, binding, self.clock())
+            write = result.write
+            if write and result.record == written and 0 <= _version(binding.resource_version) < written_at:
+                # The event predates our last write and its annotation is older than what we wrote: the
+                # same record again would be an identical patch (recorded: 107 of 209 before this check).
+                write = False
+            if write and self.writer.writing(binding.key, result.record):
+                write = False  # this very record is on its way (an event that came while it was sent)
+            unsettled = previous is not None and not previous.persisted
+            self.cache.put(
+                Entry(binding, result.record, written_at, written, persisted=not (write or unsettled))
+            )
         if write:
-            self._persist(binding, result.record)
+            self.writer.submit(binding, result.record)
         return binding.key
 
     def _warn_removed_purge_modes(self, binding: Binding) -> None:
@@ -159,7 +172,7 @@ class Watcher:
             return stored.record, -1
         version = _version(binding.resource_version)
         older = 0 <= version < previous.written_at
-        if binding.key in self._dirty or older or not stored.present or stored.error:
+        if self.writer.unsettled(binding.key) or older or not stored.present or stored.error:
             return previous.record, previous.written_at
         return stored.record, previous.written_at
 
@@ -167,38 +180,113 @@ class Watcher:
         """Stop, and return only once no patch of ours is in flight: a leader stepping down writes nothing
         after this (the Lease may be another replica's the moment it returns)."""
         self.stop.set()
+        self.writer.halt()
+
+
+@dataclass
+class RecordWriter:
+    """Persists the newest record of each binding, one patch at a time, in the order they changed.
+
+    A record submitted again before its patch went out replaces the waiting one (one patch for a burst);
+    a binding whose patch failed keeps its record and is retried by ``retry_failed`` (before every
+    watch) and after a backoff. Until its record landed, a binding is *unsettled*: the watch folds its
+    events into our newer record, not into the annotation they carry.
+    """
+
+    api: Api
+    cache: BindingCache
+    annotation: str
+    stop: threading.Event
+    backoff: Backoff
+    entries: threading.Lock = field(default_factory=threading.Lock)  # an entry's read-modify-write
+    _waiting: dict[tuple[str, str], tuple[Binding, Record]] = field(default_factory=dict)
+    _failed: dict[tuple[str, str], tuple[Binding, Record]] = field(default_factory=dict)
+    _in_flight: tuple[str, str] | None = None
+    _in_flight_record: Record | None = None
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+    _writing: threading.Lock = field(default_factory=threading.Lock)  # held while a patch is in flight
+
+    def submit(self, binding: Binding, record: Record) -> None:
+        with self._changed:
+            self._failed.pop(binding.key, None)
+            self._waiting[binding.key] = (binding, record)
+            self._changed.notify()
+
+    def unsettled(self, key: tuple[str, str]) -> bool:
+        with self._changed:
+            return self._queued(key) or key == self._in_flight
+
+    def writing(self, key: tuple[str, str], record: Record) -> bool:
+        """Is ``record`` the one waiting or being written for ``key``?"""
+        with self._changed:
+            waiting = self._waiting.get(key)
+            if waiting is not None:
+                return waiting[1] == record
+            return key == self._in_flight and self._in_flight_record == record
+
+    def _queued(self, key: tuple[str, str]) -> bool:
+        return key in self._waiting or key in self._failed
+
+    def forget(self, key: tuple[str, str]) -> None:
+        with self._changed:
+            self._waiting.pop(key, None)
+            self._failed.pop(key, None)
+
+    def retry_failed(self) -> None:
+        with self._changed:
+            for key, item in self._failed.items():
+                self._waiting.setdefault(key, item)
+            self._failed.clear()
+            self._changed.notify()
+
+    def halt(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
         with self._writing:
             pass
 
-    def _persist(self, binding: Binding, record: Record) -> None:
+    def run(self) -> None:
+        while not self.stop.is_set():
+            with self._changed:
+                while not self._waiting and not self.stop.is_set():
+                    self._changed.wait(1.0)
+                if self.stop.is_set():
+                    return
+                key = next(iter(self._waiting))
+                binding, record = self._waiting.pop(key)
+                self._in_flight, self._in_flight_record = key, record
+            ok = self._write(binding, record)
+            with self._changed:
+                self._in_flight, self._in_flight_record = None, None
+                if not ok and key not in self._waiting:
+                    self._failed[key] = (binding, record)
+            if not ok:
+                self.stop.wait(self.backoff.next())
+                self.retry_failed()
+            else:
+                self.backoff.reset()
+
+    def _write(self, binding: Binding, record: Record) -> bool:
         with self._writing:
             if self.stop.is_set():  # halted: the next leader captures from the binding as it is then
-                self._dirty.add(binding.key)
-                return
+                return False
             answer = self.api.patch_annotation(
                 binding.namespace, binding.name, self.annotation, record.dumps()
             )
         if isinstance(answer, ApiFailure):
             CAPTURE_PATCHES.labels("failed").inc()
-            self._dirty.add(binding.key)
             log.warning("persisting the record of %s/%s failed: %s", *binding.key, answer.message)
-            return
+            return False
         CAPTURE_PATCHES.labels("ok").inc()
-        self._dirty.discard(binding.key)
-        entry = self.cache.get(*binding.key)
-        if entry is not None and entry.binding.uid == binding.uid:
-            entry.written_at = _version(_resource_version(answer))
-            entry.written = record
-            entry.persisted = entry.record == record
-
-    def _flush(self) -> None:
-        """Retry the patches that failed; the next watch pass retries again if it fails once more."""
-        for key in sorted(self._dirty):
-            entry = self.cache.get(*key)
-            if entry is None:
-                self._dirty.discard(key)
-                continue
-            self._persist(entry.binding, entry.record)
+        with self.entries:
+            entry = self.cache.get(*binding.key)
+            if entry is not None and entry.binding.uid == binding.uid:
+                entry.written_at = _version(_resource_version(answer))
+                entry.written = record
+                with self._changed:
+                    queued = self._queued(binding.key)
+                entry.persisted = entry.record == record and not queued
+        return True
 
 
 def _annotations(obj: Mapping[str, Any]) -> Any:

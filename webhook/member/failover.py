@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.common.contract import JOB_ID, LAST_SAVEPOINT, STARTED_FROM, Contract
-from webhook.common.flink import is_job_id, started_from
+from webhook.common.flink import GROUP, KINDS, is_job_id, started_from
 from webhook.common.untyped import as_map, as_str
 
 # Server-set metadata a new object never carries.
@@ -22,12 +22,18 @@ _SERVER_FIELDS = ("uid", "resourceVersion", "generation", "creationTimestamp", "
 
 
 class NotRunning(ValueError):
-    """The object's status holds no jobId: there is no job a failover would restore."""
+    """Not a Flink job, or its status holds no jobId: there is no job a failover would restore."""
 
 
 def failover_create(obj: Mapping[str, Any], contract: Contract) -> dict[str, Any]:
     """``obj`` with the trigger labels, last savepoint and started-from the control plane adds, status
     and server fields removed."""
+    kind, group = as_str(obj.get("kind")), as_str(obj.get("apiVersion")).rpartition("/")[0]
+    if group != GROUP or kind not in KINDS:
+        raise NotRunning(
+            f"--as-failover reviews a Flink job ({', '.join(KINDS)} of {GROUP}): {kind or 'an object'} "
+            f"of {group or 'the core API'} is not a Flink kind"
+        )
     status = as_map(obj.get("status"))
     job_status = as_map(status.get("jobStatus"))
     job_id = as_str(job_status.get("jobId"))

@@ -64,6 +64,8 @@ class RestoreAudit(Audit):
     storage: str = ""  # what was looked up (job directory, savepoint): names the storage that failed
     checkpoint_dir_from: str = ""  # where the checkpoint directory setting was read
     lineage: str = ""  # restored from the state the old job started from: whose, from where
+    storage_rounds: int = 0  # storage requests waited for one after another (round trips)
+    storage_requests: int = 0
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -79,6 +81,9 @@ class RestoreAudit(Audit):
             out["checkpointDirFrom"] = self.checkpoint_dir_from
         if self.lineage:
             out["lineage"] = self.lineage
+        if self.storage_requests:
+            out["storageRoundTrips"] = self.storage_rounds
+            out["storageRequests"] = self.storage_requests
         return out
 
     def warns(self) -> bool:
@@ -134,6 +139,8 @@ class MemberHandler:
         answer is the server's; ``vouch(kind)``: why this replica's agent cannot fence a restore of that
         kind now (None: it can); ``lanes``: the storage lanes shared with the agent."""
         storage = CheckpointStorage(policy.storage_options)
+        if not daemon_lookups:
+            storage.warm(policy.allowed_schemes)  # each worker's clients before its first admission
         gate = None
         if cluster and policy.fencing.enabled:
             from webhook.member.fencing.records import FencingStore
@@ -350,6 +357,8 @@ def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionRe
         storage=decision.storage,
         checkpoint_dir_from=decision.checkpoint_dir_from,
         lineage=decision.lineage,
+        storage_rounds=decision.storage_rounds,
+        storage_requests=decision.storage_requests,
     )
     if decision.outcome is RestoreOutcome.DENIED:
         if decision.storage_error:

@@ -29,6 +29,9 @@ class MemberOptions:
     require_storage_backends: bool = False
     # --kubeconfig, --cluster or --read-session-clusters: session clusters are read there
     own_cluster: ClientConfig | None = None
+    # where the admissions' Kubernetes Events are written: the own cluster, or --events alone (an
+    # account that may create events and nothing else); None: no Events
+    events: ClientConfig | None = None
     fencing: FencingTarget | None = None  # None: no fencing (no --cluster, or the policy turns it off)
     # Who may set the fencing agent's release markers: the users given (--agent-user), else the member
     # role's own identity, learnt from its API server in each worker (``member/identity.py``); unknown:
@@ -54,6 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="member role: read the FlinkDeployment a FlinkSessionJob runs on (its checkpoint directory) "
         "from this cluster's API (--kubeconfig, else the in-cluster account) without --cluster; needs "
         "get on flinkdeployments (chart: member.readSessionClusters)",
+    )
+    member.add_argument(
+        "--events",
+        action="store_true",
+        help="member role: write the restore decisions as Kubernetes Events on the Flink objects, in "
+        "this cluster (--kubeconfig, else the in-cluster account); needs create and patch on "
+        "events.k8s.io events, nothing else (chart: member.events). Implied by --cluster, "
+        "--read-session-clusters and --kubeconfig",
     )
     member.add_argument(
         "--agent-user",
@@ -82,4 +93,7 @@ def from_args(args: argparse.Namespace, policy: RestorePolicy) -> MemberOptions 
     named = list(getattr(args, "agent_user", None) or [])
     named += [u.strip() for u in os.environ.get("FLINK_FAILOVER_AGENT_USERS", "").split(",") if u.strip()]
     token = token_subject() if not named and not args.kubeconfig else ""
-    return MemberOptions(policy, bool(args.require_storage_backends), own, fencing, frozenset(named), token)
+    events = own or (client if getattr(args, "events", False) else None)
+    return MemberOptions(
+        policy, bool(args.require_storage_backends), own, events, fencing, frozenset(named), token
+    )

@@ -156,6 +156,21 @@ class UpgradeModePolicy(StrEnum):
     LAST_STATE = "last-state"
 
 
+class Verify(StrEnum):
+    """How much of a snapshot is checked before it is chosen (docs/flink.md "What is checked")."""
+
+    FILES = "files"  # the whole _metadata, and every file it names is in the storage the job reads
+    METADATA = "metadata"  # the whole _metadata read as Flink reads it
+    HEADER = "header"  # the first 16 bytes only: magic, version, checkpoint id
+
+
+class NewerMetadata(StrEnum):
+    """A ``_metadata`` in a format version newer than this release reads (a newer Flink wrote it)."""
+
+    TRUST = "trust"  # take its header (magic, version, checkpoint id) as enough, with a warning
+    SKIP = "skip"  # pass it over like an unreadable one
+
+
 class StatePolicy(StrEnum):
     KEEP = "keep"
     RUNNING = "running"
@@ -289,6 +304,11 @@ class RestorePolicy:
     # what every supported operator (1.7+) accepts is chosen (docs/flink.md "Operator versions").
     operator_version: tuple[int, int] | None = None
     fencing: FencingPolicy = field(default_factory=FencingPolicy)
+    verify: Verify = Verify.FILES
+    on_newer_metadata: NewerMetadata = NewerMetadata.TRUST
+    # Storage requests one admission may spend checking snapshots; past it the job is held suspended,
+    # never restored unchecked (a listing page of 1,000 entries is one request).
+    verify_budget: int = 100
 
     @functools.cached_property
     def contract(self) -> Contract:
@@ -318,6 +338,9 @@ _FIELDS: dict[str, str] = {
     "prefix": "prefix",
     "operatorVersion": "operator_version",
     "fencing": "fencing",
+    "verify": "verify",
+    "onNewerMetadata": "on_newer_metadata",
+    "verifyBudget": "verify_budget",
 }
 _FENCING_FIELDS = (
     "enabled", "leaseSeconds", "pollSeconds", "onStorageError",
@@ -330,14 +353,31 @@ MIN_OPERATOR_VERSION = (1, 7)  # suspended first deployments (onMissingState: su
 
 
 def _closest(name: str, accepted: tuple[str, ...]) -> str:
-    """The accepted option a typo most likely meant (endpointUrl -> endpoint_url)."""
-    import difflib
+    """The accepted option a typo most likely meant (endpointUrl -> endpoint_url, endpoint_ur ->
+    endpoint_url): the first that is the same but for case, ``_`` and ``-``, else the nearest by edit
+    distance within ``max(2, len(name) // 3)`` (the first of equals). The chart's install check
+    (templates/_helpers.tpl ``ff.closestOption``) follows the same rule, so both name the same option."""
+    fold = name.replace("_", "").replace("-", "").lower()
+    for option in accepted:
+        if option.replace("_", "").lower() == fold:
+            return option
+    best, limit = "", max(2, len(name) // 3)
+    for option in accepted:
+        distance = edit_distance(name, option)
+        if distance <= limit:
+            best, limit = option, distance - 1
+    return best
 
-    folded = {a.replace("_", "").lower(): a for a in accepted}
-    if name.replace("_", "").replace("-", "").lower() in folded:
-        return folded[name.replace("_", "").replace("-", "").lower()]
-    close = difflib.get_close_matches(name, accepted, n=1, cutoff=0.75)
-    return close[0] if close else ""
+
+def edit_distance(first: str, second: str) -> int:
+    """Levenshtein distance: insertions, deletions and substitutions, one each."""
+    previous = list(range(len(second) + 1))
+    for i, a in enumerate(first):
+        current = [i + 1]
+        for j, b in enumerate(second):
+            current.append(min(previous[j + 1] + 1, current[j] + 1, previous[j] + (a != b)))
+        previous = current
+    return previous[-1]
 
 
 def _unknown(name: str, key: Any, accepted: tuple[str, ...] | list[str]) -> PolicyError:
@@ -442,6 +482,15 @@ def _storage_options(name: str, value: Any) -> dict[str, dict[str, Any]]:
     return {k: dict(v) for k, v in opts.items()}
 
 
+MAX_VERIFY_BUDGET = 100_000
+
+
+def _budget(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_VERIFY_BUDGET:
+        raise PolicyError(name, f"must be a number of storage requests in [1, {MAX_VERIFY_BUDGET:,}]")
+    return value
+
+
 def _prefix(name: str, value: Any) -> str:
     if not isinstance(value, str) or not _PREFIX_RE.match(value) or len(value) > 253:
         raise PolicyError(name, "must be a DNS subdomain such as flink-failover.io")
@@ -511,6 +560,9 @@ _VALIDATORS: dict[str, Callable[[str, Any], Any]] = {
     "prefix": _prefix,
     "operatorVersion": lambda _name, value: _operator_version(value),
     "fencing": _fencing,
+    "verify": _enum_of(Verify),
+    "onNewerMetadata": _enum_of(NewerMetadata),
+    "verifyBudget": lambda name, value: _budget(name, value),
 }
 
 
@@ -613,6 +665,9 @@ def json_schema() -> dict[str, Any]:
             "prefix": {"type": "string", "pattern": _PREFIX_RE.pattern, "maxLength": 253},
             "operatorVersion": {"type": "string", "pattern": _OPERATOR_VERSION_RE.pattern},
             "fencing": _fencing_schema(),
+            "verify": enum(Verify),
+            "onNewerMetadata": enum(NewerMetadata),
+            "verifyBudget": {"type": "integer", "minimum": 1, "maximum": MAX_VERIFY_BUDGET},
         },
     }
 
@@ -691,4 +746,6 @@ def load_policy(path: str | Path) -> RestorePolicy:
         doc = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise PolicyError("<file>", f"{path} is not valid YAML: {exc}") from None
-    return policy_from_dict(doc)
+    # An empty file (or one of comments only) sets no field: every field is optional, so it is the
+    # defaults, as an empty ``policy:`` block of the chart is.
+    return policy_from_dict({} if doc is None else doc)

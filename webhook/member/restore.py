@@ -7,27 +7,11 @@ so tests drive every branch with real directories and the server wraps the same 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from enum import StrEnum
 
-from webhook.common.contract import (
-    EPOCH,
-    FAILOVER_COUNT,
-    FENCED,
-    FENCED_BY,
-    FENCED_UPGRADE_MODE,
-    HOLD,
-    LAST_SAVEPOINT,
-    RELEASE,
-    RELEASE_REQUESTED_BY,
-    RELEASED,
-    RESTORE_DECISION,
-    RESTORED_FROM,
-    RESTORED_JOB_ID,
-    STARTED_FROM,
-)
+from webhook.common.contract import FENCED, LAST_SAVEPOINT, STARTED_FROM
 from webhook.common.flink import (
     CHECKPOINT_DIR_KEYS,
     SAVEPOINT_DIR_KEYS,
@@ -36,45 +20,25 @@ from webhook.common.flink import (
     savepoint_prefix,
 )
 from webhook.common.paths import StoragePath, StoragePathError
-from webhook.member.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
+from webhook.member.outcome import RestoreDecision as RestoreDecision
+from webhook.member.outcome import RestoreOutcome as RestoreOutcome
+from webhook.member.outcome import decision_annotations, restored
+from webhook.member.outcome import job_id_label as job_id_label
+from webhook.member.outcome import last_state_accepted as last_state_accepted
+from webhook.member.outcome import triggered as triggered
+from webhook.member.policy import (
+    DEFAULT_ALLOWED_SCHEMES,
+    Fallback,
+    NewerMetadata,
+    Prefer,
+    RestorePolicy,
+    Verify,
+)
+from webhook.member.updates import RELEASE_IGNORED as RELEASE_IGNORED
+from webhook.member.updates import carry_over, keep_fenced
 
-
-class RestoreOutcome(StrEnum):
-    """The member role's outcomes: what it logs, and the ``decision`` label of its admission metrics.
-
-    ``decide_restore`` returns one of the first five; the handler tells an UPDATE that got our fields
-    back (carried) from one that still had them (unchanged), and answers error when it failed.
-    """
-
-    SKIP = "skip"  # not ours to touch: allowed, no patch
-    RESTORED = "restored"
-    SUSPENDED = "suspended"
-    STATELESS = "stateless"
-    DENIED = "denied"
-    HELD = "held"  # restored, but admitted suspended until the old copy stops (fencing)
-    CARRIED = "carried"
-    UNCHANGED = "unchanged"
-    ERROR = "error"
-
-
-@dataclass(frozen=True)
-class RestoreDecision:
-    outcome: RestoreOutcome
-    reason: str = ""  # why; the denial message when DENIED
-    job_id: str = ""
-    path: str = ""  # restore path, in the job's own scheme spelling
-    source: str = ""  # checkpoint | savepoint
-    carried: bool = False  # replayed from oldObject on UPDATE, storage untouched
-    storage_error: bool = False  # the state is unknown because storage failed, not known to be absent
-    checkpoint_dir_from: str = ""  # where the checkpoint directory was read (the audit says it)
-    storage: str = ""  # what was looked up in storage (job directory, savepoint), for the audit
-    # When the job completed nothing restorable of its own and the restore uses the snapshot it was
-    # started from: "job <jobId> completed nothing restorable; it started from <path>" (audit, warning).
-    lineage: str = ""
-    warnings: tuple[str, ...] = ()
-    spec_job: Mapping[str, str] = field(default_factory=dict)  # spec.job fields the object must have
-    annotations: Mapping[str, str] = field(default_factory=dict)  # annotations the object must have
-    labels: Mapping[str, str] = field(default_factory=dict)  # labels the object must have (a fenced copy)
+# RestoreDecision, RestoreOutcome, triggered and RELEASE_IGNORED are still imported from here by the
+# handler and the fencing modules (their homes are member/outcome.py and member/updates.py).
 
 
 class StorageError(Exception):
@@ -91,6 +55,7 @@ class Candidate:
     # The checkpoint id Flink wrote in the _metadata header (chk-11 holds 11; a savepoint holds the id
     # it took between two checkpoints); None when the header does not carry one readably.
     checkpoint_id: int | None = None
+    note: str = ""  # what its check found worth telling (bytes after the end, a newer format trusted)
 
 
 @dataclass(frozen=True)
@@ -105,6 +70,10 @@ class SnapshotQuery:
     job_id: str = ""
     # The snapshot the job was started from (its floor): checked only when nothing of its own is.
     started_from: StoragePath | None = None
+    verify: Verify = Verify.FILES  # how much of each candidate is checked (policy verify)
+    on_newer: NewerMetadata = NewerMetadata.TRUST
+    budget: int = 100  # storage requests the lookup may make; past it: unchecked, held
+    allowed_schemes: tuple[str, ...] = DEFAULT_ALLOWED_SCHEMES  # where named files may be checked
 
 
 @dataclass(frozen=True)
@@ -119,50 +88,34 @@ class Snapshots:
     listed: tuple[Candidate, ...] = ()  # the job's own complete savepoints found in its savepoint dir
     floor: Candidate | None = None  # the snapshot the job started from, when nothing of its own is
     savepoint_dir_listed: bool = False  # the savepoint directory was listed (it may hold none)
+    # Why the lookup stopped before it could check every candidate (its request budget): then nothing
+    # unchecked is restored, the job is held.
+    unchecked: str = ""
+    trips: Trips = field(default_factory=lambda: Trips())
 
 
-# Flink's checkpoint metadata file (org.apache.flink.runtime.checkpoint.Checkpoints) starts with this
-# 4-byte big-endian magic number, then a 4-byte metadata version (serializers V1..V7 so far: 4 from
-# Flink 1.20, 6 from Flink 2.3, measured), then the serializer's first field: the checkpoint id as an
-# 8-byte big-endian long (MetadataV2V3SerializerBase, every version since Flink 1.3).
-METADATA_MAGIC = 0x4960672D
-METADATA_HEADER_BYTES = 16  # magic, version, checkpoint id: the one small read per _metadata
-METADATA_MIN_BYTES = 8  # magic and version: a file that ends there is truncated
-MAX_METADATA_VERSION = 64  # newer Flink adds versions; far beyond the known ones is not a version
-FIRST_VERSION_WITH_ID = 2  # the V1 format (Flink 1.2 and older) is not read for an id
+@dataclass(frozen=True)
+class Trips:
+    """The storage requests of one lookup: how many, and the longest chain of them one after another
+    (the round trips an admission waits for; a listing page of 1,000 entries is one request)."""
 
-
-def metadata_problem(head: bytes, size: int | None) -> str:
-    """Why a ``_metadata`` file whose first bytes are ``head`` is not a complete Flink metadata file
-    ("" when it can be one). An empty or truncated file (a crash while it was written, a copy cut
-    short) passes an existence check, and restoring it fails the job on the new cluster."""
-    if size == 0 or not head:
-        return "_metadata is empty (0 bytes)"
-    if len(head) < METADATA_MIN_BYTES or (size is not None and size <= METADATA_MIN_BYTES):
-        return f"_metadata is truncated ({size if size is not None else len(head)} bytes)"
-    magic = int.from_bytes(head[:4], "big")
-    if magic != METADATA_MAGIC:
-        return (
-            f"_metadata is not a Flink metadata file (starts with 0x{magic:08x}, not 0x{METADATA_MAGIC:08x})"
-        )
-    version = int.from_bytes(head[4:8], "big", signed=True)
-    if not 0 < version <= MAX_METADATA_VERSION:
-        return f"_metadata has no valid Flink metadata version ({version})"
-    return ""
-
-
-def metadata_checkpoint_id(head: bytes) -> int | None:
-    """The checkpoint id a complete ``_metadata`` header carries (bytes 8-16), None when it has none
-    readable: a header of fewer than 16 bytes, the V1 format, or a negative number."""
-    if len(head) < METADATA_HEADER_BYTES or metadata_problem(head, None):
-        return None
-    if int.from_bytes(head[4:8], "big", signed=True) < FIRST_VERSION_WITH_ID:
-        return None
-    value = int.from_bytes(head[8:16], "big", signed=True)
-    return value if value >= 0 else None
+    rounds: int = 0
+    requests: int = 0
 
 
 SnapshotLookup = Callable[[SnapshotQuery], Snapshots]  # raises StorageError
+
+
+def checked_as(query: SnapshotQuery, policy: RestorePolicy) -> SnapshotQuery:
+    """``query`` with the policy's checks (verify, onNewerMetadata, verifyBudget, allowedSchemes): the
+    webhook's restore and the fencing agent's release and resume check candidates alike."""
+    return replace(
+        query,
+        verify=policy.verify,
+        on_newer=policy.on_newer_metadata,
+        budget=policy.verify_budget,
+        allowed_schemes=policy.allowed_schemes,
+    )
 
 
 @dataclass(frozen=True)
@@ -215,21 +168,6 @@ def choose(checkpoint: Candidate | None, savepoint: Candidate | None, prefer: Pr
     return savepoint if newer(checkpoint, savepoint) else checkpoint
 
 
-def triggered(resource: FlinkResource, policy: RestorePolicy) -> bool:
-    if resource.labels.get(policy.failover_label, "").lower() == "true":
-        return True
-    return any(resource.labels.get(label) for label in policy.job_id_labels)
-
-
-def job_id_label(resource: FlinkResource, policy: RestorePolicy) -> tuple[str, str] | None:
-    """(label, value) of the first configured jobId label present."""
-    for label in policy.job_id_labels:
-        value = resource.labels.get(label)
-        if value:
-            return label, value
-    return None
-
-
 def decide_restore(
     operation: str,
     resource: FlinkResource,
@@ -251,7 +189,7 @@ def decide_restore(
     start a held job; a person asks with the ``release`` annotation, which names them.
     """
     if operation == "UPDATE" and old is not None and old.labels.get(policy.key(FENCED)):
-        return _keep_fenced(resource, old, policy)
+        return keep_fenced(resource, old, policy)
     if operation not in ("CREATE", "UPDATE") or not triggered(resource, policy):
         return RestoreDecision(RestoreOutcome.SKIP, "no failover label")
     if resource.job is None:
@@ -271,7 +209,7 @@ def decide_restore(
         job_id = value
 
     if operation == "UPDATE":
-        return _carry_over(resource, old, policy, requester, from_agent, agent_unknown)
+        return carry_over(resource, old, policy, requester, from_agent, agent_unknown)
 
     warnings: list[str] = []
     own = resource
@@ -364,12 +302,43 @@ def _resolve_dirs(
         return _fallback(policy.on_missing_state, f"nothing to restore: {why}", job_id, warnings, policy)
 
     asked = ", ".join(str(p) for p in (job_dir, savepoint, listed_dir, started_from) if p is not None)
+    query = checked_as(
+        SnapshotQuery(job_dir, savepoint, checkpoint_dir, listed_dir, job_id, started_from), policy
+    )
     try:
-        result = lookup(SnapshotQuery(job_dir, savepoint, checkpoint_dir, listed_dir, job_id, started_from))
+        result = lookup(query)
     except StorageError as exc:
         decision = _fallback(policy.on_storage_error, f"storage error: {exc}", job_id, warnings, policy, True)
         return replace(decision, storage=asked)
+    found = _Found(result, job_dir, savepoint, listed_dir, started_from, savepoint_dir is not None)
+    decision = _from_snapshots(resource, job_id, policy, warnings, found)
+    trips = result.trips
+    return replace(decision, storage=asked, storage_rounds=trips.rounds, storage_requests=trips.requests)
 
+
+@dataclass(frozen=True)
+class _Found:
+    """What storage answered, and what it was asked."""
+
+    result: Snapshots
+    job_dir: StoragePath | None
+    savepoint: StoragePath | None
+    listed_dir: StoragePath | None
+    started_from: StoragePath | None
+    has_savepoint_dir: bool
+
+
+def _from_snapshots(
+    resource: FlinkResource, job_id: str, policy: RestorePolicy, warnings: list[str], found: _Found
+) -> RestoreDecision:
+    """The decision once storage answered: the newest candidate that passed its check, or the hold."""
+    result, job_dir, savepoint, listed_dir = found.result, found.job_dir, found.savepoint, found.listed_dir
+    started_from = found.started_from
+    if result.unchecked:
+        # Never a restore nobody checked, and never an older one chosen in its stead: hold it.
+        why = f"{result.unchecked}: held rather than restored unchecked"
+        decision = _fallback(Fallback.SUSPEND, why, job_id, warnings, policy)
+        return replace(decision, reason=why)
     own_savepoint = newest([c for c in (result.savepoint, *result.listed) if c is not None])
     chosen = choose(result.checkpoint, own_savepoint, policy.prefer)
     lineage = ""
@@ -402,10 +371,10 @@ def _resolve_dirs(
         warnings.append(f"restoring from the state the old job started from: {lineage}")
     else:
         warnings.append(f"restoring from {chosen.kind} {path}{_id_note(chosen)}")
+    if chosen.note:
+        warnings.append(f"{chosen.kind} {path}: {chosen.note}")
     warnings.extend(f"skipped {r}" for r in result.rejected)
-    decision = _restored(
-        resource, job_id, path, chosen.kind, policy, savepoint_dir is not None, tuple(warnings)
-    )
+    decision = restored(resource, job_id, path, chosen.kind, policy, found.has_savepoint_dir, tuple(warnings))
     if lineage:
         decision = replace(decision, lineage=lineage, reason=f"{decision.reason}: {lineage}")
     if result.rejected:
@@ -428,93 +397,6 @@ def _job_of(path: StoragePath) -> str:
         return m.group(1)
     prefix = savepoint_prefix(path.name)
     return f"{prefix}..." if prefix else ""
-
-
-def _restored(
-    resource: FlinkResource,
-    job_id: str,
-    path: str,
-    source: str,
-    policy: RestorePolicy,
-    has_savepoint_dir: bool,
-    warnings: tuple[str, ...],
-    carried: bool = False,
-) -> RestoreDecision:
-    spec_job: dict[str, str] = {"initialSavepointPath": path}
-    mode = _upgrade_mode(resource, policy, has_savepoint_dir)
-    if mode:
-        spec_job["upgradeMode"] = mode
-    elif policy.upgrade_mode is UpgradeModePolicy.LAST_STATE and not carried:
-        warnings = (*warnings, _last_state_refused(resource))
-    if policy.state is StatePolicy.RUNNING:
-        spec_job["state"] = "running"
-    annotations = {
-        policy.key(RESTORE_DECISION): RestoreOutcome.RESTORED.value,
-        policy.key(RESTORED_FROM): path,
-    }
-    if job_id:
-        annotations[policy.key(RESTORED_JOB_ID)] = job_id
-    return RestoreDecision(
-        RestoreOutcome.RESTORED,
-        f"restoring from {source} {path}",
-        job_id=job_id,
-        path=path,
-        source=source,
-        carried=carried,
-        warnings=warnings,
-        spec_job=spec_job,
-        annotations=annotations,
-    )
-
-
-# Operators from 1.10 on accept last-state without high availability; before, their validator refuses it.
-LAST_STATE_WITHOUT_HA = (1, 10)
-
-
-def _last_state_refused(resource: FlinkResource) -> str:
-    """Why policy ``upgradeMode: last-state`` was not written (the operator's validator would refuse it)."""
-    if resource.kind == "FlinkSessionJob":
-        return "upgradeMode last-state not set: the Flink operator refuses it for a FlinkSessionJob"
-    return (
-        "upgradeMode last-state not set: without high-availability configured the Flink operator accepts "
-        "it only from 1.10 on, and the policy does not say the operator is that new (set operatorVersion, "
-        'e.g. "1.10", or configure high-availability.type)'
-    )
-
-
-def last_state_accepted(resource: FlinkResource, policy: RestorePolicy) -> bool:
-    """Would the target operator accept ``upgradeMode: last-state`` for this resource?
-
-    Never for a session job; with HA configured, always; without, only from operator 1.10 on, which
-    the policy must state (``operatorVersion``): an unknown operator is taken to be an older one.
-    """
-    if resource.kind == "FlinkSessionJob":
-        return False
-    if resource.high_availability:
-        return True
-    return policy.operator_version is not None and policy.operator_version >= LAST_STATE_WITHOUT_HA
-
-
-def _upgrade_mode(resource: FlinkResource, policy: RestorePolicy, has_savepoint_dir: bool) -> str:
-    """The upgradeMode to write, or "" to leave it; never one the operator's validator would reject
-    (a rejected CREATE blocks the failover: docs/flink.md "Operator versions")."""
-    has_checkpoint_dir = bool(resource.checkpoint_dir or policy.default_checkpoint_dir)
-    match policy.upgrade_mode:
-        case UpgradeModePolicy.KEEP:
-            return ""
-        case UpgradeModePolicy.SAVEPOINT:
-            return "savepoint"
-        case UpgradeModePolicy.LAST_STATE:
-            return "last-state" if last_state_accepted(resource, policy) else ""
-        case UpgradeModePolicy.AUTO:
-            if resource.upgrade_mode != "stateless":
-                return ""
-            if has_savepoint_dir and has_checkpoint_dir:
-                return "savepoint"
-            if has_checkpoint_dir and last_state_accepted(resource, policy):
-                return "last-state"
-            return ""
-    return ""
 
 
 def _fallback(
@@ -540,161 +422,7 @@ def _fallback(
         storage_error=storage_error,
         warnings=tuple(warnings),
         spec_job=spec_job,
-        annotations=_annotations(policy, outcome, job_id),
-    )
-
-
-def _annotations(policy: RestorePolicy, outcome: RestoreOutcome, job_id: str) -> dict[str, str]:
-    out = {policy.key(RESTORE_DECISION): outcome.value}
-    if job_id:
-        out[policy.key(RESTORED_JOB_ID)] = job_id
-    return out
-
-
-def _carry_over(
-    resource: FlinkResource,
-    old: FlinkResource | None,
-    policy: RestorePolicy,
-    requester: str = "",
-    from_agent: bool = False,
-    agent_unknown: str = "",
-) -> RestoreDecision:
-    """Karmada re-applied its template and dropped what we set at CREATE: put it back, storage untouched."""
-    recorded = old.annotations.get(policy.key(RESTORE_DECISION), "") if old is not None else ""
-    if old is None or recorded not in (
-        RestoreOutcome.RESTORED,
-        RestoreOutcome.HELD,
-        RestoreOutcome.SUSPENDED,
-        RestoreOutcome.STATELESS,
-    ):
-        return RestoreDecision(RestoreOutcome.SKIP, "update of an object this webhook did not restore")
-    job_id = old.annotations.get(policy.key(RESTORED_JOB_ID), "")
-    if recorded in (RestoreOutcome.RESTORED, RestoreOutcome.HELD):
-        path = old.annotations.get(policy.key(RESTORED_FROM), "") or old.initial_savepoint_path
-        if not path:
-            return RestoreDecision(RestoreOutcome.SKIP, "restored object without a recorded path")
-        if resource.initial_savepoint_path and resource.initial_savepoint_path != path:
-            return RestoreDecision(RestoreOutcome.SKIP, "initialSavepointPath set explicitly")
-        has_sp = bool(resource.savepoint_dir or policy.default_savepoint_dir)
-        decision = _restored(resource, job_id, path, "carried", policy, has_sp, (), carried=True)
-        # Keep upgradeMode as it was after CREATE rather than recomputing it from a changed spec.
-        spec_job = dict(decision.spec_job)
-        if old.job_field("upgradeMode") and resource.upgrade_mode == "stateless":
-            spec_job["upgradeMode"] = str(old.job_field("upgradeMode"))
-        annotations = dict(decision.annotations)
-        epoch = old.annotations.get(policy.key(EPOCH), "")
-        if epoch:
-            annotations[policy.key(EPOCH)] = resource.annotations.get(policy.key(EPOCH)) or epoch
-        notes = list(decision.warnings)
-        if _still_held(resource, old, policy, from_agent):
-            # A re-applied template must not start a job held for fencing; the agent releases it.
-            spec_job["state"] = "suspended"
-            hold = resource.annotations.get(policy.key(HOLD)) or old.annotations[policy.key(HOLD)]
-            annotations[policy.key(HOLD)] = hold
-            annotations[policy.key(RESTORE_DECISION)] = RestoreOutcome.HELD.value
-            notes.append(f"job stays held suspended (carried over from the previous object): {hold}")
-            # --- issue 28: release markers only from the agent, requests recorded by this webhook only ---
-            if _release_marker_changed(resource, old, policy):
-                who = requester or "an unknown user"
-                unknown = (
-                    f" (the agent's identity is not known here: {agent_unknown})" if agent_unknown else ""
-                )
-                notes.append(
-                    f"{policy.key(RELEASED)} set by {who} {RELEASE_IGNORED}{unknown}; ask it with "
-                    f"{policy.key(RELEASE)}=true (flink-failover release)"
-                )
-                annotations[policy.key(RELEASED)] = old.annotations.get(policy.key(RELEASED), "")
-            asked_by = policy.key(RELEASE_REQUESTED_BY)
-            if _release_asked(resource, old, policy):
-                annotations[asked_by] = requester or "unknown"
-            elif resource.annotations.get(asked_by) or old.annotations.get(asked_by):
-                annotations[asked_by] = old.annotations.get(asked_by, "")  # never set by the request itself
-            # --- end issue 28 ---
-        elif recorded == RestoreOutcome.HELD and not resource.annotations.get(policy.key(HOLD)):
-            annotations[policy.key(RESTORE_DECISION)] = RestoreOutcome.RESTORED.value  # the agent's release
-        return replace(decision, spec_job=spec_job, annotations=annotations, warnings=tuple(notes))
-    spec_job = {}
-    warnings: tuple[str, ...] = ()
-    if recorded == RestoreOutcome.SUSPENDED and not resource.initial_savepoint_path:
-        spec_job["state"] = "suspended"  # a re-applied template must not start the held job empty
-        warnings = (
-            "job stays held suspended (carried over from the previous object): nothing restorable was "
-            "found when it was created; set spec.job.initialSavepointPath or state: running by hand",
-        )
-    return RestoreDecision(
-        RestoreOutcome(recorded),
-        "carried over from the previous object",
-        job_id=job_id,
-        carried=True,
-        warnings=warnings,
-        spec_job=spec_job,
-        annotations=_annotations(policy, RestoreOutcome(recorded), job_id),
-    )
-
-
-# The warning of an UPDATE that forged the agent's release (the member handler turns it into an Event).
-RELEASE_IGNORED = "ignored: only this cluster's fencing agent releases a held job"
-
-
-def _still_held(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy, from_agent: bool) -> bool:
-    """Held before, and this update is not the agent's release (which records why it released, and
-    comes from the agent's own identity: anyone else's ``released`` marker is a forgery)."""
-    if not old.annotations.get(policy.key(HOLD)) or old.state != "suspended":
-        return False
-    return not (from_agent and _release_marker_changed(resource, old, policy))
-
-
-def _release_marker_changed(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy) -> bool:
-    released = resource.annotations.get(policy.key(RELEASED), "")
-    return bool(released) and released != old.annotations.get(policy.key(RELEASED), "")
-
-
-def _release_asked(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy) -> bool:
-    """An engineer asks with this update for the release of the held job (``release: "true"`` set now,
-    or left over from before the hold and not recorded yet): the agent carries it out, naming them."""
-    key = policy.key(RELEASE)
-    asked = resource.annotations.get(key, "").strip().lower() == "true"
-    recorded = old.annotations.get(key, "").strip().lower() == "true" and bool(
-        old.annotations.get(policy.key(RELEASE_REQUESTED_BY), "").strip()
-    )
-    return asked and not recorded
-
-
-def _keep_fenced(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy) -> RestoreDecision:
-    """A stale copy the fencing agent stopped stays stopped whatever is re-applied over it."""
-    if old.state != "suspended":
-        return RestoreDecision(RestoreOutcome.SKIP, "fenced copy no longer suspended")
-    spec_job = {"state": "suspended"}
-    if old.job_field("upgradeMode"):
-        spec_job["upgradeMode"] = str(old.job_field("upgradeMode"))
-    annotations = {
-        key: old.annotations[key]
-        for key in (policy.key(FENCED_BY), policy.key(FENCED_UPGRADE_MODE))
-        if old.annotations.get(key)
-    }
-    warnings: tuple[str, ...] = ()
-    fenced_at = old.labels[policy.key(FENCED)]
-    count = resource.annotations.get(policy.key(FAILOVER_COUNT), "")
-    if (
-        triggered(resource, policy)
-        and count.isdigit()
-        and fenced_at.isdigit()
-        and int(count) > int(fenced_at)
-    ):
-        # The workload is failing over back here, onto the stopped copy: a restore path set on an object
-        # that already exists is ignored by the operator, so only a new object can be restored.
-        warnings = (
-            f"failover {count} back to this cluster meets the copy fenced at epoch {fenced_at}: it stays "
-            "suspended; delete it so that Karmada re-creates it and it is restored",
-        )
-    return RestoreDecision(
-        RestoreOutcome.SUSPENDED,
-        "stale copy stopped by a fence: kept suspended",
-        carried=True,
-        warnings=warnings,
-        spec_job=spec_job,
-        annotations=annotations,
-        labels={policy.key(FENCED): old.labels[policy.key(FENCED)]},
+        annotations=decision_annotations(policy, outcome, job_id),
     )
 
 

@@ -9,12 +9,16 @@ its own is restorable. Each metadata lookup is one small read (the 16-byte heade
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
+import logging
 import os
+import queue
 import stat
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,15 +26,17 @@ import fsspec
 
 from webhook.common.flink import is_job_id, is_savepoint_of
 from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath, StoragePathError
-from webhook.member.restore import (
+from webhook.member.checks import judge, missing, named_files
+from webhook.member.metadata import (
     METADATA_HEADER_BYTES,
-    Candidate,
-    SnapshotQuery,
-    Snapshots,
-    StorageError,
     metadata_checkpoint_id,
     metadata_problem,
+    read_metadata,
 )
+from webhook.member.policy import Verify
+from webhook.member.restore import Candidate, SnapshotQuery, Snapshots, StorageError, Trips
+
+log = logging.getLogger(__name__)
 
 METADATA = "_metadata"
 # Savepoints of one job read per lookup at most (each one metadata read). The operator keeps 10 by
@@ -206,12 +212,12 @@ class CheckpointScan:
     candidate: Candidate | None
     job_dir_missing: bool = False
     incomplete: tuple[int, ...] = ()  # chk-<N> seen without _metadata (in progress or aborted), highest first
-    rejected: tuple[str, ...] = ()  # "chk-<N>: why" for a _metadata that is not a complete Flink file
+    rejected: tuple[str, ...] = ()  # "chk-<N>: why" for a snapshot Flink could not restore
 
 
 @dataclass(frozen=True)
 class SavepointCheck:
-    """The savepoint when its ``_metadata`` is complete, else why not ("" when it has none at all)."""
+    """The savepoint when it passed its check, else why not ("" when it has no ``_metadata`` at all)."""
 
     candidate: Candidate | None
     problem: str = ""
@@ -228,8 +234,161 @@ class SavepointScan:
 @dataclass(frozen=True)
 class _Metadata:
     modified: datetime
-    problem: str = ""  # why it is not a complete Flink metadata file, "" when it can be one
-    checkpoint_id: int | None = None  # what the header says (Flink wrote it), when readable
+    problem: str = ""  # why Flink could not restore the snapshot, "" when it can
+    checkpoint_id: int | None = None  # what the file says (Flink wrote it), when readable
+    note: str = ""
+
+
+class _Unchecked(Exception):
+    """The lookup's request budget ran out before a candidate was checked."""
+
+
+# A listing page holds this many entries on object stores (S3's and GCS's default page, Azure's).
+LISTING_PAGE = 1000
+# A _metadata larger than this is not read whole within an admission (the job is held instead).
+MAX_METADATA_BYTES = 64 * 1024 * 1024
+
+_Listing = dict[str, tuple[int | None, datetime | None]]  # name -> (size, modified); files only
+
+
+class _Ledger:
+    """One lookup's storage requests, and how deep the chain of requests made one after another is."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.requests = 0
+        self.probes = 0  # requests that found a chk-N without _metadata (in progress): not checking
+        self.deepest = 0
+        self.lock = threading.Lock()
+
+    def spend(self, pages: int, depth: int) -> None:
+        with self.lock:
+            self.requests += pages
+            self.deepest = max(self.deepest, depth)
+
+    def probed(self, requests: int) -> None:
+        with self.lock:
+            self.probes += requests
+
+    def check(self, what: str) -> None:
+        """Stop before checking ``what`` when the requests spent checking snapshots reached the
+        budget (finding the directories of checkpoints in progress is not checking one)."""
+        with self.lock:
+            over = self.requests - self.probes >= self.budget
+        if over:
+            raise _Unchecked(
+                f"{what} was not checked: the lookup made its {self.budget} storage requests "
+                "(policy verifyBudget)"
+            )
+
+    def trips(self) -> Trips:
+        with self.lock:
+            return Trips(self.deepest, self.requests)
+
+
+class _Cursor:
+    """Where one line of work stands in its lookup: how many requests it waited for one after another."""
+
+    def __init__(self, ledger: _Ledger, depth: int = 0) -> None:
+        self.ledger = ledger
+        self.depth = depth
+
+    def fork(self) -> _Cursor:
+        return _Cursor(self.ledger, self.depth)
+
+    def step(self, pages: int = 1) -> None:
+        self.depth += pages
+        self.ledger.spend(pages, self.depth)
+
+    def join(self, *others: _Cursor) -> None:
+        self.depth = max([self.depth, *(o.depth for o in others)])
+
+
+class _DaemonPool:
+    """A fixed set of daemon threads: a lookup abandoned at its deadline never holds a process at exit
+    (a ThreadPoolExecutor's threads are joined), and threads are made again in a forked worker."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self.size = size
+        self.name = name
+        self._pid = -1
+        self._queue: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[[], Any]]]
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Callable[[], Any]) -> concurrent.futures.Future[Any]:
+        with self._lock:
+            if self._pid != os.getpid():
+                self._pid = os.getpid()
+                self._queue = queue.SimpleQueue()
+                for i in range(self.size):
+                    threading.Thread(
+                        target=self._work, args=(self._queue,), name=f"{self.name}-{i}", daemon=True
+                    ).start()
+            future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+            self._queue.put((future, fn))
+        return future
+
+    @staticmethod
+    def _work(work: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[[], Any]]]) -> None:
+        while True:
+            future, fn = work.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to whoever waits, as an executor would
+                future.set_exception(exc)
+
+
+# Storage requests of all lookups of a process (leaves: a request each, never waiting on another) and
+# the lines of one lookup that run beside each other (branches: wait on leaves only).
+_REQUESTS = _DaemonPool(64, "storage-request")
+_BRANCHES = _DaemonPool(16, "storage-branch")
+
+
+class _Lookup:
+    """One ``snapshots`` call: its query, deadline, request ledger and the folders it listed (each
+    listed once, however many candidates name it)."""
+
+    def __init__(self, storage: CheckpointStorage, query: SnapshotQuery, deadline: Deadline) -> None:
+        self.storage = storage
+        self.query = query
+        self.deadline = deadline
+        self.ledger = _Ledger(query.budget)
+        self._folders: dict[StoragePath, tuple[concurrent.futures.Future[_Listing | None], _Cursor]] = {}
+        self._lock = threading.Lock()
+
+    def folder(self, path: StoragePath, cursor: _Cursor) -> concurrent.futures.Future[_Listing | None]:
+        """The listing of ``path`` (started now unless it already was); its cursor moves on the result."""
+        key = path.canonical
+        with self._lock:
+            known = self._folders.get(key)
+            if known is None:
+                started = cursor.fork()
+                self.deadline.check()
+                future = _REQUESTS.submit(lambda: self.storage._list_folder(key, started))
+                known = self._folders[key] = (future, started)
+        return known[0]
+
+    def listing(self, path: StoragePath, cursor: _Cursor) -> _Listing | None:
+        future = self.folder(path, cursor)
+        found: _Listing | None = self.wait(future)
+        with self._lock:
+            cursor.join(self._folders[path.canonical][1])
+        return found
+
+    def wait(self, future: concurrent.futures.Future[Any]) -> Any:
+        try:
+            return future.result(timeout=max(self.deadline.remaining(), 0.001))
+        except concurrent.futures.TimeoutError:
+            raise DeadlineExceeded("storage lookup passed the admission deadline") from None
+
+    def request(
+        self, fn: Callable[[_Cursor], Any], cursor: _Cursor
+    ) -> tuple[concurrent.futures.Future[Any], _Cursor]:
+        started = cursor.fork()
+        self.deadline.check()
+        return _REQUESTS.submit(lambda: fn(started)), started
 
 
 class CheckpointStorage:
@@ -262,87 +421,88 @@ class CheckpointStorage:
         except (ValueError, TypeError) as exc:
             raise StorageError(f"invalid storageOptions for {path.scheme}: {exc}") from None
 
-    def scan_checkpoints(
-        self, job_dir: StoragePath, deadline: Deadline, checkpoint_dir: StoragePath | None = None
-    ) -> CheckpointScan:
-        """The highest ``chk-<N>`` under ``job_dir`` with a complete ``_metadata``, and what was seen.
-
-        A job directory that does not exist means "no checkpoints"; a checkpoint directory (or bucket)
-        that does not exist means the storage is not the one the job wrote to: an error, not absence.
-        """
-        fs = self.filesystem(job_dir)
-        deadline.check()
-        try:
-            names = _entry_names(fs, job_dir)
-        except FileNotFoundError:
-            if checkpoint_dir is not None and checkpoint_dir != job_dir:
-                self._require_dir(fs, checkpoint_dir)
-            return CheckpointScan(None, job_dir_missing=True)
-        except Exception as exc:
-            raise _storage_error("listing", job_dir, exc) from None
-        local_root = _real(job_dir) if job_dir.protocol == "file" else None
-        incomplete: list[int] = []
-        rejected: list[str] = []
-        for n in checkpoint_ids(names):
-            deadline.check()
-            chk = job_dir.child(f"chk-{n}")
-            if local_root is not None and not _entry_inside(local_root, chk):
-                continue  # a symlink leading out of the checkpoint dir is never a restore path
-            found = self._metadata(fs, chk)
-            if found is None:
-                incomplete.append(n)
-            elif found.problem:
-                rejected.append(f"chk-{n}: {found.problem}")
-            else:
-                candidate = Candidate(chk, "checkpoint", found.modified, found.checkpoint_id)
-                return CheckpointScan(candidate, incomplete=tuple(incomplete), rejected=tuple(rejected))
-        return CheckpointScan(None, incomplete=tuple(incomplete), rejected=tuple(rejected))
+    def warm(self, schemes: Iterable[str]) -> None:
+        """Build the object-store clients now (one per protocol) and start the lookup threads, not on
+        the first admission's path."""
+        _REQUESTS.submit(lambda: None)
+        _BRANCHES.submit(lambda: None)
+        for protocol in sorted({FSSPEC_PROTOCOL[s] for s in schemes} & {"s3"}):
+            try:
+                fs = self.filesystem(StoragePath(protocol, "warm", "/"))
+                connect = getattr(fs, "connect", None)
+                if callable(connect):
+                    connect()
+            except Exception as exc:  # a missing backend is told at start-up (missing_backends)
+                log.debug("cannot prepare %s storage: %s", protocol, exc)
 
     def snapshots(self, query: SnapshotQuery, deadline: Deadline) -> Snapshots:
         """What ``decide_restore`` asks storage (its ``lookup``): the job's newest checkpoint, the
         reported savepoint, the job's own savepoints in its savepoint directory, and, when none of
-        them is restorable, the snapshot the job started from; with what was seen on the way."""
-        scan = self.scan_checkpoints(query.job_dir, deadline, query.checkpoint_dir) if query.job_dir else None
-        check = self.check_savepoint(query.savepoint, deadline) if query.savepoint else None
+        them is restorable, the snapshot the job started from; with what was seen on the way. The
+        checkpoint directory, the reported savepoint and the savepoint directory are read side by side."""
+        lookup = _Lookup(self, query, deadline)
+        cursor = _Cursor(lookup.ledger)
+        try:
+            return self._snapshots(lookup, cursor)
+        except _Unchecked as exc:
+            return Snapshots(None, None, unchecked=str(exc), trips=lookup.ledger.trips())
+
+    def _snapshots(self, lookup: _Lookup, cursor: _Cursor) -> Snapshots:
+        query, deadline = lookup.query, lookup.deadline
+        branches: list[tuple[concurrent.futures.Future[Any], _Cursor]] = []
+
+        def beside(fn: Callable[[_Cursor], Any]) -> tuple[concurrent.futures.Future[Any], _Cursor]:
+            started = cursor.fork()
+            branch = (_BRANCHES.submit(lambda: fn(started)), started)
+            branches.append(branch)
+            return branch
+
+        listing_savepoints = query.savepoint_dir is not None and is_job_id(query.job_id)
+        reported_path, savepoint_dir, shared_dir = query.savepoint, query.savepoint_dir, query.checkpoint_dir
+        reported = listed_branch = clash_branch = None
+        if reported_path is not None:
+            reported = beside(functools.partial(self._check_savepoint, reported_path, lookup))
+        if listing_savepoints and savepoint_dir is not None:
+            listed_branch = beside(
+                functools.partial(self._scan_savepoints, savepoint_dir, query.job_id, lookup)
+            )
+            if query.job_dir is not None and shared_dir is not None and shared_dir != query.job_dir:
+                clash_branch = beside(functools.partial(self._prefix_clash, shared_dir, query.job_id, lookup))
+        scan = None
+        if query.job_dir is not None:
+            scan = self._scan_checkpoints(query.job_dir, lookup, cursor, query.checkpoint_dir)
+        for future, _ in branches:
+            lookup.wait(future)
+        cursor.join(*(c for _, c in branches))
+        check: SavepointCheck | None = lookup.wait(reported[0]) if reported else None
         savepoint = check.candidate if check is not None else None
         rejected = list(scan.rejected if scan is not None else ())
         if check and check.problem:
             rejected.append(f"savepoint {query.savepoint}: {check.problem}")
         listed: tuple[Candidate, ...] = ()
-        if query.savepoint_dir is not None and is_job_id(query.job_id):
-            found = self.scan_savepoints(query.savepoint_dir, query.job_id, deadline)
+        if listed_branch is not None:
+            found: SavepointScan = lookup.wait(listed_branch[0])
             rejected.extend(found.rejected)
             listed = tuple(c for c in found.found if query.savepoint is None or c.path != query.savepoint)
-            shared_dir = query.checkpoint_dir
-            if (
-                listed
-                and query.job_dir is not None
-                and shared_dir is not None
-                and shared_dir != query.job_dir
-            ):
-                clash = self._prefix_clash(shared_dir, query.job_id, deadline)
-                if clash:
-                    rejected.extend(
-                        f"savepoint {c.path}: its prefix {query.job_id[:6]} is also that of job {clash} "
-                        f"in {shared_dir}, so whose it is cannot be told by its name"
-                        for c in listed
-                    )
-                    listed = ()
+            clash = lookup.wait(clash_branch[0]) if clash_branch is not None else ""
+            if listed and clash:
+                rejected.extend(
+                    f"savepoint {c.path}: its prefix {query.job_id[:6]} is also that of job {clash} "
+                    f"in {shared_dir}, so whose it is cannot be told by its name"
+                    for c in listed
+                )
+                listed = ()
         floor = None
         own = (scan is not None and scan.candidate is not None) or savepoint is not None or bool(listed)
         if query.started_from is not None and not own:
-            started = self.check_savepoint(query.started_from, deadline)
+            started = self._check_savepoint(query.started_from, lookup, cursor)
             if started.candidate is not None and query.started_from.name.startswith("chk-"):
-                floor = Candidate(
-                    started.candidate.path,
-                    "checkpoint",
-                    started.candidate.modified,
-                    started.candidate.checkpoint_id,
-                )
+                floor = replace(started.candidate, kind="checkpoint")
             else:
                 floor = started.candidate
             if started.problem:
                 rejected.append(f"started from {query.started_from}: {started.problem}")
+        deadline.check()
         return Snapshots(
             scan.candidate if scan is not None else None,
             savepoint,
@@ -351,37 +511,87 @@ class CheckpointStorage:
             tuple(rejected),
             listed,
             floor,
-            query.savepoint_dir is not None and is_job_id(query.job_id),
+            listing_savepoints,
+            trips=lookup.ledger.trips(),
         )
 
-    def scan_savepoints(self, savepoint_dir: StoragePath, job_id: str, deadline: Deadline) -> SavepointScan:
-        """The job's complete savepoints in ``savepoint_dir``: one listing, then the ``_metadata`` of
-        each entry named ``savepoint-<first 6 hex of job_id>-<12 hex>`` (Flink's naming). A savepoint
-        directory that does not exist holds none; a listing that fails is a storage error."""
-        fs = self.filesystem(savepoint_dir)
-        deadline.check()
+    def _scan_checkpoints(
+        self, job_dir: StoragePath, lookup: _Lookup, cursor: _Cursor, checkpoint_dir: StoragePath | None
+    ) -> CheckpointScan:
+        """One listing of ``job_dir``, then from the highest ``chk-<N>`` down until one passes its
+        check. A job directory that does not exist means "no checkpoints"; a checkpoint directory (or
+        bucket) that does not exist means the storage is not the one the job wrote to: an error."""
+        fs = self.filesystem(job_dir)
+        lookup.deadline.check()
         try:
+            cursor.step()
+            names = _entry_names(fs, job_dir)
+        except FileNotFoundError:
+            cursor.step(_missing_folder(job_dir) - 1)
+            if checkpoint_dir is not None and checkpoint_dir != job_dir:
+                cursor.step()
+                self._require_dir(fs, checkpoint_dir)
+            return CheckpointScan(None, job_dir_missing=True)
+        except Exception as exc:
+            raise _storage_error("listing", job_dir, exc) from None
+        if lookup.query.verify is Verify.FILES:
+            for shared in ("shared", "taskowned"):  # where incremental checkpoints keep what they share
+                if shared in names:
+                    lookup.folder(job_dir.child(shared), cursor)
+        local_root = _real(job_dir) if job_dir.protocol == "file" else None
+        incomplete: list[int] = []
+        rejected: list[str] = []
+        for n in checkpoint_ids(names):
+            lookup.deadline.check()
+            chk = job_dir.child(f"chk-{n}")
+            if local_root is not None and not _entry_inside(local_root, chk):
+                continue  # a symlink leading out of the checkpoint dir is never a restore path
+            found = self._snapshot(fs, chk, n, lookup, cursor)
+            if found is None:
+                incomplete.append(n)
+            elif found.problem:
+                rejected.append(f"chk-{n}: {found.problem}")
+            else:
+                candidate = Candidate(chk, "checkpoint", found.modified, found.checkpoint_id, found.note)
+                return CheckpointScan(candidate, incomplete=tuple(incomplete), rejected=tuple(rejected))
+        return CheckpointScan(None, incomplete=tuple(incomplete), rejected=tuple(rejected))
+
+    def _scan_savepoints(
+        self, savepoint_dir: StoragePath, job_id: str, lookup: _Lookup, cursor: _Cursor
+    ) -> SavepointScan:
+        """The job's restorable savepoints in ``savepoint_dir``: one listing, then every entry named
+        ``savepoint-<first 6 hex of job_id>-<12 hex>`` (Flink's naming) checked side by side. A
+        savepoint directory that does not exist holds none; a listing that fails is a storage error."""
+        fs = self.filesystem(savepoint_dir)
+        lookup.deadline.check()
+        try:
+            cursor.step()
             names = _entry_names(fs, savepoint_dir)
         except FileNotFoundError:
+            cursor.step(_missing_folder(savepoint_dir) - 1)
             return SavepointScan()
         except Exception as exc:
             raise _storage_error("listing", savepoint_dir, exc) from None
         mine = sorted(n for n in names if is_savepoint_of(n, job_id))
         local_root = _real(savepoint_dir) if savepoint_dir.protocol == "file" else None
+        paths = [savepoint_dir.child(name) for name in mine[:MAX_SAVEPOINTS]]
+        paths = [p for p in paths if local_root is None or _entry_inside(local_root, p)]
+
+        def check(path: StoragePath, branch: _Cursor) -> tuple[_Metadata | None, _Cursor]:
+            return self._snapshot(fs, path, None, lookup, branch), branch
+
+        checks = [(path, _BRANCHES.submit(functools.partial(check, path, cursor.fork()))) for path in paths]
         found: list[Candidate] = []
         rejected: list[str] = []
-        for name in mine[:MAX_SAVEPOINTS]:
-            deadline.check()
-            path = savepoint_dir.child(name)
-            if local_root is not None and not _entry_inside(local_root, path):
-                continue  # a symlink leading out of the savepoint dir is never a restore path
-            meta = self._metadata(fs, path)
+        for path, future in checks:
+            meta, branch = lookup.wait(future)
+            cursor.join(branch)
             if meta is None:
                 continue  # in progress or aborted: Flink writes _metadata last
             if meta.problem:
                 rejected.append(f"savepoint {path}: {meta.problem}")
                 continue
-            found.append(Candidate(path, "savepoint", meta.modified, meta.checkpoint_id))
+            found.append(Candidate(path, "savepoint", meta.modified, meta.checkpoint_id, meta.note))
         if len(mine) > MAX_SAVEPOINTS:
             rejected.append(
                 f"{len(mine) - MAX_SAVEPOINTS} more savepoints named after the job in {savepoint_dir} "
@@ -389,14 +599,18 @@ class CheckpointStorage:
             )
         return SavepointScan(tuple(found), tuple(rejected))
 
-    def _prefix_clash(self, checkpoint_dir: StoragePath, job_id: str, deadline: Deadline) -> str:
+    def _prefix_clash(
+        self, checkpoint_dir: StoragePath, job_id: str, lookup: _Lookup, cursor: _Cursor
+    ) -> str:
         """Another job whose checkpoints lie in the same checkpoint directory and whose jobId starts
         with the same 6 hex ("" when none): then a savepoint name cannot tell the two apart."""
         fs = self.filesystem(checkpoint_dir)
-        deadline.check()
+        lookup.deadline.check()
         try:
+            cursor.step()
             names = _entry_names(fs, checkpoint_dir)
         except FileNotFoundError:
+            cursor.step(_missing_folder(checkpoint_dir) - 1)
             return ""
         except Exception as exc:
             raise _storage_error("listing", checkpoint_dir, exc) from None
@@ -411,26 +625,136 @@ class CheckpointStorage:
         if not exists:
             raise StorageError(f"checkpoint directory {path} does not exist (wrong bucket or path?)")
 
-    def savepoint(self, path: StoragePath, deadline: Deadline) -> Candidate | None:
-        """The savepoint at ``path`` when its ``_metadata`` is complete; None otherwise."""
-        return self.check_savepoint(path, deadline).candidate
-
-    def check_savepoint(self, path: StoragePath, deadline: Deadline) -> SavepointCheck:
-        """:meth:`savepoint` with why a savepoint whose ``_metadata`` exists is not restorable."""
+    def _check_savepoint(self, path: StoragePath, lookup: _Lookup, cursor: _Cursor) -> SavepointCheck:
         fs = self.filesystem(path)
-        deadline.check()
+        lookup.deadline.check()
         if path.protocol == "file" and not _inside(path, _real(path)):
             return SavepointCheck(None)
-        found = self._metadata(fs, path)
+        directory_id = _chk_id(path.name)
+        found = self._snapshot(fs, path, directory_id, lookup, cursor)
         if found is None:
             return SavepointCheck(None)
         if found.problem:
             return SavepointCheck(None, found.problem)
-        return SavepointCheck(Candidate(path, "savepoint", found.modified, found.checkpoint_id))
+        return SavepointCheck(Candidate(path, "savepoint", found.modified, found.checkpoint_id, found.note))
 
-    def _metadata(self, fs: fsspec.AbstractFileSystem, snapshot: StoragePath) -> _Metadata | None:
-        """The snapshot's ``_metadata`` (None when absent): its time, and whether its header is Flink's
-        (one small read of the file the lookup already found)."""
+    # --- one snapshot --------------------------------------------------------------------------------
+    def _snapshot(
+        self,
+        fs: fsspec.AbstractFileSystem,
+        snapshot: StoragePath,
+        directory_id: int | None,
+        lookup: _Lookup,
+        cursor: _Cursor,
+    ) -> _Metadata | None:
+        """The snapshot's ``_metadata`` checked as the policy says (None when it has none)."""
+        query = lookup.query
+        lookup.ledger.check(str(snapshot))
+        if query.verify is Verify.HEADER:
+            cursor.step(2)  # its entry, then its first 16 bytes
+            return self._header(fs, snapshot)
+        meta = snapshot.child(METADATA)
+        if meta.protocol == "file" and not _local_metadata_inside(meta, snapshot):
+            return None
+        # The snapshot's folder (the _metadata's time and size, its exclusive files) and the _metadata
+        # itself, side by side: one round trip.
+        folder = lookup.folder(snapshot, cursor)
+        body, reading = lookup.request(lambda c: self._whole(fs, meta, c), cursor)
+        listing = lookup.wait(folder)
+        with lookup._lock:
+            cursor.join(lookup._folders[snapshot.canonical][1])
+        entry = listing.get(METADATA) if listing is not None else None
+        if entry is None:  # in progress or aborted: Flink writes _metadata last
+            read = not body.cancel()
+            if read:
+                lookup.wait(body)
+            lookup.ledger.probed(2 if read else 1)
+            return None
+        data = lookup.wait(body)
+        cursor.join(reading)
+        modified = entry[1] or datetime.fromtimestamp(0, UTC)
+        if data is None:
+            return None
+        judged = judge(read_metadata(data), directory_id, query.on_newer)
+        if judged.problem:
+            return _Metadata(modified, judged.problem)
+        if query.verify is Verify.FILES and judged.metadata is not None:
+            named = named_files(judged.metadata, snapshot, query.allowed_schemes)
+            if named.problem:
+                return _Metadata(modified, named.problem)
+            for folder_path in named.folders:
+                lookup.ledger.check(f"the files of {snapshot}")
+                lookup.folder(folder_path, cursor)
+            listings: dict[StoragePath, dict[str, int | None] | None] = {}
+            for folder_path in named.folders:
+                found = lookup.listing(folder_path, cursor)
+                listings[folder_path] = None if found is None else {k: v[0] for k, v in found.items()}
+            why = missing(named, listings)
+            if why:
+                return _Metadata(modified, why)
+        return _Metadata(modified, "", judged.checkpoint_id, judged.note)
+
+    def _whole(self, fs: fsspec.AbstractFileSystem, meta: StoragePath, cursor: _Cursor) -> bytes | None:
+        """The whole ``_metadata`` (None when absent): one read."""
+        cursor.step()
+        try:
+            if meta.protocol == "file":
+                with open(meta.path, "rb") as f:
+                    data = f.read(MAX_METADATA_BYTES + 1)
+            elif meta.protocol == "s3":
+                # One GET: with more than one stream s3fs first asks the object's size (a HEAD).
+                data = bytes(fs.cat_file(meta.fs_path, max_concurrency=1))
+            else:
+                data = bytes(fs.cat_file(meta.fs_path))
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+        except Exception as exc:
+            raise _storage_error("reading", meta, exc) from None
+        if len(data) > MAX_METADATA_BYTES:
+            raise _Unchecked(f"{meta} is larger than {MAX_METADATA_BYTES // 2**20} MiB and was not read")
+        return data
+
+    def _list_folder(self, folder: StoragePath, cursor: _Cursor) -> _Listing | None:
+        """The files directly in ``folder`` with their sizes and times (None: no such folder)."""
+        if folder.protocol == "file":
+            cursor.step()
+            try:
+                out: _Listing = {}
+                with os.scandir(folder.path) as entries:
+                    for entry in entries:
+                        try:
+                            if entry.is_file():
+                                st = entry.stat()
+                                out[entry.name] = (st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
+                        except OSError:
+                            continue
+                return out
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+            except Exception as exc:
+                raise _storage_error("listing", folder, exc) from None
+        fs = self.filesystem(folder)
+        try:
+            entries = fs.ls(folder.fs_path, detail=True)
+        except FileNotFoundError:
+            cursor.step(_MISSING_FOLDER)
+            return None
+        except Exception as exc:
+            raise _storage_error("listing", folder, exc) from None
+        cursor.step(max(1, -(-len(entries) // LISTING_PAGE)))
+        listed: _Listing = {}
+        for e in entries:
+            if e.get("type") not in (None, "file"):
+                continue
+            size = e.get("size")
+            listed[str(e["name"]).rstrip("/").rsplit("/", 1)[-1]] = (
+                size if isinstance(size, int) else None,
+                modified_time(e),
+            )
+        return listed
+
+    def _header(self, fs: fsspec.AbstractFileSystem, snapshot: StoragePath) -> _Metadata | None:
+        """verify: header: the ``_metadata``'s entry and its first 16 bytes (magic, version, id)."""
         meta = snapshot.child(METADATA)
         try:
             info = fs.info(meta.fs_path)
@@ -440,10 +764,8 @@ class CheckpointStorage:
             raise _storage_error("reading", meta, exc) from None
         if info.get("type") not in (None, "file"):
             return None
-        if meta.protocol == "file" and info.get("islink", True):
-            real = os.path.realpath(meta.path)
-            if not real.startswith(os.path.realpath(snapshot.path) + os.sep):
-                return None
+        if meta.protocol == "file" and not _local_metadata_inside(meta, snapshot):
+            return None
         modified = modified_time(info) or datetime.fromtimestamp(0, UTC)
         size = info.get("size")
         size = size if isinstance(size, int) else None
@@ -461,6 +783,29 @@ class CheckpointStorage:
             return b""
         except Exception as exc:
             raise _storage_error("reading", meta, exc) from None
+
+
+# An object store's listing of a folder that does not exist: s3fs then lists its parent to tell "no
+# such folder" from "empty" (seen through tests/support/tcpproxy.py): two requests, one after another.
+_MISSING_FOLDER = 2
+
+
+def _missing_folder(path: StoragePath) -> int:
+    return 1 if path.protocol == "file" else _MISSING_FOLDER
+
+
+def _chk_id(name: str) -> int | None:
+    """N of a ``chk-N`` directory name (what its _metadata must say), None for any other name."""
+    ids = checkpoint_ids([name])
+    return ids[0] if ids else None
+
+
+def _local_metadata_inside(meta: StoragePath, snapshot: StoragePath) -> bool:
+    """A local ``_metadata`` that is a symlink must lead inside its snapshot's directory."""
+    if not os.path.islink(meta.path):
+        return True
+    real = os.path.realpath(meta.path)
+    return real.startswith(os.path.realpath(snapshot.path) + os.sep)
 
 
 def _entry_names(fs: fsspec.AbstractFileSystem, job_dir: StoragePath) -> list[str]:

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from webhook.common.flink import flatten_configuration
+from webhook.common.flink import BLUE_GREEN, flatten_configuration
 from webhook.placement import fields as f
 from webhook.placement.errors import PlacementInputError
 from webhook.placement.model import (
@@ -209,16 +209,21 @@ def taskmanager_replicas(spec: Mapping[str, Any]) -> int:
 
 def components_from_flink(obj: Mapping[str, Any]) -> tuple[Component, ...]:
     """The job manager and task manager components of a FlinkDeployment."""
-    spec = f.mapping(obj.get("spec"), "spec")
-    shared = f.mapping(spec.get("podTemplate"), "spec.podTemplate")
-    jm = f.mapping(spec.get("jobManager"), "spec.jobManager", _FLINK_COMPONENT_FIELDS)
-    tm = f.mapping(spec.get("taskManager"), "spec.taskManager", _FLINK_COMPONENT_FIELDS)
+    return components_from_flink_spec(f.mapping(obj.get("spec"), "spec"), "spec")
+
+
+def components_from_flink_spec(spec: Mapping[str, Any], where: str) -> tuple[Component, ...]:
+    """The components of a FlinkDeployment's spec found at ``where`` (``spec``, or a
+    FlinkBlueGreenDeployment's ``spec.template.spec``)."""
+    shared = f.mapping(spec.get("podTemplate"), f"{where}.podTemplate")
+    jm = f.mapping(spec.get("jobManager"), f"{where}.jobManager", _FLINK_COMPONENT_FIELDS)
+    tm = f.mapping(spec.get("taskManager"), f"{where}.taskManager", _FLINK_COMPONENT_FIELDS)
     jm_replicas = (
-        f.integer(jm["replicas"], "spec.jobManager.replicas") if jm.get("replicas") is not None else 1
+        f.integer(jm["replicas"], f"{where}.jobManager.replicas") if jm.get("replicas") is not None else 1
     )
     return (
-        _flink_component("jobmanager", jm, jm_replicas, shared, "spec.jobManager"),
-        _flink_component("taskmanager", tm, taskmanager_replicas(spec), shared, "spec.taskManager"),
+        _flink_component("jobmanager", jm, jm_replicas, shared, f"{where}.jobManager"),
+        _flink_component("taskmanager", tm, taskmanager_replicas(spec), shared, f"{where}.taskManager"),
     )
 
 
@@ -278,15 +283,29 @@ def load_workload(obj: Any, where: str = "workload") -> tuple[Component, ...]:
     else:
         doc = f.mapping(obj, where)
         kind = doc.get("kind")
-        if kind == "FlinkDeployment":
-            comps = components_from_flink(doc)
+        if kind in ("FlinkDeployment", BLUE_GREEN):
+            root = "spec"
+            spec = f.mapping(doc.get("spec"), "spec")
+            if kind == BLUE_GREEN:  # one set: the steady state (a switch runs a second set for a while)
+                root = "spec.template.spec"
+                template = f.mapping(spec.get("template"), "spec.template")
+                spec = f.mapping(template.get("spec"), root)
+            comps = components_from_flink_spec(spec, root)
             for comp, part in zip(comps, ("jobManager", "taskManager"), strict=True):
                 if MEMORY not in comp.requests:
+                    at = f"{root}.{part}"
                     raise PlacementInputError(
-                        f"{where}: spec.{part} requests no memory (set spec.{part}.resources.requests.memory "
-                        f"or spec.{part}.resource.memory): "
-                        "the Flink operator rejects such a FlinkDeployment, so no cluster can run it"
+                        f"{where}: {at} requests no memory (set {at}.resources.requests.memory "
+                        f"or {at}.resource.memory): "
+                        f"the Flink operator rejects such a {kind}, so no cluster can run it"
                     )
+        elif kind == "FlinkSessionJob":
+            session = f.mapping(doc.get("spec"), "spec").get("deploymentName") or "its session cluster"
+            raise PlacementInputError(
+                f"{where}: a FlinkSessionJob has no pods of its own: it runs in the task managers of the "
+                f"FlinkDeployment it names (spec.deploymentName: {session}) and goes where that one is; "
+                "place that FlinkDeployment instead"
+            )
         elif kind == "ResourceBinding" or kind == "ClusterResourceBinding":
             spec = f.mapping(doc.get("spec"), f"{where}.spec")
             target = f.mapping(spec.get("resource"), f"{where}.spec.resource")
@@ -298,8 +317,8 @@ def load_workload(obj: Any, where: str = "workload") -> tuple[Component, ...]:
             comps = components_from_karmada(doc["components"], f"{where}.components")
         else:
             raise PlacementInputError(
-                f"{where}: not a workload (expected a FlinkDeployment, a ResourceBinding with "
-                f"spec.components, or a components list), got kind {kind!r}"
+                f"{where}: not a workload (expected a FlinkDeployment, a FlinkBlueGreenDeployment, a "
+                f"ResourceBinding with spec.components, or a components list), got kind {kind!r}"
             )
     if sum(c.replicas for c in comps) == 0:
         raise PlacementInputError(f"{where}: every component has 0 replicas; nothing to place")

@@ -100,5 +100,5 @@ def configure(level: str = "INFO") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
-    for noisy in ("botocore", "aiobotocore", "s3fs", "fsspec", "urllib3", "kubernetes"):
+    for noisy in ("botocore", "aiobotocore", "s3fs", "gcsfs", "fsspec", "urllib3", "kubernetes"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

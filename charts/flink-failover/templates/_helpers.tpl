@@ -29,17 +29,31 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
+{{/* The image: no default repository, because none is published. Build it (make image) and push it
+to a registry the clusters pull from (docs/install.md "The image"). */}}
 {{- define "ff.image" -}}
+{{- $repository := required "image.repository is required: build the image (make image IMAGE=REGISTRY/flink-failover), push it (make image-push IMAGE=REGISTRY/flink-failover) to a registry your clusters pull from, and set image.repository=REGISTRY/flink-failover (docs/install.md, The image)" .Values.image.repository -}}
 {{- if .Values.image.digest -}}
-{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- printf "%s@%s" $repository .Values.image.digest -}}
 {{- else -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- printf "%s:%s" $repository (default .Chart.AppVersion .Values.image.tag) -}}
 {{- end -}}
 {{- end -}}
 
 {{- define "ff.tlsSecret" -}}{{ include "ff.fullname" . }}-tls{{- end -}}
 {{- define "ff.caSecret" -}}{{ include "ff.fullname" . }}-ca{{- end -}}
 {{- define "ff.certgenName" -}}{{ include "ff.fullname" . }}-certgen{{- end -}}
+{{/* Names the serving certificate carries besides the Service's, as a JSON list: certificates.extraSANs
+and, for a control plane its Karmada API server reaches by controlPlane.webhookURL, that URL's host
+(without it the API server refuses the certificate of a webhook it calls by that name). */}}
+{{- define "ff.extraSANs" -}}
+{{- $sans := list -}}
+{{- range .Values.certificates.extraSANs }}{{- $sans = append $sans . -}}{{- end -}}
+{{- if and (eq .Values.role "control-plane") .Values.controlPlane.webhookURL -}}
+{{- $sans = append $sans (urlParse .Values.controlPlane.webhookURL).hostname -}}
+{{- end -}}
+{{- $sans | uniq | toJson -}}
+{{- end -}}
 {{- define "ff.policyConfigMap" -}}{{ include "ff.fullname" . }}-policy{{- end -}}
 {{- define "ff.webhookConfig" -}}{{ include "ff.fullname" . }}-{{ .Release.Namespace }}{{- end -}}
 
@@ -104,11 +118,22 @@ shortened name is one the scheduler would never find. */}}
 {{- $timeout -}}
 {{- end -}}
 
-{{/* Namespaces never sent to the webhooks. */}}
+{{/* Namespaces never sent to the webhooks. The member role's own namespace is not among them: Flink
+jobs in it are protected like any other (its webhook rules name only Flink kinds, so its own pods never
+reach it, and ff.ownObjects keeps anything the chart labels as its own out). */}}
 {{- define "ff.excludedNamespaces" -}}
-{{- $ns := list "kube-system" .Release.Namespace -}}
+{{- $ns := list "kube-system" -}}
+{{- if ne .Values.role "member" }}{{- $ns = append $ns .Release.Namespace -}}{{- end -}}
 {{- range (include "ff.component" . | index .Values).webhook.excludeNamespaces }}{{- $ns = append $ns . -}}{{- end -}}
 {{- toJson (uniq $ns) -}}
+{{- end -}}
+
+{{/* An objectSelector expression that leaves out the objects this product labels as its own
+(app.kubernetes.io/name), whatever namespace they are in. */}}
+{{- define "ff.ownObjects" -}}
+- key: app.kubernetes.io/name
+  operator: NotIn
+  values: [{{ include "ff.name" . | quote }}]
 {{- end -}}
 
 {{/* The failover label's value that triggers the member webhook. */}}
@@ -291,7 +316,74 @@ affinity:
 {{- if and (eq .Values.role "member") .Values.member.fencing.cluster .Values.policy.fencing.enabled -}}true{{- end -}}
 {{- end -}}
 
+{{/* Whether the member role writes Kubernetes Events (member.events, and always with its own cluster's API). */}}
+{{- define "ff.memberEvents" -}}
+{{- if and (eq .Values.role "member") (or .Values.member.events (include "ff.memberReadsApi" .)) -}}true{{- end -}}
+{{- end -}}
+
 {{/* Whether the member role reads session clusters (its own API): with fencing, or member.readSessionClusters. */}}
 {{- define "ff.memberReadsApi" -}}
 {{- if and (eq .Values.role "member") (or (include "ff.memberFencing" .) .Values.member.readSessionClusters) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The backstop's test of one job (the CEL path of its spec.job): restored, or held suspended. */}}
+{{- define "ff.backstopRestored" -}}
+(has({{ . }}.initialSavepointPath) && {{ . }}.initialSavepointPath != '') || (has({{ . }}.state) && {{ . }}.state == 'suspended')
+{{- end -}}
+
+{{/* policy.storageOptions: every option name one its backend takes, else the server's message with
+the option it most likely meant (the rule of webhook/member/policy.py _closest: the same but for case,
+_ and -, else the nearest within an edit distance of max(2, len/3), the first of equals). The names
+are generated from the server's model into _storage-options.tpl. */}}
+{{- define "ff.checkStorageOptions" -}}
+{{- $known := include "ff.storageOptionNames" . | fromJson -}}
+{{- $problems := list -}}
+{{- range $scheme, $options := .Values.policy.storageOptions -}}
+{{- $entry := get $known $scheme -}}
+{{- if and $entry (kindIs "map" $options) -}}
+{{- range $option, $_ := $options -}}
+{{- if not (has $option $entry.options) -}}
+{{- $hint := include "ff.closestOption" (dict "name" $option "accepted" $entry.options) -}}
+{{- $problems = append $problems (printf "%s.%s is not an option of the %s backend%s" $scheme $option $entry.backend (ternary (printf " (did you mean %s?)" $hint) "" (ne $hint ""))) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if $problems -}}
+{{- fail (printf "policy.storageOptions: %s" (join "; " $problems)) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "ff.closestOption" -}}
+{{- $name := .name -}}
+{{- $fold := $name | replace "_" "" | replace "-" "" | lower -}}
+{{- $found := "" -}}
+{{- range .accepted -}}
+{{- if and (not $found) (eq (. | replace "_" "" | lower) $fold) -}}{{- $found = . -}}{{- end -}}
+{{- end -}}
+{{- if not $found -}}
+{{- $limit := max 2 (div (len $name) 3) -}}
+{{- range .accepted -}}
+{{- $d := include "ff.editDistance" (list $name .) | int -}}
+{{- if le $d $limit -}}{{- $found = . -}}{{- $limit = sub $d 1 -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $found -}}
+{{- end -}}
+
+{{/* Levenshtein distance of two strings (list A B), one row at a time. */}}
+{{- define "ff.editDistance" -}}
+{{- $a := index . 0 -}}
+{{- $b := index . 1 -}}
+{{- $prev := until (int (add (len $b) 1)) -}}
+{{- range $i := until (len $a) -}}
+{{- $ca := substr $i (int (add $i 1)) $a -}}
+{{- $cur := list (add $i 1) -}}
+{{- range $j := until (len $b) -}}
+{{- $cost := ternary 0 1 (eq $ca (substr $j (int (add $j 1)) $b)) -}}
+{{- $cur = append $cur (min (add (index $prev (int (add $j 1))) 1) (add (last $cur) 1) (add (index $prev $j) $cost)) -}}
+{{- end -}}
+{{- $prev = $cur -}}
+{{- end -}}
+{{- last $prev -}}
 {{- end -}}

@@ -54,6 +54,7 @@ from webhook.member.fencing.decide import (
     release_start,
     resume_path,
     resume_query,
+    resume_skipped,
     retry_seconds,
     trouble_of,
 )
@@ -469,18 +470,25 @@ class FencingAgent:
     async def _resume(self, copy: Copy) -> str | None:
         """A stepped-down copy starts again from its own job's newest restorable snapshot."""
         query = resume_query(copy, self.policy)
-        path = ""
+        path = skipped = ""
         if query is not None:
-            path = resume_path(await self._snapshots(query), self.policy.prefer)
+            found = await self._snapshots(query)
+            path, skipped = resume_path(found, self.policy.prefer), resume_skipped(found)
         problem = await self._patched(copy, copies.resume_patch(copy, path, self.policy, self._now()))
         if problem is None:
             metrics.RESUMES.inc()
             source = path or "its own HA data or last savepoint"
-            note = f"the storage answers again and nobody took over: resumed from {source}"
+            note = f"the storage answers again and nobody took over: resumed from {source}{skipped}"
             self._event(copy, NORMAL, "Resumed", "Resume", note)
             log.warning(
                 "stepped-down copy resumed",
-                extra={"fields": {"object": str(copy.workload), "path": path or "(operator's own state)"}},
+                extra={
+                    "fields": {
+                        "object": str(copy.workload),
+                        "path": path or "(operator's own state)",
+                        "skipped": skipped.removeprefix("; skipped "),
+                    }
+                },
             )
         return problem
 

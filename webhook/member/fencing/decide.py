@@ -48,7 +48,7 @@ from webhook.member.fencing.protocol import (
     superseding,
 )
 from webhook.member.policy import FencingPolicy, FencingStorageError, Prefer, RenewFailure, RestorePolicy
-from webhook.member.restore import SnapshotQuery, Snapshots, choose, newest
+from webhook.member.restore import SnapshotQuery, Snapshots, checked_as, choose, newest
 
 
 class Action(StrEnum):
@@ -392,7 +392,13 @@ def resume_query(copy: Copy, policy: RestorePolicy) -> SnapshotQuery | None:
     if root is None or not copy.job_id:
         return None
     job_dir = copy.resource.job_checkpoints(root, copy.job_id)
-    return SnapshotQuery(job_dir, None, root, savepoint_dir_of(copy.resource, policy), copy.job_id)
+    query = SnapshotQuery(job_dir, None, root, savepoint_dir_of(copy.resource, policy), copy.job_id)
+    return checked_as(query, policy)  # checked as a restore checks it (whole _metadata, named files)
+
+
+def resume_skipped(found: Snapshots) -> str:
+    """What the resume passed over and why ("" when nothing), for its Event and log line."""
+    return "".join(f"; skipped {why}" for why in (*found.rejected, found.unchecked) if why)
 
 
 def resume_path(found: Snapshots, prefer: Prefer) -> str:

@@ -53,8 +53,9 @@ def status_blueprint(config: ClientConfig, cluster: str, policy: RestorePolicy) 
             return _json({"error": found.message}, 503)
         api, store = found
         held = request.args.get("held", "").lower() in ("1", "true", "yes")
-        views, problems = collect(api, store, policy, cluster, target, held)
-        return _json({"cluster": cluster, "jobs": [asdict(v) for v in views], "problems": problems}, 200)
+        collected = collect(api, store, policy, cluster, target, held)
+        body = {"cluster": cluster, "jobs": [asdict(v) for v in collected.views]}
+        return _json({**body, "problems": collected.problems, "notes": collected.notes}, 200)
 
     return blueprint
 

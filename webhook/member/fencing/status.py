@@ -1,11 +1,7 @@
 """``flink-failover status``: every job's fencing state on one member cluster, for the on-call engineer.
 
-For each FlinkDeployment and FlinkSessionJob (or one): what fencing makes of it (running, held, stopping,
-fenced, stepped down), the ownership records in its storage with their ages in the storage's own time,
-whom a held job waits for and until when, and the last decision written on the object. ``--held`` keeps
-only held jobs. The same view is served by the member role at ``/fencing/status`` (JSON) for tools.
-
-``describe`` is pure (a copy, its records, the storage's time); ``collect`` is the edge that reads them.
+``describe`` is pure (a copy, its records, the storage's time); ``collect`` is the edge that reads them;
+``HELP`` is what the user reads.
 """
 
 from __future__ import annotations
@@ -13,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -31,13 +28,28 @@ from webhook.common.kubeclient import ApiFailure
 from webhook.common.paths import StoragePath
 from webhook.member.fencing import command, copies
 from webhook.member.fencing.copies import Copy, CopyState
-from webhook.member.fencing.flinkapi import PLURALS, FlinkApi
+from webhook.member.fencing.flinkapi import OPTIONAL_KINDS, PLURALS, FlinkApi
 from webhook.member.fencing.protocol import HoldOutcome, Ownership, judge_hold
 from webhook.member.policy import RestorePolicy
 from webhook.member.restore import StorageError
 
 if TYPE_CHECKING:  # storage (fsspec) is loaded when a command runs, not when the CLI parses
     from webhook.member.fencing.records import FencingStore
+
+HELP = """\
+Every job's fencing state on one member cluster, for the on-call engineer. For each FlinkDeployment,
+FlinkSessionJob and FlinkBlueGreenDeployment (or the one named): what fencing makes of it (running,
+held, stopping, fenced, stepped-down), whom a held job waits for and when that cluster's lease runs
+out, the last decisions written on the object, and the ownership records in its checkpoint storage
+with their ages in the storage's own time. Reads only: nothing is written to the cluster or the
+storage. The member role serves the same view as JSON at GET /fencing/status.
+
+Exit 0 when everything asked for was read; 1 when something could not be (the cluster, a kind, the
+job named, a job's records): each reason on stderr, what was read still printed; 2 on unusable input."""
+
+# Kinds a cluster may not serve (no CRD: 404) without that being a fault of the command: nothing of
+# that kind can exist there. A cluster that serves no FlinkDeployments is not a Flink member at all.
+ABSENT_IS_EMPTY = frozenset({"FlinkSessionJob", *OPTIONAL_KINDS})
 
 
 @dataclass(frozen=True)
@@ -63,7 +75,18 @@ class JobView:
     records: tuple[Record, ...] = ()
     last: Mapping[str, str] = field(default_factory=dict)  # the decisions written on the object
     operator: str = ""  # what the operator reports, for a copy asked to stop
-    problem: str = ""  # why the records could not be read
+    problem: str = ""  # why the records could not be read, or why the job has none
+    records_unreadable: bool = False  # the records exist but could not be read (storage)
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What ``collect`` read: the views, what could not be read (``problems``: the command failed its
+    job) and what is merely absent (``notes``: a kind this cluster does not serve)."""
+
+    views: list[JobView]
+    problems: list[str]
+    notes: list[str] = field(default_factory=list)
 
 
 def describe(
@@ -73,8 +96,10 @@ def describe(
     policy: RestorePolicy,
     me: str,
     problem: str = "",
+    unreadable: bool = False,
 ) -> JobView:
-    """One job's view from its object and its records (``None``: unreadable, ``problem`` says why)."""
+    """One job's view from its object and its records (``None``: none read, ``problem`` says why;
+    ``unreadable``: they exist but could not be read)."""
     records: list[Record] = []
     waiting: tuple[str, ...] = ()
     remaining = None
@@ -110,6 +135,7 @@ def describe(
         last,
         copy.operator.detail if copy.state in (CopyState.STOPPING, CopyState.FENCED) else "",
         problem,
+        unreadable,
     )
 
 
@@ -125,11 +151,12 @@ def collect(
     me: str,
     target: tuple[str, str, str] | None = None,
     held_only: bool = False,
-) -> tuple[list[JobView], list[str]]:
-    """The views of every job of the cluster (or of ``target``: kind, namespace, name), and what could
-    not be listed."""
+) -> Collected:
+    """The views of every job of the cluster (or of ``target``: kind, namespace, name), what could not
+    be read, and the kinds the cluster does not serve."""
     objects: list[Mapping[str, Any]] = []
     problems: list[str] = []
+    notes: list[str] = []
     if target is not None:
         kind, namespace, name = target
         found = api.get(kind, namespace, name)
@@ -142,8 +169,11 @@ def collect(
     else:
         for kind in PLURALS:
             listed = api.list_kind(kind)
-            if isinstance(listed, ApiFailure):
-                problems.append(f"cannot list {PLURALS[kind]}: {listed.message}")
+            if isinstance(listed, ApiFailure) and listed.status == 404 and kind in ABSENT_IS_EMPTY:
+                notes.append(f"this cluster serves no {PLURALS[kind]} (its CRD is not installed)")
+            elif isinstance(listed, ApiFailure):
+                hint = " (no Flink operator CRDs: is this a member cluster?)" if listed.status == 404 else ""
+                problems.append(f"cannot list {PLURALS[kind]}: {listed.message}{hint}")
             else:
                 objects += listed
     views = []
@@ -153,7 +183,10 @@ def collect(
         if held_only and copy.state is not CopyState.HELD:
             continue
         views.append(_view(copy, store, policy, me, clocks))
-    return sorted(views, key=lambda v: (v.namespace, v.name, v.kind)), problems
+    views.sort(key=lambda v: (v.namespace, v.name, v.kind))
+    unread = [v for v in views if v.records_unreadable]
+    problems += [f"{v.kind} {v.namespace}/{v.name}: records unreadable: {v.problem}" for v in unread]
+    return Collected(views, problems, notes)
 
 
 def _view(
@@ -167,11 +200,12 @@ def _view(
         now = clocks.get(copy.clock) if me else None
         ownership = store.list(copy.folder).ownership
     except StorageError as exc:
-        return describe(copy, None, None, policy, me, f"storage: {exc}")
+        return describe(copy, None, None, policy, me, f"storage: {exc}", unreadable=True)
     return describe(copy, ownership, now, policy, me)
 
 
-def render(views: Iterable[JobView], problems: Iterable[str]) -> str:
+def render(views: Iterable[JobView]) -> str:
+    """The views as text (what could not be read goes to stderr, not here)."""
     lines = []
     for v in views:
         head = f"{v.kind} {v.namespace}/{v.name}: {v.state}, epoch {v.epoch}"
@@ -191,8 +225,7 @@ def render(views: Iterable[JobView], problems: Iterable[str]) -> str:
             lines.append(f"  {r.name} {r.cluster}{epoch}: written {r.written} (storage time){age}")
         if v.problem:
             lines.append(f"  records: {v.problem}")
-    lines += [f"warning: {p}" for p in problems]
-    return "\n".join(lines) if lines else "no Flink jobs"
+    return "\n".join(lines)
 
 
 # --- the command -----------------------------------------------------------------------------------
@@ -200,18 +233,33 @@ def render(views: Iterable[JobView], problems: Iterable[str]) -> str:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("target", nargs="?", metavar="NAMESPACE/NAME", help="one job (default: every job)")
-    parser.add_argument("--kind", choices=list(PLURALS), default="FlinkDeployment", help="the job's kind")
+    parser.add_argument(
+        "--kind", choices=list(PLURALS), default="FlinkDeployment", help="the kind of the job named"
+    )
     parser.add_argument("--held", action="store_true", help="only jobs held until an old copy stops")
     parser.add_argument(
         "--cluster",
-        default=os.environ.get("FLINK_FAILOVER_CLUSTER", ""),
-        help="this member's name in Karmada, to say whom a held job waits for ($FLINK_FAILOVER_CLUSTER)",
+        default=None,
+        help="this member's name in Karmada, to say whom a held job waits for and when its lease runs out "
+        "(default: $FLINK_FAILOVER_CLUSTER; without either, who is waited for is not worked out)",
     )
     command.add_cluster_arguments(parser, "its prefix and storage options")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
 
 
+PROG = "flink-failover status"
+
+
 def run(args: argparse.Namespace) -> int:
+    cluster = args.cluster if args.cluster is not None else os.environ.get("FLINK_FAILOVER_CLUSTER", "")
+    if cluster:
+        from webhook.member.fencing.layout import ClusterNameError, check_cluster_name
+
+        try:
+            check_cluster_name(cluster)
+        except ClusterNameError as exc:
+            print(f"{PROG}: --cluster: {exc}", file=sys.stderr)
+            return 2
     started = command.start("status", args, args.target)
     if isinstance(started, int):
         return started
@@ -223,12 +271,21 @@ def run(args: argparse.Namespace) -> int:
 
     lanes = Lanes(max(policy.fencing.call_timeout, 5.0))
     try:
-        store = FencingStore(CheckpointStorage(policy.storage_options), args.cluster or "status", lanes)
-        views, problems = collect(api, store, policy, args.cluster, target, args.held)
+        store = FencingStore(CheckpointStorage(policy.storage_options), cluster or "status", lanes)
+        found = collect(api, store, policy, cluster, target, args.held)
     finally:
         lanes.close()
     if args.output == "json":
-        print(json.dumps({"jobs": [asdict(v) for v in views], "problems": problems}, indent=2, default=str))
-    else:
-        print(render(views, problems))
-    return 1 if target is not None and not views else 0
+        body = {"jobs": [asdict(v) for v in found.views], "problems": found.problems, "notes": found.notes}
+        print(json.dumps(body, indent=2, default=str))
+    elif found.views:
+        print(render(found.views))
+    for note in found.notes:
+        print(f"{PROG}: note: {note}", file=sys.stderr)
+    for problem in found.problems:
+        print(f"{PROG}: {problem}", file=sys.stderr)
+    if found.problems:
+        return 1
+    if not found.views and args.output == "text":
+        print(f"{PROG}: no {'held ' if args.held else ''}Flink jobs on this cluster", file=sys.stderr)
+    return 0

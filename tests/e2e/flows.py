@@ -1,0 +1,286 @@
+"""The scenarios, written once and run on each Karmada version (``tests/e2e/v1_18``, ``tests/e2e/v1_19``).
+
+Each takes a :class:`~tests.e2e.scenario.World` and the list the ``jobs`` fixture cleans up, drives one
+failover (or move) on real Karmada, returns its figures and asserts, by the status sampled on both
+members, that the old job's newest checkpoint was restored, counted once, and never ran twice.
+"""
+
+from __future__ import annotations
+
+import time
+from decimal import Decimal
+from typing import Any
+
+from tests.e2e.procs import wait_until
+from tests.e2e.scenario import (
+    NAMESPACE,
+    PREFIX,
+    Outcome,
+    World,
+    flink_job,
+    lost_after,
+    propagation_policy,
+)
+
+
+def _start(world: World, name: str, shipped: str, purge_mode: str | None = None) -> tuple[str, object]:
+    key = (NAMESPACE, name)
+    world.submit([flink_job(name)], propagation_policy(shipped, [name], purge_mode))
+    cluster = world.wait_running(key)
+    job = world.wait_checkpoints(cluster, key, 3)
+    world.wait_captured(name, cluster, job.job_id)
+    return cluster, job
+
+
+def _gone(world: World, cluster: str, name: str) -> bool:
+    return world.member_object(cluster, name) is None
+
+
+def _outcome(world: World, name: str, old_cluster: str, triggered: float) -> Outcome:
+    key = (NAMESPACE, name)
+    new_cluster = next(c for c in world.operators if c != old_cluster)
+    world.wait_running(key, new_cluster, timeout=180)
+    wait_until(f"{name} gone from {old_cluster}", lambda: _gone(world, old_cluster, name), 120)
+    old = world.operators[old_cluster].jobs_of(*key)[-1]
+    new = world.operators[new_cluster].jobs_of(*key)[-1]
+    started = world.timeline.first_running(key, new_cluster, triggered)
+    assert started is not None
+    annotations = (world.member_object(new_cluster, name) or {}).get("metadata", {}).get("annotations") or {}
+    return Outcome(
+        old,
+        new,
+        old_cluster,
+        new_cluster,
+        world.timeline.two_running_seconds(key),
+        lost_after(old, new),
+        started.at - triggered,
+        dict(annotations),
+    )
+
+
+def _assert_restored_newest(outcome: Outcome, count: int = 1) -> None:
+    newest = outcome.old.checkpoints[-1][0]
+    assert outcome.new.started_from.endswith(f"/{outcome.old.job_id}/chk-{newest}"), (
+        f"restored {outcome.new.started_from!r}, the old job's newest is chk-{newest}"
+    )
+    assert outcome.lost == []
+    assert outcome.two_running_seconds == 0.0
+    assert outcome.annotations.get(f"{PREFIX}/failover-count") == str(count)
+    assert outcome.annotations.get(f"{PREFIX}/restored-job-id") == outcome.old.job_id
+
+
+def cluster_failover(world: World, jobs: list[str], purge_mode: str) -> Outcome:
+    name = f"taint-{purge_mode.lower()}"
+    jobs.append(name)
+    old_cluster, _ = _start(world, name, "propagationpolicy-cluster-failover.yaml", purge_mode)
+    triggered = time.monotonic()
+    world.taint(old_cluster)
+    outcome = _outcome(world, name, old_cluster, triggered)
+    world.record(outcome.line(f"cluster failover by NoExecute taint, {purge_mode}"))
+    _assert_restored_newest(outcome)
+    return outcome
+
+
+def application_failover(world: World, jobs: list[str]) -> Outcome:
+    """The job stays unhealthy longer than the policy tolerates (the shipped policy, Gracefully, with
+    tolerationSeconds lowered from 120 to 20 for the test's sake). The toleration must outlast a restore's
+    hold (the old job's stop, a poll, the new job's start): Karmada reads the held copy as unhealthy too,
+    and with 5 s it evicted the new cluster as well and left the job nowhere."""
+    name = "app-failover"
+    jobs.append(name)
+    policy = propagation_policy("propagationpolicy-application-failover.yaml", [name])
+    policy["spec"]["failover"]["application"]["decisionConditions"]["tolerationSeconds"] = 20
+    key = (NAMESPACE, name)
+    world.submit([flink_job(name)], policy)
+    old_cluster = world.wait_running(key)
+    job = world.wait_checkpoints(old_cluster, key, 3)
+    world.wait_captured(name, old_cluster, job.job_id)
+    triggered = time.monotonic()
+    world.operators[old_cluster].fail(*key)
+    outcome = _outcome(world, name, old_cluster, triggered)
+    world.record(outcome.line("application failover, Gracefully"))
+    _assert_restored_newest(outcome)
+    assert outcome.annotations.get(f"{PREFIX}/reason") == "ApplicationFailure"
+    return outcome
+
+
+def policy_move(world: World, jobs: list[str]) -> Outcome:
+    """No eviction task, the old Work deleted at once: Karmada alone would start the job empty."""
+    name = "moved"
+    jobs.append(name)
+    policy = propagation_policy("propagationpolicy-cluster-failover.yaml", [name])
+    old_cluster, _ = _start(world, name, "propagationpolicy-cluster-failover.yaml")
+    new_cluster = next(c for c in world.operators if c != old_cluster)
+    policy["spec"]["placement"]["clusterAffinity"]["clusterNames"] = [new_cluster]
+    triggered = time.monotonic()
+    world.stack.apply_karmada([policy])
+    outcome = _outcome(world, name, old_cluster, triggered)
+    world.record(outcome.line("a move by a PropagationPolicy change"))
+    _assert_restored_newest(outcome)
+    return outcome
+
+
+def return_to_previous(world: World, jobs: list[str]) -> Outcome:
+    """member A -> B -> A: the return restores the newest checkpoint of the job on B, not A's old one,
+    and counts the second failover."""
+    name = "returned"
+    jobs.append(name)
+    key = (NAMESPACE, name)
+    first, _ = _start(world, name, "propagationpolicy-cluster-failover.yaml")
+    triggered = time.monotonic()
+    world.taint(first)
+    away = _outcome(world, name, first, triggered)
+    _assert_restored_newest(away)
+    second = away.new_cluster
+    job = world.wait_checkpoints(second, key, away.new.first_id + 2)
+    world.wait_captured(name, second, job.job_id)
+    world.untaint(first)
+    triggered = time.monotonic()
+    world.taint(second)
+    back = _outcome(world, name, second, triggered)
+    world.record(back.line("a return to the cluster the job ran on before (second failover)"))
+    assert back.new_cluster == first
+    _assert_restored_newest(back, count=2)
+    return back
+
+
+def partition(world: World, jobs: list[str]) -> Outcome:
+    """Karmada loses the member the job runs on while the job keeps running: Karmada's way to that member
+    is cut (its own components, the operator and the product's member role still reach it). The shipped
+    cluster-failover policy (Directly), its not-ready toleration lowered from 60 s to 5 s: Karmada taints
+    the cluster, evicts, and creates the new Work after the graceful-eviction timeout; the new copy must
+    not run before the old one has stopped, and must start from the old one's last checkpoint."""
+    name = "partitioned"
+    jobs.append(name)
+    key = (NAMESPACE, name)
+    policy = propagation_policy("propagationpolicy-cluster-failover.yaml", [name])
+    for toleration in policy["spec"]["placement"]["clusterTolerations"]:
+        toleration["tolerationSeconds"] = 5
+    world.submit([flink_job(name)], policy)
+    old_cluster = world.wait_running(key)
+    job = world.wait_checkpoints(old_cluster, key, 3)
+    world.wait_captured(name, old_cluster, job.job_id)
+    new_cluster = next(c for c in world.operators if c != old_cluster)
+    proxy = world.stack.karmada.members[old_cluster].proxy
+    triggered = time.monotonic()
+    proxy.cut()
+    try:
+        world.wait_running(key, new_cluster, timeout=240)
+        stopped = world.running_job(old_cluster, key) is None
+    finally:
+        proxy.heal()
+    outcome = _outcome(world, name, old_cluster, triggered)
+    world.record(outcome.line("partition (Karmada cut off from the member, the job still running)"))
+    assert stopped, "the old job still ran when the new one started"
+    _assert_restored_newest(outcome)
+    return outcome
+
+
+def fleet(world: World, jobs: list[str], size: int) -> tuple[int, float, float]:
+    """``size`` jobs on one member, evicted at once by a NoExecute taint: every one restored from its own
+    newest checkpoint, none RUNNING twice; the Work webhook's latency from its audit lines."""
+    names = [f"fleet-{i:03d}" for i in range(size)]
+    jobs.extend(names)
+    keys = [(NAMESPACE, n) for n in names]
+    source, target = sorted(world.operators)
+    world.taint(target, {"key": "e2e.flink-failover.io/not-yet", "effect": "NoSchedule"})
+    world.submit(
+        [flink_job(n) for n in names], propagation_policy("propagationpolicy-cluster-failover.yaml", names)
+    )
+    for key in keys:
+        world.wait_running(key, source, timeout=300)
+    for key in keys:
+        world.wait_checkpoints(source, key, 2, timeout=120)
+    for name, key in zip(names, keys, strict=True):
+        running = world.running_job(source, key)
+        assert running is not None
+        world.wait_captured(name, source, running.job_id)
+    world.untaint(target, "e2e.flink-failover.io/not-yet")
+    since = world.work_webhook_lines()
+    triggered = time.monotonic()
+    world.taint(source)
+    outcomes = [_outcome(world, name, source, triggered) for name in names]
+    admissions = world.work_webhook_latencies(since)
+    latencies = sorted(ms for ms, _ in admissions)
+    fresh = sum(1 for _, source in admissions if "api" in source)
+    restored_in = max(o.restore_seconds for o in outcomes)
+    overlap = sum(o.two_running_seconds for o in outcomes)
+    p50, p99 = _percentile(latencies, 50), _percentile(latencies, 99)
+    world.record(
+        f"fleet of {size} evicted at once: {sum(1 for o in outcomes if not o.lost)} restored from the newest "
+        f"checkpoint, all RUNNING on {target} within {restored_in:.1f} s, "
+        f"two RUNNING {overlap:.2f} s in all; "
+        f"Work webhook {len(latencies)} admissions ({fresh} read the binding fresh), p50 {p50:.1f} ms, "
+        f"p99 {p99:.1f} ms"
+    )
+    for outcome in outcomes:
+        _assert_restored_newest(outcome)
+    assert latencies, "no Work admission was logged"
+    return size, p50, p99
+
+
+def _percentile(values: list[float], q: int) -> float:
+    if not values:
+        return 0.0
+    index = min(len(values) - 1, max(0, round(q / 100 * len(values) + 0.5) - 1))
+    return values[index]
+
+
+# --- placement by complete sets -------------------------------------------------------------------
+
+
+def placed_job(name: str, scheduling: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A FlinkDeployment of two components, memory in both notations (the job manager's in Flink's:
+    2048m is 2 GiB; the task managers' in Kubernetes': 4Gi), and the shipped policy with ``scheduling``
+    as its replicaScheduling. Against ``stack.NODES`` no set fits member1 (pod slots), one fits member2,
+    though Karmada's totals and resource models count one on both."""
+    job = flink_job(name)
+    job["spec"]["jobManager"]["resource"] = {"cpu": 2, "memory": "2048m"}
+    job["spec"]["taskManager"] = {"replicas": 2, "resource": {"cpu": 2, "memory": "4Gi"}}
+    policy = propagation_policy("propagationpolicy-cluster-failover.yaml", [name])
+    policy["spec"]["placement"]["replicaScheduling"] = scheduling
+    return job, policy
+
+
+SCHEDULING = {
+    "Duplicated": {"replicaSchedulingType": "Duplicated"},
+    "Divided-dynamic-weight": {
+        "replicaSchedulingType": "Divided",
+        "replicaDivisionPreference": "Weighted",
+        "weightPreference": {"dynamicWeight": "AvailableReplicas"},
+    },
+    "Divided-aggregated": {"replicaSchedulingType": "Divided", "replicaDivisionPreference": "Aggregated"},
+}
+
+
+def placement(world: World, jobs: list[str], scheduling: str) -> tuple[list[str], dict[str, int]]:
+    """The real scheduler, the shipped components customization and the product's estimators: the
+    binding's components as Karmada built them, the sets each estimator answered, where Karmada put it."""
+    name = f"placed-{scheduling.lower()}"
+    jobs.append(name)
+    job, policy = placed_job(name, SCHEDULING[scheduling])
+    world.submit([job], policy)
+    wait_until(f"{name} scheduled", lambda: bool(world.placed_on(name)), 120)
+    binding = world.binding(name) or {}
+    components = {c["name"]: c for c in binding["spec"].get("components") or []}
+    wait_until(f"both estimators asked about {name}", lambda: len(world.estimates(name)) == 2, 60)
+    estimates = world.estimates(name)
+    placed = world.placed_on(name)
+    world.record(
+        f"placement, {scheduling}: on {','.join(placed)}; the estimators' sets "
+        + ", ".join(f"{c} {estimates.get(c)}" for c in sorted(world.operators))
+    )
+    assert sorted(components) == ["jobmanager", "taskmanager"]
+    jm, tm = components["jobmanager"], components["taskmanager"]
+    assert (jm["replicas"], tm["replicas"]) == (1, 2)
+    assert quantities(jm["replicaRequirements"]["resourceRequest"]) == {"cpu": 2, "memory": 2 * 2**30}
+    assert quantities(tm["replicaRequirements"]["resourceRequest"]) == {"cpu": 2, "memory": 4 * 2**30}
+    assert estimates == {"member1": 0, "member2": 1}
+    return placed, estimates
+
+
+def quantities(requests: dict[str, str]) -> dict[str, Decimal]:
+    """Kubernetes quantities as numbers (cpu in cores, the rest in units), to compare whatever notation."""
+    from webhook.placement.quantity import parse_decimal
+
+    return {name: parse_decimal(value, name) for name, value in requests.items()}

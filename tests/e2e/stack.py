@@ -1,0 +1,274 @@
+"""The whole end-to-end stack for one Karmada version, started and stopped by the tests.
+
+etcd; the Karmada control plane with two members (``tests/e2e/karmada.py``); moto's S3 for checkpoints and
+fencing records; the product as the chart installs it (``tests/e2e/install.py``): the control-plane role on
+the Karmada API server, the member role (two replicas, fencing on) and the estimator on each member, the
+estimator's ExternalName release on the Karmada API server; the shipped Karmada customizations and the
+ClusterTaintPolicy applied; an operator double per member (``tests/e2e/operator.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.e2e.apiserver import ADMIN_TOKEN, start_etcd
+from tests.e2e.assets import Assets
+from tests.e2e.balancer import Balancer
+from tests.e2e.install import Release, install
+from tests.e2e.karmada import MEMBERS, Karmada, apply, start_karmada
+from tests.e2e.pki import write_pki
+from tests.e2e.procs import Processes, wait_until
+from tests.e2e.rest import Rest
+from tests.support.repo import REPO
+from tests.support.s3 import CREDENTIALS, moto_server
+from tests.support.server import free_port
+
+RELEASE = "ff"
+NAMESPACE = "flink-failover"
+BUCKET = "flink-state"
+ESTIMATOR_PORT = 10352
+POLICIES = REPO / "policies" / "karmada"
+IMAGE = "registry.example/flink-failover"  # required by the chart; nothing pulls it here
+# Fencing timings: short, and within the rules the chart and the server enforce.
+FENCING = {"leaseSeconds": 12, "pollSeconds": 2, "renewDeadlineSeconds": 6, "stopMarginSeconds": 4}
+
+
+@dataclass
+class Tools:
+    helm: Path
+    kubectl: Path
+
+
+@dataclass
+class Stack:
+    version: str
+    folder: Path
+    procs: Processes
+    karmada: Karmada
+    s3_endpoint: str
+    tools: Tools
+    releases: dict[str, Release] = field(default_factory=dict)
+
+    def karmada_api(self) -> Rest:
+        return Rest(self.karmada.api.url, self.karmada.api.ca, ADMIN_TOKEN, name="karmada")
+
+    def member_api(self, name: str) -> Rest:
+        api = self.karmada.members[name].api
+        return Rest(api.url, api.ca, ADMIN_TOKEN, name=name)
+
+    def apply_karmada(self, documents: list[dict[str, Any]] | str | Path) -> str:
+        return apply(self.tools.kubectl, self.karmada.kubeconfig, documents)
+
+    def apply_member(self, name: str, documents: list[dict[str, Any]] | str | Path) -> str:
+        return apply(self.tools.kubectl, self.karmada.members[name].kubeconfig, documents)
+
+
+def storage_values(endpoint: str) -> dict[str, Any]:
+    """The policy and the member pods' credentials for the tier's S3, as docs/install.md shows them."""
+    return {
+        "image": {"repository": IMAGE},
+        "policy": {"storageOptions": {"s3": {"endpoint_url": endpoint}}, "fencing": dict(FENCING)},
+        "member": {
+            "extraEnv": [
+                {
+                    "name": "AWS_ACCESS_KEY_ID",
+                    "valueFrom": {"secretKeyRef": {"name": "s3-credentials", "key": "key"}},
+                },
+                {
+                    "name": "AWS_SECRET_ACCESS_KEY",
+                    "valueFrom": {"secretKeyRef": {"name": "s3-credentials", "key": "secret"}},
+                },
+                {"name": "AWS_DEFAULT_REGION", "value": "us-east-1"},
+            ]
+        },
+    }
+
+
+def _credentials_secret() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "s3-credentials", "namespace": NAMESPACE},
+        "stringData": dict(CREDENTIALS),
+    }
+
+
+@contextlib.contextmanager
+def stack(assets: Assets, version: str, folder: Path, tools: Tools) -> Iterator[Stack]:
+    procs = Processes(folder / "logs")
+    with contextlib.ExitStack() as exits:
+        exits.callback(procs.stop_all)
+        certs = write_pki(folder / "pki")
+        etcd = start_etcd(procs, assets.etcd, folder / "etcd")
+        karmada = start_karmada(
+            procs, assets, assets.karmada[version], etcd, certs, folder, tools.kubectl, ESTIMATOR_PORT
+        )
+        for member in karmada.members.values():
+            exits.callback(member.proxy.close)
+        endpoint = exits.enter_context(moto_server(folder / "logs" / "moto.log"))
+        _make_bucket(endpoint)
+        st = Stack(version, folder, procs, karmada, endpoint, tools)
+        _nodes(st)
+        _karmada_policies(st)
+        _install_product(st)
+        yield st
+
+
+# Each member's nodes (nothing runs on them: the objects are what Karmada and the estimators read): room
+# for every ordinary job of the scenarios (a job manager and a task manager), and for the placement
+# scenario (flows.placed_job: three pods of 2 cpu) room by the totals on both, but on member1 only one pod
+# slot per node (a node's maxPods used up, or capped as EKS caps it by its network interfaces) and one
+# node too small, so no complete set fits there; member2 fits one. Each node sits at the bottom of one of
+# Karmada's default resource-model grades, so the general estimator's model nodes are the nodes (a node
+# above its grade's minimum is modelled smaller, and the general estimator then refuses sets that fit).
+NODES = {
+    "member1": [("m1-a", "8", "64Gi", "1"), ("m1-b", "8", "64Gi", "1"), ("m1-c", "1", "4Gi", "1")],
+    "member2": [("m2-a", "2", "16Gi", "110"), ("m2-b", "4", "32Gi", "110")],
+}
+
+
+def _nodes(st: Stack) -> None:
+    for cluster, nodes in NODES.items():
+        api = st.member_api(cluster)
+        for name, cpu, memory, pods in nodes:
+            resources = {"cpu": cpu, "memory": memory, "pods": pods}
+            created = api.create(
+                "/api/v1/nodes", {"metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}}}
+            )
+            created["status"] = {
+                "capacity": dict(resources),
+                "allocatable": dict(resources),
+                "conditions": [
+                    {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "e2e"}
+                ],
+            }
+            updated = api.replace(f"/api/v1/nodes/{name}/status", created)
+            # kube-apiserver's TaintNodesByCondition taints a new node not-ready; the node lifecycle
+            # controller (not run here) lifts it once the kubelet reports Ready
+            updated["spec"]["taints"] = [
+                t for t in updated["spec"].get("taints") or [] if t["key"] != "node.kubernetes.io/not-ready"
+            ]
+            api.replace(f"/api/v1/nodes/{name}", updated)
+
+
+def _make_bucket(endpoint: str) -> None:
+    import s3fs
+
+    fs = s3fs.S3FileSystem(endpoint_url=endpoint, key=CREDENTIALS["key"], secret=CREDENTIALS["secret"])
+    fs.mkdir(BUCKET)
+
+
+def _karmada_policies(st: Stack) -> None:
+    """The shipped customizations and the ClusterTaintPolicy (PropagationPolicies are per scenario)."""
+    for path in sorted(POLICIES.glob("resourceinterpretercustomization-*.yaml")):
+        st.apply_karmada(path)
+    st.apply_karmada(POLICIES / "clustertaintpolicy-not-ready.yaml")
+
+
+def _install_product(st: Stack) -> None:
+    values = storage_values(st.s3_endpoint)
+    work = st.folder / "product"
+    helm, kubectl = st.tools.helm, st.tools.kubectl
+    karmada_api = st.karmada.api
+    # The Karmada API server reaches the Work webhook by URL (controlPlane.webhookURL), here a balancer
+    # in front of the control plane's replicas; the chart adds the URL's host to the certificate.
+    work_webhook = Balancer([])
+    st.releases["control-plane"] = install(
+        st.procs,
+        helm,
+        kubectl,
+        karmada_api,
+        RELEASE,
+        NAMESPACE,
+        {
+            **values,
+            "role": "control-plane",
+            "controlPlane": {"webhookURL": f"https://localhost:{work_webhook.port}/mutate-work"},
+        },
+        work,
+        balancers={(f"{RELEASE}-flink-failover", "https"): work_webhook},
+    )
+    for name in MEMBERS:
+        api = st.karmada.members[name].api
+        apply(
+            kubectl,
+            api.kubeconfig,
+            [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}],
+        )
+        apply(kubectl, api.kubeconfig, [_credentials_secret()])
+        member_values = yaml.safe_load(yaml.safe_dump(values))
+        member_values["role"] = "member"
+        member_values["member"]["fencing"] = {"cluster": name}
+        st.releases[f"member-{name}"] = install(
+            st.procs, helm, kubectl, api, RELEASE, NAMESPACE, member_values, work / name
+        )
+        estimator = install(
+            st.procs,
+            helm,
+            kubectl,
+            api,
+            f"{RELEASE}-estimator",
+            "karmada-system",
+            {
+                "image": {"repository": IMAGE},
+                "role": "estimator",
+                "estimator": {"cluster": name, "port": ESTIMATOR_PORT},
+            },
+            work / f"estimator-{name}",
+        )
+        st.releases[f"estimator-{name}"] = estimator
+        grpc = estimator.services[(f"karmada-scheduler-estimator-{name}", "grpc")]
+        install(
+            st.procs,
+            helm,
+            kubectl,
+            karmada_api,
+            f"{RELEASE}-estimator-{name}",
+            "karmada-system",
+            {
+                "image": {"repository": IMAGE},
+                "role": "estimator",
+                "estimator": {
+                    "cluster": name,
+                    "port": ESTIMATOR_PORT,
+                    "externalName": "localhost",
+                    "externalPort": grpc.port,
+                },
+            },
+            work / f"estimator-{name}-karmada",
+        )
+    for release in st.releases.values():
+        _wait_ready(release)
+
+
+def _wait_ready(release: Release) -> None:
+    for pod in release.replicas():
+        probe = pod.ports.get("probes") or pod.ports.get("http-metrics")
+        if probe is None:
+            continue
+        tls = "probes" in pod.ports
+        ca = pod.folder / "volumes" / "certs" / "ca.crt" if tls else None
+        wait_until(f"{pod.name} ready", functools.partial(_ready, probe, ca), 90, [pod.process])
+
+
+def _ready(port: int, ca: Path | None) -> bool:
+    import ssl
+    import urllib.request
+
+    scheme = "https" if ca is not None else "http"
+    context = None
+    if ca is not None:
+        context = ssl.create_default_context(cafile=str(ca))
+        context.check_hostname = False
+    with urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/readyz", context=context, timeout=3) as answer:
+        return bool(answer.status == 200)
+
+
+__all__ = ["Stack", "Tools", "free_port", "stack"]

@@ -1,0 +1,135 @@
+"""Is a snapshot one Flink can restore? Its ``_metadata`` as read, and the files it names, judged.
+
+Pure: ``member/storage.py`` reads the bytes and lists the folders; these functions say what that shows.
+A snapshot is passed over, with the reason the decision tells, when its ``_metadata`` cannot be loaded
+(``member/metadata.py``), says another checkpoint id than its ``chk-N`` directory, or names a file its
+folder's listing does not hold (or holds shorter than the handle reads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from webhook.common.paths import StoragePath, StoragePathError
+from webhook.member.metadata import FileScope, Metadata, MetadataRead, NewerFormat, Unreadable
+from webhook.member.policy import NewerMetadata
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What a ``_metadata`` read to its end says about its snapshot."""
+
+    problem: str = ""  # why it is passed over ("" when it is not)
+    note: str = ""  # what a person should know about one that is not (bytes after the end, newer format)
+    checkpoint_id: int | None = None
+    metadata: Metadata | None = None  # None: only the header was read (a newer format trusted)
+
+
+def judge(read: MetadataRead, directory_id: int | None, newer: NewerMetadata) -> Judged:
+    """``read`` for a snapshot whose directory says ``directory_id`` (``chk-N``; None for a savepoint)."""
+    if isinstance(read, Unreadable):
+        return Judged(read.reason)
+    if isinstance(read, NewerFormat):
+        what = f"_metadata is in format version {read.version}, newer than this release reads"
+        if newer is NewerMetadata.SKIP:
+            return Judged(f"{what} (policy onNewerMetadata: skip)")
+        if directory_id is not None and read.checkpoint_id is not None and read.checkpoint_id != directory_id:
+            return Judged(_other_id(read.checkpoint_id, directory_id))
+        note = f"{what}: only its header was checked (policy onNewerMetadata: trust)"
+        return Judged(note=note, checkpoint_id=read.checkpoint_id)
+    if directory_id is not None and read.checkpoint_id != directory_id:
+        return Judged(_other_id(read.checkpoint_id, directory_id))
+    note = ""
+    if read.trailing:
+        note = (
+            f"_metadata has {read.trailing:,} bytes after its end at byte {read.end:,} (Flink ignores them)"
+        )
+    return Judged(note=note, checkpoint_id=read.checkpoint_id, metadata=read)
+
+
+def _other_id(found: int, directory: int) -> str:
+    return (
+        f"_metadata is that of checkpoint {found}, not {directory} (a file copied or written in the wrong "
+        "place)"
+    )
+
+
+@dataclass(frozen=True)
+class Needed:
+    """A file a restore opens, where the new cluster reads it."""
+
+    path: StoragePath
+    size: int  # at least this many bytes
+    where: str  # which state names it
+
+
+@dataclass(frozen=True)
+class NamedFiles:
+    files: tuple[Needed, ...] = ()
+    problem: str = ""  # a name that is no path this member can read
+
+    @property
+    def folders(self) -> tuple[StoragePath, ...]:
+        """The folders to list, in the order they are first named."""
+        return tuple(dict.fromkeys(f.path.parent for f in self.files))  # paths are canonical
+
+
+def named_files(metadata: Metadata, snapshot: StoragePath, allowed_schemes: tuple[str, ...]) -> NamedFiles:
+    """Every file ``metadata`` names, once each (a merged file's largest segment end), as paths: a
+    relative name is in the snapshot's own directory, as Flink resolves it."""
+    found: dict[StoragePath, Needed] = {}
+    for named in metadata.files:
+        if named.scope is FileScope.EXCLUSIVE:
+            if "/" in named.path.strip("/") or named.path in ("", ".", ".."):
+                return NamedFiles(
+                    problem=f"_metadata names {named.path[:200]!r} as a file of its own directory"
+                )
+            path = snapshot.child(named.path.strip("/"))
+        else:
+            try:
+                path = StoragePath.parse(named.path)
+            except StoragePathError as exc:
+                return NamedFiles(problem=f"_metadata names {named.path[:200]!r}, which is no path: {exc}")
+            if path.scheme not in allowed_schemes:
+                return NamedFiles(
+                    problem=f"_metadata names {named.path[:200]}, on {path.scheme}://, which the policy's "
+                    "allowedSchemes do not include: its files cannot be checked"
+                )
+        path = path.canonical
+        known = found.get(path)
+        if known is None or named.size > known.size:
+            found[path] = Needed(path, named.size, named.where)
+    return NamedFiles(tuple(found.values()))
+
+
+# canonical folder -> (name -> size, None when the listing gives none); None: the folder does not exist.
+Listings = Mapping[StoragePath, Mapping[str, int | None] | None]
+
+
+def missing(named: NamedFiles, listings: Listings) -> str:
+    """Why the files are not all there ("" when they are): the first missing one and the count."""
+    gone: list[Needed] = []
+    short: list[tuple[Needed, int]] = []
+    for needed in named.files:
+        listing = listings.get(needed.path.parent)
+        size = listing.get(needed.path.name, -1) if listing is not None else -1
+        if size == -1:
+            gone.append(needed)
+        elif size is not None and size < needed.size:
+            short.append((needed, size))
+    total = len(named.files)
+    if gone:
+        first = gone[0]
+        return (
+            f"{len(gone)} of the {total} files its _metadata names {'is' if len(gone) == 1 else 'are'} "
+            f"missing, the first {first.path} ({first.where})"
+        )
+    if short:
+        first, size = short[0]
+        return (
+            f"{len(short)} of the {total} files its _metadata names {'is' if len(short) == 1 else 'are'} "
+            f"shorter than Flink reads, the first {first.path} ({size:,} bytes, {first.size:,} named; "
+            f"{first.where})"
+        )
+    return ""

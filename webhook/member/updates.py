@@ -1,0 +1,179 @@
+"""The UPDATE rules: what an UPDATE of an object this webhook restored, held or fenced keeps.
+
+Pure. Karmada re-applies its template and drops what the webhook set at CREATE: the fields are carried
+over from ``oldObject``; a job held for fencing stays held until this cluster's fencing agent releases it;
+a stale copy the agent stopped stays stopped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from webhook.common.contract import (
+    EPOCH,
+    FAILOVER_COUNT,
+    FENCED,
+    FENCED_BY,
+    FENCED_UPGRADE_MODE,
+    HOLD,
+    RELEASE,
+    RELEASE_REQUESTED_BY,
+    RELEASED,
+    RESTORE_DECISION,
+    RESTORED_FROM,
+    RESTORED_JOB_ID,
+)
+from webhook.common.flink import FlinkResource
+from webhook.member.outcome import (
+    RestoreDecision,
+    RestoreOutcome,
+    decision_annotations,
+    restored,
+    triggered,
+)
+from webhook.member.policy import RestorePolicy
+
+
+def carry_over(
+    resource: FlinkResource,
+    old: FlinkResource | None,
+    policy: RestorePolicy,
+    requester: str = "",
+    from_agent: bool = False,
+    agent_unknown: str = "",
+) -> RestoreDecision:
+    """Karmada re-applied its template and dropped what we set at CREATE: put it back, storage untouched."""
+    recorded = old.annotations.get(policy.key(RESTORE_DECISION), "") if old is not None else ""
+    if old is None or recorded not in (
+        RestoreOutcome.RESTORED,
+        RestoreOutcome.HELD,
+        RestoreOutcome.SUSPENDED,
+        RestoreOutcome.STATELESS,
+    ):
+        return RestoreDecision(RestoreOutcome.SKIP, "update of an object this webhook did not restore")
+    job_id = old.annotations.get(policy.key(RESTORED_JOB_ID), "")
+    if recorded in (RestoreOutcome.RESTORED, RestoreOutcome.HELD):
+        path = old.annotations.get(policy.key(RESTORED_FROM), "") or old.initial_savepoint_path
+        if not path:
+            return RestoreDecision(RestoreOutcome.SKIP, "restored object without a recorded path")
+        if resource.initial_savepoint_path and resource.initial_savepoint_path != path:
+            return RestoreDecision(RestoreOutcome.SKIP, "initialSavepointPath set explicitly")
+        has_sp = bool(resource.savepoint_dir or policy.default_savepoint_dir)
+        decision = restored(resource, job_id, path, "carried", policy, has_sp, (), carried=True)
+        # Keep upgradeMode as it was after CREATE rather than recomputing it from a changed spec.
+        spec_job = dict(decision.spec_job)
+        if old.job_field("upgradeMode") and resource.upgrade_mode == "stateless":
+            spec_job["upgradeMode"] = str(old.job_field("upgradeMode"))
+        annotations = dict(decision.annotations)
+        epoch = old.annotations.get(policy.key(EPOCH), "")
+        if epoch:
+            annotations[policy.key(EPOCH)] = resource.annotations.get(policy.key(EPOCH)) or epoch
+        notes = list(decision.warnings)
+        if _still_held(resource, old, policy, from_agent):
+            # A re-applied template must not start a job held for fencing; the agent releases it.
+            spec_job["state"] = "suspended"
+            hold = resource.annotations.get(policy.key(HOLD)) or old.annotations[policy.key(HOLD)]
+            annotations[policy.key(HOLD)] = hold
+            annotations[policy.key(RESTORE_DECISION)] = RestoreOutcome.HELD.value
+            notes.append(f"job stays held suspended (carried over from the previous object): {hold}")
+            if _release_marker_changed(resource, old, policy):
+                who = requester or "an unknown user"
+                unknown = (
+                    f" (the agent's identity is not known here: {agent_unknown})" if agent_unknown else ""
+                )
+                notes.append(
+                    f"{policy.key(RELEASED)} set by {who} {RELEASE_IGNORED}{unknown}; ask it with "
+                    f"{policy.key(RELEASE)}=true (flink-failover release)"
+                )
+                annotations[policy.key(RELEASED)] = old.annotations.get(policy.key(RELEASED), "")
+            asked_by = policy.key(RELEASE_REQUESTED_BY)
+            if _release_asked(resource, old, policy):
+                annotations[asked_by] = requester or "unknown"
+            elif resource.annotations.get(asked_by) or old.annotations.get(asked_by):
+                annotations[asked_by] = old.annotations.get(asked_by, "")  # never set by the request itself
+        elif recorded == RestoreOutcome.HELD and not resource.annotations.get(policy.key(HOLD)):
+            annotations[policy.key(RESTORE_DECISION)] = RestoreOutcome.RESTORED.value  # the agent's release
+        return replace(decision, spec_job=spec_job, annotations=annotations, warnings=tuple(notes))
+    spec_job = {}
+    warnings: tuple[str, ...] = ()
+    if recorded == RestoreOutcome.SUSPENDED and not resource.initial_savepoint_path:
+        spec_job["state"] = "suspended"  # a re-applied template must not start the held job empty
+        warnings = (
+            "job stays held suspended (carried over from the previous object): nothing restorable was "
+            "found when it was created; set spec.job.initialSavepointPath or state: running by hand",
+        )
+    return RestoreDecision(
+        RestoreOutcome(recorded),
+        "carried over from the previous object",
+        job_id=job_id,
+        carried=True,
+        warnings=warnings,
+        spec_job=spec_job,
+        annotations=decision_annotations(policy, RestoreOutcome(recorded), job_id),
+    )
+
+
+# The warning of an UPDATE that forged the agent's release (the member handler turns it into an Event).
+RELEASE_IGNORED = "ignored: only this cluster's fencing agent releases a held job"
+
+
+def _still_held(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy, from_agent: bool) -> bool:
+    """Held before, and this update is not the agent's release (which records why it released, and
+    comes from the agent's own identity: anyone else's ``released`` marker is a forgery)."""
+    if not old.annotations.get(policy.key(HOLD)) or old.state != "suspended":
+        return False
+    return not (from_agent and _release_marker_changed(resource, old, policy))
+
+
+def _release_marker_changed(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy) -> bool:
+    released = resource.annotations.get(policy.key(RELEASED), "")
+    return bool(released) and released != old.annotations.get(policy.key(RELEASED), "")
+
+
+def _release_asked(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy) -> bool:
+    """An engineer asks with this update for the release of the held job (``release: "true"`` set now,
+    or left over from before the hold and not recorded yet): the agent carries it out, naming them."""
+    key = policy.key(RELEASE)
+    asked = resource.annotations.get(key, "").strip().lower() == "true"
+    recorded = old.annotations.get(key, "").strip().lower() == "true" and bool(
+        old.annotations.get(policy.key(RELEASE_REQUESTED_BY), "").strip()
+    )
+    return asked and not recorded
+
+
+def keep_fenced(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy) -> RestoreDecision:
+    """A stale copy the fencing agent stopped stays stopped whatever is re-applied over it."""
+    if old.state != "suspended":
+        return RestoreDecision(RestoreOutcome.SKIP, "fenced copy no longer suspended")
+    spec_job = {"state": "suspended"}
+    if old.job_field("upgradeMode"):
+        spec_job["upgradeMode"] = str(old.job_field("upgradeMode"))
+    annotations = {
+        key: old.annotations[key]
+        for key in (policy.key(FENCED_BY), policy.key(FENCED_UPGRADE_MODE))
+        if old.annotations.get(key)
+    }
+    warnings: tuple[str, ...] = ()
+    fenced_at = old.labels[policy.key(FENCED)]
+    count = resource.annotations.get(policy.key(FAILOVER_COUNT), "")
+    if (
+        triggered(resource, policy)
+        and count.isdigit()
+        and fenced_at.isdigit()
+        and int(count) > int(fenced_at)
+    ):
+        # The workload is failing over back here, onto the stopped copy: a restore path set on an object
+        # that already exists is ignored by the operator, so only a new object can be restored.
+        warnings = (
+            f"failover {count} back to this cluster meets the copy fenced at epoch {fenced_at}: it stays "
+            "suspended; delete it so that Karmada re-creates it and it is restored",
+        )
+    return RestoreDecision(
+        RestoreOutcome.SUSPENDED,
+        "stale copy stopped by a fence: kept suspended",
+        carried=True,
+        warnings=warnings,
+        spec_job=spec_job,
+        annotations=annotations,
+        labels={policy.key(FENCED): old.labels[policy.key(FENCED)]},
+    )
