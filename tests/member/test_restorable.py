@@ -4,6 +4,8 @@ member handler, the real server (gunicorn, TLS), ``flink-failover review`` and t
 
 from __future__ import annotations
 
+import asyncio
+
 import json
 import re
 import shutil
@@ -363,6 +365,6 @@ def test_the_fencing_agents_resume_skips_what_flink_cannot_restore(tmp_path: Pat
 
     agent = FencingAgent("member1", policy, Api(), CheckpointStorage())
     copy = read_copy(running_deployment(each.job_id), policy)
-    assert agent._resume(copy) is None
+    assert asyncio.run(agent._resume(copy)) is None
     job = patched[-1]["spec"]["job"]
     assert job["initialSavepointPath"] == f"{url}/ck/{each.job_id}/chk-{below}"
