@@ -7,8 +7,11 @@ CERTS  ?= certs
 POLICY ?= webhook/restore-policy.yaml
 BIND   ?= 127.0.0.1:8443
 PYTEST_ARGS ?=
+# The end-to-end tier's binaries (tests/e2e/assets.py): ../shared/e2e when it is there, else whatever
+# FLINK_FAILOVER_E2E_ASSETS names; without either the tier is skipped with one line saying why.
+E2E_ASSETS ?= $(or $(FLINK_FAILOVER_E2E_ASSETS),$(if $(wildcard ../shared/e2e),$(abspath ../shared/e2e),))
 
-.PHONY: run test bench soak lint typecheck certs clean venv moto-venv proto image image-push
+.PHONY: run test e2e bench soak lint typecheck certs clean venv moto-venv proto image image-push
 
 venv: $(STAMP)
 
@@ -37,7 +40,13 @@ run: $(STAMP) $(CERTS)/tls.crt
 	$(BIN)/flink-failover serve --role member --policy $(POLICY) --cert-dir $(CERTS) --bind $(BIND)
 
 test: $(STAMP) moto-venv
-	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server $(BIN)/pytest $(PYTEST_ARGS)
+	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server FLINK_FAILOVER_E2E_ASSETS=$(E2E_ASSETS) \
+	  $(BIN)/pytest $(PYTEST_ARGS)
+
+# The end-to-end tier alone: real kube-apiservers and Karmada (docs/development.md).
+e2e: $(STAMP) moto-venv
+	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server FLINK_FAILOVER_E2E_ASSETS=$(E2E_ASSETS) \
+	  $(BIN)/pytest tests/e2e $(PYTEST_ARGS)
 
 # pip-audit lives in its own environment (installed beside the project it makes pip backtrack for
 # minutes) and audits the pinned set in constraints.txt. It needs the PyPI JSON API or OSV; offline it

@@ -818,11 +818,38 @@ def test_rendered_command_lines_parse(rendered: dict[str, list[dict[str, Any]]],
                 assert args.bind == "0.0.0.0:8443" and args.cert_dir == "/etc/flink-failover/certs"
 
 
-def test_chart_requires_kubernetes_1_30(helm: str, tmp_path: Path) -> None:
-    """ValidatingAdmissionPolicy v1 and webhook matchConditions are GA from 1.30 on."""
-    old = template(helm, tmp_path, {}, "--kube-version", "1.29.0")
+def test_chart_requires_kubernetes_1_28(helm: str, tmp_path: Path) -> None:
+    """Webhook matchConditions are beta (on by default) from 1.28 on."""
+    old = template(helm, tmp_path, {}, "--kube-version", "1.27.9")
     assert old.returncode != 0 and "kubeVersion" in old.stderr
-    assert template(helm, tmp_path, {}, "--kube-version", "1.30.0").returncode == 0
+    assert template(helm, tmp_path, {}, "--kube-version", "1.28.0").returncode == 0
+
+
+BACKSTOP_V1BETA1 = "admissionregistration.k8s.io/v1beta1/ValidatingAdmissionPolicy"
+
+
+@pytest.mark.parametrize(
+    ("flags", "served"),
+    [
+        (("--kube-version", "1.30.0"), "admissionregistration.k8s.io/v1"),
+        (
+            ("--kube-version", "1.28.4", "--api-versions", BACKSTOP_V1BETA1),
+            "admissionregistration.k8s.io/v1beta1",
+        ),
+        (("--kube-version", "1.28.4"), None),
+    ],
+    ids=["1.30", "1.28-with-v1beta1", "1.28-without"],
+)
+def test_the_backstop_speaks_the_api_version_the_cluster_serves(
+    helm: str, tmp_path: Path, flags: tuple[str, ...], served: str | None
+) -> None:
+    """v1 from 1.30, v1beta1 where a 1.28/1.29 API server serves it, else left out (NOTES warns: helm
+    renders NOTES only at install, against the cluster it installs into)."""
+    out = template(helm, tmp_path, {}, *flags)
+    assert out.returncode == 0, out.stderr
+    docs = [d for d in yaml.safe_load_all(out.stdout) if d]
+    versions = {d["apiVersion"] for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")}
+    assert versions == ({served} if served else set())
 
 
 def test_leader_election_can_be_turned_off_and_its_timings_are_checked(helm: str, tmp_path: Path) -> None:

@@ -20,9 +20,10 @@ from tests.e2e.procs import Process, Processes, wait_until
 from tests.support.server import free_port
 
 ADMIN_TOKEN = "e2e-admin-token"
+ALICE_TOKEN = "e2e-alice-token"  # an ordinary user (group flink-users) who edits Flink jobs
 USERS = {  # token -> (user, groups): who the scenarios act as
     ADMIN_TOKEN: ("e2e-admin", "system:masters"),
-    "e2e-alice-token": ("alice", "flink-users"),
+    ALICE_TOKEN: ("alice", "flink-users"),
 }
 
 

@@ -19,8 +19,9 @@ import pytest
 
 from tests.chart.conftest import ensure_binaries
 from tests.e2e.assets import Assets, AssetsMissing, find_assets
+from tests.e2e.guide import run_guide
 from tests.e2e.operator import OperatorDouble
-from tests.e2e.scenario import World, checkpoint_writer
+from tests.e2e.scenario import World, checkpoint_writer, cleanup
 from tests.e2e.stack import Stack, Tools, stack
 from tests.e2e.timeline import Timeline
 from tests.support.repo import REPO, shared_data_required
@@ -78,14 +79,17 @@ def tools() -> Tools:
 
 
 @contextlib.contextmanager
-def _world(assets: Assets, version: str, folder: Path, tools: Tools) -> Iterator[World]:
-    with stack(assets, version, folder, tools) as st:
+def _world(assets: Assets, version: str, folder: Path, tools: Tools, via_guide: bool) -> Iterator[World]:
+    with stack(assets, version, folder, tools, product=not via_guide) as st:
         write = checkpoint_writer(st.s3_endpoint)
         operators = {
             name: OperatorDouble(name, st.member_api(name), write).start() for name in st.karmada.members
         }
         timeline = Timeline({name: st.member_api(name) for name in st.karmada.members}).start()
         world = World(st, operators, timeline)
+        if via_guide:
+            world.guide = run_guide(st)
+            cleanup(world, ["orders"])
         world.wait_scheduler_reaches_estimators()
         try:
             yield world
@@ -110,11 +114,12 @@ def _run_folder(version: str) -> Path:
     return folder
 
 
-def world_for(version: str, assets: Assets, tools: Tools) -> Iterator[World]:
+def world_for(version: str, assets: Assets, tools: Tools, via_guide: bool = False) -> Iterator[World]:
     """One stack for a package of scenarios (each version's package asks for its own and frees it when
-    its scenarios are done, so two stacks never run at once)."""
+    its scenarios are done, so two stacks never run at once); ``via_guide``: the product installed by
+    running docs/guide-flink-on-karmada.md as written (``tests/e2e/guide.py``), its failover included."""
     folder = _run_folder(version)
-    with _world(assets, version, folder, tools) as world:
+    with _world(assets, version, folder, tools, via_guide) as world:
         yield world
     if not world.failed and os.environ.get("FLINK_FAILOVER_E2E_KEEP") != "1":
         shutil.rmtree(folder, ignore_errors=True)

@@ -7,12 +7,17 @@ members, that the old job's newest checkpoint was restored, counted once, and ne
 
 from __future__ import annotations
 
+import itertools
+import threading
 import time
 from decimal import Decimal
 from typing import Any
 
+from tests.e2e.apiserver import ALICE_TOKEN
 from tests.e2e.procs import wait_until
+from tests.e2e.rest import flink_path
 from tests.e2e.scenario import (
+    CHECKPOINTS,
     NAMESPACE,
     PREFIX,
     Outcome,
@@ -21,6 +26,7 @@ from tests.e2e.scenario import (
     lost_after,
     propagation_policy,
 )
+from tests.e2e.stack import BUCKET
 
 
 def _start(world: World, name: str, shipped: str, purge_mode: str | None = None) -> tuple[str, object]:
@@ -284,3 +290,193 @@ def quantities(requests: dict[str, str]) -> dict[str, Decimal]:
     from webhook.placement.quantity import parse_decimal
 
     return {name: parse_decimal(value, name) for name, value in requests.items()}
+
+
+# --- one running copy when the agent itself is in trouble (issue 28) ------------------------------
+
+RELEASED = f"{PREFIX}/released"
+HOLD = f"{PREFIX}/hold"
+STEPPED_DOWN = f"{PREFIX}/stepped-down"
+FENCED = f"{PREFIX}/fenced"
+
+
+def _held(world: World, cluster: str, name: str) -> bool:
+    obj = world.member_object(cluster, name) or {}
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    state = ((obj.get("spec") or {}).get("job") or {}).get("state")
+    return bool(annotations.get(HOLD)) and state == "suspended"
+
+
+def _annotation(world: World, cluster: str, name: str, key: str) -> str:
+    obj = world.member_object(cluster, name) or {}
+    return str(((obj.get("metadata") or {}).get("annotations") or {}).get(key) or "")
+
+
+def forged_release(world: World, jobs: list[str]) -> Outcome:
+    """While the new cluster holds a restore (the old copy is slow to stop), an ordinary user sets the
+    agent's release marker and ``state: running`` herself: the job stays held, an Event names her, and
+    it starts only once the old copy has stopped, released by the acknowledgement."""
+    name = "forged"
+    jobs.append(name)
+    old_cluster, _ = _start(world, name, "propagationpolicy-cluster-failover.yaml", "Gracefully")
+    new_cluster = next(c for c in world.operators if c != old_cluster)
+    world.operators[old_cluster].stop_seconds = 20
+    try:
+        triggered = time.monotonic()
+        world.taint(old_cluster)
+        wait_until(f"{name} held on {new_cluster}", lambda: _held(world, new_cluster, name), 120)
+        alice = world.stack.member_api(new_cluster).as_user(ALICE_TOKEN)
+        forged = {
+            "metadata": {"annotations": {RELEASED: "ack at 2026-12-02T00:00:00Z (set by hand)"}},
+            "spec": {"job": {"state": "running"}},
+        }
+        alice.merge_patch(flink_path("FlinkDeployment", NAMESPACE, name), forged)
+        wait_until(
+            "a ReleaseIgnored Event naming alice",
+            lambda: any(
+                "alice" in e.get("note", "") for e in world.events(new_cluster, name, "ReleaseIgnored")
+            ),
+            60,
+        )
+        assert _held(world, new_cluster, name), "the forged release started the held job"
+        outcome = _outcome(world, name, old_cluster, triggered)
+    finally:
+        world.operators[old_cluster].stop_seconds = 4.0
+    world.record(outcome.line("a forged release by an ordinary user while held"))
+    _assert_restored_newest(outcome)
+    assert _annotation(world, new_cluster, name, RELEASED).startswith("ack"), (
+        "released otherwise than by the ack"
+    )
+    return outcome
+
+
+def replica_killed(world: World, jobs: list[str]) -> Outcome:
+    """One of the old cluster's two member-role replicas (each runs a fencing agent) is killed just after
+    the stop was asked: the other one carries the failover through, acknowledged."""
+    name = "replica-killed"
+    jobs.append(name)
+    old_cluster, _ = _start(world, name, "propagationpolicy-cluster-failover.yaml", "Gracefully")
+    new_cluster = next(c for c in world.operators if c != old_cluster)
+    world.operators[old_cluster].stop_seconds = 8
+    killed = None
+    try:
+        triggered = time.monotonic()
+        world.taint(old_cluster)
+        wait_until(
+            f"{name} asked to stop on {old_cluster}",
+            lambda: bool(
+                ((world.member_object(old_cluster, name) or {}).get("metadata") or {})
+                .get("labels", {})
+                .get(FENCED)
+            ),
+            120,
+        )
+        killed = world.kill_member_replica(old_cluster, 0)
+        outcome = _outcome(world, name, old_cluster, triggered)
+    finally:
+        world.operators[old_cluster].stop_seconds = 4.0
+        if killed is not None:
+            world.restart_member_replica(old_cluster, 0)
+    world.record(outcome.line("one of two agent replicas killed mid-failover"))
+    _assert_restored_newest(outcome)
+    assert _annotation(world, new_cluster, name, RELEASED).startswith("ack"), (
+        "released otherwise than by the ack"
+    )
+    return outcome
+
+
+def hung_storage(world: World, jobs: list[str], held: int = 3) -> tuple[float, float]:
+    """member2 holds restores whose storage then hangs for member2 only (``s3a://`` through a proxy): a
+    job it runs on another storage keeps renewing its heartbeat on time and never steps down; a job it
+    runs on the hung storage steps down within its bound. (Seconds: the healthy heartbeat's longest gap,
+    the hung holder's step-down after the hang.)"""
+    fencing = world.stack.fencing
+    steady, holder = "steady", "hung-holder"
+    names = [f"held-{i}" for i in range(held)]
+    jobs.extend([steady, holder, *names])
+    on_member2 = propagation_policy("propagationpolicy-cluster-failover.yaml", [steady, holder])
+    on_member2["spec"]["placement"]["clusterAffinity"]["clusterNames"] = ["member2"]
+    hung_dir = f"s3a://{BUCKET}/checkpoints-a"
+    world.submit([flink_job(steady), flink_job(holder, checkpoint_dir=hung_dir)], on_member2)
+    world.taint("member2", {"key": "e2e.flink-failover.io/not-yet", "effect": "NoSchedule"})
+    gracefully = propagation_policy("propagationpolicy-cluster-failover.yaml", names, "Gracefully")
+    world.submit([flink_job(n, checkpoint_dir=hung_dir) for n in names], gracefully)
+    for name in names:
+        world.wait_running((NAMESPACE, name), "member1")
+    for name in (steady, holder):
+        world.wait_running((NAMESPACE, name), "member2")
+        world.wait_checkpoints("member2", (NAMESPACE, name), 2)
+    for name in names:
+        job = world.wait_checkpoints("member1", (NAMESPACE, name), 2)
+        world.wait_captured(name, "member1", job.job_id)
+    world.untaint("member2", "e2e.flink-failover.io/not-yet")
+    world.operators["member1"].stop_seconds = 300  # the old copies stay stopping: their restores stay held
+    proxy = world.stack.s3a_proxy
+    assert proxy is not None
+    try:
+        world.taint("member1")
+        for name in names:
+            wait_until(f"{name} held on member2", lambda n=name: _held(world, "member2", n), 120)
+        beats = HeartbeatSampler(
+            world, f"{CHECKPOINTS}/flink-failover/{NAMESPACE}/flinkdeployment/{steady}", "member2"
+        )
+        beats.start()
+        hung_at = time.monotonic()
+        proxy.slow(
+            600
+        )  # every chunk waits ten minutes: calls to s3a hang, as to a bucket that stopped answering
+        wait_until(
+            f"{holder} stepped down", lambda: bool(_annotation(world, "member2", holder, STEPPED_DOWN)), 120
+        )
+        stepped = time.monotonic() - hung_at
+        # the healthy job's heartbeat over as long again, and every member2 replica ready all along
+        wait_until(
+            "a while of heartbeats after the step-down", lambda: time.monotonic() - hung_at > 2 * stepped, 120
+        )
+        ready = world.member_replicas_ready("member2")
+        gap = beats.stop()
+    finally:
+        proxy.heal()
+        world.operators["member1"].stop_seconds = 4.0
+    world.record(
+        f"storage hung for member2 with {held} held restores on it: the healthy job's heartbeat renewed "
+        f"every {fencing['pollSeconds']} s, longest gap {gap:.1f} s (renew deadline "
+        f"{fencing['renewDeadlineSeconds']} s), never stepped down; the job on the hung storage stepped down "
+        f"{stepped:.1f} s after the hang (bound {fencing['renewDeadlineSeconds'] + fencing['pollSeconds']} s)"
+    )
+    assert not _annotation(world, "member2", steady, STEPPED_DOWN), "a healthy job stepped down"
+    assert world.timeline.running_on((NAMESPACE, steady)) == ["member2"]
+    assert gap < fencing["renewDeadlineSeconds"], f"the healthy heartbeat went {gap:.1f} s without renewal"
+    assert stepped <= fencing["renewDeadlineSeconds"] + 2 * fencing["pollSeconds"], (
+        f"stepped down after {stepped:.1f} s"
+    )
+    assert ready, "a member2 replica turned not ready while its agent's storage hung"
+    for name in names:
+        assert world.timeline.two_running_seconds((NAMESPACE, name)) == 0.0
+    return gap, stepped
+
+
+class HeartbeatSampler:
+    """The storage's modification time of one heartbeat record, sampled: the longest it stood still."""
+
+    def __init__(self, world: World, folder: str, cluster: str) -> None:
+        self.world, self.path = world, f"{folder}/heartbeat-{cluster}.json"
+        self.changes: list[float] = []
+        self._halt = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="heartbeat-sampler", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> float:
+        """The longest interval between two renewals seen (its storage times), in seconds."""
+        self._halt.set()
+        self._thread.join(10)
+        times = sorted(set(self.changes))
+        return max((b - a for a, b in itertools.pairwise(times)), default=float("inf"))
+
+    def _run(self) -> None:
+        while not self._halt.wait(0.25):
+            modified = self.world.modified_time(self.path)
+            if modified is not None:
+                self.changes.append(modified)

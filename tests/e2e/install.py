@@ -8,8 +8,8 @@ the serving certificate and the caBundle are the chart's own. The Deployments' p
 front of the replicas, and the webhook registrations keep their Service reference with that port: the API
 server resolves it, dials the balancer and checks the certificate by the Service's name, as in a cluster.
 
-What differs from a cluster, on purpose: the tier's kube-apiserver is v1.28, where
-``ValidatingAdmissionPolicy`` is served as ``v1beta1`` (same fields as v1); it is applied as such.
+Releases are rendered with the tier's own capabilities (kube-apiserver v1.28.4 serving
+``ValidatingAdmissionPolicy`` as ``v1beta1``), as ``helm install`` would learn them from the API server.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 import yaml
 
 from tests.e2e.apiserver import ADMIN_TOKEN, ApiServer
+from tests.e2e.assets import KUBERNETES
 from tests.e2e.balancer import Balancer
 from tests.e2e.karmada import apply
 from tests.e2e.pods import Pod, run_pod
@@ -32,6 +33,13 @@ from tests.e2e.rest import Rest
 from tests.support.repo import REPO
 
 CHART = REPO / "charts" / "flink-failover"
+# what discovery would tell helm about the tier's API servers
+CAPABILITIES = (
+    "--kube-version",
+    KUBERNETES,
+    "--api-versions",
+    "admissionregistration.k8s.io/v1beta1/ValidatingAdmissionPolicy",
+)
 HOOK = "helm.sh/hook"
 RUN_LATER = {"Deployment", "Job", "CronJob"}
 NOT_SERVED = {"ServiceMonitor", "PrometheusRule"}  # their CRDs are not in the tier
@@ -62,7 +70,7 @@ def render(helm: Path, name: str, namespace: str, values: dict[str, Any], work: 
     values_file = work / f"values-{name}.yaml"
     values_file.write_text(yaml.safe_dump(values))
     out = subprocess.run(
-        [str(helm), "template", name, str(CHART), "-n", namespace, "-f", str(values_file)],
+        [str(helm), "template", name, str(CHART), "-n", namespace, "-f", str(values_file), *CAPABILITIES],
         capture_output=True,
         text=True,
         timeout=120,
@@ -131,9 +139,7 @@ def _for_tier(release: Release, obj: dict[str, Any]) -> dict[str, Any] | None:
     if _namespaced(obj):
         obj["metadata"].setdefault("namespace", release.namespace)
     kind = obj["kind"]
-    if kind in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
-        obj["apiVersion"] = "admissionregistration.k8s.io/v1beta1"
-    elif kind == "Service" and obj["spec"].get("type", "ClusterIP") == "ClusterIP":
+    if kind == "Service" and obj["spec"].get("type", "ClusterIP") == "ClusterIP":
         obj["spec"] = _external_service(release, obj)
     elif kind == "MutatingWebhookConfiguration":
         for hook in obj["webhooks"]:
@@ -204,6 +210,19 @@ def start_pods(procs: Processes, rest: Rest, release: Release, folder: Path) -> 
         ]
         release.pods[name] = pods
         _route(release, deployment, pods)
+
+
+def restart_pod(procs: Processes, rest: Rest, release: Release, index: int) -> Pod:
+    """Start replica ``index`` of the release's Deployment again (a pod its ReplicaSet replaced), in the
+    same folder, and send the Service's connections to it."""
+    deployment = release.find("Deployment")
+    name = deployment["metadata"]["name"]
+    old = release.pods[name][index]
+    procs.stop(old.process, grace=0.5)  # (already dead when a test killed it)
+    pod = run_pod(procs, rest, deployment["spec"]["template"], release.namespace, old.name, old.folder)
+    release.pods[name][index] = pod
+    _route(release, deployment, release.pods[name])
+    return pod
 
 
 def _route(release: Release, deployment: dict[str, Any], pods: list[Pod]) -> None:

@@ -10,6 +10,7 @@ say which checkpoints each job completed (what "lost" is counted against).
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +20,9 @@ import yaml
 
 from tests.e2e.apiserver import ADMIN_TOKEN
 from tests.e2e.informer import Key
+from tests.e2e.install import Release, restart_pod
 from tests.e2e.operator import OperatorDouble, real_metadata
+from tests.e2e.pods import Pod
 from tests.e2e.procs import wait_until
 from tests.e2e.rest import Rest, flink_path
 from tests.e2e.stack import BUCKET, POLICIES, Stack
@@ -43,14 +46,15 @@ def checkpoint_writer(endpoint: str) -> Callable[[str, str, int], None]:
     )
 
     def write(folder: str, job_id: str, checkpoint: int) -> None:
-        fs.pipe_file(
-            f"{folder.removeprefix('s3://')}/{job_id}/chk-{checkpoint}/_metadata", real_metadata(checkpoint)
-        )
+        bucket_path = folder.split("://", 1)[-1]  # s3:// and s3a:// alike: the job writes straight to S3
+        fs.pipe_file(f"{bucket_path}/{job_id}/chk-{checkpoint}/_metadata", real_metadata(checkpoint))
 
     return write
 
 
-def flink_job(name: str, namespace: str = NAMESPACE, upgrade_mode: str = "savepoint") -> dict[str, Any]:
+def flink_job(
+    name: str, namespace: str = NAMESPACE, upgrade_mode: str = "savepoint", checkpoint_dir: str = CHECKPOINTS
+) -> dict[str, Any]:
     return {
         "apiVersion": "flink.apache.org/v1beta1",
         "kind": "FlinkDeployment",
@@ -61,7 +65,7 @@ def flink_job(name: str, namespace: str = NAMESPACE, upgrade_mode: str = "savepo
             "serviceAccount": "flink",
             "flinkConfiguration": {
                 "taskmanager.numberOfTaskSlots": "2",
-                "execution.checkpointing.dir": CHECKPOINTS,
+                "execution.checkpointing.dir": checkpoint_dir,
                 "execution.checkpointing.savepoint-dir": SAVEPOINTS,
             },
             "jobManager": {"resource": {"cpu": 1, "memory": "2048m"}},
@@ -96,6 +100,7 @@ class World:
     timeline: Timeline
     failed: bool = False
     figures: list[str] = field(default_factory=list)
+    guide: Any = None  # the guide's run (tests/e2e/guide.GuideRun) when it installed the product
 
     def where(self, test: str = "") -> str:
         folder = self.stack.folder
@@ -105,6 +110,71 @@ class World:
             f"stack folder (kept): {folder}\nobjects at the failure: {dumped}\n"
             f"process logs in {folder / 'logs'}: {', '.join(logs)}"
         )
+
+    # --- the member role's replicas and what they wrote ---------------------------------------------
+
+    def member_release(self, cluster: str) -> Release:
+        return self.stack.releases[f"member-{cluster}"]
+
+    def kill_member_replica(self, cluster: str, index: int) -> Pod:
+        """SIGKILL one member-role replica (a pod force-deleted): its webhook and its fencing agent go."""
+        pod = self.member_release(cluster).replicas()[index]
+        pod.process.signal(signal.SIGKILL)
+        pod.process.popen.wait(10)
+        return pod
+
+    def restart_member_replica(self, cluster: str, index: int) -> None:
+        api = self.stack.member_api(cluster)
+        restart_pod(self.stack.procs, api, self.member_release(cluster), index)
+
+    def member_replicas_ready(self, cluster: str) -> bool:
+        """Every member-role replica of ``cluster`` answers /readyz with 200 now."""
+        import ssl
+        import urllib.request
+
+        for pod in self.member_release(cluster).replicas():
+            context = ssl.create_default_context(cafile=str(pod.folder / "volumes" / "certs" / "ca.crt"))
+            context.check_hostname = False
+            url = f"https://127.0.0.1:{pod.port('probes')}/readyz"
+            try:
+                with urllib.request.urlopen(url, context=context, timeout=3) as answer:
+                    if answer.status != 200:
+                        return False
+            except OSError:
+                return False
+        return True
+
+    def events(
+        self, cluster: str, name: str, reason: str, namespace: str = NAMESPACE
+    ) -> list[dict[str, Any]]:
+        """The Events on ``cluster`` about the Flink object ``name`` with ``reason``."""
+        found = self.stack.member_api(cluster).get(f"/apis/events.k8s.io/v1/namespaces/{namespace}/events")
+        return [
+            e
+            for e in found.get("items") or []
+            if e.get("reason") == reason and (e.get("regarding") or {}).get("name") == name
+        ]
+
+    def modified_time(self, path: str) -> float | None:
+        """The storage's modification time (POSIX seconds) of an object, read straight from S3."""
+        info = (
+            self._s3().info(path.split("://", 1)[-1]) if self._s3().exists(path.split("://", 1)[-1]) else None
+        )
+        modified = (info or {}).get("LastModified")
+        return modified.timestamp() if modified is not None else None
+
+    def _s3(self) -> Any:
+        import s3fs
+
+        if not hasattr(self, "_fs"):
+            self._fs = s3fs.S3FileSystem(
+                endpoint_url=self.stack.s3_endpoint,
+                key=CREDENTIALS["key"],
+                secret=CREDENTIALS["secret"],
+                skip_instance_cache=True,
+                use_listings_cache=False,
+            )
+        return self._fs
 
     def save_metrics(self) -> None:
         """Every API server's /metrics beside the logs (API Priority and Fairness waits among them)."""

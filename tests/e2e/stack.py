@@ -29,6 +29,7 @@ from tests.e2e.rest import Rest
 from tests.support.repo import REPO
 from tests.support.s3 import CREDENTIALS, moto_server
 from tests.support.server import free_port
+from tests.support.tcpproxy import TcpProxy, tcp_proxy
 
 RELEASE = "ff"
 NAMESPACE = "flink-failover"
@@ -36,8 +37,9 @@ BUCKET = "flink-state"
 ESTIMATOR_PORT = 10352
 POLICIES = REPO / "policies" / "karmada"
 IMAGE = "registry.example/flink-failover"  # required by the chart; nothing pulls it here
-# Fencing timings: short, and within the rules the chart and the server enforce.
-FENCING = {"leaseSeconds": 12, "pollSeconds": 2, "renewDeadlineSeconds": 6, "stopMarginSeconds": 4}
+# Fencing timings: short, and within the rules the chart and the server enforce (renew deadline at least two
+# polls; renew deadline + poll + stop margin + one poll of slack within the lease).
+FENCING = {"leaseSeconds": 16, "pollSeconds": 2, "renewDeadlineSeconds": 6, "stopMarginSeconds": 4}
 
 
 @dataclass
@@ -54,7 +56,14 @@ class Stack:
     karmada: Karmada
     s3_endpoint: str
     tools: Tools
+    # member2 reaches the s3a:// scheme (the same bucket) through this proxy, member1 directly: a test
+    # hangs one storage for one member
+    s3a_proxy: TcpProxy | None = None
     releases: dict[str, Release] = field(default_factory=dict)
+
+    @property
+    def fencing(self) -> dict[str, float]:
+        return dict(FENCING)
 
     def karmada_api(self) -> Rest:
         return Rest(self.karmada.api.url, self.karmada.api.ca, ADMIN_TOKEN, name="karmada")
@@ -70,11 +79,12 @@ class Stack:
         return apply(self.tools.kubectl, self.karmada.members[name].kubeconfig, documents)
 
 
-def storage_values(endpoint: str) -> dict[str, Any]:
+def storage_values(endpoint: str, s3a_endpoint: str = "") -> dict[str, Any]:
     """The policy and the member pods' credentials for the tier's S3, as docs/install.md shows them."""
+    options = {"s3": {"endpoint_url": endpoint}, "s3a": {"endpoint_url": s3a_endpoint or endpoint}}
     return {
         "image": {"repository": IMAGE},
-        "policy": {"storageOptions": {"s3": {"endpoint_url": endpoint}}, "fencing": dict(FENCING)},
+        "policy": {"storageOptions": options, "fencing": dict(FENCING)},
         "member": {
             "extraEnv": [
                 {
@@ -101,7 +111,8 @@ def _credentials_secret() -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def stack(assets: Assets, version: str, folder: Path, tools: Tools) -> Iterator[Stack]:
+def stack(assets: Assets, version: str, folder: Path, tools: Tools, product: bool = True) -> Iterator[Stack]:
+    """The stack; without ``product`` Karmada, the members, S3 and the nodes only (the guide installs it)."""
     procs = Processes(folder / "logs")
     with contextlib.ExitStack() as exits:
         exits.callback(procs.stop_all)
@@ -114,10 +125,13 @@ def stack(assets: Assets, version: str, folder: Path, tools: Tools) -> Iterator[
             exits.callback(member.proxy.close)
         endpoint = exits.enter_context(moto_server(folder / "logs" / "moto.log"))
         _make_bucket(endpoint)
-        st = Stack(version, folder, procs, karmada, endpoint, tools)
+        port = int(endpoint.rsplit(":", 1)[1])
+        st = Stack(version, folder, procs, karmada, endpoint, tools, exits.enter_context(tcp_proxy(port)))
         _nodes(st)
-        _karmada_policies(st)
-        _install_product(st)
+        _users(st)
+        if product:
+            _karmada_policies(st)
+            _install_product(st)
         yield st
 
 
@@ -156,6 +170,32 @@ def _nodes(st: Stack) -> None:
                 t for t in updated["spec"].get("taints") or [] if t["key"] != "node.kubernetes.io/not-ready"
             ]
             api.replace(f"/api/v1/nodes/{name}", updated)
+
+
+def _users(st: Stack) -> None:
+    """Ordinary users (``apiserver.USERS``: alice, in group flink-users) may edit Flink jobs on the
+    members, as a platform team lets its Flink users; nothing else."""
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "flink-users"},
+        "rules": [
+            {
+                "apiGroups": ["flink.apache.org"],
+                "resources": ["flinkdeployments", "flinksessionjobs"],
+                "verbs": ["get", "list", "watch", "patch", "update"],
+            }
+        ],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "flink-users"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "flink-users"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "flink-users"}],
+    }
+    for name in MEMBERS:
+        st.apply_member(name, [role, binding])
 
 
 def _make_bucket(endpoint: str) -> None:
@@ -203,7 +243,8 @@ def _install_product(st: Stack) -> None:
             [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}],
         )
         apply(kubectl, api.kubeconfig, [_credentials_secret()])
-        member_values = yaml.safe_load(yaml.safe_dump(values))
+        through = st.s3a_proxy.endpoint if name == "member2" and st.s3a_proxy is not None else ""
+        member_values = yaml.safe_load(yaml.safe_dump(storage_values(st.s3_endpoint, through)))
         member_values["role"] = "member"
         member_values["member"]["fencing"] = {"cluster": name}
         st.releases[f"member-{name}"] = install(
@@ -245,10 +286,10 @@ def _install_product(st: Stack) -> None:
             work / f"estimator-{name}-karmada",
         )
     for release in st.releases.values():
-        _wait_ready(release)
+        wait_ready(release)
 
 
-def _wait_ready(release: Release) -> None:
+def wait_ready(release: Release) -> None:
     for pod in release.replicas():
         probe = pod.ports.get("probes") or pod.ports.get("http-metrics")
         if probe is None:
@@ -271,4 +312,4 @@ def _ready(port: int, ca: Path | None) -> bool:
         return bool(answer.status == 200)
 
 
-__all__ = ["Stack", "Tools", "free_port", "stack"]
+__all__ = ["Stack", "Tools", "free_port", "stack", "wait_ready"]

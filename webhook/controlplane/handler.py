@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from prometheus_client import Counter
 
@@ -120,11 +120,12 @@ class WorkHandler:
                 continue
             if cached is not None:
                 decided: Decided | LookupFailed = cached
-            elif isinstance(result, LookupFailed):
-                decided = _from_cache(result, request.operation, target.cluster, self.contract, now)
-            else:
-                assert result is not None
+            elif isinstance(result, Found):
                 decided = Decided(relocation(result, target.cluster, self.contract, now), result.source)
+            else:  # the read failed (NotFound went on above)
+                decided = _from_cache(
+                    cast(LookupFailed, result), request.operation, target.cluster, self.contract, now
+                )
             if isinstance(decided, LookupFailed):
                 WORK_ERRORS.labels(WorkDecision.BINDING_UNAVAILABLE).inc()
                 log.error(

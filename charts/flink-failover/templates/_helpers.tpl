@@ -54,6 +54,22 @@ and, for a control plane its Karmada API server reaches by controlPlane.webhookU
 {{- end -}}
 {{- $sans | uniq | toJson -}}
 {{- end -}}
+{{/* The API version the cluster serves ValidatingAdmissionPolicy in: v1 (Kubernetes 1.30+, or what
+discovery lists), v1beta1 (1.28 and 1.29 with the ValidatingAdmissionPolicy feature gate and
+admissionregistration.k8s.io/v1beta1 enabled, as discovery lists it), or "" when it serves neither (the
+backstop is then left out; NOTES says so). `helm template` without a cluster knows no API list: it goes
+by the Kubernetes version (--kube-version, by default helm's own). */}}
+{{- define "ff.vapVersion" -}}
+{{- $v1 := "admissionregistration.k8s.io/v1" -}}
+{{- $beta := "admissionregistration.k8s.io/v1beta1" -}}
+{{- if .Capabilities.APIVersions.Has (printf "%s/ValidatingAdmissionPolicy" $v1) -}}
+{{ $v1 }}
+{{- else if .Capabilities.APIVersions.Has (printf "%s/ValidatingAdmissionPolicy" $beta) -}}
+{{ $beta }}
+{{- else if semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version -}}
+{{ $v1 }}
+{{- end -}}
+{{- end -}}
 {{- define "ff.policyConfigMap" -}}{{ include "ff.fullname" . }}-policy{{- end -}}
 {{- define "ff.webhookConfig" -}}{{ include "ff.fullname" . }}-{{ .Release.Namespace }}{{- end -}}
 

@@ -1,4 +1,5 @@
-"""Karmada v1.19.0-rc.0: one stack for every scenario of this package, the product installed by its chart."""
+"""Karmada v1.19.0-rc.0: one stack for every scenario of this package, the product installed by running
+docs/guide-flink-on-karmada.md as written (tests/e2e/guide.py), the guide's own failover included."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ VERSION = "v1.19.0-rc.0"
 
 @pytest.fixture(scope="package")
 def world(e2e_assets: Assets, tools: Tools) -> Iterator[World]:
-    yield from world_for(VERSION, e2e_assets, tools)
+    # the product installed as docs/guide-flink-on-karmada.md says, its failover run too
+    yield from world_for(VERSION, e2e_assets, tools, via_guide=True)
 
 
 @pytest.fixture
