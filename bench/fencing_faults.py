@@ -5,9 +5,13 @@ loopback, member1's role behind a TCP proxy, and Flink operator doubles that kee
 RUNNING for 6 s (and 20 s) before they report it stopped. For each case: seconds during which both
 jobs were RUNNING by their status, the old job's checkpoints newer than the one the new job started
 from, how the new job was released, and the seconds from the old job's reported stop to the new job's
-RUNNING status. The default policy: lease 30 s, renew deadline 15 s, poll 5 s, stop margin 10 s.
+RUNNING status. The default policy: lease 30 s, renew deadline 10 s, poll 5 s, stop margin 10 s.
 
-``python -m bench fencing_faults [--stop 6] [--cases both-reach,cut,...]`` (about 5 minutes).
+Issue 28 adds the member role's own trouble: one of its two replicas SIGKILLed mid-failover
+(``replica-killed``), and every replica of member1's role down while its job runs and Karmada fails it
+over, back after 10 s (within the stated bound) or 45 s (beyond a lease: measured, not 0 s).
+
+``python -m bench fencing_faults [--stop 6] [--cases both-reach,cut,...]`` (about 8 minutes).
 """
 
 from __future__ import annotations
@@ -19,7 +23,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 from tests.support.operator import lost_checkpoints, overlap
-from tests.support.production import Production, Timings, production, start_pair, wait_for
+from tests.support.production import (
+    Production,
+    Timings,
+    kill,
+    production,
+    start_pair,
+    start_replicas,
+    stop_asked,
+    wait_for,
+)
 from tests.support.s3 import moto_server
 
 P = "flink-failover.io"
@@ -51,6 +64,34 @@ def role_down(p: Production) -> None:
     p.stack.enter_context(p.role("member1", p.member1, p.proxy.endpoint))
 
 
+def replica_killed(p: Production) -> None:
+    """Two replicas of member1's role (the chart's default): one is SIGKILLed once the stop was asked."""
+    (first, _), two = start_replicas(p)
+    p.fail_over(two)
+    assert wait_for(lambda: stop_asked(p))
+    kill(first)
+
+
+def all_down(seconds: float) -> Callable[[Production], None]:
+    """Both replicas of member1's role SIGKILLed while its job runs, Karmada fails the job over, and the
+    replicas come back ``seconds`` later (within the stated bound, or beyond the lease)."""
+
+    def case(p: Production) -> None:
+        ones, two = start_replicas(p)
+        for one in ones:
+            kill(one)
+        p.fail_over(two)
+        time.sleep(seconds)  # the outage being measured, not an event waited for
+        start_replicas_of_member1(p)
+
+    return case
+
+
+def start_replicas_of_member1(p: Production) -> None:
+    for _ in range(2):
+        p.stack.enter_context(p.role("member1", p.member1, p.proxy.endpoint))
+
+
 def deleted(p: Production) -> None:
     _, two = start_pair(p)
     p.member1.fake.delete("analytics", "orders")
@@ -64,15 +105,21 @@ CASES: dict[str, Callable[[Production], None]] = {
     "slow": slow,
     "role-down": role_down,
     "deleted": deleted,
+    "replica-killed": replica_killed,
+    "all-down-10s": all_down(10),
+    "all-down-45s": all_down(45),
 }
+# Beyond the stated assumption (every replica of the holder's role down longer than lease - stop margin
+# - 2 polls = 10 s): measured, not expected to be 0 s.
+BEYOND = ("all-down-45s",)
 
 
 def run_case(endpoint: str, work: Path, name: str, stop: float) -> str:
-    timings = Timings(lease=30, poll=5, deadline=15, margin=10, stop=stop)
+    timings = Timings(lease=30, poll=5, deadline=10, margin=10, stop=stop)
     with production(endpoint, work / f"{name}-{stop:g}", f"bench-{name}-{int(stop)}", timings) as p:
         CASES[name](p)
         if not wait_for(lambda: bool(p.operator2.jobs), 180):
-            return f"{name:11} stop {stop:>4g} s: the new job never started"
+            return f"{name:14} stop {stop:>4g} s: the new job never started"
         new = p.operator2.jobs[0]
         wait_for(lambda: all(j.ended is not None for j in p.operator1.jobs), 60)
         old_end = max((j.ended or time.monotonic()) for j in p.operator1.jobs)
@@ -81,7 +128,7 @@ def run_case(endpoint: str, work: Path, name: str, stop: float) -> str:
         cause = p.released_cause().split(" at ")[0] or "not held"
         gap = new.started - old_end
         return (
-            f"{name:11} stop {stop:>4g} s: two RUNNING {both:5.2f} s, checkpoints lost {lost}, "
+            f"{name:14} stop {stop:>4g} s: two RUNNING {both:5.2f} s, checkpoints lost {lost}, "
             f"released by {cause:13} new job RUNNING {gap:5.1f} s after the old job's reported stop"
         )
 
@@ -99,6 +146,6 @@ def main(argv: list[str]) -> int:
                 if name in ("cut", "slow") and stop > 10:
                     continue  # beyond the stop margin the guarantee does not hold: documented, not measured
                 line = run_case(endpoint, Path(tmp), name, stop)
-                print(line, flush=True)
-                failed += "two RUNNING  0.00 s" not in line
+                print(line + ("  (beyond the stated assumption)" if name in BEYOND else ""), flush=True)
+                failed += "two RUNNING  0.00 s" not in line and name not in BEYOND
     return 1 if failed else 0

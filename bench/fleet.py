@@ -36,6 +36,7 @@ from tests.controlplane import fakeapi
 from tests.controlplane import recorded as r
 from tests.controlplane import support as s
 from tests.controlplane.server import Server
+from tests.support.agents import Driver
 from tests.support.objects import (
     FLINK_METADATA,
     apply,
@@ -46,12 +47,14 @@ from tests.support.objects import (
     running_deployment,
 )
 from tests.support.operator import OperatorDouble, lost_checkpoints, overlap
+from tests.support.production import agent_polled, wait_for
 from tests.support.s3 import moto_server, s3_options
 from tests.support.server import generate_certs, serve
 from webhook.common.admission import parse_review
 from webhook.common.kubeclient import ClientConfig
 from webhook.member.fencing.agent import FencingAgent
-from webhook.member.fencing.flinkapi import FlinkApi
+from webhook.member.fencing.flinkapi import FlinkApi, ThreadedApi
+from webhook.member.fencing.runner import run_agent
 from webhook.member.handler import MemberHandler
 from webhook.member.policy import FencingPolicy, RestorePolicy
 from webhook.member.storage import CheckpointStorage
@@ -137,6 +140,11 @@ def work_burst(jobs: int, work_dir: Path) -> None:
         running.stop()
 
 
+def _agent(name: str, policy: RestorePolicy, running: fakeapi.RunningFake, path: Path) -> FencingAgent:
+    api = ThreadedApi(_flink_api(running, path), policy.fencing.call_timeout)
+    return FencingAgent(name, policy, api, CheckpointStorage(policy.storage_options))
+
+
 def _flink_api(running: fakeapi.RunningFake, path: Path) -> FlinkApi:
     api = FlinkApi.connect(ClientConfig(str(running.kubeconfig(path))))
     assert isinstance(api, FlinkApi)
@@ -156,7 +164,9 @@ def member_fleet(jobs: int, work_dir: Path) -> None:
             {f"{BUCKET}/checkpoints/{j}/chk-{n}/_metadata": FLINK_METADATA for j in job_ids for n in (1, 2)}
         )
         policy = RestorePolicy(
-            default_checkpoint_dir=root, storage_options={"s3": options}, fencing=FencingPolicy(30, 5)
+            default_checkpoint_dir=root,
+            storage_options={"s3": options},
+            fencing=FencingPolicy(lease_seconds=30, poll_seconds=5),
         )
         m1, m2 = fakeapi.start_member_cluster(), fakeapi.start_member_cluster()
         never = float("inf")  # no checkpoints in the fleet: the figures here are the admissions and releases
@@ -166,12 +176,12 @@ def member_fleet(jobs: int, work_dir: Path) -> None:
             for i, job in enumerate(job_ids):
                 m1.fake.upsert(running_deployment(job, name=f"orders-{i}"))
                 op1.adopt(NS, f"orders-{i}", job, 2)
-            agent1 = FencingAgent(
-                "member1", policy, _flink_api(m1, work_dir / "m1"), CheckpointStorage(policy.storage_options)
-            )
+            first = Driver(_agent("member1", policy, m1, work_dir / "m1"))
             started = time.perf_counter()
-            assert {st.action for st in agent1.tick()} == {"heartbeat"}
+            assert {st.action for st in first.tick()} == {"heartbeat"}
             first_poll = time.perf_counter() - started
+            first.close()
+            agent1 = _agent("member1", policy, m1, work_dir / "m1")
             policy_file = work_dir / "policy.yaml"
             policy_file.write_text(
                 f"defaultCheckpointDir: {root}\nstorageOptions: {{s3: {json.dumps(options)}}}\n"
@@ -201,6 +211,7 @@ def member_fleet(jobs: int, work_dir: Path) -> None:
             kubeconfig = str(m2.kubeconfig(work_dir / "m2"))
             extra = ["--cluster", "member2", "--kubeconfig", kubeconfig, "--workers", "2"]
             with serve(certs, policy_file, work_dir / "member.log", extra=extra) as server:
+                assert wait_for(lambda: agent_polled(server))  # it vouches for the restores from here on
                 url = f"https://127.0.0.1:{server.port}"
                 fenced_serial = [t for t, _ in _burst(url, ca, serial, "/mutate", 1)]
                 answers = _burst(url, ca, reviews, "/mutate", KARMADA_CONCURRENCY)
@@ -244,7 +255,7 @@ def _watch_for_twice(
         return "" if obj is None else str(obj["spec"]["job"].get("state", "running"))
 
     started = time.monotonic()
-    poller = threading.Thread(target=agent1.run, args=(stop,), daemon=True)
+    poller = threading.Thread(target=run_agent, args=(agent1, stop), daemon=True)
     poller.start()
     released = 0
     try:
@@ -282,10 +293,10 @@ def partition_timeline(work_dir: Path) -> None:
         m1.fake.upsert(running_deployment(job))
         op1.adopt(NS, "orders", job, 1)
         agents = [
-            FencingAgent(name, policy, _flink_api(fake, work_dir / f"p-{name}"), CheckpointStorage())
+            _agent(name, policy, fake, work_dir / f"p-{name}")
             for name, fake in (("member1", m1), ("member2", m2))
         ]
-        threads = [threading.Thread(target=a.run, args=(stop,), daemon=True) for a in agents]
+        threads = [threading.Thread(target=run_agent, args=(a, stop), daemon=True) for a in agents]
         for t in threads:
             t.start()
         time.sleep(20)  # member1 heartbeats; one checkpoint more

@@ -75,7 +75,11 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("metadata", "outcome"),  # Flink's _metadata read from bytes; what a decision is (pure)
         ("updates", "checks"),  # what an UPDATE keeps; is a snapshot restorable (both pure)
         ("restore", "failover"),  # the decision (pure)
-        ("storage", "sessions"),  # the checkpoint listing (fsspec), session clusters (the API)
+        (
+            "storage",
+            "sessions",
+            "identity",
+        ),  # the checkpoint listing (fsspec), session clusters, who releases
         ("fencing",),  # one running copy: ownership records, the webhook's gate, the agent
         ("handler", "options"),  # the admission answer; the serve options
     ),
@@ -83,9 +87,13 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("protocol", "operator", "layout", "metrics"),  # who may run, what the operator reports, names
         ("copies", "lanes"),  # a Flink object as fencing sees it; storage calls with a deadline
         ("decide", "records"),  # the agent's plans (pure); the records read and written
-        ("gate", "flinkapi"),  # the webhook's side; the agent's Kubernetes edge
+        (
+            "gate",
+            "flinkapi",
+            "renewer",
+        ),  # the webhook's side; the agent's Kubernetes edge; the heartbeat loop
         ("command",),  # what the fencing commands do first
-        ("agent", "status"),  # the loop that executes plans; every job's fencing state
+        ("agent", "status"),  # the loops that execute plans; every job's fencing state
         ("runner", "release", "http"),  # one agent per server; the release command; /fencing/status
     ),
     "webhook.controlplane": (

@@ -77,6 +77,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "held exactly when the server would hold it",
     )
     parser.add_argument(
+        "--agent-user",
+        action="append",
+        default=None,
+        metavar="USER",
+        help="member role: the user the fencing agent's releases come from, as serve --agent-user: an "
+        "UPDATE from this user may release a held job (repeatable; default: nobody, so a 'released' "
+        "marker keeps the job held, as a server that cannot know the agent's identity answers)",
+    )
+    parser.add_argument(
         "--as-failover",
         action="store_true",
         help="for bare objects: review the object as the failover CREATE the control plane would send "

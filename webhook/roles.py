@@ -106,26 +106,36 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
         from webhook.member.fencing.runner import recorder
 
         events = recorder(options.events, fencing.cluster if fencing else "")
+    identity = options.identity()
+    if fencing is not None:
+        identity.announce()  # once per worker: whose release markers a held job accepts
+    vouch = lanes = None
+    if fencing is not None:
+        from webhook.member.fencing import runner
+        from webhook.member.fencing.lanes import process_lanes
+
+        lanes = process_lanes(options.policy.fencing.call_timeout)
+        lease = options.policy.fencing.lease_seconds
+
+        def vouch(kind: str) -> str | None:
+            return runner.vouches(kind, lease)
+
     handler = MemberHandler.from_policy(
         options.policy,
         clusters,
         cluster=fencing.cluster if fencing else "",
-        agent_users=options.agent_users,
+        agent_users=identity,
         events=events,
+        vouch=vouch,
+        lanes=lanes,
     )
     if fencing is not None:
-        from webhook.member.fencing import runner
-
         agent = runner.AgentOptions(fencing.cluster, fencing.client.kubeconfig, fencing.client.context)
         runner.start(agent, options.policy)
-        lease = options.policy.fencing.lease_seconds
-        server_ready = ready
-
-        def ready() -> str | None:  # the server's own readiness, then the fencing agent's
-            return server_ready() or runner.readiness(lease)
-
         from webhook.member.fencing.http import status_blueprint
 
+        # /readyz is the webhook's own readiness only: a restore the agent cannot vouch for is admitted
+        # held with the reason, so an agent in trouble never blocks admission (failurePolicy: Fail).
         status = status_blueprint(fencing.client, fencing.cluster, options.policy)
         return ServerConfig(
             [Endpoint(MEMBER_PATH, MEMBER, handler, internal_error)], ready, blueprints=[status]
@@ -142,8 +152,10 @@ def _member_offline(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Ha
     objects = getattr(args, "objects", None)
     clusters = load_session_clusters(objects) if objects else None
     cluster = getattr(args, "cluster", None) or ""
+    # Offline no API server says who the agent is: its release markers count only from --agent-user.
+    users = frozenset(getattr(args, "agent_user", None) or ())
     handler = MemberHandler.from_policy(
-        policy, clusters, daemon_lookups=True, cluster=cluster, read_only=True
+        policy, clusters, daemon_lookups=True, cluster=cluster, read_only=True, agent_users=users
     )
     return handler, internal_error
 

@@ -436,6 +436,8 @@ def test_fencing_gives_the_member_its_agent_rbac_and_keeps_fenced_copies_stopped
             "verbs": ["get", "list", "watch", "patch"],
         },
         {"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]},
+        # the agent's own identity (whose release markers a held job accepts): a SelfSubjectReview
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["selfsubjectreviews"], "verbs": ["create"]},
     ]
     binding = one(fencing, "ClusterRoleBinding", name)
     pod = one(fencing, "Deployment")["spec"]["template"]["spec"]

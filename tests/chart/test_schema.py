@@ -56,7 +56,7 @@ GOOD: list[dict[str, Any]] = [
     {"storageOptions": {"s3": {"endpoint_url": "http://minio:9000"}}},
     {"jobIdLabels": ["example.com/old-job"]},
     {"prefix": "failover.example.com"},
-    {"fencing": {"leaseSeconds": 60, "pollSeconds": 10, "renewDeadlineSeconds": 30, "stopMarginSeconds": 20}},
+    {"fencing": {"leaseSeconds": 70, "pollSeconds": 10, "renewDeadlineSeconds": 30, "stopMarginSeconds": 20}},
     {"fencing": {"leaseSeconds": 300, "pollSeconds": 0.5, "onRenewFailure": "keep-running"}},
 ]
 BAD: list[dict[str, Any]] = [
@@ -84,6 +84,10 @@ BAD: list[dict[str, Any]] = [
     {"fencing": {"pollSeconds": 20}},
     {"fencing": {"leaseSeconds": 10, "pollSeconds": 5}},
     {"fencing": {"renewDeadlineSeconds": 20}},
+    # issue 28: no slack left (the old default), and a deadline one failed renewal would reach
+    {"fencing": {"renewDeadlineSeconds": 15}},
+    {"fencing": {"leaseSeconds": 60, "pollSeconds": 10, "renewDeadlineSeconds": 30, "stopMarginSeconds": 20}},
+    {"fencing": {"renewDeadlineSeconds": 8}},
     {"fencing": {"leaseSeconds": 20, "pollSeconds": 2, "renewDeadlineSeconds": 5, "stopMarginSeconds": 14}},
     {"fencing": {"onRenewFailure": "continue"}},
     {"fencing": {"renewDeadlineSeconds": 0}},
@@ -153,6 +157,8 @@ def test_a_deleted_key_is_a_schema_error_not_a_template_crash(
     [
         ({"pollSeconds": 20}, "pollSeconds 20 is more than half of policy.fencing.leaseSeconds 30"),
         ({"renewDeadlineSeconds": 16}, "renewDeadlineSeconds 16 + pollSeconds 5 + stopMarginSeconds 10"),
+        ({"renewDeadlineSeconds": 15}, "leaves less than one pollSeconds of slack in leaseSeconds 30"),
+        ({"renewDeadlineSeconds": 8}, "renewDeadlineSeconds 8 is less than two pollSeconds"),
     ],
 )
 def test_fencing_timings_fail_helm_with_the_servers_reason(
@@ -165,25 +171,15 @@ def test_fencing_timings_fail_helm_with_the_servers_reason(
 
 
 def test_fencing_timings_at_the_limit_render() -> None:
-    """The bounds are inclusive on both sides: poll = lease / 2 and renew + poll + margin = lease pass."""
-    assert server_accepts({"fencing": {"leaseSeconds": 30, "pollSeconds": 5, "renewDeadlineSeconds": 15}})
-    assert server_accepts(
-        {
-            "fencing": {
-                "leaseSeconds": 40,
-                "pollSeconds": 20,
-                "renewDeadlineSeconds": 10,
-                "stopMarginSeconds": 10,
-            }
-        }
+    """The bounds are inclusive: renew = 2 x poll and renew + poll + margin + one poll of slack = lease
+    pass; a little more (or a little less deadline) does not."""
+    assert server_accepts({"fencing": {"leaseSeconds": 30, "pollSeconds": 5, "renewDeadlineSeconds": 10}})
+    assert not server_accepts(
+        {"fencing": {"leaseSeconds": 30, "pollSeconds": 5, "renewDeadlineSeconds": 10.5}}
     )
     assert not server_accepts(
-        {
-            "fencing": {
-                "leaseSeconds": 40,
-                "pollSeconds": 20,
-                "renewDeadlineSeconds": 10,
-                "stopMarginSeconds": 10.5,
-            }
-        }
+        {"fencing": {"leaseSeconds": 30, "pollSeconds": 5, "renewDeadlineSeconds": 9.5}}
     )
+    wide = {"leaseSeconds": 50, "pollSeconds": 10, "renewDeadlineSeconds": 20, "stopMarginSeconds": 10}
+    assert server_accepts({"fencing": wide})
+    assert not server_accepts({"fencing": {**wide, "stopMarginSeconds": 10.5}})

@@ -10,6 +10,12 @@ resourceVersion conflicts) for leader election, and a log of which process patch
 the Lease. Objects are stored as JSON so a "restarted" client reads exactly what an earlier one
 persisted. ``latency`` makes a GET or a PATCH of one object answer as late as a real API server
 does (a base plus a seeded exponential tail, slept in the request's own thread).
+
+Users: a bearer token ``user:<name>`` authenticates as ``<name>`` (``RunningFake.user_kubeconfig``),
+any other token as ``DEFAULT_USER`` (the member role's service account); a ``SelfSubjectReview``
+(``authentication.k8s.io/v1``) answers who that is, as kube-apiserver 1.28+ does. A collection's
+``admit`` hook is the mutating admission of a PATCH (old object, patched object, user): the member
+webhook in the loop, as the real API server calls it.
 """
 
 from __future__ import annotations
@@ -30,6 +36,12 @@ from tests.support.kube import failure_status, merge_patch, send_json, write_kub
 
 PREFIX = "/apis/work.karmada.io/v1alpha2"
 LEASES = "/apis/coordination.k8s.io/v1"
+SELF_SUBJECT_REVIEWS = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+DEFAULT_USER = "system:serviceaccount:flink-failover:flink-failover"
+
+
+class Refused(Exception):
+    """Raised by an ``admit`` hook: the PATCH is denied with this message (400)."""
 
 
 @dataclass
@@ -85,6 +97,10 @@ class FakeKarmada:
     # method -> (base seconds, mean of the exponential tail): how long a GET / PATCH of one object takes
     latency: dict[str, tuple[float, float]] = field(default_factory=dict)
     _latency_rng: random.Random = field(default_factory=lambda: random.Random(7))
+    # (old, patched, user) -> the object stored: the mutating webhook of an HTTP PATCH (None: none)
+    admit: Any = None
+    self_reviews: int = 0  # SelfSubjectReviews answered
+    fail_self_reviews: bool = False  # answer them 404 (an API server older than 1.28)
 
     def delay(self, method: str) -> None:
         """Answer as late as a real API server would (the fake itself answers in microseconds)."""
@@ -262,13 +278,18 @@ class FakeKarmada:
                 "items": [copy.deepcopy(self.objects[k]) for k in keys[start:end]],  # one page only
             }
 
-    def patch(self, namespace: str, name: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    def patch(
+        self, namespace: str, name: str, body: dict[str, Any], user: str | None = None
+    ) -> dict[str, Any] | None:
+        """``user``: an HTTP PATCH's (its ``admit`` hook runs on it); None: the test's own write."""
         with self.cond:
             current = self.objects.get((namespace, name))
             if current is None:
                 return None
             self.patches.append((namespace, name, copy.deepcopy(body)))
             patched = merge_patch(current, body)
+            if user is not None and self.admit is not None:
+                patched = self.admit(copy.deepcopy(current), patched, user)
             if patched == current:
                 return copy.deepcopy(current)  # a no-op patch changes nothing, not even the version
             return self._store((namespace, name), patched, "MODIFIED")
@@ -326,10 +347,33 @@ class _Handler(BaseHTTPRequestHandler):
             self._json(code, answer)
         return True
 
+    def user(self) -> str:
+        token = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
+        return token.removeprefix("user:") if token.startswith("user:") else DEFAULT_USER
+
     def do_POST(self) -> None:
-        if self._lease("POST") or self._create():
+        if self._lease("POST") or self._self_review() or self._create():
             return
         self._status(404, "NotFound", "no such path")
+
+    def _self_review(self) -> bool:
+        if urlparse(self.path).path != SELF_SUBJECT_REVIEWS:
+            return False
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"null")
+        fake = self.server.fake
+        with fake.cond:
+            fake.self_reviews += 1
+            failing = fake.fail_self_reviews
+        if failing:
+            self._status(404, "NotFound", "the server could not find the requested resource")
+            return True
+        answer = {
+            **(body if isinstance(body, dict) else {}),
+            "status": {"userInfo": {"username": self.user()}},
+        }
+        self._json(201, answer)
+        return True
 
     def _create(self) -> bool:
         """POST ``/apis/<group>/<version>/namespaces/<ns>/<plural>`` of a collection served here (Events)."""
@@ -426,7 +470,11 @@ class _Handler(BaseHTTPRequestHandler):
             with fake.cond:
                 failing = fake.fail_next_patches > 0
                 fake.fail_next_patches = max(0, fake.fail_next_patches - 1)
-            result = None if failing else fake.patch(routed[1], routed[2], body)
+            try:
+                result = None if failing else fake.patch(routed[1], routed[2], body, self.user())
+            except Refused as exc:
+                self._status(400, "BadRequest", f"admission webhook denied the request: {exc}")
+                return
             if failing:
                 self._status(500, "InternalError", "etcdserver: request timed out")
             elif result is None:
@@ -555,6 +603,10 @@ class RunningFake:
 
     def kubeconfig(self, path: Path) -> Path:
         return write_kubeconfig(path, self.url, name="karmada")
+
+    def user_kubeconfig(self, path: Path, user: str) -> Path:
+        """A kubeconfig that authenticates as ``user`` (an engineer running kubectl or ``release``)."""
+        return write_kubeconfig(path, self.url, token=f"user:{user}", name="karmada")
 
     @property
     def events(self) -> list[dict[str, Any]]:

@@ -237,7 +237,7 @@ def test_status_whose_records_cannot_be_read_exits_1_and_still_shows_the_job(
                     {
                         "storageOptions": {"s3": {"endpoint_url": endpoint, "anon": True}},
                         "fencing": {
-                            "leaseSeconds": 4,
+                            "leaseSeconds": 6,
                             "pollSeconds": 1,
                             "renewDeadlineSeconds": 2,
                             "stopMarginSeconds": 1,

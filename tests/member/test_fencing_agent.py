@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.controlplane import fakeapi
+from tests.support.agents import Driver, admitting
 from tests.support.events import Collected
 from tests.support.objects import (
     JOB_ID,
@@ -29,7 +30,7 @@ from webhook.cli import main
 from webhook.common.admission import parse_review
 from webhook.common.kubeclient import ClientConfig
 from webhook.member.fencing.agent import FencingAgent, Step
-from webhook.member.fencing.flinkapi import FlinkApi
+from webhook.member.fencing.flinkapi import FlinkApi, ThreadedApi
 from webhook.member.handler import MemberHandler
 from webhook.member.policy import FencingPolicy, FencingStorageError, RestorePolicy
 from webhook.member.storage import CheckpointStorage
@@ -41,19 +42,23 @@ BUCKET = "fencing"
 
 @dataclass
 class Member:
-    """One member cluster: its API server (fake), its agent and its webhook."""
+    """One member cluster: its API server (fake), its agent (driven one poll at a time) and its webhook."""
 
     name: str
     running: fakeapi.RunningFake
     agent: FencingAgent
     handler: MemberHandler
     kubeconfig: Path
+    driver: Driver
     steps: list[list[Step]] = field(default_factory=list)
 
     def tick(self) -> dict[str, str]:
-        steps = self.agent.tick()
+        steps = self.driver.tick()
         self.steps.append(steps)
         return {s.workload.name: s.action for s in steps}
+
+    def recheck(self) -> list[Step]:
+        return self.driver.recheck()
 
     def put(self, obj: dict[str, Any]) -> None:
         self.running.fake.upsert(obj)
@@ -124,6 +129,7 @@ def local_site(tmp_path: Path) -> Site:
     return Site(str(root), {}, root)
 
 
+AGENT = fakeapi.DEFAULT_USER  # who the fake API servers authenticate the agents' requests as
 LEASE = 300.0  # far longer than any test takes on a loaded machine: leases run out only when aged
 
 
@@ -145,13 +151,16 @@ def world(tmp_path: Path) -> Iterator[Any]:
         api = FlinkApi.connect(ClientConfig(str(kubeconfig)))
         assert isinstance(api, FlinkApi)
         storage = CheckpointStorage(policy.storage_options)
-        agent = FencingAgent(name, policy, api, storage, workers=2, events=Collected())
-        found = Member(name, running, agent, MemberHandler.from_policy(policy, cluster=name), kubeconfig)
+        calls = ThreadedApi(api, policy.fencing.call_timeout)
+        agent = FencingAgent(name, policy, calls, storage, events=Collected())
+        handler = MemberHandler.from_policy(policy, cluster=name, agent_users=frozenset({AGENT}))
+        found = Member(name, running, agent, handler, kubeconfig, Driver(agent))
         started.append(found)
         return found
 
     yield member
     for m in started:
+        m.driver.close()
         m.handler.close()
         m.running.stop()
 
@@ -347,24 +356,38 @@ def stopping_pair(site: Site, world: Any) -> tuple[Member, Member]:
     return m1, m2
 
 
-def test_a_manual_release_is_honoured(
-    local_site: Site, world: Any, capsys: pytest.CaptureFixture[str]
+def test_a_manual_release_is_honoured_and_a_leftover_request_never_releases_a_later_hold(
+    local_site: Site, world: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _, m2 = heartbeating_pair(local_site, world)
-    cli = ["release", "analytics/orders", "--kubeconfig", str(m2.kubeconfig)]
+    m2.running.fake.admit = admitting(m2.handler)  # the member webhook on every PATCH, as in a cluster
+    alice = m2.running.user_kubeconfig(tmp_path / "alice.kubeconfig", "alice")
+    cli = ["release", "analytics/orders", "--kubeconfig", str(alice)]
     assert main(cli) == 1  # not there yet
     assert "not found" in capsys.readouterr().err
     m2.put(running_copy())
     assert main(cli) == 1  # there, but not held
     assert "is not held" in capsys.readouterr().err
-    m2.admit(failed_over(1, "member1"))
+    assert main([*cli, "--force"]) == 0  # set anyway: a request for no hold
+    assert "nothing is released" in capsys.readouterr().out
+    m2.running.fake.delete("analytics", "orders")
+    leftover = failed_over(1, "member1")  # Karmada's next object carries it in the template
+    leftover["metadata"]["annotations"][f"{P}/release"] = "true"
+    leftover["metadata"]["annotations"][f"{P}/release-requested-by"] = "mallory"
+    held = m2.admit(leftover)
+    assert held["metadata"]["annotations"][f"{P}/release-requested-by"] == ""  # not the template's word
     assert m2.tick() == {"orders": "held"}
+    assert m2.tick() == {"orders": "held"}  # before this change: released by the leftover request
     assert main(cli) == 0
     assert "release requested" in capsys.readouterr().out
-    assert main(["release", "orders", "--kubeconfig", str(m2.kubeconfig)]) == 2
+    annotations = m2.obj()["metadata"]["annotations"]
+    assert annotations[f"{P}/release-requested-by"] == "alice"  # recorded by the webhook, while held
+    assert main(["release", "orders", "--kubeconfig", str(alice)]) == 2
     assert m2.tick() == {"orders": "released"}
     annotations = m2.obj()["metadata"]["annotations"]
+    assert annotations[RELEASED] == annotations[RELEASED].split(" (")[0] + " (asked by alice)"
     assert annotations[RELEASED].startswith("manual at ") and f"{P}/release" not in annotations
+    assert m2.obj()["spec"]["job"]["state"] == "running"  # the agent's release got through its webhook
 
 
 def test_karmada_reapplying_its_template_during_a_hold_does_not_start_the_job(
@@ -382,7 +405,9 @@ def test_karmada_reapplying_its_template_during_a_hold_does_not_start_the_job(
     m1.stop_completes()
     assert m2.tick() == {"orders": "released"}
     released = m2.obj()
-    assert m2.admit(released, operation="UPDATE", old=again)["spec"]["job"]["state"] == "running"
+    assert m2.admit(released, operation="UPDATE", old=again, user=AGENT)["spec"]["job"]["state"] == "running"
+    # From anyone else the same markers keep it held.
+    assert m2.admit(released, operation="UPDATE", old=again)["spec"]["job"]["state"] == "suspended"
     # A re-apply over the stale copy keeps it stopped.
     stale = m1.obj()
     template_1 = running_copy()
@@ -424,11 +449,15 @@ def test_a_whole_fleet_fails_over_at_once_and_every_job_runs_exactly_once(
         ]
 
     assert set(m2.tick().values()) == {"held"} and running_twice() == []
-    assert set(m1.tick().values()) == {"stopping"} and running_twice() == []
+    stops = m1.tick()
+    assert set(stops.values()) == {"stopping"}, [s for s in m1.steps[-1] if s.action != "stopping"][:3]
+    assert running_twice() == []
     assert set(m2.tick().values()) == {"held"} and running_twice() == []
     for i in range(jobs):
         m1.operator_stops(f"orders-{i}")
-    assert set(m1.tick().values()) == {"acked"} and running_twice() == []
+    acks = m1.tick()
+    assert set(acks.values()) == {"acked"}, [s for s in m1.steps[-1] if s.action != "acked"][:3]
+    assert running_twice() == []
     assert set(m2.tick().values()) == {"released"} and running_twice() == []
     for i, job in enumerate(ids):
         assert state_of(m2, f"orders-{i}") == "running"
@@ -519,9 +548,12 @@ def test_a_hung_bucket_never_delays_the_heartbeats_of_jobs_in_another_storage(
         for _ in range(4):
             steps = m1.tick()
             assert steps["orders"] == "heartbeat", steps
-            assert steps["payments"] in ("error", "pending"), steps  # its storage never answers
+            # its storage never answers: never renewed, it steps down at its first-sight deadline
+            assert steps["payments"] in ("error", "pending", "stepped-down"), steps
             seen.append(beat.stat().st_mtime_ns)
         assert len(set(seen)) == 4  # renewed at every poll
+        assert m1.obj()["spec"]["job"]["state"] == "running"  # the healthy job never steps down
+        assert m1.obj("payments")["spec"]["job"]["state"] == "suspended"
         metrics = generate_latest_text()
         assert "flink_failover_fencing_poll_seconds_count" in metrics
 
@@ -537,15 +569,12 @@ def test_between_polls_the_agents_look_again_at_what_a_failover_waits_on(
 ) -> None:
     """A stopping copy is acknowledged, and a held one released, without waiting for the next full poll."""
     m1, m2 = stopping_pair(local_site, world)
-    assert [s.action for s in m1.agent.recheck()] == ["waiting-for-operator"]
+    assert [s.action for s in m1.recheck()] == ["waiting-for-operator"]
     m1.operator_stops()
-    assert [s.action for s in m1.agent.recheck()] == ["acked"]
-    assert [s.action for s in m2.agent.recheck()] == ["released"]
+    assert [s.action for s in m1.recheck()] == ["acked"]
+    assert [s.action for s in m2.recheck()] == ["released"]
     assert state(m2) == "running"
-    assert m1.agent.recheck() == [] and m2.agent.recheck() == []  # nothing left to wait on until a poll
-
-
-AGENT = "system:serviceaccount:flink-failover:flink-failover"
+    assert m1.recheck() == [] and m2.recheck() == []  # nothing left to wait on until a poll
 
 
 def test_a_forged_release_cannot_start_a_held_job_and_a_manual_one_names_who_asked(
@@ -780,3 +809,41 @@ def test_a_blue_green_deployment_is_fenced_through_its_children(local_site: Site
     assert released_parent["metadata"]["annotations"][RELEASED].startswith("ack at ")
     # The template is not touched by the release (a change there would start a blue/green transition).
     assert released_parent["spec"] == held["spec"]
+
+
+def test_a_stepped_down_copy_resumes_where_the_restore_would_look_create_subdir_false(
+    local_site: Site, world: Any
+) -> None:
+    """With ``state.checkpoints.create-subdir: false`` a job writes ``<dir>/chk-N``: the resume looks
+    there, as the restore does (before issue 28 it looked in ``<dir>/<jobId>`` and found nothing)."""
+    m1 = world("member1", policy_for(local_site))
+    root = local_site.local or Path()
+    make_checkpoints(root, [1, 2, 3])
+    obj = running_copy()
+    obj["spec"]["flinkConfiguration"]["state.checkpoints.create-subdir"] = "false"
+    obj["spec"]["job"]["state"] = "suspended"  # stepped down earlier, its storage answers again
+    obj["metadata"]["annotations"] = {f"{P}/stepped-down": "heartbeat not renewed for 15s; stopped ..."}
+    m1.put(obj)
+    assert m1.tick() == {"orders": "resumed"}
+    job = m1.obj()["spec"]["job"]
+    assert job["state"] == "running" and job["initialSavepointPath"] == str(root / "chk-3")
+
+
+def test_storage_trouble_is_told_from_its_cause_not_from_words_in_a_message(
+    local_site: Site, world: Any
+) -> None:
+    """Events come from the step's typed trouble: a patch the API server refuses is no StorageTrouble,
+    even when its message speaks of storage (before: any error whose text held the word)."""
+    m1, m2 = heartbeating_pair(local_site, world)
+    m2.admit(failed_over(1, "member1"))
+    m1.running.fake.fail_next_patches = 1  # "etcdserver: request timed out": the stop cannot be patched
+    steps = m1.driver.tick()
+    assert [(s.action, s.trouble) for s in steps] == [("error", "api")], steps
+    events = m1.agent.events
+    assert isinstance(events, Collected) and "StorageTrouble" not in events.reasons()
+    root = local_site.local or Path()
+    (root / "flink-failover").rename(root / "moved")
+    (root / "flink-failover").write_text("not a folder")  # the records cannot be listed now
+    steps = m1.driver.tick()
+    assert [(s.action, s.trouble) for s in steps] == [("error", "storage")], steps
+    assert "StorageTrouble" in events.reasons()

@@ -12,7 +12,7 @@ doubles' own transitions) and the old job's checkpoints newer than the one the n
 Both must be zero whatever the machine's load: the new job starts only after the old job's operator
 reported it stopped (an ack) or after a lease its holder provably stepped down within.
 
-Times are scaled down from the defaults (lease 30 s, deadline 15 s, poll 5 s, stop margin 10 s) so the
+Times are scaled down from the defaults (lease 30 s, deadline 10 s, poll 5 s, stop margin 10 s) so the
 suite stays short; ``bench/fencing_faults.py`` runs the same cases at production scale.
 """
 
@@ -24,12 +24,20 @@ from pathlib import Path
 import pytest
 
 from tests.support.objects import JOB_ID
-from tests.support.production import Production, Timings, start_pair, wait_for
+from tests.support.production import (
+    Production,
+    Timings,
+    kill,
+    start_pair,
+    start_replicas,
+    stop_asked,
+    wait_for,
+)
 from tests.support.production import production as production_pair
 from tests.support.s3 import moto_server
 
 P = "flink-failover.io"
-LEASE, POLL, DEADLINE, MARGIN = 16, 1, 4, 11  # deadline + poll + margin = lease
+LEASE, POLL, DEADLINE, MARGIN = 16, 1, 4, 10  # deadline + poll + margin + one poll of slack = lease
 
 
 @pytest.fixture(scope="module")
@@ -127,3 +135,16 @@ def test_a_deleted_old_copy_leaves_no_heartbeat_and_the_new_job_starts_at_once(
     admitted = p.fail_over(two)
     assert admitted["spec"]["job"]["state"] == "running"  # nobody to wait for
     p.check_one_running_copy()
+
+
+def test_losing_one_of_two_replicas_mid_failover_costs_nothing(production: Production) -> None:
+    """The chart runs two replicas of the member role, each with its agent: the one that asked the
+    operator to stop the stale copy dies while the operator stops it; the other acknowledges the stop."""
+    p = production
+    (first, second), two = start_replicas(p)
+    p.fail_over(two)
+    assert wait_for(lambda: stop_asked(p))
+    kill(first)  # SIGKILL, mid-failover: the copy is stopping (the operator takes its stop delay)
+    p.check_one_running_copy()
+    assert p.released_cause().startswith("ack at "), p.released_cause()
+    assert second.process.poll() is None

@@ -277,3 +277,23 @@ def test_the_webhook_judges_as_the_agent_would_at_the_moment_of_its_fence(
     assert fast.outcome == slow.outcome
     assert [w.cluster for w in fast.waiting] == [w.cluster for w in slow.waiting]
     assert fast.superseded_by == slow.superseded_by
+
+
+def test_a_stale_copy_reads_high_availability_as_flink_and_the_restore_do() -> None:
+    """One reading of HA (``FlinkResource.high_availability``): the newer key wins when both are set, as
+    in Flink. Before issue 28 the stop read "either key", so `type: NONE` beside the deprecated
+    `high-availability: kubernetes` stopped the copy as last-state while the restore read it as no HA."""
+    from tests.support.objects import flink_deployment
+    from webhook.common.flink import FlinkResource
+    from webhook.member.fencing.copies import stop_mode
+
+    def mode(conf: dict[str, str]) -> str:
+        obj = flink_deployment()
+        obj["spec"]["flinkConfiguration"].update(conf)
+        return stop_mode(FlinkResource.from_object(obj))
+
+    assert mode({"high-availability.type": "kubernetes"}) == "last-state"
+    assert mode({"high-availability": "kubernetes"}) == "last-state"
+    assert mode({"high-availability.type": "NONE", "high-availability": "kubernetes"}) == "stateless"
+    assert mode({"high-availability.type": "kubernetes", "high-availability": "NONE"}) == "last-state"
+    assert mode({}) == "stateless"

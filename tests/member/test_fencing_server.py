@@ -1,6 +1,8 @@
 """The member role served for real (gunicorn, TLS) with --cluster and --kubeconfig: the webhook holds a
 restore while member1 heartbeats, the agent running in one of its workers releases it once member1's
-operator reports the old job stopped, and /readyz tells whether fencing works at all."""
+operator reports the old job stopped; an agent in trouble never makes the webhook unready (with
+failurePolicy: Fail that would block every failed-over Flink object): a restore it cannot vouch for is
+admitted held, with the reason."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import json
 from pathlib import Path
 
 from tests.controlplane import fakeapi
+from tests.support.agents import Driver
 from tests.support.objects import (
     JOB_ID,
     apply,
@@ -18,11 +21,11 @@ from tests.support.objects import (
     running_deployment,
 )
 from tests.support.operator import operator_stops
-from tests.support.production import wait_for
+from tests.support.production import agent_polled, wait_for
 from tests.support.server import generate_certs, serve
 from webhook.common.kubeclient import ClientConfig
 from webhook.member.fencing.agent import FencingAgent
-from webhook.member.fencing.flinkapi import FlinkApi
+from webhook.member.fencing.flinkapi import FlinkApi, ThreadedApi
 from webhook.member.policy import FencingPolicy, RestorePolicy
 from webhook.member.storage import CheckpointStorage
 
@@ -49,13 +52,14 @@ def test_served_member_role_holds_then_its_agent_releases_once_the_old_job_stopp
         policy = RestorePolicy(default_checkpoint_dir=str(root), fencing=FencingPolicy(lease_seconds=300))
         api1 = FlinkApi.connect(ClientConfig(str(member1.kubeconfig(tmp_path / "m1.kubeconfig"))))
         assert isinstance(api1, FlinkApi)
-        agent1 = FencingAgent("member1", policy, api1, CheckpointStorage())
+        agent1 = Driver(FencingAgent("member1", policy, ThreadedApi(api1, 5.0), CheckpointStorage()))
         assert [s.action for s in agent1.tick()] == ["heartbeat"]
 
         kubeconfig2 = member2.kubeconfig(tmp_path / "m2.kubeconfig")
         extra = ["--cluster", "member2", "--kubeconfig", str(kubeconfig2), "--workers", "2"]
         certs = generate_certs(tmp_path / "certs")
         with serve(certs, _policy_file(tmp_path, root), tmp_path / "server.log", extra=extra) as server:
+            assert wait_for(lambda: agent_polled(server))  # before that, restores are held for the agent
             obj = flink_deployment(
                 labels={f"{P}/failover": "true", f"{P}/job-id": JOB_ID},
                 annotations={f"{P}/failover-count": "1"},
@@ -112,6 +116,7 @@ def test_served_member_role_holds_then_its_agent_releases_once_the_old_job_stopp
             assert {"Held", "Released"} <= {e["reason"] for e in described}, described
             assert all(e["reportingController"] == "flink-failover.io/member" for e in member2.events)
     finally:
+        agent1.close()
         member1.stop()
         member2.stop()
 
@@ -158,32 +163,42 @@ def _count(metrics: str, name: str) -> float:
     return sum(float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith(name + " "))
 
 
-def _not_ready(tmp_path: Path, kubeconfig: Path, reason: bytes) -> str:
-    """Serve the member role with ``--cluster``; once its agent has tried, /readyz is 503 for ``reason``.
-    Returns the metrics then."""
+def _agent_in_trouble(tmp_path: Path, kubeconfig: Path, reason: str) -> str:
+    """Serve the member role with ``--cluster``; once its agent has tried, /readyz still answers 200 and
+    a failover CREATE is admitted held, naming ``reason``. Returns the metrics then."""
     root = tmp_path / "checkpoints"
-    root.mkdir()
+    make_checkpoints(root / JOB_ID, [1, 2])
     extra = ["--cluster", "member1", "--kubeconfig", str(kubeconfig), "--workers", "1"]
     certs = generate_certs(tmp_path / "certs")
     policy = _policy_file(tmp_path, root)
-    with serve(certs, policy, tmp_path / "server.log", extra=extra, ready_statuses=(503,)) as server:
-
-        def readyz() -> tuple[int, bytes]:
-            status, body, _ = server.client().request("GET", "/readyz")
-            return status, body
-
-        assert wait_for(lambda: reason in readyz()[1]), readyz()  # after the agent's first attempt
-        assert readyz()[0] == 503
+    with serve(certs, policy, tmp_path / "server.log", extra=extra) as server:
+        metric = "flink_failover_fencing_agent_ready 0.0"
+        assert wait_for(lambda: metric in server.client().request("GET", "/metrics")[1].decode())
+        status, body, _ = server.client().request("GET", "/readyz")
+        assert status == 200, body  # before this change: 503, and every failover CREATE refused
+        obj = flink_deployment(
+            labels={f"{P}/failover": "true", f"{P}/job-id": JOB_ID},
+            annotations={f"{P}/failover-count": "1"},
+        )
+        answer = server.client().admit(review(obj))["response"]
+        admitted = apply(obj, decode_patch(answer))
+        assert admitted["spec"]["job"]["state"] == "suspended"
+        assert admitted["spec"]["job"]["initialSavepointPath"] == str(root / JOB_ID / "chk-2")
+        hold = admitted["metadata"]["annotations"][f"{P}/hold"]
+        assert hold.startswith("epoch 1: waiting for this cluster's fencing agent") and reason in hold, hold
+        assert any(reason in w for w in answer.get("warnings", [])), answer
         return server.client().request("GET", "/metrics")[1].decode()
 
 
-def test_a_member_role_whose_agent_cannot_reach_its_api_server_is_not_ready(tmp_path: Path) -> None:
+def test_an_agent_that_cannot_reach_its_api_server_leaves_the_webhook_ready_and_restores_held(
+    tmp_path: Path,
+) -> None:
     gone = fakeapi.start_member_cluster()
     kubeconfig = gone.kubeconfig(tmp_path / "m1.kubeconfig")
     gone.stop()  # nothing answers there any more
-    metrics = _not_ready(tmp_path, kubeconfig, b"cannot list any Flink kind")
-    assert "flink_failover_fencing_agent_ready 0.0" in metrics
+    metrics = _agent_in_trouble(tmp_path, kubeconfig, "cannot list any Flink kind")
+    assert "flink_failover_fencing_holds_total 1.0" in metrics
 
 
-def test_a_member_role_without_credentials_is_not_ready(tmp_path: Path) -> None:
-    _not_ready(tmp_path, tmp_path / "missing.kubeconfig", b"cannot build its Kubernetes client")
+def test_an_agent_without_credentials_leaves_the_webhook_ready_and_restores_held(tmp_path: Path) -> None:
+    _agent_in_trouble(tmp_path, tmp_path / "missing.kubeconfig", "cannot build its Kubernetes client")

@@ -4,6 +4,7 @@ member handler, the real server (gunicorn, TLS), ``flink-failover review`` and t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import shutil
@@ -350,19 +351,21 @@ def test_the_fencing_agents_resume_skips_what_flink_cannot_restore(tmp_path: Pat
     policy = replace(RestorePolicy(), default_checkpoint_dir=f"{url}/ck", default_savepoint_dir=f"{url}/sp")
     patched: list[dict[str, Any]] = []
 
-    class Api:
-        def list_kind(self, kind: str) -> list[Any]:
+    class Api:  # the agent's MemberApi: coroutines (its loop runs on asyncio)
+        async def list_kind(self, kind: str, timeout: float | None = None) -> list[Any]:
             return []
 
-        def get(self, kind: str, namespace: str, name: str) -> None:
+        async def get(self, kind: str, namespace: str, name: str, timeout: float | None = None) -> None:
             return None
 
-        def patch(self, kind: str, namespace: str, name: str, body: Any) -> Any:
+        async def patch(
+            self, kind: str, namespace: str, name: str, body: Any, timeout: float | None = None
+        ) -> Any:
             patched.append(body)
             return body
 
     agent = FencingAgent("member1", policy, Api(), CheckpointStorage())
     copy = read_copy(running_deployment(each.job_id), policy)
-    assert agent._resume(copy) is None
+    assert asyncio.run(agent._resume(copy)) is None
     job = patched[-1]["spec"]["job"]
     assert job["initialSavepointPath"] == f"{url}/ck/{each.job_id}/chk-{below}"

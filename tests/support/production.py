@@ -9,6 +9,8 @@ write their checkpoints straight to it (a job's storage path is its own; only th
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -48,6 +50,13 @@ class Timings:
             f"fencing: {{leaseSeconds: {self.lease:g}, pollSeconds: {self.poll:g}, "
             f"renewDeadlineSeconds: {self.deadline:g}, stopMarginSeconds: {self.margin:g}}}\n"
         )
+
+
+def agent_polled(server: RunningServer) -> bool:
+    """The served member role's fencing agent has completed a poll: it vouches for restores now (before,
+    the webhook admits every restore held, waiting for it)."""
+    status, body, _ = server.client().request("GET", "/metrics")
+    return status == 200 and "flink_failover_fencing_agent_ready 1.0" in body.decode()
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 90.0) -> bool:
@@ -109,6 +118,7 @@ class Production:
         extra = ["--cluster", name, "--kubeconfig", str(kubeconfig), "--workers", "1", "--threads", "4"]
         log_file = self.tmp / f"{name}-{time.monotonic_ns()}.log"
         with serve(self.certs, self.policy(name, endpoint), log_file, extra=extra) as server:
+            assert wait_for(lambda: agent_polled(server)), server.logs()[-2000:]
             yield server
 
     def obj(self, fake: fakeapi.RunningFake) -> dict[str, Any]:
@@ -186,3 +196,23 @@ def start_pair(p: Production) -> tuple[RunningServer, RunningServer]:
     two = p.stack.enter_context(p.role("member2", p.member2, p.endpoint))
     assert wait_for(lambda: "heartbeat-member1.json" in p.record_names())
     return one, two
+
+
+def start_replicas(p: Production) -> tuple[list[RunningServer], RunningServer]:
+    """member1's role as the chart runs it, two replicas (each with its agent), and member2's; returns
+    once member1 heartbeats."""
+    ones = [p.stack.enter_context(p.role("member1", p.member1, p.proxy.endpoint)) for _ in range(2)]
+    two = p.stack.enter_context(p.role("member2", p.member2, p.endpoint))
+    assert wait_for(lambda: "heartbeat-member1.json" in p.record_names())
+    return ones, two
+
+
+def kill(server: RunningServer) -> None:
+    """SIGKILL the replica's whole process group: a lost pod (its agent ends mid-whatever)."""
+    os.killpg(server.process.pid, signal.SIGKILL)
+    server.process.wait(10)
+
+
+def stop_asked(p: Production) -> bool:
+    """member1's agents have asked its operator to stop the stale copy (the fenced label is on it)."""
+    return f"{P}/fenced" in (p.obj(p.member1)["metadata"].get("labels") or {})

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.common.paths import StoragePath
 from webhook.common.untyped import as_map, str_map
 
 GROUP = "flink.apache.org"
@@ -224,6 +225,11 @@ class FlinkResource:
     def checkpoints_in_job_subdir(self) -> bool:
         value = _first(self.configuration, CREATE_SUBDIR_KEYS)
         return value.lower() != "false"
+
+    def job_checkpoints(self, checkpoint_dir: StoragePath, job_id: str) -> StoragePath:
+        """Where job ``job_id`` writes its ``chk-<N>``: ``<dir>/<jobId>``, or ``<dir>`` itself with
+        ``create-subdir: false``. The one reading of it: the restore and the agent's resume both ask here."""
+        return checkpoint_dir.child(job_id) if self.checkpoints_in_job_subdir else checkpoint_dir
 
     def job_field(self, name: str) -> Any:
         return self.job.get(name) if self.job is not None else None

@@ -26,6 +26,8 @@ from webhook.common.flink import GROUP, KINDS, FlinkResource, job_path
 from webhook.common.patch import plan
 from webhook.common.paths import StoragePath
 from webhook.member.fencing.gate import FencingGate
+from webhook.member.fencing.lanes import Lanes
+from webhook.member.identity import AgentIdentity
 from webhook.member.policy import RestorePolicy
 from webhook.member.restore import (
     RELEASE_IGNORED,
@@ -102,8 +104,9 @@ class MemberHandler:
     # at exit: 10 s and more).
     daemon_lookups: bool = False
     fencing: FencingGate | None = None  # with --cluster: a failover admission fences, a restore may be held
-    # Who may release a held job with the agent's markers (the member role's own identity); None: anyone.
-    agent_users: frozenset[str] | None = None
+    # Who may release a held job with the agent's markers (the member role's own identity); unknown:
+    # nobody (fail closed).
+    identity: AgentIdentity = field(default_factory=AgentIdentity)
     # Kubernetes Events of the decisions (with the member cluster's API; none offline).
     events: EventSink = field(default_factory=NoEvents)
 
@@ -124,13 +127,17 @@ class MemberHandler:
         session_clusters: SessionClusterSource | None = None,
         daemon_lookups: bool = False,
         cluster: str = "",
-        agent_users: frozenset[str] | None = None,
+        agent_users: frozenset[str] | AgentIdentity | None = None,
         events: EventSink | None = None,
         read_only: bool = False,
+        vouch: Callable[[str], str | None] | None = None,
+        lanes: Lanes | None = None,
     ) -> MemberHandler:
         """``cluster``: this member's name in Karmada, when its fencing agent runs (else no fencing);
-        ``agent_users``: the identities the agent's release markers are accepted from; ``read_only``
-        (``review --cluster``): the records are read, never written, and the answer is the server's."""
+        ``agent_users``: the identities the agent's release markers are accepted from (none known: no
+        one's); ``read_only`` (``review --cluster``): the records are read, never written, and the
+        answer is the server's; ``vouch(kind)``: why this replica's agent cannot fence a restore of that
+        kind now (None: it can); ``lanes``: the storage lanes shared with the agent."""
         storage = CheckpointStorage(policy.storage_options)
         if not daemon_lookups:
             storage.warm(policy.allowed_schemes)  # each worker's clients before its first admission
@@ -138,8 +145,10 @@ class MemberHandler:
         if cluster and policy.fencing.enabled:
             from webhook.member.fencing.records import FencingStore
 
-            gate = FencingGate(cluster, policy, FencingStore(storage, cluster), read_only)
-        return cls(policy, storage, session_clusters, daemon_lookups, gate, agent_users, events or NoEvents())
+            store = FencingStore(storage, cluster, lanes)
+            gate = FencingGate(cluster, policy, store, read_only, vouch)
+        identity = agent_users if isinstance(agent_users, AgentIdentity) else AgentIdentity.fixed(agent_users)
+        return cls(policy, storage, session_clusters, daemon_lookups, gate, identity, events or NoEvents())
 
     def __call__(self, request: AdmissionRequest) -> AdmissionResponse:
         deadline = Deadline(self.policy.deadline_seconds * 0.9)  # leave room to answer
@@ -166,8 +175,9 @@ class MemberHandler:
             return allowed(request, RestoreOutcome.SKIP, audit)
         pending = None
         if self.fencing is not None and _fences(request, resource, self.policy):
-            pending = self.fencing.begin(resource, request.dry_run, self._pool)  # beside the lookup
-        from_agent = self.agent_users is None or request.user in self.agent_users
+            # beside the lookup, on the storage's lane
+            pending = self.fencing.begin(resource, request.dry_run, self._pool, deadline.remaining())
+        known = self.identity.current()
         decision = decide_restore(
             request.operation,
             resource,
@@ -176,7 +186,8 @@ class MemberHandler:
             lambda q: self._lookup(q, deadline),
             clusters,
             requester=request.user,
-            from_agent=from_agent,
+            from_agent=known.accepts(request.user),
+            agent_unknown="" if known.users is not None else known.source,
         )
         if decision.storage_error:
             STORAGE_ERRORS.inc()

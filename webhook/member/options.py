@@ -7,13 +7,11 @@ Its own options (``add_arguments``) and, from those and the shared ``--kubeconfi
 from __future__ import annotations
 
 import argparse
-import base64
-import json
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from webhook.common.kubeclient import ClientConfig
+from webhook.member.identity import AgentIdentity, token_subject
 from webhook.member.policy import RestorePolicy
 
 
@@ -35,25 +33,14 @@ class MemberOptions:
     # account that may create events and nothing else); None: no Events
     events: ClientConfig | None = None
     fencing: FencingTarget | None = None  # None: no fencing (no --cluster, or the policy turns it off)
-    # Who may set the fencing agent's release markers: the member role's own identity. None: anyone
-    # (no identity known: --agent-user not given and not in a pod; said at start-up).
-    agent_users: frozenset[str] | None = None
+    # Who may set the fencing agent's release markers: the users given (--agent-user), else the member
+    # role's own identity, learnt from its API server in each worker (``member/identity.py``); unknown:
+    # nobody (said at start-up).
+    agent_users: frozenset[str] = frozenset()
+    agent_token: str = ""  # in a pod without --kubeconfig: the service account token's subject
 
-
-SERVICE_ACCOUNT_TOKEN = Path("/var/run/secrets/kubernetes.io/serviceaccount/token")
-
-
-def own_identity(token_file: Path = SERVICE_ACCOUNT_TOKEN) -> str:
-    """``system:serviceaccount:<ns>:<name>`` from the pod's own token (its ``sub`` claim; the token is
-    ours, so it is read, not verified), or "" outside a pod."""
-    try:
-        token = token_file.read_text(encoding="utf-8").strip()
-        payload = token.split(".")[1]
-        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
-    except (OSError, IndexError, ValueError):
-        return ""
-    subject = claims.get("sub") if isinstance(claims, dict) else None
-    return subject if isinstance(subject, str) else ""
+    def identity(self) -> AgentIdentity:
+        return AgentIdentity.of_cluster(self.agent_users, self.own_cluster, self.agent_token)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,7 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="member role: the user (userInfo.username) the fencing agent's releases come from; a "
         "'released' marker set by anyone else keeps a held job held (repeatable; "
-        "$FLINK_FAILOVER_AGENT_USERS, comma-separated; default: the pod's own service account)",
+        "$FLINK_FAILOVER_AGENT_USERS, comma-separated; default: the agent's own identity, asked of its API "
+        "server with a SelfSubjectReview, else the pod's service account; unknown: no one's)",
     )
 
 
@@ -104,7 +92,8 @@ def from_args(args: argparse.Namespace, policy: RestorePolicy) -> MemberOptions 
     own = client if args.kubeconfig or args.cluster or args.read_session_clusters else None
     named = list(getattr(args, "agent_user", None) or [])
     named += [u.strip() for u in os.environ.get("FLINK_FAILOVER_AGENT_USERS", "").split(",") if u.strip()]
-    identity = own_identity() if not named and fencing is not None and not args.kubeconfig else ""
-    users = frozenset(named or ([identity] if identity else [])) or None
+    token = token_subject() if not named and not args.kubeconfig else ""
     events = own or (client if getattr(args, "events", False) else None)
-    return MemberOptions(policy, bool(args.require_storage_backends), own, events, fencing, users)
+    return MemberOptions(
+        policy, bool(args.require_storage_backends), own, events, fencing, frozenset(named), token
+    )

@@ -196,16 +196,17 @@ class FencingPolicy:
 
     ``lease_seconds`` is how long a heartbeat stays fresh unrenewed; it must span at least two polls, so
     a live cluster always renews (or acknowledges) within one lease of a fence. A holder that has not
-    renewed for ``renew_deadline_seconds`` steps down; the deadline, one poll and the operator's stop
-    margin fit inside the lease, so the holder's job has stopped before another cluster may start one
-    (client-go's leader election: RenewDeadline < LeaseDuration).
+    renewed for ``renew_deadline_seconds`` steps down (its heartbeat loop sends the suspend by the
+    deadline + one poll); that, the operator's stop margin and a poll of slack fit inside the lease, so
+    the holder's job has stopped before another cluster may start one (client-go's leader election:
+    RenewDeadline < LeaseDuration). ``timing_problems`` says which timings break this.
     """
 
     enabled: bool = True
     lease_seconds: float = 30.0
     poll_seconds: float = 5.0
     on_storage_error: FencingStorageError = FencingStorageError.HOLD
-    renew_deadline_seconds: float = 15.0
+    renew_deadline_seconds: float = 10.0
     stop_margin_seconds: float = 10.0
     on_renew_failure: RenewFailure = RenewFailure.STOP
 
@@ -213,6 +214,55 @@ class FencingPolicy:
     def call_timeout(self) -> float:
         """The deadline of every storage and API call the agent makes: one poll."""
         return self.poll_seconds
+
+    @property
+    def slack_seconds(self) -> float:
+        """What the lease leaves beyond the step-down bound and the operator's stop."""
+        return self.lease_seconds - (
+            self.renew_deadline_seconds + self.poll_seconds + self.stop_margin_seconds
+        )
+
+
+def timing_problems(lease: float, poll: float, renew: float, margin: float) -> list[tuple[str, str]]:
+    """(field, why) for every fencing timing rule these break (the chart's template checks the same):
+
+    - ``pollSeconds <= leaseSeconds / 2``: a live cluster renews at least twice per lease;
+    - ``renewDeadlineSeconds >= 2 x pollSeconds``: one renewal that fails (one poll's storage blip) never
+      stops a healthy job; the deadline is counted from the start of the last one that succeeded;
+    - ``renewDeadlineSeconds + pollSeconds + stopMarginSeconds + pollSeconds <= leaseSeconds``: the holder
+      asks for the stop by deadline + one poll and its operator stops within the margin, and one poll of
+      slack is left for what delays a step-down from outside the agent (a stalled or CPU-throttled
+      process, an API call answered at its deadline, clocks that run at slightly different rates).
+    """
+    problems = []
+    if poll * 2 > lease:
+        problems.append(
+            (
+                "fencing.pollSeconds",
+                f"{poll:g}s is more than half of leaseSeconds ({lease:g}s): a live cluster must renew its "
+                "heartbeat at least twice per lease",
+            )
+        )
+    if renew < 2 * poll:
+        problems.append(
+            (
+                "fencing.renewDeadlineSeconds",
+                f"{renew:g}s is less than two pollSeconds ({2 * poll:g}s): a single renewal that fails would "
+                "step a healthy job down",
+            )
+        )
+    slack = lease - (renew + poll + margin)
+    if slack < poll:
+        problems.append(
+            (
+                "fencing.renewDeadlineSeconds",
+                "renewDeadlineSeconds + pollSeconds + stopMarginSeconds "
+                f"({renew:g}s + {poll:g}s + {margin:g}s) leaves {slack:g}s of leaseSeconds ({lease:g}s), "
+                "less than one pollSeconds of slack: a cluster that cannot renew must have stopped its "
+                "copies before its lease runs out, with room to spare",
+            )
+        )
+    return problems
 
 
 class PolicyError(ValueError):
@@ -488,24 +538,8 @@ def _fencing(_name: str, doc: Any) -> FencingPolicy:
     margin = seconds("stopMarginSeconds", base.stop_margin_seconds)
     choice = field_("onStorageError", _enum_of(FencingStorageError), "hold")
     renew_failure = field_("onRenewFailure", _enum_of(RenewFailure), "stop")
-    timed = None not in (lease, poll)
-    if timed and poll * 2 > lease:
-        errors.append(
-            PolicyError(
-                "fencing.pollSeconds",
-                f"{poll:g}s is more than half of leaseSeconds ({lease:g}s): a live cluster must renew its "
-                "heartbeat at least twice per lease",
-            )
-        )
-    if timed and None not in (renew, margin) and renew + poll + margin > lease:
-        errors.append(
-            PolicyError(
-                "fencing.renewDeadlineSeconds",
-                "renewDeadlineSeconds + pollSeconds + stopMarginSeconds "
-                f"({renew:g}s + {poll:g}s + {margin:g}s) is more than leaseSeconds ({lease:g}s): a cluster "
-                "that cannot renew must have stopped its copies before its lease runs out",
-            )
-        )
+    if None not in (lease, poll, renew, margin):
+        errors += [PolicyError(name, why) for name, why in timing_problems(lease, poll, renew, margin)]
     if errors:
         raise PolicyError.combined(errors)
     return FencingPolicy(enabled, lease, poll, choice, renew, margin, renew_failure)
@@ -672,8 +706,8 @@ def _fencing_schema() -> dict[str, Any]:
             "leaseSeconds": seconds,
             "pollSeconds": seconds,
             "onStorageError": {"type": "string", "enum": [m.value for m in FencingStorageError]},
-            # renewDeadlineSeconds + pollSeconds + stopMarginSeconds <= leaseSeconds and pollSeconds <=
-            # leaseSeconds / 2 are checked by the chart's template (configmap-policy.yaml) and _fencing.
+            # The rules across fields (timing_problems) are checked by the chart's template
+            # (configmap-policy.yaml) and by _fencing.
             "renewDeadlineSeconds": seconds,
             "stopMarginSeconds": seconds,
             "onRenewFailure": {"type": "string", "enum": [m.value for m in RenewFailure]},

@@ -176,14 +176,16 @@ def decide_restore(
     lookup: SnapshotLookup,
     session_clusters: SessionClusterLookup | None = None,
     requester: str = "",
-    from_agent: bool = True,
+    from_agent: bool = False,
+    agent_unknown: str = "",
 ) -> RestoreDecision:
     """The member role's whole decision for one admission (docs/architecture.md has the map).
 
     ``session_clusters`` finds a FlinkSessionJob's session cluster, whose configuration supplies the
     checkpoint and savepoint directories the job itself does not set; without it only the job's own
     configuration and the policy defaults count. ``requester`` is who sent the request, and
-    ``from_agent`` whether that is this cluster's fencing agent: only the agent's release markers
+    ``from_agent`` whether that is this cluster's fencing agent (False wherever the agent's identity
+    is not known: ``agent_unknown`` says why, for the warning): only the agent's release markers
     start a held job; a person asks with the ``release`` annotation, which names them.
     """
     if operation == "UPDATE" and old is not None and old.labels.get(policy.key(FENCED)):
@@ -207,7 +209,7 @@ def decide_restore(
         job_id = value
 
     if operation == "UPDATE":
-        return carry_over(resource, old, policy, requester, from_agent)
+        return carry_over(resource, old, policy, requester, from_agent, agent_unknown)
 
     warnings: list[str] = []
     own = resource
@@ -282,7 +284,7 @@ def _resolve_dirs(
 ) -> RestoreDecision:
     job_dir: StoragePath | None = None
     if checkpoint_dir is not None and job_id:
-        job_dir = checkpoint_dir.child(job_id) if resource.checkpoints_in_job_subdir else checkpoint_dir
+        job_dir = resource.job_checkpoints(checkpoint_dir, job_id)
     roots = [d for d in (savepoint_dir, checkpoint_dir) if d is not None]  # where the job keeps state
     savepoint = _reported_savepoint(resource, job_id, roots, policy, warnings)
     listed_dir = savepoint_dir if job_id else None

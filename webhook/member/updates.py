@@ -39,7 +39,8 @@ def carry_over(
     old: FlinkResource | None,
     policy: RestorePolicy,
     requester: str = "",
-    from_agent: bool = True,
+    from_agent: bool = False,
+    agent_unknown: str = "",
 ) -> RestoreDecision:
     """Karmada re-applied its template and dropped what we set at CREATE: put it back, storage untouched."""
     recorded = old.annotations.get(policy.key(RESTORE_DECISION), "") if old is not None else ""
@@ -77,12 +78,19 @@ def carry_over(
             notes.append(f"job stays held suspended (carried over from the previous object): {hold}")
             if _release_marker_changed(resource, old, policy):
                 who = requester or "an unknown user"
+                unknown = (
+                    f" (the agent's identity is not known here: {agent_unknown})" if agent_unknown else ""
+                )
                 notes.append(
-                    f"{policy.key(RELEASED)} set by {who} {RELEASE_IGNORED}; ask it with "
+                    f"{policy.key(RELEASED)} set by {who} {RELEASE_IGNORED}{unknown}; ask it with "
                     f"{policy.key(RELEASE)}=true (flink-failover release)"
                 )
+                annotations[policy.key(RELEASED)] = old.annotations.get(policy.key(RELEASED), "")
+            asked_by = policy.key(RELEASE_REQUESTED_BY)
             if _release_asked(resource, old, policy):
-                annotations[policy.key(RELEASE_REQUESTED_BY)] = requester or "unknown"
+                annotations[asked_by] = requester or "unknown"
+            elif resource.annotations.get(asked_by) or old.annotations.get(asked_by):
+                annotations[asked_by] = old.annotations.get(asked_by, "")  # never set by the request itself
         elif recorded == RestoreOutcome.HELD and not resource.annotations.get(policy.key(HOLD)):
             annotations[policy.key(RESTORE_DECISION)] = RestoreOutcome.RESTORED.value  # the agent's release
         return replace(decision, spec_job=spec_job, annotations=annotations, warnings=tuple(notes))
@@ -123,10 +131,14 @@ def _release_marker_changed(resource: FlinkResource, old: FlinkResource, policy:
 
 
 def _release_asked(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy) -> bool:
-    """An engineer set ``release: "true"`` with this update (the agent carries it out, naming them)."""
+    """An engineer asks with this update for the release of the held job (``release: "true"`` set now,
+    or left over from before the hold and not recorded yet): the agent carries it out, naming them."""
     key = policy.key(RELEASE)
     asked = resource.annotations.get(key, "").strip().lower() == "true"
-    return asked and old.annotations.get(key, "").strip().lower() != "true"
+    recorded = old.annotations.get(key, "").strip().lower() == "true" and bool(
+        old.annotations.get(policy.key(RELEASE_REQUESTED_BY), "").strip()
+    )
+    return asked and not recorded
 
 
 def keep_fenced(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy) -> RestoreDecision:

@@ -1,25 +1,28 @@
-"""The fencing agent: one loop per member cluster, beside the webhook. It decides nothing itself.
+"""The fencing agent: one per member role replica, beside the webhook. It decides nothing itself.
 
-Every poll it lists each Flink kind of the cluster on its own, reads each copy's ownership records
-(under a deadline, on its storage's own lane) and hands copy, records and times to ``decide.decide``,
-which returns a plan of effects; the agent executes them. A copy whose storage has not answered the
-previous poll's calls yet is decided without records, so a hung bucket never delays another bucket's
-heartbeats, and a holder that cannot renew still steps down on time (the step-down is an API call).
+Three loops share one event loop (``run``), so none of them waits for another:
 
-After every poll it reports its health (``Health``): the member role is not ready while the agent
-cannot reach its API server, cannot list any Flink kind, or has not completed a poll within a lease.
+- the **poll**, every ``pollSeconds``: lists each Flink kind of the cluster on its own, reads each copy's
+  ownership records on its storage's own lane under a deadline, hands copy, records and times to
+  ``decide.decide`` and executes the plan. The poll waits for its copies at most one poll as a whole; a
+  copy whose storage has not answered is decided without records at the next one.
+- the **recheck**, every fifth of a poll between polls: the copies a failover waits on (stale copies
+  whose operator has not reported them stopped, held restores) are looked at again, each on its own, so
+  a new job starts within about one poll of the old job's reported stop.
+- the **heartbeat loop** (``renewer.Renewer``): renews the running copies' heartbeats and steps a copy
+  down the moment its renew deadline passes.
+
+After every poll it reports its health (``Health``) for the webhook's admissions and the metrics.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
+import asyncio
 import logging
-import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from webhook.common.events import NORMAL, WARNING, EventSink, NoEvents, Occurrence, Regarding
 from webhook.common.flink import BLUE_GREEN
@@ -28,38 +31,40 @@ from webhook.common.paths import StoragePath
 from webhook.member.fencing import copies, metrics
 from webhook.member.fencing.copies import Copy, CopyState
 from webhook.member.fencing.decide import (
+    WAITING,
     Acknowledge,
+    Action,
     Beat,
     Effect,
+    KeepRenewing,
     MarkStopping,
     Plan,
     Release,
     Resume,
     RewriteHold,
-    StepDown,
     Stop,
     StorageHold,
     Supersede,
     Times,
+    Trouble,
     Unreadable,
+    Unresolved,
     WriteFence,
     decide,
+    release_start,
+    resume_path,
+    resume_query,
+    resume_skipped,
+    retry_seconds,
+    trouble_of,
 )
-from webhook.member.fencing.flinkapi import OPTIONAL_KINDS, PLURALS
-from webhook.member.fencing.lanes import Lanes
+from webhook.member.fencing.flinkapi import OPTIONAL_KINDS, PLURALS, MemberApi
+from webhook.member.fencing.lanes import Call, Lanes
 from webhook.member.fencing.protocol import Ownership, ReleaseCause
 from webhook.member.fencing.records import FencingStore, Workload, fence_body
+from webhook.member.fencing.renewer import Renewer, pause
 from webhook.member.policy import RestorePolicy
-from webhook.member.restore import (
-    RestoreOutcome,
-    SnapshotQuery,
-    Snapshots,
-    StorageError,
-    checked_as,
-    choose,
-    decide_restore,
-    newest,
-)
+from webhook.member.restore import RestoreOutcome, SnapshotQuery, Snapshots, StorageError, decide_restore
 from webhook.member.storage import CheckpointStorage, Deadline
 
 log = logging.getLogger(__name__)
@@ -67,28 +72,19 @@ log = logging.getLogger(__name__)
 KINDS = tuple(PLURALS)
 
 
-class MemberApi(Protocol):
-    def list_kind(self, kind: str) -> list[Mapping[str, Any]] | ApiFailure: ...
-
-    def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | ApiFailure | None: ...
-
-    def patch(
-        self, kind: str, namespace: str, name: str, body: Mapping[str, Any]
-    ) -> Mapping[str, Any] | ApiFailure: ...
-
-
 @dataclass(frozen=True)
 class Step:
     """What the agent did with one object in one poll (the log line, and what tests read)."""
 
     workload: Workload
-    action: str  # a Plan's action, or error | pending
+    action: Action
     detail: str = ""
+    trouble: Trouble = Trouble.NONE
 
 
 @dataclass(frozen=True)
 class Health:
-    """The agent's state, for ``/readyz`` and the metrics; written after every poll."""
+    """The agent's state, for the webhook (may it vouch for a restore?) and the metrics."""
 
     ready: bool
     reason: str  # why not ready ("" when ready)
@@ -104,145 +100,145 @@ class FencingAgent:
         api: MemberApi,
         storage: CheckpointStorage,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-        workers: int = 8,
         on_health: Callable[[Health], None] | None = None,
-        monotonic: Callable[[], float] = time.monotonic,
         events: EventSink | None = None,
+        lanes: Lanes | None = None,
     ) -> None:
         self.cluster = cluster
         self.policy = policy
         self.api = api
         self.storage = storage
-        self.lanes = Lanes(policy.fencing.call_timeout)
+        self.lanes = lanes or Lanes(policy.fencing.call_timeout)
         self.store = FencingStore(storage, cluster, self.lanes)
         self.clock = clock
-        self.monotonic = monotonic
         self.on_health = on_health
         self.events: EventSink = events or NoEvents()
-        self._pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="fencing")
-        self._lock = threading.Lock()  # the maps below are shared by the poll's worker threads
-        self._beating: dict[Workload, StoragePath] = {}
-        self._renewed: dict[Workload, float] = {}  # monotonic start of the last successful renewal
+        self.renewer = Renewer(cluster, policy.fencing, self.store, self._step_down, self._now)
         self._hold_written: dict[Workload, float] = {}
         self._held_since: dict[Workload, float] = {}
-        self._clocks: dict[StoragePath, datetime] = {}  # storage time per storage, once per poll
-        self._inflight: dict[Workload, concurrent.futures.Future[Step]] = {}
+        self._clocks: dict[StoragePath, asyncio.Future[datetime]] = {}  # storage time, once per poll
+        self._inflight: dict[Workload, asyncio.Task[Step]] = {}
         self._urgent: set[Workload] = set()  # stopping or held at the last poll: looked at between polls
         self._kinds: dict[str, str] = {}
         self._polled_at = 0.0
+        self._next_poll = 0.0
+        self._background: set[asyncio.Task[None]] = set()
 
-    def run(self, stop: threading.Event) -> None:
-        """A full poll every ``pollSeconds``; between two, the copies a failover waits on (stale copies
-        whose operator has not reported them stopped, held restores) are looked at again every fifth of
-        a poll, so a new job starts within about one poll of the old job's reported stop, not two."""
+    # --- the loops -------------------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
         log.info("fencing agent started", extra={"fields": {"cluster": self.cluster}})
-        poll = self.policy.fencing.poll_seconds
-        quick = max(0.2, poll / 5)
+        loops = [
+            asyncio.ensure_future(self._polls(stop)),
+            asyncio.ensure_future(self._rechecks(stop)),
+            asyncio.ensure_future(self.renewer.run(stop)),
+        ]
         try:
-            while not stop.is_set():
-                started = self.monotonic()
-                try:
-                    self.tick()
-                except Exception:  # one bad poll must not end fencing for the cluster
-                    log.exception("fencing poll failed")
-                while not stop.wait(max(0.0, min(quick, started + poll - self.monotonic()))):
-                    if self.monotonic() - started >= poll:
-                        break
-                    try:
-                        self.recheck()
-                    except Exception:
-                        log.exception("fencing recheck failed")
+            await asyncio.gather(*loops)
         finally:
-            self.close()
+            for task in [*loops, *self._inflight.values(), *self._background]:
+                task.cancel()
+            self.renewer.cancel()
 
-    def recheck(self) -> list[Step]:
-        """Look again at the copies the last poll found stopping or held (a GET each, then their step)."""
-        with self._lock:
-            urgent = list(self._urgent)
-        steps = []
-        for workload in urgent:
-            found = self.api.get(workload.kind, workload.namespace, workload.name)
-            if found is None or isinstance(found, ApiFailure):
+    async def _polls(self, stop: asyncio.Event) -> None:
+        poll = self.policy.fencing.poll_seconds
+        while not stop.is_set():
+            started = self._mono()
+            self._next_poll = started + poll
+            try:
+                await self.poll()
+            except Exception:  # one bad poll must not end fencing for the cluster
+                log.exception("fencing poll failed")
+            await pause(stop, self._next_poll - self._mono())
+
+    async def _rechecks(self, stop: asyncio.Event) -> None:
+        quick = retry_seconds(self.policy.fencing)
+        while not stop.is_set():
+            await pause(stop, quick)
+            if stop.is_set() or self._next_poll - self._mono() < quick / 2:
+                continue  # the poll is about to look at everything
+            try:
+                await self.recheck()
+            except Exception:
+                log.exception("fencing recheck failed")
+
+    async def recheck(self) -> list[Step]:
+        """Look again at the copies the last poll found stopping or held: a GET and a step each, all at
+        once, waited for at most until the next poll is due (a recheck never delays a poll)."""
+        urgent = [w for w in self._urgent if not _running(self._inflight.get(w))]
+        if not urgent:
+            return []
+        started = self._mono()
+        found = await asyncio.gather(*(self.api.get(w.kind, w.namespace, w.name) for w in urgent))
+        tasks: dict[Workload, asyncio.Task[Step]] = {}
+        for workload, obj in zip(urgent, found, strict=True):
+            if obj is None or isinstance(obj, ApiFailure):
                 continue
-            copy = copies.read_copy({**found, "kind": workload.kind}, self.policy)
+            copy = copies.read_copy({**obj, "kind": workload.kind}, self.policy)
             if copy.workload.kind == BLUE_GREEN and copy.target is None:
                 continue  # a held parent needs its children's listing: the next poll
             if copy.state not in _URGENT and copy.state is not CopyState.FENCED:
                 continue
-            previous = self._inflight.get(workload)
-            if previous is not None and not previous.done():
-                continue
-            started = self.monotonic()
             self._remember(copy, started)
-            future = self._pool.submit(self._step, copy, started)
-            self._inflight[workload] = future
-            try:
-                step = future.result(timeout=self.policy.fencing.poll_seconds)
-            except concurrent.futures.TimeoutError:
-                continue
-            steps.append(step)
-            if step.action not in ("stopping", "held", "waiting-for-operator", "error", "pending"):
-                with self._lock:
-                    self._urgent.discard(workload)  # done waiting: the next poll looks again
-        self._log([s for s in steps if s.action not in ("held", "waiting-for-operator")])  # said at the poll
+            tasks[workload] = self._inflight[workload] = asyncio.ensure_future(self._step(copy, started))
+        if not tasks:
+            return []
+        await asyncio.wait(
+            tasks.values(), timeout=max(self._next_poll - self._mono(), retry_seconds(self.policy.fencing))
+        )
+        steps = [t.result() for t in tasks.values() if t.done()]
+        for step in steps:
+            if step.action not in WAITING:
+                self._urgent.discard(step.workload)  # done waiting: the next poll looks again
+        self._log([s for s in steps if s.action not in (Action.HELD, Action.WAITING_FOR_OPERATOR)])
         return steps
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
-        self.lanes.close()
-
     # --- one poll ------------------------------------------------------------------------------------
-    def tick(self) -> list[Step]:
-        started = self.monotonic()
-        found = self._list()
+    async def poll(self) -> list[Step]:
+        started = self._mono()
+        found = await self._list()
         if found is None:
             self._report(started)
             return []
-        with self._lock:
-            self._clocks.clear()
-        steps: list[Step] = []
-        submitted: dict[Workload, concurrent.futures.Future[Step]] = {}
+        self._clocks.clear()
+        for workload, folder in self.renewer.observe(found, started):
+            self._forget(workload, folder)
+        submitted: dict[Workload, asyncio.Task[Step]] = {}
+        unanswered: list[Awaitable[Step]] = []
         for copy in found:
             self._remember(copy, started)
-            previous = self._inflight.get(copy.patched)
-            if previous is not None and not previous.done():
-                # Its storage has not answered last poll's calls: decide without records (a step-down
-                # needs only the API), and leave the storage alone.
-                steps.append(
-                    self._execute(
-                        copy,
-                        self._plan(
-                            copy, Unreadable("storage calls of the last poll still unanswered"), started
-                        ),
-                    )
-                )
+            if _running(self._inflight.get(copy.patched)):
+                # Its storage has not answered last poll's calls: decide without records, and leave the
+                # storage alone (what such a plan does is an API call at most).
+                still = Unreadable("storage calls of the last poll still unanswered")
+                unanswered.append(self._execute(copy, self._plan(copy, still, started), started))
                 continue
-            future = self._pool.submit(self._step, copy, started)
-            self._inflight[copy.patched] = submitted[copy.patched] = future
-        concurrent.futures.wait(submitted.values(), timeout=self.policy.fencing.poll_seconds)
-        for workload, future in submitted.items():
-            steps.append(
-                future.result()
-                if future.done()
-                else Step(workload, "pending", "storage calls still unanswered")
-            )
+            task = asyncio.ensure_future(self._step(copy, started))
+            self._inflight[copy.patched] = submitted[copy.patched] = task
+        steps: list[Step] = list(await asyncio.gather(*unanswered))
+        if submitted:
+            await asyncio.wait(submitted.values(), timeout=self.policy.fencing.poll_seconds)
+        for workload, task in submitted.items():
+            if task.done():
+                steps.append(task.result())
+            else:
+                steps.append(
+                    Step(workload, Action.PENDING, "storage calls still unanswered", Trouble.STORAGE)
+                )
         present = {c.patched for c in found}
-        self._inflight = {w: f for w, f in self._inflight.items() if w in present and not f.done()}
-        self._forget_gone({c.workload for c in found if c.state in _HEARTBEATING})
+        self._inflight = {w: t for w, t in self._inflight.items() if w in present and not t.done()}
         self._observe(found, steps)
         self._report(started)
-        with self._lock:
-            self._urgent = {c.patched for c in found if c.state in _URGENT} | {
-                s.workload for s in steps if s.action in ("stopping", "held")
-            }
+        self._urgent = {c.patched for c in found if c.state in _URGENT} | {
+            s.workload for s in steps if s.action in (Action.STOPPING, Action.HELD)
+        }
         return steps
 
-    def _list(self) -> list[Copy] | None:
-        """Each kind on its own; None when no kind could be listed."""
+    async def _list(self) -> list[Copy] | None:
+        """Each kind on its own, all at once; None when no kind could be listed."""
+        listings = await asyncio.gather(*(self.api.list_kind(kind) for kind in KINDS))
         objects: list[Mapping[str, Any]] = []
         kinds: dict[str, str] = {}
-        for kind in KINDS:
-            listed = self.api.list_kind(kind)
+        for kind, listed in zip(KINDS, listings, strict=True):
             if isinstance(listed, ApiFailure):
                 metrics.API_ERRORS.labels("list").inc()
                 kinds[kind] = _list_problem(kind, listed)
@@ -266,68 +262,64 @@ class FencingAgent:
         return with_children(found)
 
     def _remember(self, copy: Copy, now: float) -> None:
-        with self._lock:
-            if copy.state in (CopyState.RUNNING, CopyState.STEPPED_DOWN):
-                self._renewed.setdefault(copy.patched, now)  # first seen: a whole deadline from here
-            else:
-                self._renewed.pop(copy.patched, None)
-            if copy.state is CopyState.HELD:
-                self._held_since.setdefault(copy.patched, now)
-            else:
-                self._held_since.pop(copy.patched, None)
-                self._hold_written.pop(copy.patched, None)
+        if copy.state is CopyState.HELD:
+            self._held_since.setdefault(copy.patched, now)
+        else:
+            self._held_since.pop(copy.patched, None)
+            self._hold_written.pop(copy.patched, None)
 
-    def _step(self, copy: Copy, started: float) -> Step:
+    async def _step(self, copy: Copy, started: float) -> Step:
         if copy.folder is None or copy.clock is None or copy.state is CopyState.IDLE:
-            return Step(copy.patched, "skipped", "no checkpoint directory" if copy.folder is None else "")
+            detail = "no checkpoint directory" if copy.folder is None else ""
+            return Step(copy.patched, Action.SKIPPED, detail)
         records: Ownership | Unreadable
         storage_now = None
+        listed_at = self._mono()
         try:
             if copy.state is CopyState.HELD:
-                storage_now = self._storage_now(copy.clock)
-            records = self.store.list(copy.folder).ownership
+                storage_now = await self._storage_now(copy.clock)
+            listed_at = self._mono()
+            records = (await self.lanes.run(self.store.list_call(copy.folder))).ownership
         except StorageError as exc:
             metrics.STORAGE_ERRORS.labels("agent").inc()
             records = Unreadable(str(exc))
-        return self._execute(copy, self._plan(copy, records, started, storage_now))
+        return await self._execute(copy, self._plan(copy, records, started, storage_now), listed_at)
 
     def _plan(
         self, copy: Copy, records: Ownership | Unreadable, started: float, storage_now: datetime | None = None
     ) -> Plan:
-        with self._lock:
-            renewed = self._renewed.get(copy.patched, started)
-            written = self._hold_written.get(copy.patched)
-        times = Times(self.monotonic(), renewed, storage_now, written)
+        renewed = self.renewer.renewed(copy.patched, started)
+        times = Times(self._mono(), renewed, storage_now, self._hold_written.get(copy.patched))
         return decide(self.cluster, copy, records, times, self.policy.fencing)
 
     # --- executing a plan --------------------------------------------------------------------------
-    def _execute(self, copy: Copy, plan: Plan) -> Step:
-        problems = []
+    async def _execute(self, copy: Copy, plan: Plan, listed_at: float) -> Step:
+        problems: list[str] = []
+        trouble = plan.trouble
         for chain in plan.chains:
             for effect in chain:
-                problem = self._apply(copy, effect)
+                problem = await self._apply(copy, effect, listed_at)
                 if problem is not None:
                     problems.append(problem)
+                    trouble = trouble if trouble is not Trouble.NONE else trouble_of(effect)
                     break  # the rest of this chain depends on it; other chains do not
         if problems:
-            return Step(copy.patched, "error", f"{plan.action}: {'; '.join(problems)}")
-        return Step(copy.patched, plan.action, plan.detail)
+            return Step(copy.patched, Action.ERROR, f"{plan.action}: {'; '.join(problems)}", trouble)
+        return Step(copy.patched, plan.action, plan.detail, plan.trouble)
 
-    def _apply(self, copy: Copy, effect: Effect) -> str | None:
+    async def _apply(self, copy: Copy, effect: Effect, listed_at: float) -> str | None:
         """Carry out one effect; None on success, else what went wrong."""
         folder = copy.folder
         try:
-            if isinstance(effect, StepDown):
-                patch = copies.step_down_patch(copy, effect.reason, self.policy, self._now())
-                note = (
-                    f"{effect.reason}: suspended without a savepoint; resumed from its newest checkpoint "
-                    "if nobody takes over meanwhile"
-                )
-                problem = self._patched(copy, patch, _step_down_done)
-                return self._told(problem, copy, WARNING, "SteppedDown", "StepDown", note)
+            if isinstance(effect, KeepRenewing):
+                self.renewer.keep(copy, effect, listed_at)
+                return None
+            if isinstance(effect, Beat):
+                await self.renewer.beat_now(copy)
+                return None
             if isinstance(effect, Stop):
                 fence = effect.fence
-                problem = self._patched(
+                problem = await self._patched(
                     copy, copies.stop_patch(copy, fence, self.policy, self._now()), _stop_done
                 )
                 note = (
@@ -338,15 +330,14 @@ class FencingAgent:
             if isinstance(effect, Supersede):
                 fence = effect.fence
                 patch = copies.superseded_patch(fence, self.policy, self._now())
-                problem = self._patched(copy, patch, _superseded_done)
+                problem = await self._patched(copy, patch, _superseded_done)
                 note = f"superseded by the restore on {fence.owner} at epoch {fence.epoch}: stays suspended"
                 return self._told(problem, copy, WARNING, "Superseded", "Fence", note)
             if isinstance(effect, RewriteHold):
                 text = copies.hold_text(effect.verdict, copy.epoch, self.clock())
-                problem = self._patched(copy, copies.hold_patch(text, self.policy))
+                problem = await self._patched(copy, copies.hold_patch(text, self.policy))
                 if problem is None:
-                    with self._lock:
-                        self._hold_written[copy.patched] = self.monotonic()
+                    self._hold_written[copy.patched] = self._mono()
                 return self._told(
                     problem, copy, WARNING, "Held", "Hold", f"held until the old copy stops: {text}"
                 )
@@ -354,30 +345,25 @@ class FencingAgent:
                 text = copies.storage_text(copy.epoch, effect.problem)
                 if text == copy.hold:
                     return None
-                problem = self._patched(copy, copies.hold_patch(text, self.policy))
+                problem = await self._patched(copy, copies.hold_patch(text, self.policy))
                 return self._told(problem, copy, WARNING, "StorageTrouble", "Hold", f"held: {text}")
             if isinstance(effect, Release):
-                return self._release(copy, effect.cause)
+                return await self._release(copy, effect.cause)
             if isinstance(effect, Resume):
-                return self._resume(copy)
+                return await self._resume(copy)
             if folder is None:
                 return "no checkpoint directory"
-            if isinstance(effect, Beat):
-                self._beat(copy, folder)
-                return None
             if isinstance(effect, WriteFence):
-                self.store.fence(
-                    folder, effect.epoch, fence_body(copy.workload, self.cluster, effect.epoch, self._now())
-                )
+                body = fence_body(copy.workload, self.cluster, effect.epoch, self._now())
+                await self.lanes.run(self.store.fence_call(folder, effect.epoch, body))
                 metrics.FENCES.inc()
                 return None
             if isinstance(effect, MarkStopping):
-                self.store.stopping(folder, effect.epoch, copy.operator.detail)
+                await self.lanes.run(self.store.stopping_call(folder, effect.epoch, copy.operator.detail))
                 return None
             if isinstance(effect, Acknowledge):
-                self.store.ack(folder, effect.epoch, copy.operator.detail)
-                with self._lock:
-                    self._beating.pop(copy.workload, None)
+                self.renewer.drop(copy.patched)
+                await self.lanes.run(self.store.ack_call(folder, effect.epoch, copy.operator.detail))
                 metrics.ACKS.inc()
                 status = copy.operator.detail
                 note = (
@@ -386,13 +372,7 @@ class FencingAgent:
                 self._event(copy, NORMAL, "Stopped", "Fence", note)
                 log.warning(
                     "stale copy stopped by its operator; acknowledged",
-                    extra={
-                        "fields": {
-                            "object": str(copy.workload),
-                            "epoch": effect.epoch,
-                            "status": copy.operator.detail,
-                        }
-                    },
+                    extra={"fields": {"object": str(copy.workload), "epoch": effect.epoch, "status": status}},
                 )
                 return None
         except StorageError as exc:
@@ -400,65 +380,61 @@ class FencingAgent:
             return f"storage: {exc}"
         raise TypeError(f"unknown effect {effect!r}")  # pragma: no cover - decide() returns only the above
 
-    def _beat(self, copy: Copy, folder: StoragePath) -> None:
-        start = self.monotonic()
-        body = {
-            "cluster": self.cluster,
-            "epoch": copy.epoch,
-            "jobId": copy.job_id,
-            "workload": str(copy.workload),
-            "written": self._now(),
-        }
-        self.store.beat(folder, body)
-        with self._lock:
-            self._beating[copy.workload] = folder
-            self._renewed[copy.patched] = start  # the renewal counts from when it started
+    async def _step_down(self, copy: Copy, reason: str) -> bool:
+        """Suspend our own copy without a savepoint (the heartbeat loop calls this at its deadline); the
+        patch has what is left of a poll to go through (``decide``'s bound: deadline + one poll)."""
+        patch = copies.step_down_patch(copy, reason, self.policy, self._now())
+        note = (
+            f"{reason}: suspended without a savepoint; resumed from its newest checkpoint "
+            "if nobody takes over meanwhile"
+        )
+        timeout = self.policy.fencing.poll_seconds - retry_seconds(self.policy.fencing)
+        problem = await self._patched(copy, patch, _step_down_done, timeout)
+        if problem is not None:
+            log.error("step-down failed", extra={"fields": {"object": str(copy.workload), "error": problem}})
+        return self._told(problem, copy, WARNING, "SteppedDown", "StepDown", note) is None
 
-    def _forget_gone(self, heartbeating: set[Workload]) -> None:
+    def _forget(self, workload: Workload, folder: StoragePath) -> None:
         """A copy that no longer runs here (deleted, suspended by hand) stops heartbeating at once."""
-        with self._lock:
-            gone = [(w, f) for w, f in self._beating.items() if w not in heartbeating]
-            for workload, _ in gone:
-                self._beating.pop(workload, None)
-        for workload, folder in gone:
+
+        async def forget() -> None:
             try:
-                self.store.forget(folder)
+                await self.lanes.run(self.store.forget_call(folder))
             except StorageError as exc:
                 log.warning(
                     "cannot remove heartbeat", extra={"fields": {"object": str(workload), "error": str(exc)}}
                 )
 
-    def _storage_now(self, clock: StoragePath) -> datetime:
+        task = asyncio.ensure_future(forget())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _storage_now(self, clock: StoragePath) -> datetime:
         """The storage's time, learnt once per poll per storage before any listing of this poll: ages
         measured from it are never longer than they are (a later "now" could only release sooner)."""
-        with self._lock:
-            known = self._clocks.get(clock)
+        known = self._clocks.get(clock)
         if known is None:
-            known = self.store.clock(clock)
-            with self._lock:
-                known = self._clocks.setdefault(clock, known)
-        return known
+            known = self._clocks[clock] = asyncio.ensure_future(self.lanes.run(self.store.clock_call(clock)))
+            known.add_done_callback(_retrieved)  # its failure is each waiter's, even if none is left
+        return await asyncio.shield(known)
 
-    def _release(self, copy: Copy, cause: ReleaseCause) -> str | None:
-        try:
-            path = self._newest_path(copy)
-        except StorageError as exc:
-            if cause is not ReleaseCause.STORAGE_ERROR:
-                metrics.STORAGE_ERRORS.labels("agent").inc()
-                text = copies.storage_text(copy.epoch, f"resolving the newest checkpoint: {exc}")
-                self._patched(copy, copies.hold_patch(text, self.policy))
-                return f"storage: {exc}"
-            path = ""
+    async def _release(self, copy: Copy, cause: ReleaseCause) -> str | None:
+        start = release_start(cause, await self._newest_path(copy))
+        if isinstance(start, StorageHold):
+            metrics.STORAGE_ERRORS.labels("agent").inc()
+            held = await self._apply(copy, start, 0.0)
+            return f"storage: {start.problem}" + (f"; {held}" if held else "")
+        path = start.path
         asked_by = copies.release_asked_by(copy, self.policy) if cause is ReleaseCause.MANUAL else ""
         patch = copies.release_patch(path, cause, self.policy, self._now(), asked_by)
         if copy.workload.kind == BLUE_GREEN:
             for child in copy.children:  # the job runs in them; the template stays as it is
                 target = replace(copy, target=Workload("FlinkDeployment", copy.workload.namespace, child))
-                problem = self._patched(target, copies.child_release_patch(path))
+                problem = await self._patched(target, copies.child_release_patch(path))
                 if problem is not None:
                     return problem
             patch = {"metadata": patch["metadata"]}
-        problem = self._patched(copy, patch)
+        problem = await self._patched(copy, patch, kept=_kept_held)
         if problem is None:
             metrics.RELEASES.labels(cause.value).inc()
             by = f", asked by {asked_by or 'unknown'}" if cause is ReleaseCause.MANUAL else ""
@@ -470,40 +446,35 @@ class FencingAgent:
             log.warning("held restore released", extra={"fields": fields})
         return problem
 
-    def _newest_path(self, copy: Copy) -> str:
+    async def _newest_path(self, copy: Copy) -> str | Unresolved:
         """Resolve again: the stale copy may have completed newer checkpoints while it ran. "" keeps
         the path the webhook chose (nothing restorable now, or no failover label left to resolve by)."""
-        deadline = Deadline(self.policy.fencing.call_timeout)
-
-        def lookup(query: SnapshotQuery) -> Snapshots:
-            return self._snapshots(query, deadline)
-
-        decision = decide_restore("CREATE", copy.resource, None, self.policy, lookup)
-        if decision.storage_error:
-            raise StorageError(decision.reason)
-        return decision.path if decision.outcome is RestoreOutcome.RESTORED else ""
-
-    def _snapshots(self, query: SnapshotQuery, deadline: Deadline) -> Snapshots:
-        where = query.job_dir or query.savepoint or query.checkpoint_dir
+        where = copy.folder
         if where is None:
-            return self.storage.snapshots(query, deadline)
-        return self.lanes.call(where, f"resolving {where}", lambda: self.storage.snapshots(query, deadline))
+            return ""
 
-    def _resume(self, copy: Copy) -> str | None:
-        """A stepped-down copy starts again from its own job's newest restorable snapshot (its newest
-        complete checkpoint, or its own newer savepoint, ordered as a restore orders them)."""
-        root = copies.checkpoint_dir_of(copy.resource, self.policy)
-        path = skipped = ""
-        if root is not None and copy.job_id:
-            savepoints = copies.savepoint_dir_of(copy.resource, self.policy)
-            query = SnapshotQuery(root.child(copy.job_id), None, root, savepoints, copy.job_id)
-            found = self._snapshots(
-                checked_as(query, self.policy), Deadline(self.policy.fencing.call_timeout)
+        def resolve(left: float) -> str | Unresolved:
+            deadline = Deadline(left)
+            decision = decide_restore(
+                "CREATE", copy.resource, None, self.policy, lambda q: self.storage.snapshots(q, deadline)
             )
-            chosen = choose(found.checkpoint, newest(found.listed), self.policy.prefer)
-            path = str(chosen.path) if chosen is not None else ""
-            skipped = "".join(f"; skipped {why}" for why in (*found.rejected, found.unchecked) if why)
-        problem = self._patched(copy, copies.resume_patch(copy, path, self.policy, self._now()))
+            if decision.storage_error:
+                return Unresolved(decision.reason)
+            return decision.path if decision.outcome is RestoreOutcome.RESTORED else ""
+
+        try:
+            return await self.lanes.run(Call(where, f"resolving the restore of {copy.workload}", resolve))
+        except StorageError as exc:
+            return Unresolved(str(exc))
+
+    async def _resume(self, copy: Copy) -> str | None:
+        """A stepped-down copy starts again from its own job's newest restorable snapshot."""
+        query = resume_query(copy, self.policy)
+        path = skipped = ""
+        if query is not None:
+            found = await self._snapshots(query)
+            path, skipped = resume_path(found, self.policy.prefer), resume_skipped(found)
+        problem = await self._patched(copy, copies.resume_patch(copy, path, self.policy, self._now()))
         if problem is None:
             metrics.RESUMES.inc()
             source = path or "its own HA data or last savepoint"
@@ -521,6 +492,14 @@ class FencingAgent:
             )
         return problem
 
+    async def _snapshots(self, query: SnapshotQuery) -> Snapshots:
+        where = query.job_dir or query.checkpoint_dir
+        if where is None:  # resume_query always names the job's directory
+            return Snapshots(None, None)
+        return await self.lanes.run(
+            Call(where, f"resolving {where}", lambda left: self.storage.snapshots(query, Deadline(left)))
+        )
+
     def _event(self, copy: Copy, kind: str, reason: str, action: str, note: str) -> None:
         w = copy.patched
         regarding = Regarding(copy.api_version, w.kind, w.namespace, w.name, copy.uid)
@@ -534,28 +513,34 @@ class FencingAgent:
             self._event(copy, kind, reason, action, note)
         return problem
 
-    def _patched(
+    async def _patched(
         self,
         copy: Copy,
         body: Mapping[str, Any],
         done: Callable[[Copy, Mapping[str, Any]], None] | None = None,
+        timeout: float | None = None,
+        kept: Callable[[Mapping[str, Any]], str] | None = None,
     ) -> str | None:
-        """None on success, else the error (counted)."""
+        """None on success, else the error (counted); ``kept`` says why an answer shows the patch
+        undone by the member webhook ("" when it went through)."""
         w = copy.patched
-        answer = self.api.patch(w.kind, w.namespace, w.name, body)
+        answer = await self.api.patch(w.kind, w.namespace, w.name, body, timeout)
         if isinstance(answer, ApiFailure):
             metrics.API_ERRORS.labels("patch").inc()
             return answer.message
+        undone = kept(answer) if kept is not None else ""
+        if undone:
+            metrics.API_ERRORS.labels("patch").inc()
+            return undone
         if done is not None:
             done(copy, body)
         return None
 
     # --- what the poll shows -------------------------------------------------------------------------
     def _observe(self, found: list[Copy], steps: list[Step]) -> None:
-        now = self.monotonic()
-        with self._lock:
-            oldest = max((now - since for since in self._held_since.values()), default=0.0)
-        metrics.HELD.set(sum(1 for s in steps if s.action == "held"))
+        now = self._mono()
+        oldest = max((now - since for since in self._held_since.values()), default=0.0)
+        metrics.HELD.set(sum(1 for s in steps if s.action is Action.HELD))
         metrics.OLDEST_HOLD.set(oldest)
         metrics.WAITING_FOR_OPERATOR.set(sum(1 for c in found if c.state is CopyState.STOPPING))
         self._tell(found, steps)
@@ -568,21 +553,19 @@ class FencingAgent:
             copy = by_workload.get(step.workload)
             if copy is None:
                 continue
-            if step.action == "waiting-for-operator":
+            if step.action is Action.WAITING_FOR_OPERATOR:
                 self._event(copy, NORMAL, "WaitingForOperator", "Fence", step.detail)
-            elif step.action in ("error", "pending") and "storage" in step.detail:
+            elif step.trouble is Trouble.STORAGE:
                 self._event(copy, WARNING, "StorageTrouble", "Heartbeat", step.detail[:300])
 
     def _log(self, steps: list[Step]) -> None:
         for step in steps:
-            if step.action not in ("heartbeat", "skipped", "fenced"):
-                level = (
-                    logging.WARNING if step.action in ("error", "pending", "stepped-down") else logging.INFO
-                )
+            if step.action not in (Action.HEARTBEAT, Action.SKIPPED, Action.FENCED):
+                loud = step.action in (Action.ERROR, Action.PENDING, Action.STEPPED_DOWN)
                 log.log(
-                    level,
+                    logging.WARNING if loud else logging.INFO,
                     "fencing %s",
-                    step.action,
+                    step.action.value,
                     extra={"fields": {"object": str(step.workload), "detail": step.detail}},
                 )
 
@@ -591,7 +574,7 @@ class FencingAgent:
         if listed:
             self._polled_at = self.clock().timestamp()
             metrics.LAST_POLL.set(self._polled_at)
-        metrics.POLL_SECONDS.observe(self.monotonic() - started)
+        metrics.POLL_SECONDS.observe(self._mono() - started)
         if listed:
             reason = ""
         else:
@@ -602,6 +585,29 @@ class FencingAgent:
 
     def _now(self) -> str:
         return copies.format_time(self.clock())
+
+    @staticmethod
+    def _mono() -> float:
+        return asyncio.get_running_loop().time()
+
+    async def settle(self) -> None:
+        """Wait for the renewals, step-downs and heartbeat removals already started (tests that drive
+        one pass at a time)."""
+        await self.renewer.settle()
+        if self._background:
+            await asyncio.wait(list(self._background))
+
+    def close(self) -> None:
+        self.lanes.close()
+
+
+def _retrieved(future: asyncio.Future[datetime]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def _running(task: asyncio.Task[Step] | None) -> bool:
+    return task is not None and not task.done()
 
 
 def with_children(found: list[Copy]) -> list[Copy]:
@@ -619,7 +625,6 @@ def with_children(found: list[Copy]) -> list[Copy]:
     ]
 
 
-_HEARTBEATING = (CopyState.RUNNING, CopyState.STOPPING, CopyState.STEPPED_DOWN)
 _URGENT = (CopyState.STOPPING, CopyState.HELD)
 
 
@@ -629,6 +634,18 @@ def _list_problem(kind: str, failure: ApiFailure) -> str:
     if failure.status in (401, 403):
         return f"not allowed to list {PLURALS[kind]} ({failure.status}: RBAC?); its jobs are not fenced"
     return f"listing {PLURALS[kind]} failed: {failure.message}"
+
+
+def _kept_held(answer: Mapping[str, Any]) -> str:
+    """The member webhook keeps a release from anyone but the agent held: when it does not know the
+    agent's identity, the agent's own release too (fail closed; it logs why at start-up)."""
+    job = ((answer.get("spec") or {}).get("job") or {}) if answer.get("kind") != BLUE_GREEN else {}
+    if job.get("state") == "suspended":
+        return (
+            "the member webhook kept the job held: it does not take this agent for the agent (its "
+            "identity is unknown to it, or --agent-user names another user)"
+        )
+    return ""
 
 
 def _stop_done(copy: Copy, body: Mapping[str, Any]) -> None:

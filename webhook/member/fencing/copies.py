@@ -37,7 +37,6 @@ from webhook.member.policy import RestorePolicy
 from webhook.member.restore import RestoreDecision, RestoreOutcome
 
 NOT_REPORTED = OperatorReport(False, "")
-HA_KEYS = ("high-availability.type", "high-availability")
 
 
 class CopyState(StrEnum):
@@ -151,7 +150,7 @@ def read_copy(obj: Mapping[str, Any], policy: RestorePolicy) -> Copy:
         state = CopyState.RUNNING
     else:
         state = CopyState.IDLE
-    manual = resource.annotations.get(policy.key(RELEASE), "").strip().lower() == "true"
+    manual = release_asked(resource, policy)
     return Copy(
         workload_of(resource),
         state,
@@ -171,14 +170,6 @@ def read_copy(obj: Mapping[str, Any], policy: RestorePolicy) -> Copy:
     )
 
 
-def high_availability(resource: FlinkResource) -> bool:
-    for key in HA_KEYS:
-        value = resource.configuration.get(key, "").strip()
-        if value and value.upper() != "NONE":
-            return True
-    return False
-
-
 def stop_mode(resource: FlinkResource) -> str:
     """The upgradeMode under which ``state: suspended`` stops a copy without a savepoint.
 
@@ -186,7 +177,7 @@ def stop_mode(resource: FlinkResource) -> str:
     and a FlinkDeployment. Otherwise stateless: the operator cancels the job, and the checkpoints stay
     only if the job retains them on cancellation (docs/failover.md says so).
     """
-    if resource.kind == "FlinkDeployment" and high_availability(resource):
+    if resource.kind == "FlinkDeployment" and resource.high_availability:  # Flink's reading of the keys
         return "last-state"
     return "stateless"
 
@@ -287,6 +278,8 @@ def superseded_patch(fence: Fence, policy: RestorePolicy, when: str) -> dict[str
             "labels": {policy.key(FENCED): str(fence.epoch)},
             "annotations": {
                 policy.key(HOLD): None,
+                policy.key(RELEASE): None,
+                policy.key(RELEASE_REQUESTED_BY): None,
                 policy.key(FENCED_BY): f"{fence.owner} at epoch {fence.epoch}, superseded {when}",
             },
         }
@@ -326,16 +319,32 @@ def unknown_age_text(clusters: tuple[str, ...], epoch: int) -> str:
     return f"epoch {epoch}: waiting for {', '.join(clusters)} (a dry run writes no fence; ages unknown)"
 
 
+def unvouched_text(epoch: int, problem: str) -> str:
+    """A restore the fencing agent cannot vouch for: held until it can (it then judges the hold)."""
+    return f"epoch {epoch}: waiting for this cluster's fencing agent ({problem[:300]})"
+
+
 def storage_text(epoch: int, problem: str) -> str:
     return f"epoch {epoch}: waiting for the ownership records to be readable ({problem[:300]})"
 
 
-def held(decision: RestoreDecision, text: str, epoch: int, policy: RestorePolicy) -> RestoreDecision:
+def held(
+    decision: RestoreDecision,
+    text: str,
+    epoch: int,
+    policy: RestorePolicy,
+    resource: FlinkResource | None = None,
+) -> RestoreDecision:
     """A restore admitted suspended: the path stays (it still counts on the first start), the object
-    says whom it waits for; the agent releases it and resolves the path again then."""
+    says whom it waits for; the agent releases it and resolves the path again then. Release markers the
+    created object carries (a template's) are emptied: only a request made while it is held counts."""
     spec_job = {**decision.spec_job, "state": "suspended"}
+    carried = resource.annotations if resource is not None else {}
     annotations = {
         **decision.annotations,
+        **{
+            policy.key(k): "" for k in (RELEASE, RELEASE_REQUESTED_BY, RELEASED) if carried.get(policy.key(k))
+        },
         policy.key(HOLD): text,
         policy.key(EPOCH): str(epoch),
         policy.key(RESTORE_DECISION): RestoreOutcome.HELD.value,
@@ -363,3 +372,11 @@ def restored(resource: FlinkResource, policy: RestorePolicy) -> bool:
 def release_asked_by(copy: Copy, policy: RestorePolicy) -> str:
     """Who set ``release: "true"`` (the webhook recorded it at admission), for the log and the Event."""
     return copy.resource.annotations.get(policy.key(RELEASE_REQUESTED_BY), "")
+
+
+def release_asked(resource: FlinkResource, policy: RestorePolicy) -> bool:
+    """A manual release counts only with the requester the member webhook recorded when it was asked
+    while the job was held: a ``release: "true"`` left over from before the hold (``release --force`` on
+    a copy that was not held, a template that carried it) never releases a later hold."""
+    asked = resource.annotations.get(policy.key(RELEASE), "").strip().lower() == "true"
+    return asked and bool(resource.annotations.get(policy.key(RELEASE_REQUESTED_BY), "").strip())

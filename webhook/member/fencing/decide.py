@@ -1,30 +1,42 @@
-"""What the agent does with one copy in one poll: a pure function that returns typed effects.
+"""What the agent does with one copy: pure functions that return typed values.
 
 ``decide`` reads a copy (as ``copies.read_copy`` sees it: its state, epoch, what its operator reports),
-the workload's ownership records (or why they could not be read), the times that matter (the agent's
-monotonic clock, the start of the copy's last successful renewal, the storage's own time) and the
-fencing policy. It returns a ``Plan``: what to do, in order, and the line to log. The agent only
-executes plans (``agent.py``); every choice is made here, where the property tests reach it.
+the workload's ownership records (or why they could not be read), the times that matter and the fencing
+policy, and returns a ``Plan``: chains of effects and the ``Action`` to log. ``renewal`` decides, for the
+heartbeat loop, whether a copy's heartbeat is renewed now, left alone or the copy stepped down;
+``release_start`` what a release starts from once the newest checkpoint was looked for, and
+``resume_query`` / ``resume_path`` where a stepped-down copy resumes. The agent only executes them
+(``agent.py``, ``renewer.py``); every choice is made here, where the property tests reach it.
 
 The rules, on top of ``protocol``'s:
 
 - A stale copy (a newer fence elsewhere) is asked to stop, and keeps its heartbeat fresh until its
   operator reports it stopped: only then is the ack written and the heartbeat dropped. An ack means
   stopped, never "asked to stop".
-- A running copy whose heartbeat has not been renewed for ``renewDeadlineSeconds`` (the agent's own
-  monotonic clock, from the start of its last renewal that succeeded) steps down, whatever the storage
-  does: deadline + poll + the operator's stop margin fit inside the lease, so it has stopped before any
-  other cluster may take over. It resumes from its own newest checkpoint once the storage answers and
-  nobody fenced the workload meanwhile; if somebody did, it stays stopped and acks.
+- A running copy's heartbeat is renewed every poll by a loop of its own that nothing else delays, and
+  only while a listing of the last two polls found no newer fence (the cluster still looks before it
+  says it runs). A copy whose heartbeat has not been renewed for ``renewDeadlineSeconds`` (the agent's
+  own monotonic clock, from the start of its last renewal that succeeded) steps down at once, whatever
+  the storage does; a copy this agent has not renewed yet counts as renewed ``renewDeadline - poll``
+  before it was first seen (it gets one poll: it cannot tell how long its cluster went without a
+  renewal). It resumes from its own newest checkpoint once the storage answers and nobody fenced the
+  workload meanwhile; if somebody did, it stays stopped and acks.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from enum import StrEnum
 
 from webhook.common.flink import BLUE_GREEN
-from webhook.member.fencing.copies import Copy, CopyState, hold_subject
+from webhook.member.fencing.copies import (
+    Copy,
+    CopyState,
+    checkpoint_dir_of,
+    hold_subject,
+    savepoint_dir_of,
+)
 from webhook.member.fencing.protocol import (
     Fence,
     HoldOutcome,
@@ -35,14 +47,57 @@ from webhook.member.fencing.protocol import (
     judge_hold,
     superseding,
 )
-from webhook.member.policy import FencingPolicy, FencingStorageError, RenewFailure
+from webhook.member.policy import FencingPolicy, FencingStorageError, Prefer, RenewFailure, RestorePolicy
+from webhook.member.restore import SnapshotQuery, Snapshots, checked_as, choose, newest
+
+
+class Action(StrEnum):
+    """What happened to a copy in one poll: the log's verb, the metrics', and what tests read."""
+
+    HEARTBEAT = "heartbeat"
+    STOPPING = "stopping"
+    WAITING_FOR_OPERATOR = "waiting-for-operator"
+    ACKED = "acked"
+    FENCED = "fenced"
+    STEPPED_DOWN = "stepped-down"
+    RESUMED = "resumed"
+    HELD = "held"
+    RELEASED = "released"
+    SUPERSEDED = "superseded"
+    SKIPPED = "skipped"
+    ERROR = "error"  # the records were unreadable, or an effect failed (``Trouble`` says which side)
+    PENDING = "pending"  # the storage had not answered when the poll ended
+
+
+# A poll leaves these copies to the next one; a recheck between polls looks at them again.
+WAITING = frozenset({Action.STOPPING, Action.HELD, Action.WAITING_FOR_OPERATOR, Action.ERROR, Action.PENDING})
+
+
+class Trouble(StrEnum):
+    """Why an action is ERROR or PENDING: the cause the Event and the metrics are chosen from."""
+
+    NONE = ""
+    STORAGE = "storage"  # the ownership records (or the checkpoints) could not be read or written
+    API = "api"  # the member cluster's API server refused or did not answer a patch
+
 
 # --- effects ---------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Beat:
-    """Renew this cluster's heartbeat (its success restarts the renew deadline)."""
+    """Renew this cluster's heartbeat now, before the next effect of its chain (a release, a resume)."""
+
+
+@dataclass(frozen=True)
+class KeepRenewing:
+    """Hand the copy to the heartbeat loop: its heartbeat is renewed every poll until a later poll says
+    otherwise. ``confirmed``: this poll's listing found no newer fence (a running copy is renewed only
+    while a recent listing did); ``may_step_down``: a running copy (a stale one asked to stop is already
+    suspended and keeps beating until its operator reports the stop)."""
+
+    confirmed: bool
+    may_step_down: bool = True
 
 
 @dataclass(frozen=True)
@@ -63,11 +118,6 @@ class MarkStopping:
 @dataclass(frozen=True)
 class Acknowledge:
     epoch: int  # the operator reported the copy stopped: write the ack, drop the heartbeat
-
-
-@dataclass(frozen=True)
-class StepDown:
-    reason: str  # suspend our own copy: it could not renew
 
 
 @dataclass(frozen=True)
@@ -97,17 +147,25 @@ class Supersede:
 
 Effect = (
     Beat
+    | KeepRenewing
     | WriteFence
     | Stop
     | MarkStopping
     | Acknowledge
-    | StepDown
     | Resume
     | RewriteHold
     | StorageHold
     | Release
     | Supersede
 )
+
+# Effects that touch only the storage; the others patch the object (a release and a resume read the
+# storage first): a failed effect's trouble is its side.
+STORAGE_EFFECTS = (Beat, KeepRenewing, WriteFence, MarkStopping, Acknowledge)
+
+
+def trouble_of(effect: Effect) -> Trouble:
+    return Trouble.STORAGE if isinstance(effect, STORAGE_EFFECTS) else Trouble.API
 
 
 Chain = tuple[Effect, ...]
@@ -119,17 +177,18 @@ class Plan:
     is stopped even when its heartbeat cannot be written, and renewed even when the stop fails); inside
     a chain each effect runs only if the one before it succeeded (a resume only after a renewal)."""
 
-    action: str  # the log's verb and what tests read: heartbeat, stopping, acked, stepped-down, ...
+    action: Action
     detail: str = ""
     chains: tuple[Chain, ...] = ()
+    trouble: Trouble = Trouble.NONE
 
     @property
     def effects(self) -> tuple[Effect, ...]:
         return tuple(effect for chain in self.chains for effect in chain)
 
 
-def plan(action: str, detail: str = "", *chains: Chain) -> Plan:
-    return Plan(action, detail, tuple(chain for chain in chains if chain))
+def plan(action: Action, detail: str = "", *chains: Chain, trouble: Trouble = Trouble.NONE) -> Plan:
+    return Plan(action, detail, tuple(chain for chain in chains if chain), trouble)
 
 
 # --- inputs ----------------------------------------------------------------------------------------
@@ -145,50 +204,38 @@ class Unreadable:
 @dataclass(frozen=True)
 class Times:
     mono: float  # the agent's monotonic clock now
-    renewed: float  # monotonic start of the copy's last successful renewal (or when first seen)
+    renewed: float  # monotonic start of the copy's last successful renewal (or its first-sight stand-in)
     storage_now: datetime | None = None  # the storage's time this poll (held copies need it)
     hold_written: float | None = None  # monotonic time the agent last wrote this copy's hold text
 
 
 def decide(me: str, copy: Copy, records: Ownership | Unreadable, times: Times, policy: FencingPolicy) -> Plan:
     if copy.state is CopyState.RUNNING:
-        return _running(me, copy, records, times, policy)
+        return _running(me, copy, records, times)
     if copy.state in (CopyState.STOPPING, CopyState.FENCED):
         return _fenced(me, copy, records)
     if copy.state is CopyState.STEPPED_DOWN:
         return _stepped_down(me, copy, records)
     if copy.state is CopyState.HELD:
         return _held(me, copy, records, times, policy)
-    return plan("skipped")
+    return plan(Action.SKIPPED)
 
 
-def renewal_overdue(times: Times, policy: FencingPolicy) -> bool:
-    return (
-        policy.on_renew_failure is RenewFailure.STOP
-        and times.mono - times.renewed >= policy.renew_deadline_seconds
-    )
-
-
-def _running(
-    me: str, copy: Copy, records: Ownership | Unreadable, times: Times, policy: FencingPolicy
-) -> Plan:
-    silent = times.mono - times.renewed
+def _running(me: str, copy: Copy, records: Ownership | Unreadable, times: Times) -> Plan:
     if isinstance(records, Unreadable):
-        if renewal_overdue(times, policy):
-            reason = f"heartbeat not renewed for {silent:.0f}s (storage: {records.problem})"
-            return plan("stepped-down", reason, (StepDown(reason),))
-        return plan("error", f"storage: {records.problem}; heartbeat not renewed for {silent:.0f}s")
+        silent = times.mono - times.renewed
+        detail = f"storage: {records.problem}; heartbeat last renewed {silent:.0f}s ago"
+        return plan(Action.ERROR, detail, (KeepRenewing(False),), trouble=Trouble.STORAGE)
     verdict = judge_copy(me, copy.epoch, records)
     if verdict.stop and verdict.fence is not None:
         fence = verdict.fence
         # Stop it, and keep beating so the new copy waits until the operator reports this one stopped.
         detail = f"fence of {fence.owner} at epoch {fence.epoch}"
-        return plan("stopping", detail, (Stop(fence), MarkStopping(fence.epoch)), (Beat(),))
-    if renewal_overdue(times, policy):
-        reason = f"heartbeat not renewed for {silent:.0f}s (the records are readable, writes fail)"
-        return plan("stepped-down", reason, (StepDown(reason),))
+        return plan(
+            Action.STOPPING, detail, (Stop(fence), MarkStopping(fence.epoch)), (KeepRenewing(True, False),)
+        )
     repair = bool(copy.epoch and copy.restored_here and records.fence(me, copy.epoch) is None)
-    return plan("heartbeat", "", (WriteFence(copy.epoch),) if repair else (), (Beat(),))
+    return plan(Action.HEARTBEAT, "", (WriteFence(copy.epoch),) if repair else (), (KeepRenewing(True),))
 
 
 def _fenced(me: str, copy: Copy, records: Ownership | Unreadable) -> Plan:
@@ -196,51 +243,166 @@ def _fenced(me: str, copy: Copy, records: Ownership | Unreadable) -> Plan:
     if copy.resource.state == "running":  # re-applied by someone: stop it again, under the newest fence
         fence = None if isinstance(records, Unreadable) else records.newest_fence()
         fence = fence or Fence("another cluster", epoch, datetime.min)
-        return plan("stopping", "fenced copy was running again", (Stop(fence),), (Beat(),))
+        return plan(
+            Action.STOPPING, "fenced copy was running again", (Stop(fence),), (KeepRenewing(True, False),)
+        )
     if isinstance(records, Unreadable):
-        return plan("error", f"storage: {records.problem}")
+        renew = (KeepRenewing(False, False),) if copy.state is CopyState.STOPPING else ()
+        return plan(Action.ERROR, f"storage: {records.problem}", renew, trouble=Trouble.STORAGE)
     if copy.state is CopyState.STOPPING:
         detail = f"waiting for the operator to stop the job ({copy.operator.detail})"
         marked = records.stopping_since(me, epoch) is not None
-        return plan("waiting-for-operator", detail, (Beat(),), () if marked else (MarkStopping(epoch),))
+        return plan(
+            Action.WAITING_FOR_OPERATOR,
+            detail,
+            (KeepRenewing(True, False),),
+            () if marked else (MarkStopping(epoch),),
+        )
     beating = records.heartbeat(me) is not None
     if beating or records.acked(me, epoch) is None:
         detail = f"operator reports the job stopped ({copy.operator.detail})"
-        return plan("acked", detail, (Acknowledge(epoch),))
-    return plan("fenced")
+        return plan(Action.ACKED, detail, (Acknowledge(epoch),))
+    return plan(Action.FENCED)
 
 
 def _stepped_down(me: str, copy: Copy, records: Ownership | Unreadable) -> Plan:
     if isinstance(records, Unreadable):
-        return plan("stepped-down", f"storage still unusable: {records.problem}")
+        return plan(
+            Action.STEPPED_DOWN, f"storage still unusable: {records.problem}", trouble=Trouble.STORAGE
+        )
     newer = superseding(me, copy.epoch, records)
     if newer is not None:  # somebody took over while we could not renew: stay stopped, ack when stopped
-        return plan("stopping", f"taken over by {newer.owner} at epoch {newer.epoch}", (Stop(newer),))
+        return plan(Action.STOPPING, f"taken over by {newer.owner} at epoch {newer.epoch}", (Stop(newer),))
     # Renew first: the resume runs only if the storage takes a heartbeat again.
-    return plan("resumed", "storage answers again and nobody took over", (Beat(), Resume()))
+    return plan(Action.RESUMED, "storage answers again and nobody took over", (Beat(), Resume()))
 
 
 def _held(me: str, copy: Copy, records: Ownership | Unreadable, times: Times, policy: FencingPolicy) -> Plan:
     if isinstance(records, Unreadable) or times.storage_now is None:
         problem = records.problem if isinstance(records, Unreadable) else "the storage's time is unknown"
         if policy.on_storage_error is FencingStorageError.PROCEED:
-            return plan("released", ReleaseCause.STORAGE_ERROR.value, (Release(ReleaseCause.STORAGE_ERROR),))
-        return plan("held", problem, (StorageHold(problem),))
+            cause = ReleaseCause.STORAGE_ERROR
+            return plan(Action.RELEASED, cause.value, (Release(cause),))
+        return plan(Action.HELD, problem, (StorageHold(problem),), trouble=Trouble.STORAGE)
     if copy.epoch and records.fence(me, copy.epoch) is None:
-        return plan("held", "fence of this restore written late", (WriteFence(copy.epoch),))
+        return plan(Action.HELD, "fence of this restore written late", (WriteFence(copy.epoch),))
     verdict = judge_hold(
         me, copy.epoch, records, times.storage_now, policy.lease_seconds, copy.manual_release
     )
     if verdict.outcome is HoldOutcome.SUPERSEDED and verdict.superseded_by is not None:
         newer = verdict.superseded_by
-        return plan("superseded", f"restore on {newer.owner} at epoch {newer.epoch}", (Supersede(newer),))
+        detail = f"restore on {newer.owner} at epoch {newer.epoch}"
+        return plan(Action.SUPERSEDED, detail, (Supersede(newer),))
     if verdict.outcome is HoldOutcome.HOLD:
         subject = hold_subject(verdict.waiting, copy.epoch)
         stale = times.hold_written is None or times.mono - times.hold_written >= policy.lease_seconds
         rewrite = not copy.hold.startswith(subject + ";") or stale
-        return plan("held", subject, (RewriteHold(verdict),) if rewrite else ())
+        return plan(Action.HELD, subject, (RewriteHold(verdict),) if rewrite else ())
     cause = verdict.cause or ReleaseCause.NO_HEARTBEAT
     if copy.workload.kind == BLUE_GREEN and not copy.children:
-        return plan("held", "released once the operator has created its FlinkDeployment")
+        return plan(Action.HELD, "released once the operator has created its FlinkDeployment")
     # Heartbeat before the job may start: a failover that follows must wait for this copy too.
-    return plan("released", cause.value, (Beat(), Release(cause)))
+    return plan(Action.RELEASED, cause.value, (Beat(), Release(cause)))
+
+
+# --- the heartbeat loop ----------------------------------------------------------------------------
+
+
+class Renewal(StrEnum):
+    WAIT = "wait"
+    BEAT = "beat"
+    STEP_DOWN = "step-down"
+
+
+@dataclass(frozen=True)
+class Renewing:
+    """What the heartbeat loop knows of one copy (all times on the agent's monotonic clock)."""
+
+    renewed: float  # start of its last renewal that succeeded (or the first-sight stand-in)
+    confirmed: float  # start of the last listing that found no newer fence (-inf: none yet)
+    may_step_down: bool  # a running copy (not one already asked to stop)
+    attempted: float | None = None  # start of the last renewal tried
+    in_flight: bool = False  # a renewal has been sent and not answered yet
+
+
+def retry_seconds(policy: FencingPolicy) -> float:
+    """How often the heartbeat loop looks at every copy (and retries a renewal that failed)."""
+    return max(0.05, policy.poll_seconds / 5)
+
+
+def first_seen(now: float, policy: FencingPolicy) -> float:
+    """The renewal a copy first seen at ``now`` counts as: one poll before its renew deadline. The
+    agent cannot know how long its cluster went without a renewal (an agent that restarted, a replica
+    that took over), so the copy must be renewed within a poll of being seen or it steps down."""
+    return now - max(0.0, policy.renew_deadline_seconds - policy.poll_seconds)
+
+
+def renewal(entry: Renewing, now: float, policy: FencingPolicy) -> Renewal:
+    """Step down once the renew deadline has passed; else renew when a poll has passed since the last
+    renewal (or a retry period since one that failed), while a recent listing vouches for the copy."""
+    overdue = now - entry.renewed >= policy.renew_deadline_seconds
+    if entry.may_step_down and overdue and policy.on_renew_failure is RenewFailure.STOP:
+        return Renewal.STEP_DOWN
+    if entry.in_flight:
+        return Renewal.WAIT
+    if entry.may_step_down and now - entry.confirmed > 2 * policy.poll_seconds:
+        return Renewal.WAIT  # no listing has looked for fences lately: say nothing
+    if entry.attempted is None or now - entry.renewed >= policy.poll_seconds:
+        failed_recently = entry.attempted is not None and entry.attempted > entry.renewed
+        if failed_recently and now - (entry.attempted or 0.0) < retry_seconds(policy):
+            return Renewal.WAIT
+        return Renewal.BEAT
+    return Renewal.WAIT
+
+
+def step_down_reason(entry: Renewing, now: float) -> str:
+    return f"heartbeat not renewed for {now - entry.renewed:.0f}s"
+
+
+# --- what a release and a resume start from -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Unresolved:
+    """The newest restorable checkpoint could not be looked for (the storage failed)."""
+
+    problem: str
+
+
+@dataclass(frozen=True)
+class StartFrom:
+    path: str  # "" keeps the path the job was admitted with
+
+
+def release_start(cause: ReleaseCause, resolved: str | Unresolved) -> StartFrom | StorageHold:
+    """A release starts from the newest state resolved now; when that cannot be looked for the job
+    stays held (the stale copy may have checkpointed past the admitted path), unless the release is the
+    policy's ``onStorageError: proceed`` itself."""
+    if isinstance(resolved, Unresolved):
+        if cause is ReleaseCause.STORAGE_ERROR:
+            return StartFrom("")
+        return StorageHold(f"resolving the newest checkpoint: {resolved.problem}")
+    return StartFrom(resolved)
+
+
+def resume_query(copy: Copy, policy: RestorePolicy) -> SnapshotQuery | None:
+    """Where a stepped-down copy's own job keeps its state: its checkpoints where the restore path looks
+    for them (``create-subdir`` honoured), its savepoints; None when nothing can be looked for."""
+    root = checkpoint_dir_of(copy.resource, policy)
+    if root is None or not copy.job_id:
+        return None
+    job_dir = copy.resource.job_checkpoints(root, copy.job_id)
+    query = SnapshotQuery(job_dir, None, root, savepoint_dir_of(copy.resource, policy), copy.job_id)
+    return checked_as(query, policy)  # checked as a restore checks it (whole _metadata, named files)
+
+
+def resume_skipped(found: Snapshots) -> str:
+    """What the resume passed over and why ("" when nothing), for its Event and log line."""
+    return "".join(f"; skipped {why}" for why in (*found.rejected, found.unchecked) if why)
+
+
+def resume_path(found: Snapshots, prefer: Prefer) -> str:
+    """Its newest complete checkpoint, or its own newer savepoint, ordered as a restore orders them
+    ("" when none: the operator's own HA data or last savepoint)."""
+    chosen = choose(found.checkpoint, newest(found.listed), prefer)
+    return str(chosen.path) if chosen is not None else ""

@@ -1,13 +1,16 @@
 """The member cluster's Flink objects and Events, as the fencing agent, ``status`` and ``release`` see them.
 
 A thin typed facade over ``common.kubeobjects.KubeObjects`` (every call with a deadline, failures as
-values): list one kind, get, merge-patch, and the client the Event recorder writes through.
+values): list one kind, get, merge-patch, and the client the Event recorder writes through;
+``ThreadedApi`` is the same for the agent's event loop (``MemberApi``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import asyncio
+import concurrent.futures
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, TypeVar
 
 from webhook.common.flink import BLUE_GREEN, GROUP
 from webhook.common.kubeclient import ApiFailure, ClientConfig
@@ -24,6 +27,8 @@ RESOURCES = {
     "FlinkSessionJob": Resource(GROUP, VERSION, PLURALS["FlinkSessionJob"], "FlinkSessionJob"),
     BLUE_GREEN: Resource(GROUP, VERSION, PLURALS[BLUE_GREEN], BLUE_GREEN),
 }
+T = TypeVar("T")
+
 OPTIONAL_KINDS = (BLUE_GREEN,)  # operator 1.14+: a cluster without its CRD is usual, not a fault
 
 
@@ -51,3 +56,49 @@ class FlinkApi:
         self, kind: str, namespace: str, name: str, body: Mapping[str, Any]
     ) -> Mapping[str, Any] | ApiFailure:
         return self.objects.merge_patch(RESOURCES[kind], namespace, name, body)
+
+
+class MemberApi(Protocol):
+    """What the fencing agent awaits of its cluster's API server (each call answered by its deadline)."""
+
+    async def list_kind(self, kind: str) -> list[Mapping[str, Any]] | ApiFailure: ...
+
+    async def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | ApiFailure | None: ...
+
+    async def patch(
+        self, kind: str, namespace: str, name: str, body: Mapping[str, Any], timeout: float | None = None
+    ) -> Mapping[str, Any] | ApiFailure: ...
+
+
+class ThreadedApi:
+    """:class:`FlinkApi` (blocking) on a small pool of its own, for the agent's event loop: a call not
+    answered by its deadline is a failure (``status`` 0) at the deadline; one still queued then is
+    dropped, one already sent finishes on its thread under the client's own request timeout."""
+
+    def __init__(self, api: FlinkApi, timeout: float, threads: int = 4) -> None:
+        self.api = api
+        self.timeout = timeout
+        self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="fencing-api")
+
+    async def list_kind(self, kind: str) -> list[Mapping[str, Any]] | ApiFailure:
+        return await self._call(self.timeout, self.api.list_kind, kind)
+
+    async def get(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | ApiFailure | None:
+        return await self._call(self.timeout, self.api.get, kind, namespace, name)
+
+    async def patch(
+        self, kind: str, namespace: str, name: str, body: Mapping[str, Any], timeout: float | None = None
+    ) -> Mapping[str, Any] | ApiFailure:
+        return await self._call(
+            self.timeout if timeout is None else timeout, self.api.patch, kind, namespace, name, body
+        )
+
+    async def _call(self, timeout: float, fn: Callable[..., T], *args: Any) -> T | ApiFailure:
+        future = self._pool.submit(fn, *args)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), max(timeout, 0.001))
+        except TimeoutError:
+            return ApiFailure(0, f"no answer from the member cluster's API server within {timeout:g}s")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -2,10 +2,13 @@
 while an old copy still heartbeats.
 
 Called by ``member/handler.py`` for a failover CREATE. The fence is written and the records listed on
-the handler's pool *while* the checkpoint is resolved (``begin``), so fencing adds no storage round
-trip to the admission; ``admit`` then waits for both under the admission deadline. Because the fence
-is the newest record, the decision needs no storage time (``protocol.judge_admission``). A dry run
-writes nothing and holds whenever another cluster heartbeats at all.
+their storage's lane (the agent's lanes: one hung bucket is refused at once once it has filled its lane)
+*while* the checkpoint is resolved (``begin``), so fencing adds no storage round trip to the admission;
+``admit`` then waits for both under the admission deadline. Because the fence is the newest record, the
+decision needs no storage time (``protocol.judge_admission``). A dry run writes nothing and holds
+whenever another cluster heartbeats at all. A restore the fencing agent cannot vouch for (``vouch``:
+it is not polling, or cannot watch the kind) is admitted held with the reason: nothing on this cluster
+could release it when safe, nor stop it once another cluster restores the workload.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ from datetime import UTC, datetime
 from typing import TypeVar
 
 from webhook.common.flink import FlinkResource
+from webhook.common.paths import StoragePath
 from webhook.member.fencing import copies, metrics
+from webhook.member.fencing.lanes import Call
 from webhook.member.fencing.protocol import HoldOutcome, judge_admission, next_epoch
-from webhook.member.fencing.records import FencingStore, Listing, fence_body
+from webhook.member.fencing.records import FencingStore, Listing, fence_body, heartbeat_body
 from webhook.member.policy import FencingStorageError, RestorePolicy
 from webhook.member.restore import RestoreDecision, StorageError
 
@@ -37,7 +42,7 @@ class Pending:
     epoch: concurrent.futures.Future[int]  # the fence's epoch, once written (or chosen, on a dry run)
     listing: concurrent.futures.Future[Listing]
     dry_run: bool
-    beat: Callable[[], concurrent.futures.Future[None]]  # write this cluster's heartbeat for the restore
+    beat: Callable[[int, float], concurrent.futures.Future[None]]  # this cluster's heartbeat (epoch, timeout)
 
 
 class FencingGate:
@@ -45,41 +50,60 @@ class FencingGate:
     heartbeat."""
 
     def __init__(
-        self, cluster: str, policy: RestorePolicy, store: FencingStore, read_only: bool = False
+        self,
+        cluster: str,
+        policy: RestorePolicy,
+        store: FencingStore,
+        read_only: bool = False,
+        vouch: Callable[[str], str | None] | None = None,
     ) -> None:
+        """``vouch(kind)``: None when this replica's agent fences that kind now, else why not."""
         self.cluster = cluster
         self.policy = policy
         self.store = store
         self.read_only = read_only
+        self.vouch = vouch
 
     def begin(
-        self, resource: FlinkResource, dry_run: bool, pool: concurrent.futures.Executor
+        self, resource: FlinkResource, dry_run: bool, pool: concurrent.futures.Executor, timeout: float
     ) -> Pending | None:
         """Start writing the fence and listing the records; None when the job has no storage to fence in."""
         folder = copies.ownership_folder(resource, self.policy)
         if folder is None:
             return None
         counted = copies.epoch_of(resource, self.policy)
-        me, workload = self.cluster, copies.workload_of(resource)
+        me, workload, store = self.cluster, copies.workload_of(resource), self.store
+        writes = not dry_run and not self.read_only
 
-        def fence() -> int:
+        def fence_body_now(epoch: int) -> dict[str, object]:
+            return fence_body(workload, me, epoch, copies.format_time(datetime.now(UTC)))
+
+        def fence(left: float) -> int:
             # Without a failover count (Karmada's own jobId labels only) the epoch comes from the fences seen.
-            epoch = counted or next_epoch(me, self.store.list(folder).ownership)
-            if not dry_run and not self.read_only:
-                body = fence_body(workload, me, epoch, copies.format_time(datetime.now(UTC)))
-                self.store.fence(folder, epoch, body)
+            epoch = counted or next_epoch(me, store.list(folder, left).ownership)
+            if writes:
+                store.fence(folder, epoch, fence_body_now(epoch), left)
                 metrics.FENCES.inc()
             return epoch
 
-        def beat() -> concurrent.futures.Future[None]:
-            body = {
-                "cluster": me,
-                "workload": str(workload),
-                "written": copies.format_time(datetime.now(UTC)),
-            }
-            return pool.submit(self.store.beat, folder, body)
+        def beat(epoch: int, left: float) -> concurrent.futures.Future[None]:
+            written = copies.format_time(datetime.now(UTC))
+            body = heartbeat_body(workload, me, epoch, "", written)
+            return store.lanes.submit(store.beat_call(folder, body), left)
 
-        return Pending(pool.submit(fence), pool.submit(self.store.list, folder), dry_run, beat)
+        if counted:
+            epoch: concurrent.futures.Future[int] = store.lanes.submit(
+                Call(
+                    folder,
+                    f"writing the fence in {folder}",
+                    lambda left: _fenced(store, folder, counted, fence_body_now, writes, left),
+                ),
+                timeout,
+            )
+        else:
+            epoch = pool.submit(fence, timeout)
+        listing = store.lanes.submit(store.list_call(folder), timeout)
+        return Pending(epoch, listing, dry_run, beat)
 
     def admit(
         self, resource: FlinkResource, decision: RestoreDecision, pending: Pending, timeout: float
@@ -88,14 +112,17 @@ class FencingGate:
         heartbeats from its admission on: a failover that follows before the agent's first poll must
         wait for this copy too (without it, both would start)."""
         expires = time.monotonic() + timeout
+        unvouched = None if self.read_only or self.vouch is None else self.vouch(resource.kind)
         try:
             epoch = _result(pending.epoch, expires - time.monotonic())
             listing = _result(pending.listing, expires - time.monotonic())
             verdict = judge_admission(
                 self.cluster, epoch, listing.ownership, self.policy.fencing.lease_seconds
             )
-            if verdict.outcome is HoldOutcome.RELEASE and not pending.dry_run and not self.read_only:
-                _result(pending.beat(), expires - time.monotonic())
+            starts = verdict.outcome is HoldOutcome.RELEASE and unvouched is None
+            if starts and not pending.dry_run and not self.read_only:
+                left = expires - time.monotonic()
+                _result(pending.beat(epoch, left), left)
         except StorageError as exc:
             metrics.STORAGE_ERRORS.labels("admission").inc()
             epoch = copies.epoch_of(resource, self.policy) or 1
@@ -103,7 +130,16 @@ class FencingGate:
                 log.warning("fencing records unusable, restoring without a hold: %s", exc)
                 return copies.fenced_without_hold(decision, epoch, self.policy)
             metrics.HOLDS.inc()
-            return copies.held(decision, copies.storage_text(epoch, str(exc)), epoch, self.policy)
+            return copies.held(decision, copies.storage_text(epoch, str(exc)), epoch, self.policy, resource)
+        if unvouched is not None and verdict.outcome is not HoldOutcome.SUPERSEDED:
+            text = copies.unvouched_text(epoch, unvouched)
+            if not pending.dry_run:
+                metrics.HOLDS.inc()
+                log.error(
+                    "restore held: the fencing agent cannot vouch for it",
+                    extra={"fields": {"object": f"{resource.namespace}/{resource.name}", "hold": text}},
+                )
+            return copies.held(decision, text, epoch, self.policy, resource)
         if verdict.outcome is HoldOutcome.RELEASE:
             return copies.fenced_without_hold(decision, epoch, self.policy)
         if verdict.outcome is HoldOutcome.SUPERSEDED and verdict.superseded_by is not None:
@@ -119,7 +155,22 @@ class FencingGate:
                 "restore held until the old copy stops",
                 extra={"fields": {"object": f"{resource.namespace}/{resource.name}", "hold": text}},
             )
-        return copies.held(decision, text, epoch, self.policy)
+        return copies.held(decision, text, epoch, self.policy, resource)
+
+
+def _fenced(
+    store: FencingStore,
+    folder: StoragePath,
+    epoch: int,
+    body: Callable[[int], dict[str, object]],
+    writes: bool,
+    left: float,
+) -> int:
+    """The fence of a restore whose failover count is known (the usual case): one write on its lane."""
+    if writes:
+        store.fence_call(folder, epoch, body(epoch)).fn(left)
+        metrics.FENCES.inc()
+    return epoch
 
 
 def _result(future: concurrent.futures.Future[T], timeout: float) -> T:

@@ -1,16 +1,29 @@
-"""Storage calls with a deadline, one small pool per storage, so one hung bucket delays only its own jobs.
+"""Storage calls with a deadline that holds, one small pool per storage, so one hung bucket delays only
+its own jobs. The member webhook's fencing calls and the agent's share one ``Lanes`` per process.
 
-fsspec calls cannot be interrupted, so a call that does not answer in time is left to finish on its
-lane's thread while the caller gets ``DeadlineExceeded`` at once. A lane whose threads are all stuck
-refuses new calls straight away instead of queueing them behind the hung ones.
+A caller is answered at its deadline at the latest, whatever the storage does: a call that has not
+started by then is dropped (it never runs behind the hung calls that held up its lane), and one that is
+running is left to finish on its lane's thread while the caller gets ``DeadlineExceeded``. What bounds
+the thread too: every call is handed the seconds it has left, and the records pass them to an async
+fsspec backend (s3fs, gcsfs, adlfs) as its ``timeout``, which cancels the request itself. Without it an
+S3 PUT to an endpoint that accepts and never answers waited for ``100 Continue`` for ever (measured:
+over 300 s, whatever ``read_timeout`` said), and a listing took 10.5 s (two attempts of a 3 s read
+timeout with backoff): sixteen such calls filled a lane and the rest waited 12-28 s behind them.
+
+A lane whose every thread is held by a call past its deadline (a backend that cannot be interrupted:
+local files on a hung mount, HDFS) refuses new calls at once, and so does one with ``MAX_OUTSTANDING``
+calls not answered yet; a burst of calls to a storage that answers (a fleet's poll) just queues.
 """
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import threading
+import time
 from collections.abc import Callable
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from webhook.common.paths import StoragePath
 from webhook.member.restore import StorageError
@@ -18,8 +31,10 @@ from webhook.member.storage import DeadlineExceeded
 
 T = TypeVar("T")
 
-THREADS_PER_LANE = 4
-MAX_OUTSTANDING = 16  # per lane: beyond this the storage is taken as hung and calls fail at once
+THREADS_PER_LANE = 8
+MAX_OUTSTANDING = 1024  # per lane: a backstop on memory; the deadlines keep the queue short
+
+Executors = Callable[[str], concurrent.futures.Executor]
 
 
 def lane_of(path: StoragePath) -> str:
@@ -30,43 +45,145 @@ def lane_of(path: StoragePath) -> str:
     return f"{path.scheme}://{top}"
 
 
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One storage call: where (its lane), what (for the error), and the work, which is handed the
+    seconds left before its deadline."""
+
+    path: StoragePath
+    what: str
+    fn: Callable[[float], T]
+
+
+def _threads(lane: str) -> concurrent.futures.Executor:
+    return concurrent.futures.ThreadPoolExecutor(THREADS_PER_LANE, thread_name_prefix="fencing-io")
+
+
 class Lanes:
-    def __init__(self, timeout: float) -> None:
+    """``timeout``: the deadline of a call that names none. ``executors`` makes one lane's pool (tests
+    hand in a simulated storage's); ``clock`` is the monotonic clock deadlines are measured on."""
+
+    def __init__(
+        self,
+        timeout: float,
+        executors: Executors = _threads,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.timeout = timeout
-        self._pools: dict[str, concurrent.futures.ThreadPoolExecutor] = {}
+        self._executors = executors
+        self._clock = clock
+        self._pools: dict[str, concurrent.futures.Executor] = {}
         self._outstanding: dict[str, int] = {}
+        self._running: dict[str, dict[int, float]] = {}  # lane -> running call -> its deadline
         self._lock = threading.Lock()
 
-    def call(self, path: StoragePath, what: str, fn: Callable[[], T]) -> T:
-        lane = lane_of(path)
+    def call(self, call: Call[T], timeout: float | None = None) -> T:
+        """Run ``call`` and wait for it at most its deadline (for callers that block: the webhook)."""
+        seconds = self.timeout if timeout is None else timeout
+        future = self._submit(call, self._clock() + seconds, seconds)
+        try:
+            return future.result(timeout=max(seconds, 0.001))
+        except concurrent.futures.TimeoutError:
+            future.cancel()  # not started yet: it never will be
+            raise DeadlineExceeded(f"{call.what}: no answer within {seconds:g}s") from None
+        except concurrent.futures.CancelledError:
+            raise DeadlineExceeded(f"{call.what}: not started within {seconds:g}s") from None
+        except Exception as exc:
+            raise _storage_error(call, exc) from None
+
+    async def run(self, call: Call[T], timeout: float | None = None) -> T:
+        """``call`` for the agent's event loop: the loop never waits on a lane's thread."""
+        seconds = self.timeout if timeout is None else timeout
+        future = self._submit(call, self._clock() + seconds, seconds)
+        try:
+            return await asyncio.wait_for(asyncio.wrap_future(future), max(seconds, 0.001))
+        except TimeoutError:  # wait_for cancelled it: a call still queued is dropped
+            raise DeadlineExceeded(f"{call.what}: no answer within {seconds:g}s") from None
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # the agent is stopping
+                raise
+            raise DeadlineExceeded(f"{call.what}: dropped (lanes closed)") from None
+        except Exception as exc:
+            raise _storage_error(call, exc) from None
+
+    def submit(self, call: Call[T], timeout: float) -> concurrent.futures.Future[T]:
+        """Start ``call`` and return at once (the webhook starts its fence while it resolves the
+        checkpoint); whoever waits for the future cancels it at its deadline."""
+        return self._submit(call, self._clock() + timeout, timeout)
+
+    def _submit(self, call: Call[T], expires: float, seconds: float) -> concurrent.futures.Future[T]:
+        lane = lane_of(call.path)
+        clock = self._clock
         with self._lock:
             busy = self._outstanding.get(lane, 0)
-            if busy >= MAX_OUTSTANDING:
-                raise DeadlineExceeded(f"{what}: {lane} has {busy} calls still unanswered (storage hangs?)")
+            stuck = sum(1 for deadline in self._running.get(lane, {}).values() if deadline < clock())
+            if stuck >= THREADS_PER_LANE or busy >= MAX_OUTSTANDING:
+                raise DeadlineExceeded(
+                    f"{call.what}: {lane} has {busy} calls unanswered, {stuck} of them past their deadline "
+                    "(storage hangs?)"
+                )
             pool = self._pools.get(lane)
             if pool is None:
-                pool = concurrent.futures.ThreadPoolExecutor(
-                    THREADS_PER_LANE, thread_name_prefix="fencing-io"
-                )
-                self._pools[lane] = pool
+                pool = self._pools[lane] = self._executors(lane)
             self._outstanding[lane] = busy + 1
-        future = pool.submit(fn)
-        future.add_done_callback(lambda _f: self._done(lane))
-        try:
-            return future.result(timeout=self.timeout)
-        except concurrent.futures.TimeoutError:
-            raise DeadlineExceeded(f"{what}: no answer within {self.timeout:g}s") from None
-        except StorageError:
-            raise
-        except Exception as exc:  # a backend failing in an unexpected way is still a storage error
-            raise StorageError(f"{what}: {type(exc).__name__}: {str(exc)[:200]}") from None
+        running = self._running.setdefault(lane, {})
+
+        def started() -> T:
+            left = expires - clock()
+            if left <= 0:
+                raise DeadlineExceeded(f"{call.what}: waited {seconds:g}s behind earlier calls to {lane}")
+            token = id(threading.current_thread())
+            with self._lock:
+                running[token] = expires
+            try:
+                return call.fn(left)
+            finally:
+                with self._lock:
+                    running.pop(token, None)
+
+        future = pool.submit(started)
+        future.add_done_callback(lambda _f: self._done(lane))  # also when cancelled
+        return future
 
     def _done(self, lane: str) -> None:
         with self._lock:
             self._outstanding[lane] -= 1
+
+    def outstanding(self, path: StoragePath) -> int:
+        """Calls to ``path``'s storage not answered yet (the agent's status shows it)."""
+        with self._lock:
+            return self._outstanding.get(lane_of(path), 0)
+
+    def stuck(self, path: StoragePath) -> int:
+        """Calls to ``path``'s storage still running past their deadline (threads it holds)."""
+        now = self._clock()
+        with self._lock:
+            return sum(1 for deadline in self._running.get(lane_of(path), {}).values() if deadline < now)
 
     def close(self) -> None:
         with self._lock:
             pools = list(self._pools.values())
         for pool in pools:
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _storage_error(call: Call[Any], exc: BaseException) -> StorageError:
+    if isinstance(exc, StorageError):
+        return exc
+    return StorageError(f"{call.what}: {type(exc).__name__}: {str(exc)[:200]}")
+
+
+_shared: Lanes | None = None
+_shared_lock = threading.Lock()
+
+
+def process_lanes(timeout: float) -> Lanes:
+    """The lanes of this process: the member webhook's fencing calls and the agent's (one gunicorn
+    worker runs both) wait on the same pools, so a storage the agent has found hung is refused to the
+    webhook at once too. Made on first use, after the server's workers have forked."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = Lanes(timeout)
+        return _shared

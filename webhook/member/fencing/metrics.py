@@ -17,7 +17,7 @@ SUPERSEDED = Counter(
 )
 STORAGE_ERRORS = Counter(
     "flink_failover_fencing_storage_errors_total",
-    "Ownership records that could not be read or written, by where (admission, agent)",
+    "Ownership records that could not be read or written, by where (admission, agent, heartbeat)",
     ["where"],
 )
 API_ERRORS = Counter(
@@ -35,6 +35,11 @@ LAST_POLL = Gauge(
 )
 ACKS = Counter(
     "flink_failover_fencing_acks_total", "Stale copies acknowledged once their operator reported them stopped"
+)
+RENEWALS = Counter(
+    "flink_failover_fencing_renewals_total",
+    "Heartbeat renewals by the heartbeat loop, by result (ok, failed: error or past its deadline)",
+    ["result"],
 )
 STEP_DOWNS = Counter(
     "flink_failover_fencing_step_downs_total",

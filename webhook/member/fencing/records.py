@@ -14,19 +14,22 @@ Laid out beside Flink's ``<jobId>/`` folders, never inside them::
 epochs are zero-padded to 12 digits so a listing sorts them. Every decision reads one listing (names
 and modification times); the JSON bodies are for people. ``FencingStore`` is the only writer and
 reader: its methods say what they mean (beat, fence, stopping, ack, forget, list, clock), and each call
-has a deadline (``lanes.Lanes``) when the store is given lanes.
+runs on its storage's lane under a deadline (``lanes.Lanes``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
+
+from fsspec.asyn import AsyncFileSystem
 
 from webhook.common.paths import StoragePath, StoragePathError
-from webhook.member.fencing.lanes import Lanes
+from webhook.member.fencing.lanes import Call, Lanes
 from webhook.member.fencing.layout import (
     EPOCH_RE,
     FOLDER,
@@ -42,9 +45,7 @@ from webhook.member.fencing.layout import (
 )
 from webhook.member.fencing.protocol import Ack, Fence, Heartbeat, Ownership, Stopping
 from webhook.member.restore import StorageError
-from webhook.member.storage import CheckpointStorage, modified_time
-
-T = TypeVar("T")
+from webhook.member.storage import CheckpointStorage, DeadlineExceeded, modified_time
 
 __all__ = [
     "FOLDER",
@@ -57,6 +58,7 @@ __all__ = [
     "clock_name",
     "fence_body",
     "fence_name",
+    "heartbeat_body",
     "heartbeat_name",
     "parse_listing",
     "stopping_name",
@@ -72,80 +74,108 @@ class Listing:
 class FencingStore:
     """One cluster's reads and writes of ownership records; errors come back as ``StorageError``.
 
-    With ``lanes`` every call waits at most the lanes' timeout (the agent); without, calls run inline
-    (the webhook's gate runs them on its own pool under the admission deadline).
+    Every call runs on its storage's lane under a deadline (``lanes.Lanes``): the blocking methods wait
+    at most ``timeout`` (the webhook, ``status``), the ``*_call`` builders are what the agent awaits on
+    its event loop (``Lanes.run``).
     """
 
     def __init__(self, storage: CheckpointStorage, cluster: str = "", lanes: Lanes | None = None) -> None:
         self._storage = storage
         self.cluster = cluster
-        self._lanes = lanes
+        self.lanes = lanes or Lanes(5.0)
 
-    # --- intents ---------------------------------------------------------------------------------------
-    def list(self, folder: StoragePath) -> Listing:
-        return self._run(folder, f"listing {folder}", lambda: self._read(folder))
+    # --- the calls, as values ------------------------------------------------------------------------
+    def list_call(self, folder: StoragePath) -> Call[Listing]:
+        return Call(folder, f"listing {folder}", lambda left: self._read(folder, left))
 
-    def beat(self, folder: StoragePath, body: Mapping[str, Any]) -> None:
+    def beat_call(self, folder: StoragePath, body: Mapping[str, Any]) -> Call[None]:
         """Renew this cluster's heartbeat: its copy runs (or has not stopped yet)."""
-        self._put(folder, heartbeat_name(self.cluster), body)
+        return self._put(folder, heartbeat_name(self.cluster), body)
 
-    def fence(self, folder: StoragePath, epoch: int, body: Mapping[str, Any]) -> None:
-        self._put(folder, fence_name(epoch, self.cluster), body)
+    def fence_call(self, folder: StoragePath, epoch: int, body: Mapping[str, Any]) -> Call[None]:
+        return self._put(folder, fence_name(epoch, self.cluster), body)
 
-    def stopping(self, folder: StoragePath, epoch: int, detail: str) -> None:
+    def stopping_call(self, folder: StoragePath, epoch: int, detail: str) -> Call[None]:
         """This cluster asked its operator to stop its copy for ``epoch``; it has not stopped yet."""
-        self._put(
-            folder,
-            stopping_name(epoch, self.cluster),
-            {"cluster": self.cluster, "epoch": epoch, "detail": detail},
-        )
+        body = {"cluster": self.cluster, "epoch": epoch, "detail": detail}
+        return self._put(folder, stopping_name(epoch, self.cluster), body)
 
-    def ack(self, folder: StoragePath, epoch: int, detail: str) -> None:
+    def ack_call(self, folder: StoragePath, epoch: int, detail: str) -> Call[None]:
         """The operator reported this cluster's copy stopped: write the ack, then drop the heartbeat."""
-        self._put(
-            folder, ack_name(epoch, self.cluster), {"cluster": self.cluster, "epoch": epoch, "detail": detail}
-        )
-        self.forget(folder)
+        name = ack_name(epoch, self.cluster)
+        body = {"cluster": self.cluster, "epoch": epoch, "detail": detail}
+        target = folder.child(heartbeat_name(self.cluster))
 
-    def forget(self, folder: StoragePath) -> None:
+        def ack(left: float) -> None:
+            started = time.monotonic()
+            self._write(folder, name, body, left)
+            self._remove(target, max(left - (time.monotonic() - started), 0.001))
+
+        return Call(folder, f"writing {folder}/{name}", ack)
+
+    def forget_call(self, folder: StoragePath) -> Call[None]:
         """This cluster runs no copy of the workload any more: its heartbeat goes."""
         target = folder.child(heartbeat_name(self.cluster))
-        self._run(folder, f"removing {target}", lambda: self._remove(target))
+        return Call(folder, f"removing {target}", lambda left: self._remove(target, left))
 
-    def clock(self, folder: StoragePath) -> datetime:
+    def clock_call(self, folder: StoragePath) -> Call[datetime]:
         """Write this cluster's clock object in ``folder`` and read back the time the storage gave it."""
         target = folder.child(clock_name(self.cluster))
 
-        def stamp() -> datetime:
-            self._write(folder, clock_name(self.cluster), {"cluster": self.cluster})
+        def stamp(left: float) -> datetime:
+            started = time.monotonic()
+            self._write(folder, clock_name(self.cluster), {"cluster": self.cluster}, left)
+            fs = self._storage.filesystem(folder)
+            rest = max(left - (time.monotonic() - started), 0.001)
             try:
-                found = modified_time(self._storage.filesystem(folder).info(target.fs_path))
+                found = modified_time(fs.info(target.fs_path, **_timed(fs, rest)))
             except Exception as exc:
                 raise _error("reading", target, exc) from None
             if found is None:
                 raise StorageError(f"{target}: the storage reports no modification time")
             return found
 
-        return self._run(folder, f"writing {target}", stamp)
+        return Call(folder, f"writing {target}", stamp)
 
-    # --- the calls ---------------------------------------------------------------------------------
-    def _run(self, folder: StoragePath, what: str, fn: Callable[[], T]) -> T:
-        return fn() if self._lanes is None else self._lanes.call(folder, what, fn)
+    # --- blocking, for the webhook and the commands ---------------------------------------------------
+    def list(self, folder: StoragePath, timeout: float | None = None) -> Listing:
+        return self.lanes.call(self.list_call(folder), timeout)
 
-    def _put(self, folder: StoragePath, name: str, body: Mapping[str, Any]) -> None:
-        self._run(folder, f"writing {folder}/{name}", lambda: self._write(folder, name, body))
+    def beat(self, folder: StoragePath, body: Mapping[str, Any], timeout: float | None = None) -> None:
+        self.lanes.call(self.beat_call(folder, body), timeout)
 
-    def _read(self, folder: StoragePath) -> Listing:
+    def fence(
+        self, folder: StoragePath, epoch: int, body: Mapping[str, Any], timeout: float | None = None
+    ) -> None:
+        self.lanes.call(self.fence_call(folder, epoch, body), timeout)
+
+    def stopping(self, folder: StoragePath, epoch: int, detail: str, timeout: float | None = None) -> None:
+        self.lanes.call(self.stopping_call(folder, epoch, detail), timeout)
+
+    def ack(self, folder: StoragePath, epoch: int, detail: str, timeout: float | None = None) -> None:
+        self.lanes.call(self.ack_call(folder, epoch, detail), timeout)
+
+    def forget(self, folder: StoragePath, timeout: float | None = None) -> None:
+        self.lanes.call(self.forget_call(folder), timeout)
+
+    def clock(self, folder: StoragePath, timeout: float | None = None) -> datetime:
+        return self.lanes.call(self.clock_call(folder), timeout)
+
+    # --- the storage -------------------------------------------------------------------------------
+    def _put(self, folder: StoragePath, name: str, body: Mapping[str, Any]) -> Call[None]:
+        return Call(folder, f"writing {folder}/{name}", lambda left: self._write(folder, name, body, left))
+
+    def _read(self, folder: StoragePath, left: float) -> Listing:
         fs = self._storage.filesystem(folder)
         try:
-            entries = fs.ls(folder.fs_path, detail=True)
+            entries = fs.ls(folder.fs_path, detail=True, **_timed(fs, left))
         except FileNotFoundError:
             return Listing(Ownership(), {})
         except Exception as exc:
             raise _error("listing", folder, exc) from None
         return parse_listing(entries)
 
-    def _write(self, folder: StoragePath, name: str, body: Mapping[str, Any]) -> None:
+    def _write(self, folder: StoragePath, name: str, body: Mapping[str, Any], left: float) -> None:
         fs = self._storage.filesystem(folder)
         try:
             target = folder.child(name)
@@ -155,18 +185,36 @@ class FencingStore:
         try:
             if folder.protocol == "file":
                 fs.makedirs(folder.fs_path, exist_ok=True)  # object stores have no folders to make
-            fs.pipe_file(target.fs_path, data)
+            fs.pipe_file(target.fs_path, data, **_timed(fs, left))
         except Exception as exc:
             raise _error("writing", target, exc) from None
 
-    def _remove(self, target: StoragePath) -> None:
+    def _remove(self, target: StoragePath, left: float) -> None:
         fs = self._storage.filesystem(target)
         try:
-            fs.rm_file(target.fs_path)
+            fs.rm_file(target.fs_path, **_timed(fs, left))
         except FileNotFoundError:
             return
         except Exception as exc:
             raise _error("removing", target, exc) from None
+
+
+def _timed(fs: Any, left: float) -> dict[str, float]:
+    """fsspec's own timeout for an async backend (it cancels the request: the lane's thread is free at
+    the deadline); a blocking one (local files, HDFS) cannot be interrupted and gets none."""
+    return {"timeout": max(left, 0.001)} if isinstance(fs, AsyncFileSystem) else {}
+
+
+def heartbeat_body(workload: Workload, cluster: str, epoch: int, job_id: str, written: str) -> dict[str, Any]:
+    """The one heartbeat body, whoever writes it (the webhook at admission, the agent every poll); for
+    people reading the bucket: decisions read names and storage times only."""
+    return {
+        "cluster": cluster,
+        "epoch": epoch,
+        "jobId": job_id,
+        "workload": str(workload),
+        "written": written,
+    }
 
 
 def fence_body(workload: Workload, cluster: str, epoch: int, written: str) -> dict[str, Any]:
@@ -210,5 +258,7 @@ def parse_listing(entries: Any) -> Listing:
 def _error(action: str, path: StoragePath, exc: BaseException) -> StorageError:
     if isinstance(exc, StorageError):
         return exc
+    if isinstance(exc, TimeoutError):  # fsspec's FSTimeoutError: the backend's request was cancelled
+        return DeadlineExceeded(f"{action} {path}: no answer before the deadline")
     text = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
     return StorageError(f"{action} {path}: {text}")

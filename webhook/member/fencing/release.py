@@ -5,6 +5,12 @@ Run against the member cluster that holds the job (the one where it was restored
 restorable checkpoint again and starts the job at its next poll (``released: manual at ...``). The
 same annotation set with kubectl does the same. A hold superseded by a newer restore elsewhere is
 never released: that copy must not run.
+
+A request counts only for the hold it was made for: the member webhook records who asked
+(``release-requested-by``) only while the job is held, and the agent releases only with that record. So
+a copy that is not held is refused (``--force`` sets the annotation anyway; it then releases nothing,
+not even a later hold), and a ``release: "true"`` left over from before is first removed, so that the
+request is seen (and recorded) now.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from webhook.common.contract import HOLD, RELEASE
+from webhook.common.contract import HOLD, RELEASE, RELEASE_REQUESTED_BY
 from webhook.common.kubeclient import ApiFailure
 from webhook.member.fencing import command
 from webhook.member.fencing.flinkapi import PLURALS
@@ -25,7 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kind", choices=list(PLURALS), default="FlinkDeployment", help="its kind")
     command.add_cluster_arguments(parser, "its prefix")
     parser.add_argument(
-        "--force", action="store_true", help="set the annotation even if the object shows no hold"
+        "--force",
+        action="store_true",
+        help="set the annotation even if the object shows no hold (it then releases nothing)",
     )
 
 
@@ -46,17 +54,32 @@ def run(args: argparse.Namespace) -> int:
     if not hold and not args.force:
         print(
             f"flink-failover release: {args.kind} {namespace}/{name} is not held (no {policy.key(HOLD)} "
-            "annotation); --force sets the release annotation anyway",
+            "annotation); --force sets the release annotation anyway (it releases nothing that is not held "
+            "now, not even a later hold)",
             file=sys.stderr,
         )
         return 1
-    answer = api.patch(
-        args.kind, namespace, name, {"metadata": {"annotations": {policy.key(RELEASE): "true"}}}
-    )
+    key = policy.key(RELEASE)
+    if str(annotations.get(key, "")).strip().lower() == "true" and not annotations.get(
+        policy.key(RELEASE_REQUESTED_BY)
+    ):
+        # A leftover request, never recorded: remove it first so that this one is an UPDATE the member
+        # webhook sees (and records, naming who asked).
+        cleared = api.patch(args.kind, namespace, name, {"metadata": {"annotations": {key: None}}})
+        if isinstance(cleared, ApiFailure):
+            print(f"flink-failover release: {cleared.message}", file=sys.stderr)
+            return 1
+    answer = api.patch(args.kind, namespace, name, {"metadata": {"annotations": {key: "true"}}})
     if isinstance(answer, ApiFailure):
         print(f"flink-failover release: {answer.message}", file=sys.stderr)
         return 1
-    print(f"{args.kind} {namespace}/{name}: release requested; it was held with: {hold or '(no hold)'}")
+    if not hold:
+        print(
+            f"{args.kind} {namespace}/{name}: release annotation set (--force); it is not held, so nothing "
+            "is released"
+        )
+        return 0
+    print(f"{args.kind} {namespace}/{name}: release requested; it was held with: {hold}")
     print(
         "the fencing agent of this cluster starts it at its next poll, from the newest restorable checkpoint"
     )

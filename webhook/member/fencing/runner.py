@@ -1,17 +1,22 @@
 """Run the fencing agent in exactly one gunicorn worker of the member role.
 
 Every worker starts a thread that waits for an exclusive lock on one file in the server's metrics
-directory (set before the workers fork); the holder runs the agent. When that worker exits, the kernel
-drops its lock and another worker's thread takes over within one poll. Two replicas of the member role
-each run one agent: they write the same heartbeat and make the same patches, which is harmless.
+directory (set before the workers fork); the holder runs the agent on an event loop of its own in that
+thread. When that worker exits, the kernel drops its lock and another worker's thread takes over within
+one poll. Each replica of the member role runs one agent; two agents of one cluster make the same
+idempotent writes and patches, and the property test (``tests/member/test_fencing_interleavings.py``)
+runs them together under every interleaving drawn.
 
-The agent's health goes to a file beside the lock after every poll, so every worker's ``/readyz``
-answers for it (``readiness``): a member role whose agent cannot build its client, cannot list any
-Flink kind or has not polled within a lease is not ready.
+The agent's health goes to a file beside the lock after every poll, so every worker's webhook knows
+whether the agent can vouch for a restore (``vouches``): a restore it cannot vouch for (the agent cannot
+build its client, cannot list that kind or has not polled within a lease) is admitted held with the
+reason. The agent's health does not make the webhook unready: with ``failurePolicy: Fail`` that would
+block every failed-over Flink object in the cluster whenever the agent is in trouble.
 """
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import logging
@@ -26,7 +31,8 @@ from webhook.common.events import EventRecorder
 from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.common.kubeobjects import EVENTS, KubeObjects
 from webhook.member.fencing.agent import FencingAgent, Health
-from webhook.member.fencing.flinkapi import FlinkApi
+from webhook.member.fencing.flinkapi import FlinkApi, ThreadedApi
+from webhook.member.fencing.lanes import process_lanes
 from webhook.member.policy import RestorePolicy
 from webhook.member.storage import CheckpointStorage
 
@@ -60,20 +66,24 @@ def write_health(health: Health, path: str | None = None) -> None:
     os.replace(temporary, target)
 
 
-def readiness(lease_seconds: float, path: str | None = None, now: float | None = None) -> str | None:
-    """None when the agent is ready, else why not (what ``/readyz`` says)."""
+def vouches(kind: str, lease_seconds: float, path: str | None = None, now: float | None = None) -> str | None:
+    """None when this replica's agent fences objects of ``kind`` now, else why not (the webhook then
+    admits a restore held, with this reason: nothing here could release it or stop it again)."""
     try:
         with open(path or health_path(), encoding="utf-8") as found:
             health = json.load(found)
     except FileNotFoundError:
-        return "fencing agent has not completed a poll yet"
+        return "the fencing agent has not completed a poll yet"
     except (OSError, ValueError) as exc:
-        return f"fencing agent health unreadable: {exc}"
+        return f"the fencing agent's health is unreadable: {exc}"
     if not health.get("ready"):
-        return f"fencing agent: {health.get('reason') or 'not ready'}"
+        return f"the fencing agent is not ready: {health.get('reason') or 'not ready'}"
     age = (time.time() if now is None else now) - float(health.get("polled_at") or 0)
     if age > lease_seconds:
-        return f"fencing agent has not polled for {age:.0f}s (lease {lease_seconds:g}s)"
+        return f"the fencing agent has not polled for {age:.0f}s (lease {lease_seconds:g}s)"
+    listed = (health.get("kinds") or {}).get(kind, "ok")
+    if listed != "ok":
+        return f"the fencing agent cannot watch {kind}: {listed}"
     return None
 
 
@@ -124,9 +134,28 @@ def _wait_then_run(options: AgentOptions, policy: RestorePolicy, stop: threading
                 continue
             storage = CheckpointStorage(policy.storage_options)
             events = recorder(api.objects, options.cluster)
-            agent = FencingAgent(options.cluster, policy, api, storage, on_health=write_health, events=events)
+            calls = ThreadedApi(api, policy.fencing.call_timeout)
+            lanes = process_lanes(policy.fencing.call_timeout)
+            agent = FencingAgent(
+                options.cluster, policy, calls, storage, on_health=write_health, events=events, lanes=lanes
+            )
             try:
-                agent.run(stop)
+                run_agent(agent, stop)
             finally:
+                calls.close()
                 if events is not None:
                     events.close()
+
+
+def run_agent(agent: FencingAgent, stop: threading.Event) -> None:
+    """The agent's loops on an event loop of this thread's own, until ``stop`` is set."""
+    asyncio.run(_until(agent, stop))
+
+
+async def _until(agent: FencingAgent, stop: threading.Event) -> None:
+    """The agent's loops until ``stop`` (a thread's event) is set."""
+    done = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    waiter = threading.Thread(target=lambda: (stop.wait(), loop.call_soon_threadsafe(done.set)), daemon=True)
+    waiter.start()
+    await agent.run(done)

@@ -1,0 +1,108 @@
+"""The fencing agent's own loop (``FencingAgent.run``: polls, rechecks, the heartbeat loop, its lanes) in
+a simulated world on virtual time (``tests/support/simulation.py``): what a hung storage may and may not
+cost the jobs of one member cluster, counted on the records' storage times, the same on any machine.
+
+Before the heartbeat loop (issue 28), rechecks of held copies waited up to a poll each, one after
+another, and heartbeats waited behind them: with four held copies on a hung bucket a healthy job on
+another bucket was stepped down 6.5 s after the hang (poll 1 s, renew deadline 4 s), and the holder's
+own step-down came later the more copies were held (4.5 s, 6.5 s, 8.5 s for 0, 4, 8).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from tests.support.simulation import LATENCY, Fault, World
+from webhook.member.fencing.decide import retry_seconds
+from webhook.member.policy import FencingPolicy, RestorePolicy
+
+FENCING = FencingPolicy(lease_seconds=30, poll_seconds=5, renew_deadline_seconds=10, stop_margin_seconds=10)
+POLICY = RestorePolicy(default_checkpoint_dir="s3://jobs/checkpoints", fencing=FENCING)
+HANG = 40.0  # when the hung bucket stops answering (for the agents of member2)
+HEALTHY, HUNG = "s3://healthy/checkpoints", "s3://hung/checkpoints"
+
+
+def world_with(held: int, healthy: int, replicas: int) -> World:
+    """member2 runs ``healthy`` jobs on one bucket and holds ``held`` restores on another, waiting for
+    member1, whose copies still run and heartbeat there."""
+    world = World(POLICY)
+    world.cluster("member1", 3.0)
+    world.cluster("member2", 3.0)
+    world.replica("member1")
+    for _ in range(replicas):
+        world.replica("member2", [Fault(HANG, 10_000.0, "hang", "hung")])
+    for i in range(healthy):
+        world.running_copy("member2", f"healthy-{i}", HEALTHY)
+    for i in range(held):
+        world.running_copy("member1", f"held-{i}", HUNG)
+    return world
+
+
+def start_all(world: World) -> list[tuple[float, object]]:
+    events: list[tuple[float, object]] = []
+    for cluster in world.clusters.values():
+        for i, replica in enumerate(cluster.replicas):
+            events.append((0.5 + 1.7 * i, lambda r=replica, c=cluster.name: world.start(r, c)))
+    return events
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+@pytest.mark.parametrize("held", [0, 4, 16, 64])
+def test_held_copies_on_a_hung_bucket_never_delay_another_buckets_heartbeats(
+    held: int, replicas: int
+) -> None:
+    world = world_with(held, healthy=3, replicas=replicas)
+    events = start_all(world)
+    # The restores reach member2 while its storage answers; member1 keeps heartbeating: they stay held.
+    events += [
+        (10.0 + i * 0.01, lambda i=i: world.fail_over("member2", 1, "member1", f"held-{i}", HUNG))
+        for i in range(held)
+    ]
+    world.run(200.0, events)  # type: ignore[arg-type]
+
+    assert world.violations == []
+    for i in range(held):
+        assert world.clusters["member2"].server.get(f"held-{i}")["spec"]["job"]["state"] == "suspended"
+    period = FENCING.poll_seconds + retry_seconds(FENCING) + 2 * LATENCY
+    for i in range(3):
+        beats = world.store.writes[f"{world.folder(f'healthy-{i}', HEALTHY)}/heartbeat-member2.json"]
+        after = [t for t in beats if t >= HANG - FENCING.poll_seconds]
+        gaps = [b - a for a, b in itertools.pairwise(after)]
+        assert len(after) >= (200.0 - HANG) / period, (held, beats)
+        assert max(gaps) <= period, (held, max(gaps))  # the period held, storage time
+        assert world.clusters["member2"].server.get(f"healthy-{i}")["spec"]["job"]["state"] == "running"
+    stepped = [key for _, _, key, body in world.clusters["member2"].server.patches if "healthy" in key[2]]
+    assert stepped == []  # no healthy job was touched at all
+
+
+@pytest.mark.parametrize("replicas", [1, 2])
+@pytest.mark.parametrize("held", [0, 4, 16, 64])
+def test_the_holder_of_a_hung_bucket_steps_down_within_its_bound_whatever_it_holds(
+    held: int, replicas: int
+) -> None:
+    """member2 runs ``orders`` on the hung bucket and holds ``held`` restores there: when the bucket
+    hangs, ``orders`` is suspended by r + renewDeadline + poll, r being the start of its last renewal
+    that succeeded (no later than the storage time of that renewal, which is what the test reads)."""
+    world = world_with(held, healthy=0, replicas=replicas)
+    world.running_copy("member2", "orders", HUNG)
+    events = start_all(world)
+    events += [
+        (10.0 + i * 0.01, lambda i=i: world.fail_over("member2", 1, "member1", f"held-{i}", HUNG))
+        for i in range(held)
+    ]
+    world.run(120.0, events)  # type: ignore[arg-type]
+
+    beats = world.store.writes[f"{world.folder('orders', HUNG)}/heartbeat-member2.json"]
+    last = max(t for t in beats if t < HANG)  # the last renewal the storage took
+    downs = [t for t, _, key, body in world.clusters["member2"].server.patches if key[2] == "orders"]
+    assert downs, "never stepped down"
+    stepped = downs[0]
+    assert world.clusters["member2"].server.get("orders")["spec"]["job"]["state"] == "suspended"
+    # By deadline + one poll from that renewal; not before the deadline of the replica that stepped it
+    # down (with two replicas, its own last renewal may be up to a poll before the other's).
+    bound = FENCING.renew_deadline_seconds + FENCING.poll_seconds
+    earliest = FENCING.renew_deadline_seconds - LATENCY - (FENCING.poll_seconds if replicas > 1 else 0)
+    assert earliest <= stepped - last <= bound, (held, stepped - last)
+    assert world.violations == []

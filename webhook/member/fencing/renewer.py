@@ -1,0 +1,224 @@
+"""The heartbeat loop: renews every running copy's heartbeat on its own schedule, and steps a copy down
+the moment its renew deadline passes, whatever the polls, the rechecks or another storage are doing.
+
+Like client-go's leader election, renewing is kept apart from the work: the poll decides which copies
+heartbeat (``observe`` and ``keep``), this loop looks at each of them every retry period (a fifth of a
+poll), sends a renewal when one is due on the copy's own storage lane, under its deadline, and never
+waits for it: a hung bucket holds only its own renewals, each failed at its deadline. What to do with a
+copy is ``decide.renewal``'s answer (pure); a step-down is carried out by the agent (``step_down``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+
+from webhook.common.paths import StoragePath
+from webhook.member.fencing import metrics
+from webhook.member.fencing.copies import Copy, CopyState
+from webhook.member.fencing.decide import (
+    KeepRenewing,
+    Renewal,
+    Renewing,
+    first_seen,
+    renewal,
+    retry_seconds,
+    step_down_reason,
+)
+from webhook.member.fencing.layout import Workload
+from webhook.member.fencing.records import FencingStore, heartbeat_body
+from webhook.member.policy import FencingPolicy
+from webhook.member.restore import StorageError
+
+log = logging.getLogger(__name__)
+
+NEVER = float("-inf")
+
+# The copies the loop keeps an entry for: running ones renew and may step down, stale ones asked to stop
+# renew until their ack. A stepped-down copy has none: whoever resumes it renews first (``beat_now``),
+# and a replica that did not sees it running again as if for the first time.
+_KEPT = {
+    CopyState.RUNNING: (True, True),
+    CopyState.STOPPING: (True, False),
+}
+
+
+@dataclass
+class _Entry:
+    copy: Copy
+    state: Renewing
+    beats: bool
+
+
+class Renewer:
+    """``step_down(copy, reason)`` suspends the copy (the agent's patch); True when it went through."""
+
+    def __init__(
+        self,
+        cluster: str,
+        policy: FencingPolicy,
+        store: FencingStore,
+        step_down: Callable[[Copy, str], Awaitable[bool]],
+        written: Callable[[], str],
+    ) -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.store = store
+        self._step_down = step_down
+        self._written = written
+        self._entries: dict[Workload, _Entry] = {}
+        self._beaten: dict[Workload, float] = {}  # renewed before the copy ran (a release's own beat)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    # --- what the poll tells it --------------------------------------------------------------------
+    def observe(self, found: list[Copy], now: float) -> list[tuple[Workload, StoragePath]]:
+        """The copies a poll listed: an entry for every running or stopping one (a new one, or one
+        running again, counts as renewed ``first_seen``); the others are dropped. Returns where the
+        heartbeats lie of the dropped copies that are gone or no longer ours to heartbeat (the agent
+        removes them)."""
+        listed = {c.patched: c for c in found}
+        for workload, copy in listed.items():
+            kept = _KEPT.get(copy.state)
+            if kept is None or copy.folder is None:
+                continue
+            beats, may_step_down = kept
+            entry = self._entries.get(workload)
+            if entry is None:
+                renewed = max(first_seen(now, self.policy), self._beaten.pop(workload, NEVER))
+                self._entries[workload] = _Entry(copy, Renewing(renewed, NEVER, may_step_down), beats)
+                continue
+            renewed = entry.state.renewed
+            if copy.state is CopyState.RUNNING and entry.copy.state is not CopyState.RUNNING:
+                # Started again (resumed, perhaps by another replica): as if first seen, unless renewed since.
+                renewed = max(renewed, first_seen(now, self.policy))
+            entry.copy, entry.beats = copy, beats
+            entry.state = replace(entry.state, may_step_down=may_step_down, renewed=renewed)
+        dropped = []
+        for workload in [w for w in self._entries if w not in listed or listed[w].state not in _KEPT]:
+            entry = self._entries.pop(workload)
+            after = listed.get(workload)
+            if (
+                entry.beats
+                and entry.copy.folder is not None
+                and (after is None or after.state is CopyState.IDLE)
+            ):
+                dropped.append((workload, entry.copy.folder))
+        self._beaten = {w: t for w, t in self._beaten.items() if w in listed}
+        return dropped
+
+    def keep(self, copy: Copy, effect: KeepRenewing, listed_at: float) -> None:
+        """A poll's plan: keep renewing the copy; ``confirmed``: its listing started at ``listed_at``
+        found no newer fence."""
+        entry = self._entries.get(copy.patched)
+        if entry is None:
+            return
+        entry.beats = True
+        may_step_down = (
+            entry.state.may_step_down and effect.may_step_down
+        )  # a stale copy is suspended already
+        confirmed = max(entry.state.confirmed, listed_at) if effect.confirmed else entry.state.confirmed
+        entry.state = replace(entry.state, confirmed=confirmed, may_step_down=may_step_down)
+
+    def drop(self, workload: Workload) -> None:
+        """The copy is acknowledged stopped (its heartbeat goes with the ack): renew it no more."""
+        self._entries.pop(workload, None)
+
+    def renewed(self, workload: Workload, default: float) -> float:
+        entry = self._entries.get(workload)
+        return entry.state.renewed if entry is not None else default
+
+    async def beat_now(self, copy: Copy) -> None:
+        """Renew before the next effect of a chain (a release, a resume); raises ``StorageError``."""
+        if copy.folder is None:
+            raise StorageError("no checkpoint directory")
+        start = asyncio.get_running_loop().time()
+        await self.store.lanes.run(self.store.beat_call(copy.folder, self._body(copy)))
+        self._renewed(copy.patched, start)
+
+    # --- the loop ----------------------------------------------------------------------------------
+    async def run(self, stop: asyncio.Event) -> None:
+        period = retry_seconds(self.policy)
+        while not stop.is_set():
+            self.tick()
+            await pause(stop, period)
+
+    def cancel(self) -> None:
+        """The agent stops: what is in flight is dropped (a renewal then fails at the storage, or lands)."""
+        for task in list(self._tasks):
+            task.cancel()
+
+    def tick(self) -> list[asyncio.Task[None]]:
+        """One look at every entry: renewals and step-downs are started, never waited for."""
+        now = asyncio.get_running_loop().time()
+        started = []
+        for workload, entry in list(self._entries.items()):
+            state = entry.state if entry.beats else replace(entry.state, in_flight=True)
+            decision = renewal(state, now, self.policy)
+            if decision is Renewal.STEP_DOWN:
+                started.append(self._spawn(self._down(workload, entry, step_down_reason(entry.state, now))))
+            elif decision is Renewal.BEAT and entry.copy.folder is not None:
+                entry.state = replace(entry.state, attempted=now, in_flight=True)
+                started.append(self._spawn(self._renew(workload, entry.copy, entry.copy.folder, now)))
+        return started
+
+    async def settle(self) -> None:
+        """Wait for what ``tick`` started (tests that drive one pass at a time)."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks))
+
+    def _spawn(self, work: Awaitable[None]) -> asyncio.Task[None]:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _renew(self, workload: Workload, copy: Copy, folder: StoragePath, start: float) -> None:
+        try:
+            await self.store.lanes.run(self.store.beat_call(folder, self._body(copy)))
+        except StorageError as exc:
+            metrics.STORAGE_ERRORS.labels("heartbeat").inc()
+            metrics.RENEWALS.labels("failed").inc()
+            log.warning(
+                "heartbeat not renewed", extra={"fields": {"object": str(workload), "error": str(exc)}}
+            )
+            ok = False
+        else:
+            metrics.RENEWALS.labels("ok").inc()
+            ok = True
+        entry = self._entries.get(workload)
+        if entry is not None:
+            entry.state = replace(entry.state, in_flight=False)
+        if ok:
+            self._renewed(workload, start)
+
+    async def _down(self, workload: Workload, entry: _Entry, reason: str) -> None:
+        entry.state = replace(entry.state, may_step_down=False)  # once: the next poll says what it is
+        if not await self._step_down(entry.copy, reason):
+            current = self._entries.get(workload)
+            if current is entry:
+                entry.state = replace(entry.state, may_step_down=True)  # the patch failed: again next tick
+            return
+        if self._entries.get(workload) is entry:
+            del self._entries[workload]  # if it runs again (resumed elsewhere), it is a new sight
+
+    def _renewed(self, workload: Workload, start: float) -> None:
+        entry = self._entries.get(workload)
+        if entry is None:
+            self._beaten[workload] = max(self._beaten.get(workload, NEVER), start)
+            return
+        entry.state = replace(entry.state, renewed=max(entry.state.renewed, start))
+
+    def _body(self, copy: Copy) -> dict[str, object]:
+        return heartbeat_body(copy.workload, self.cluster, copy.epoch, copy.job_id, self._written())
+
+
+async def pause(stop: asyncio.Event, seconds: float) -> None:
+    """Wait ``seconds``, or less when ``stop`` is set meanwhile."""
+    if seconds <= 0:
+        await asyncio.sleep(0)
+        return
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), seconds)
