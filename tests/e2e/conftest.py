@@ -29,6 +29,7 @@ from tests.support.repo import REPO, shared_data_required
 E2E_DIR = Path(__file__).parent
 RUNS = REPO / ".cache" / "e2e-runs"
 KEEP_RUNS = 5
+E2E_TIMEOUT = 1200
 _SKIPPED = pytest.StashKey[str]()
 _FIGURES = pytest.StashKey[list[str]]()
 FIGURES: list[str] = []
@@ -42,6 +43,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     tier = [item for item in items if _in_tier(item)]
     for item in tier:
         item.add_marker(pytest.mark.e2e)
+        # a package's stack starts in its first test's setup (the guide's install and failover: minutes)
+        item.add_marker(pytest.mark.timeout(E2E_TIMEOUT))
     if not tier:
         return
     try:

@@ -394,22 +394,24 @@ def hung_storage(world: World, jobs: list[str], held: int = 3) -> tuple[float, f
     steady, holder = "steady", "hung-holder"
     names = [f"held-{i}" for i in range(held)]
     jobs.extend([steady, holder, *names])
-    on_member2 = propagation_policy("propagationpolicy-cluster-failover.yaml", [steady, holder])
-    on_member2["spec"]["placement"]["clusterAffinity"]["clusterNames"] = ["member2"]
     hung_dir = f"s3a://{BUCKET}/checkpoints-a"
-    world.submit([flink_job(steady), flink_job(holder, checkpoint_dir=hung_dir)], on_member2)
+    # the held-to-be jobs on member1 first (member2 kept out by a NoSchedule taint meanwhile)...
     world.taint("member2", {"key": "e2e.flink-failover.io/not-yet", "effect": "NoSchedule"})
     gracefully = propagation_policy("propagationpolicy-cluster-failover.yaml", names, "Gracefully")
     world.submit([flink_job(n, checkpoint_dir=hung_dir) for n in names], gracefully)
     for name in names:
         world.wait_running((NAMESPACE, name), "member1")
+    world.untaint("member2", "e2e.flink-failover.io/not-yet")
+    # ...then member2's own: one on healthy storage, one on the storage that will hang for member2
+    on_member2 = propagation_policy("propagationpolicy-cluster-failover.yaml", [steady, holder])
+    on_member2["spec"]["placement"]["clusterAffinity"]["clusterNames"] = ["member2"]
+    world.submit([flink_job(steady), flink_job(holder, checkpoint_dir=hung_dir)], on_member2)
     for name in (steady, holder):
         world.wait_running((NAMESPACE, name), "member2")
         world.wait_checkpoints("member2", (NAMESPACE, name), 2)
     for name in names:
         job = world.wait_checkpoints("member1", (NAMESPACE, name), 2)
         world.wait_captured(name, "member1", job.job_id)
-    world.untaint("member2", "e2e.flink-failover.io/not-yet")
     world.operators["member1"].stop_seconds = 300  # the old copies stay stopping: their restores stay held
     proxy = world.stack.s3a_proxy
     assert proxy is not None
