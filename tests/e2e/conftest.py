@@ -91,7 +91,7 @@ def _world(assets: Assets, version: str, folder: Path, tools: Tools, via_guide: 
         timeline = Timeline({name: st.member_api(name) for name in st.karmada.members}).start()
         world = World(st, operators, timeline)
         if via_guide:
-            world.guide = run_guide(st)
+            world.guide = run_guide(world)
             cleanup(world, ["orders"])
         world.wait_scheduler_reaches_estimators()
         try:

@@ -94,7 +94,7 @@ def install(
 ) -> Release:
     """Render and install one release; ``balancers`` stand for Service ports whose number the values
     name before the release exists (a webhook URL)."""
-    folder = work / f"release-{name}"
+    folder = work / f"release-{name}-on-{api.name}"  # one release name may live on several API servers
     folder.mkdir(parents=True, exist_ok=True)
     release = Release(name, namespace, api, render(helm, name, namespace, values, folder))
     release.services.update(balancers or {})
@@ -178,17 +178,27 @@ def _balancer(release: Release, service: str, port: int) -> Balancer:
 
 
 def _external_service(release: Release, obj: dict[str, Any]) -> dict[str, Any]:
+    """The Service as an ExternalName to localhost, each port at its balancer. A client that resolves a
+    Service port to its target (karmada-scheduler, dialling the estimator's rendered port) finds it
+    under the rendered number too; one that dials the port itself (kube-apiserver calling a webhook)
+    is given the balancer's number (its registration is rewritten to it)."""
     name = obj["metadata"]["name"]
     ports = []
     for spec_port in obj["spec"]["ports"]:
         balancer = _balancer(release, name, int(spec_port["port"]))
+        port_name = str(spec_port.get("name") or spec_port["port"])
         ports.append(
-            {
-                "name": spec_port.get("name") or str(spec_port["port"]),
-                "port": balancer.port,
-                "protocol": "TCP",
-            }
+            {"name": port_name, "port": balancer.port, "targetPort": balancer.port, "protocol": "TCP"}
         )
+        if int(spec_port["port"]) != balancer.port:
+            ports.append(
+                {
+                    "name": f"{port_name[:13]}-r",
+                    "port": int(spec_port["port"]),
+                    "targetPort": balancer.port,
+                    "protocol": "TCP",
+                }
+            )
     return {"type": "ExternalName", "externalName": "localhost", "ports": ports}
 
 

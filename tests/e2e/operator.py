@@ -166,7 +166,7 @@ class OperatorDouble:
                 continue
             try:
                 self.write_checkpoint(folder, job.job_id, last + 1)
-            except OSError as exc:  # the job's storage is its own; a failed write is a failed checkpoint
+            except Exception as exc:  # the job's storage is its own; a failed write is a failed checkpoint
                 self.errors.append(f"checkpoint {job.job_id}/{last + 1}: {exc}")
                 continue
             job.checkpoints.append((last + 1, time.monotonic()))
