@@ -13,7 +13,7 @@ from tests.controlplane import support as s
 from webhook.common.kubeclient import Backoff, ClientConfig
 from webhook.controlplane.karmada import KarmadaApi
 from webhook.controlplane.lookup import BindingCache
-from webhook.controlplane.record import Record
+from webhook.controlplane.record import BindingRecord
 from webhook.controlplane.watch import Watcher
 
 KEY = "flink-failover.io/last-known-state"
@@ -67,9 +67,9 @@ class Loop:
         """The loop has handled every event the server has (no timing assumptions)."""
         return self.server.fake.wait_for(lambda: self.watcher.resource_version == str(self.server.fake.rv))
 
-    def record(self, namespace: str = NS, name: str = NAME) -> Record:
+    def record(self, namespace: str = NS, name: str = NAME) -> BindingRecord:
         raw = self.server.fake.annotation(namespace, name, KEY)
         assert raw is not None, "no record persisted"
-        parsed = Record.loads(raw)
-        assert isinstance(parsed, Record), parsed
+        parsed = BindingRecord.loads(raw)
+        assert isinstance(parsed, BindingRecord), parsed
         return parsed

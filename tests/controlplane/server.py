@@ -19,7 +19,7 @@ import yaml
 from tests.controlplane import fakeapi
 from tests.controlplane import support as s
 from tests.support.server import free_port
-from webhook.controlplane.record import Record
+from webhook.controlplane.record import BindingRecord
 from webhook.member.policy import DEFAULT_POLICY_FILE
 
 BIN = Path(sys.executable).parent / "flink-failover"
@@ -89,11 +89,11 @@ class Server:
                 self.proc.wait(10)
 
 
-def stored_record(fake: fakeapi.FakeKarmada, name: str) -> Record | None:
+def stored_record(fake: fakeapi.FakeKarmada, name: str) -> BindingRecord | None:
     obj = fake.objects.get((NS, name))
     raw = obj and obj["metadata"].get("annotations", {}).get(KEY)
-    parsed = Record.loads(raw) if raw else None
-    return parsed if isinstance(parsed, Record) else None
+    parsed = BindingRecord.loads(raw) if raw else None
+    return parsed if isinstance(parsed, BindingRecord) else None
 
 
 def ours(review: dict[str, Any], work: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
@@ -129,9 +129,11 @@ def review_offline(workdir: Path, objects: list[dict[str, Any]], review: dict[st
     return answer
 
 
-def wait_record(fake: fakeapi.FakeKarmada, name: str, predicate: Callable[[Record], bool]) -> Record:
+def wait_record(
+    fake: fakeapi.FakeKarmada, name: str, predicate: Callable[[BindingRecord], bool]
+) -> BindingRecord:
     """The record persisted on binding ``name`` once it satisfies ``predicate``; fails after 20 s."""
-    found: list[Record] = []
+    found: list[BindingRecord] = []
 
     def check() -> bool:
         record = stored_record(fake, name)

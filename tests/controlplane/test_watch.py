@@ -20,7 +20,7 @@ from webhook.controlplane.audit import WorkAudit
 from webhook.controlplane.handler import WorkHandler, internal_error
 from webhook.controlplane.karmada import KarmadaApi
 from webhook.controlplane.lookup import BindingCache, Found, FreshLookup, LookupFailed, NotFound
-from webhook.controlplane.record import Record
+from webhook.controlplane.record import BindingRecord
 from webhook.member.policy import RestorePolicy
 
 pytestmark = pytest.mark.shared
@@ -49,8 +49,8 @@ def _persisted(server: fakeapi.RunningFake, predicate: Any) -> bool:
     def check() -> bool:
         obj = server.fake.objects.get((NS, NAME))
         raw = obj and obj["metadata"].get("annotations", {}).get(KEY)
-        parsed = Record.loads(raw) if raw else None
-        return isinstance(parsed, Record) and bool(predicate(parsed))
+        parsed = BindingRecord.loads(raw) if raw else None
+        return isinstance(parsed, BindingRecord) and bool(predicate(parsed))
 
     return server.fake.wait_for(check)
 

@@ -17,12 +17,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from prometheus_client import Counter
 
 from webhook.common.kubeclient import ApiFailure
+from webhook.common.kubeobjects import micro_time
 from webhook.common.untyped import as_map
 
 log = logging.getLogger(__name__)
@@ -187,8 +187,3 @@ def event_body(
         "note": occurrence.note[:MAX_NOTE],
         "type": occurrence.type,
     }
-
-
-def micro_time(moment: datetime | None = None) -> str:
-    """Kubernetes' MicroTime: RFC 3339 with microseconds, in UTC."""
-    return (moment or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -261,3 +262,9 @@ class _Failed(Exception):
 
 def _short(text: str) -> str:
     return " ".join(text.split())[:300]
+
+
+def micro_time(moment: datetime | None = None) -> str:
+    """Kubernetes' MicroTime (a Lease's renewTime, an Event's eventTime): RFC 3339 in UTC with
+    microseconds; ``moment`` defaults to now."""
+    return (moment or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
