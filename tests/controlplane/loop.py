@@ -10,6 +10,7 @@ from typing import Any
 
 from tests.controlplane import fakeapi
 from tests.controlplane import support as s
+from tests.support.production import wait_for
 from webhook.common.kubeclient import Backoff, ClientConfig
 from webhook.controlplane.karmada import KarmadaApi
 from webhook.controlplane.lookup import BindingCache
@@ -54,7 +55,7 @@ class Loop:
 
     def __enter__(self) -> Loop:
         self.thread.start()
-        assert self.cache.wait_synced(20)
+        assert wait_for(lambda: self.cache.synced, 20)
         return self
 
     def __exit__(self, *exc: object) -> None:

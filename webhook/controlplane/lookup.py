@@ -62,9 +62,6 @@ class BindingCache:
     def synced(self) -> bool:
         return self._synced.is_set()
 
-    def wait_synced(self, timeout: float) -> bool:
-        return self._synced.wait(timeout)
-
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
