@@ -22,7 +22,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import jsonpatch
 import yaml
 
 from webhook.common import documents
@@ -250,6 +249,14 @@ def requests_from(
     return bodies
 
 
+def _can_apply_patches() -> bool:
+    try:
+        import jsonpatch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def _limit(args: argparse.Namespace) -> int:
     return int(getattr(args, "max_bytes", None) or MAX_BODY_BYTES)
 
@@ -265,6 +272,8 @@ class Reviewed:
         return _describe(self.request.object) if self.request.object else f"request {self.request.uid}"
 
     def patched(self) -> Any:
+        import jsonpatch  # the review extra (checked by ``run`` before anything is reviewed)
+
         obj = self.request.object
         return jsonpatch.apply_patch(obj, self.response.patch) if self.response.patch else obj
 
@@ -321,6 +330,11 @@ def explain(answer: Reviewed, numbered: bool = False) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if (args.diff or args.print_object) and not _can_apply_patches():
+        return _fail(
+            "--print-object and --diff apply the answer's patch with jsonpatch, which is not installed: "
+            "pip install 'flink-failover[review]'"
+        )
     if args.cluster:
         from webhook.member.fencing.layout import ClusterNameError, check_cluster_name
 
