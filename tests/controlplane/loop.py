@@ -64,9 +64,16 @@ class Loop:
         self.thread.join(20)
         assert not self.thread.is_alive()
 
+    def settled(self) -> bool:
+        """The loop has handled every event the server has, and persisted every record it decided on: a
+        patch waiting or in flight is not caught up (its echo comes after it lands)."""
+        cached = self.cache.keys()  # a set (BindingCache is no mapping)
+        pending = any(self.watcher.writer.unsettled(key) for key in cached)
+        return not pending and self.watcher.resource_version == str(self.server.fake.rv)
+
     def caught_up(self) -> bool:
-        """The loop has handled every event the server has (no timing assumptions)."""
-        return self.server.fake.wait_for(lambda: self.watcher.resource_version == str(self.server.fake.rv))
+        """Waits until ``settled`` (no timing assumptions)."""
+        return self.server.fake.wait_for(self.settled)
 
     def record(self, namespace: str = NS, name: str = NAME) -> BindingRecord:
         raw = self.server.fake.annotation(namespace, name, KEY)

@@ -110,7 +110,7 @@ class WorkHandler:
             name = f"{ref.namespace}/{ref.name}"
             started = time.perf_counter()
             cached = self._cached(ref.namespace, ref.name, request.operation, target.cluster, now)
-            result = self.lookup.lookup(ref.namespace, ref.name) if cached is None else None
+            result = cached if cached is not None else self.lookup.lookup(ref.namespace, ref.name)
             lookup_ms = (time.perf_counter() - started) * 1000
             if isinstance(result, NotFound):
                 LOOKUPS.labels("not-found").inc()
@@ -118,13 +118,14 @@ class WorkHandler:
                     ManifestAudit(name, WorkDecision.BINDING_NOT_FOUND, result.source, lookup_ms=lookup_ms)
                 )
                 continue
-            if cached is not None:
-                decided: Decided | LookupFailed = cached
+            if isinstance(result, Found):
+                decided: Decided | LookupFailed = Decided(
+                    relocation(result, target.cluster, self.contract, now), result.source
+                )
             elif isinstance(result, LookupFailed):
                 decided = _from_cache(result, request.operation, target.cluster, self.contract, now)
             else:
-                assert result is not None
-                decided = Decided(relocation(result, target.cluster, self.contract, now), result.source)
+                decided = result  # the cache's own answer
             if isinstance(decided, LookupFailed):
                 WORK_ERRORS.labels(WorkDecision.BINDING_UNAVAILABLE).inc()
                 log.error(
