@@ -31,10 +31,13 @@ IO_LIBRARIES = (
 PURE_CORE = (
     "webhook.common.admission",
     "webhook.common.contract",
+    "webhook.common.correlator",
     "webhook.common.flink",
     "webhook.common.patch",
     "webhook.common.untyped",
     "webhook.common.paths",
+    "webhook.member.backend_options",
+    "webhook.member.schema",
     "webhook.member.metadata",
     "webhook.member.outcome",
     "webhook.member.updates",
@@ -71,7 +74,8 @@ KNOWN_CROSS_ROLE: set[tuple[str, str]] = set()
 # modules may import each other). A module placed nowhere fails the test: add it where it belongs.
 ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     "webhook.member": (
-        ("policy",),  # the restore policy
+        ("backend_options", "schema"),  # what each fsspec backend takes; how a policy field is declared
+        ("policy",),  # the restore policy, declared once
         ("metadata", "outcome"),  # Flink's _metadata read from bytes; what a decision is (pure)
         ("updates", "checks"),  # what an UPDATE keeps; is a snapshot restorable (both pure)
         ("restore", "failover"),  # the decision (pure)
