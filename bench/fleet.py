@@ -46,6 +46,7 @@ from tests.support.objects import (
     running_deployment,
 )
 from tests.support.operator import OperatorDouble, lost_checkpoints, overlap
+from tests.support.production import wait_for
 from tests.support.s3 import moto_server, s3_options
 from tests.support.server import generate_certs, serve
 from webhook.common.admission import parse_review
@@ -297,10 +298,7 @@ def partition_timeline(work_dir: Path) -> None:
         answer = handler(parse_review(review(obj))).to_review()["response"]
         admitted = apply(obj, decode_patch(answer))
         m2.fake.upsert(admitted)
-        deadline = t0 + 180
-        while time.monotonic() < deadline and not op2.jobs:
-            time.sleep(0.05)
-        assert op2.jobs, "the new job never started"
+        assert wait_for(lambda: bool(op2.jobs), 180), "the new job never started"
         old, new = op1.jobs[0], op2.jobs[0]
         assert old.ended is not None
         print(

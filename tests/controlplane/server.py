@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import yaml
 
 from tests.controlplane import fakeapi
 from tests.controlplane import support as s
+from tests.support.production import wait_for
 from tests.support.server import free_port
 from webhook.controlplane.record import BindingRecord
 from webhook.member.policy import DEFAULT_POLICY_FILE
@@ -51,17 +51,20 @@ class Server:
         return f"https://127.0.0.1:{self.port}"
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"server exited {self.proc.returncode}:\n{self.log.read_text()}")
-            try:
-                if requests.get(self.url + "/readyz", verify=self.ca, timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"server not ready:\n{self.log.read_text()}")
+        def ready() -> bool:
+            answer = self.get("/readyz")
+            return answer is not None and answer.status_code == 200
+
+        assert wait_for(ready, timeout), f"server not ready:\n{self.log.read_text()}"
+
+    def get(self, path: str) -> requests.Response | None:
+        """A GET of ``path``; None while nothing answers (a server that exited fails the test)."""
+        if self.proc.poll() is not None:
+            raise AssertionError(f"server exited {self.proc.returncode}:\n{self.log.read_text()}")
+        try:
+            return requests.get(self.url + path, verify=self.ca, timeout=2)
+        except requests.RequestException:
+            return None
 
     def admit(
         self, work: dict[str, Any], operation: str = "CREATE", old: dict[str, Any] | None = None
