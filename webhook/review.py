@@ -28,6 +28,7 @@ from webhook.common import documents
 from webhook.common.admission import KIND as REVIEW_KIND
 from webhook.common.admission import AdmissionRequest, AdmissionResponse, BadReview, review
 from webhook.common.contract import Contract
+from webhook.common.envoptions import positive_int
 from webhook.member.failover import NotRunning, failover_create
 from webhook.member.policy import PolicyError, load_policy, policy_notes, policy_source
 from webhook.roles import ROLES, review_handler
@@ -98,22 +99,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-bytes",
-        type=_positive,
+        type=positive_int,
         default=MAX_BODY_BYTES,
         metavar="N",
         help="refuse an input file larger than N bytes, unread (default: the server's request limit, "
         f"{MAX_BODY_BYTES}; a request the server would refuse with 413 is refused here too)",
     )
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
-    return value
 
 
 class UsageError(ValueError):

@@ -1,4 +1,5 @@
-"""Command-line options whose default comes from the environment (the chart sets them as env)."""
+"""Command-line options: defaults from the environment (the chart sets them as env), and the argument
+types more than one command takes."""
 
 from __future__ import annotations
 
@@ -36,3 +37,14 @@ def add_env_option(
         help=f"{text} (default: ${env}, else {shown})" if shown else f"{text} (${env})",
         **kwargs,
     )
+
+
+def positive_int(text: str) -> int:
+    """An argument type: a whole number of at least 1 (``--max-sets``, ``--max-bytes``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
+    return value
