@@ -104,6 +104,13 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("grpcserver",),  # the gRPC edge
         ("run",),  # wired for serve
     ),
+    # Not a role: the server every webhook role runs in (issue 31: layered like the roles).
+    "webhook.server": (
+        ("config", "logs", "metrics", "probes", "runtime", "tls"),  # settings, logs, metrics, probes, TLS
+        ("instrument",),  # what the server adds around a handler
+        ("app",),  # the Flask routes
+        ("run",),  # gunicorn, wired for serve
+    ),
     # Not a role (used by the control plane and the estimator), but layered the same way (issue 24).
     "webhook.placement": (
         ("errors",),  # PlacementInputError
