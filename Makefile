@@ -82,7 +82,9 @@ soak: $(STAMP) moto-venv
 clean:
 	rm -rf $(VENV) .venv-moto .venv-audit .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
-# The chart's values.schema.json is generated (its policy part from webhook/member/policy.py).
+# Generated from the restore policy's declaration (webhook/member/policy.py POLICY): the chart's
+# values.schema.json, its storage option names and rule checks, and the README's and docs/failover.md's
+# policy tables (tests/chart/test_schema.py fails when a committed one differs).
 .PHONY: chart-schema
 chart-schema: $(STAMP)
 	$(BIN)/python -m tests.chart.schema

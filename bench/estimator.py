@@ -31,7 +31,8 @@ from pathlib import Path
 import grpc
 
 from bench.placement import WORKLOADS, generate, shared_bench_dir
-from webhook.estimator import answer, grpcserver, wire
+from tests.support.scheduler_wire import component_pb
+from webhook.estimator import answer, grpcserver
 from webhook.estimator.proto import estimator_pb2 as pb
 from webhook.estimator.proto import service_pb2_grpc
 from webhook.placement.cluster import load_cluster_file
@@ -80,7 +81,7 @@ def round_trips(calls: int) -> list[Row]:
                         comps = load_workload(load_documents(folder / f"workload-{workload}.yaml")[0])
                         request = pb.MaxAvailableComponentSetsRequest(
                             cluster=cluster.name,
-                            components=[wire.component_pb(c) for c in comps],
+                            components=[component_pb(c) for c in comps],
                             namespace="analytics",
                         )
                         alone, alone_cpu = [], []

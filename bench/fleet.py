@@ -308,10 +308,7 @@ def partition_timeline(work_dir: Path) -> None:
         answer = handler(parse_review(review(obj))).to_review()["response"]
         admitted = apply(obj, decode_patch(answer))
         m2.fake.upsert(admitted)
-        deadline = t0 + 180
-        while time.monotonic() < deadline and not op2.jobs:
-            time.sleep(0.05)
-        assert op2.jobs, "the new job never started"
+        assert wait_for(lambda: bool(op2.jobs), 180), "the new job never started"
         old, new = op1.jobs[0], op2.jobs[0]
         assert old.ended is not None
         print(

@@ -1,4 +1,5 @@
-"""Kubernetes Events: recorded without blocking, aggregated into series as client-go's recorder does."""
+"""Kubernetes Events: recorded without blocking; rate-limited, combined and aggregated into series as
+client-go's recorder does (the decisions themselves: tests/test_correlator.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,12 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
+from prometheus_client import REGISTRY
+
+from webhook.common.correlator import COMBINED, MAX_SIMILAR, SPAM_BURST
 from webhook.common.events import (
     MAX_NOTE,
+    NORMAL,
     QUEUE_SIZE,
     SERIES_WINDOW,
     WARNING,
@@ -89,7 +94,8 @@ def test_recording_never_waits_for_the_api_server() -> None:
     api.gate.clear()  # the API server does not answer
     recorder = EventRecorder(api.create, api.patch, "c", "i")
     for i in range(QUEUE_SIZE + 50):  # returns at once; past the queue's size they are dropped
-        recorder.record(held(f"note {i}"))
+        job = Regarding("flink.apache.org/v1beta1", "FlinkDeployment", "analytics", f"job-{i}")
+        recorder.record(Occurrence(job, WARNING, "Held", "Hold", "held"))  # one each: under every limit
     api.gate.set()
     recorder.close(wait=30)
     assert QUEUE_SIZE <= len(api.created) <= QUEUE_SIZE + 1
@@ -101,3 +107,24 @@ def test_a_long_note_is_cut_to_what_the_api_accepts() -> None:
     recorder.record(held("x" * 5000))
     recorder.close()
     assert len(api.created[0]["note"]) == MAX_NOTE
+
+
+def test_notes_of_one_hold_are_combined_and_past_the_objects_burst_nothing_is_written() -> None:
+    """A job held poll after poll with a changing note (its heartbeat's age): ten notes become one
+    combined Event that counts on, and past the object's burst nothing is written at all."""
+    api, now = Api(), [0.0]
+    recorder = EventRecorder(api.create, api.patch, "c", "i", lambda: now[0])
+    limited = REGISTRY.get_sample_value("flink_failover_events_rate_limited_total") or 0.0
+    for age in range(SPAM_BURST + 5):
+        recorder.record(held(f"held until member1 stops; heartbeat age {age}s"))
+    recorder.close(wait=30)
+    notes = [e["note"] for e in api.created]
+    assert len(notes) == MAX_SIMILAR and notes[-1].startswith(COMBINED)
+    assert [body["series"]["count"] for _, body in api.patched] == list(
+        range(2, SPAM_BURST - MAX_SIMILAR + 2)
+    )
+    assert REGISTRY.get_sample_value("flink_failover_events_rate_limited_total") == limited + 5
+    recorder = EventRecorder(api.create, api.patch, "c", "i", lambda: now[0])
+    recorder.record(Occurrence(ORDERS, NORMAL, "Released", "Release", "released"))
+    recorder.close()
+    assert api.created[-1]["reason"] == "Released"  # a new recorder, a new budget (per process)

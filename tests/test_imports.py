@@ -31,10 +31,13 @@ IO_LIBRARIES = (
 PURE_CORE = (
     "webhook.common.admission",
     "webhook.common.contract",
+    "webhook.common.correlator",
     "webhook.common.flink",
     "webhook.common.patch",
     "webhook.common.untyped",
     "webhook.common.paths",
+    "webhook.member.backend_options",
+    "webhook.member.schema",
     "webhook.member.metadata",
     "webhook.member.outcome",
     "webhook.member.updates",
@@ -71,7 +74,8 @@ KNOWN_CROSS_ROLE: set[tuple[str, str]] = set()
 # modules may import each other). A module placed nowhere fails the test: add it where it belongs.
 ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     "webhook.member": (
-        ("policy",),  # the restore policy
+        ("backend_options", "schema"),  # what each fsspec backend takes; how a policy field is declared
+        ("policy",),  # the restore policy, declared once
         ("metadata", "outcome"),  # Flink's _metadata read from bytes; what a decision is (pure)
         ("updates", "checks"),  # what an UPDATE keeps; is a snapshot restorable (both pure)
         ("restore", "failover"),  # the decision (pure)
@@ -107,6 +111,13 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("wire", "state", "answer", "member_api"),  # requests read, the watched state, the replies
         ("grpcserver",),  # the gRPC edge
         ("run",),  # wired for serve
+    ),
+    # Not a role: the server every webhook role runs in (issue 31: layered like the roles).
+    "webhook.server": (
+        ("config", "logs", "metrics", "probes", "runtime", "tls"),  # settings, logs, metrics, probes, TLS
+        ("instrument",),  # what the server adds around a handler
+        ("app",),  # the Flask routes
+        ("run",),  # gunicorn, wired for serve
     ),
     # Not a role (used by the control plane and the estimator), but layered the same way (issue 24).
     "webhook.placement": (

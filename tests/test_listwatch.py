@@ -10,6 +10,8 @@ import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+import pytest
+
 from webhook.common.kubeclient import ApiFailure, Backoff, Page, WatchEnded, WatchEvent
 from webhook.common.listwatch import ListWatch
 
@@ -99,3 +101,26 @@ def test_410_as_an_answer_relists_at_once_and_a_stop_ends_the_watch() -> None:
     loop.run()
     assert script.calls == ["list", "watch@1", "list", "watch@2"]
     assert script.restarts == ["gone"] and loop.resource_version == "3"
+
+
+def test_backoff_doubles_to_its_cap_and_each_pause_is_jittered_below_its_base() -> None:
+    draws = iter([0.0, 0.999, 0.5, 0.25, 0.0, 0.999])
+    backoff = Backoff(initial=1.0, maximum=4.0, jitter=0.5, draw=lambda: next(draws))
+    pauses = [backoff.next() for _ in range(5)]
+    assert pauses == [1.0, 2.0 * (1 - 0.4995), 4.0 * 0.75, 4.0 * 0.875, 4.0]  # base 1, 2, 4, 4 (the cap), 4
+    backoff.reset()
+    assert backoff.next() == 1.0 * (1 - 0.4995)  # from the start again
+
+
+def test_replicas_that_fail_together_do_not_retry_in_step() -> None:
+    """The default random source: ten loops that lost the API server at once pause for ten different
+    times, each in [base / 2, base]."""
+    pauses = [Backoff(initial=1.0).next() for _ in range(10)]
+    assert all(0.5 <= p <= 1.0 for p in pauses)
+    assert len(set(pauses)) == 10
+
+
+@pytest.mark.parametrize("jitter", [-0.1, 1.5])
+def test_backoff_refuses_a_jitter_outside_zero_to_one(jitter: float) -> None:
+    with pytest.raises(ValueError, match="jitter must be in"):
+        Backoff(jitter=jitter)

@@ -115,3 +115,20 @@ def test_member_with_kubeconfig_and_cluster_gets_a_fencing_target(monkeypatch: p
     reads = member_options.from_args(parse(["serve", "--read-session-clusters"]), RestorePolicy())
     assert isinstance(reads, member_options.MemberOptions) and reads.fencing is None
     assert reads.own_cluster == ClientConfig()
+
+
+def test_the_agent_users_come_from_the_environment_and_the_options_alike(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``$FLINK_FAILOVER_AGENT_USERS`` (comma-separated, the chart's) through ``add_env_option``, each
+    ``--agent-user`` added to it; ``$FLINK_FAILOVER_CLUSTER`` is ``--cluster``'s default."""
+    from webhook.member.policy import RestorePolicy
+
+    monkeypatch.setenv("FLINK_FAILOVER_AGENT_USERS", "system:serviceaccount:ff:agent, ops")
+    monkeypatch.setenv("FLINK_FAILOVER_CLUSTER", "member2")
+    args = build_parser().parse_args(["serve", "--kubeconfig", "/k", "--agent-user", "alice"])
+    options = member_options.from_args(args, RestorePolicy())
+    assert isinstance(options, member_options.MemberOptions)
+    assert options.agent_users == frozenset({"system:serviceaccount:ff:agent", "ops", "alice"})
+    assert options.fencing is not None and options.fencing.cluster == "member2"
+    assert roles.refused_options(roles.SERVED["member"], getattr(args, roles.GIVEN, {})) == []

@@ -3,30 +3,39 @@
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 from collections.abc import Sequence
+from types import ModuleType
 
 from webhook import __version__
 
-# name -> (module, one-line help). A module exposes add_arguments(parser) and run(args) -> exit code.
-SUBCOMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("webhook.roles", "run the admission webhook server (member, control-plane or estimator role)"),
-    "review": (
-        "webhook.review",
-        "answer an AdmissionReview or a bare Flink object offline, as the server would",
-    ),
-    "certs": ("webhook.certs.cli", "generate, renew and publish the webhook's TLS certificates"),
-    "placement": ("webhook.placement.cli", "how many complete component sets fit each cluster, and where"),
-    "release": (
-        "webhook.member.fencing.release",
-        "start a job held for fencing, by hand (the old copy is gone)",
-    ),
-    "status": (
-        "webhook.member.fencing.status",
-        "every job's fencing state on a member cluster: held, whom it waits for, the ownership records",
-    ),
+# The one-line help of each command. Its module (imported by name in ``_commands``: a literal import, so
+# the import test and a reader see the edge) exposes add_arguments(parser) and run(args) -> exit code.
+SUMMARIES: dict[str, str] = {
+    "serve": "run the admission webhook server (member, control-plane or estimator role)",
+    "review": "answer an AdmissionReview or a bare Flink object offline, as the server would",
+    "certs": "generate, renew and publish the webhook's TLS certificates",
+    "placement": "how many complete component sets fit each cluster, and where",
+    "release": "start a job held for fencing, by hand (the old copy is gone)",
+    "status": "every job's fencing state on a member cluster: held, whom it waits for, the ownership records",
 }
+
+
+def _commands() -> dict[str, ModuleType]:
+    """The command modules, imported when the parser is built, not when ``webhook.cli`` is imported."""
+    from webhook import review, roles
+    from webhook.certs import cli as certs
+    from webhook.member.fencing import release, status
+    from webhook.placement import cli as placement
+
+    return {
+        "serve": roles,
+        "review": review,
+        "certs": certs,
+        "placement": placement,
+        "release": release,
+        "status": status,
+    }
 
 
 DESCRIPTION = """\
@@ -78,8 +87,8 @@ def build_parser(help_role: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"flink-failover {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name, (module_name, help_text) in SUBCOMMANDS.items():
-        module = importlib.import_module(module_name)
+    for name, module in _commands().items():
+        help_text = SUMMARIES[name]
         # A module's HELP is what a user reads; its docstring is for developers.
         description = getattr(module, "HELP", None) or module.__doc__
         command = sub.add_parser(name, help=help_text, description=description, formatter_class=HelpFormatter)

@@ -22,13 +22,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import jsonpatch
 import yaml
 
 from webhook.common import documents
 from webhook.common.admission import KIND as REVIEW_KIND
 from webhook.common.admission import AdmissionRequest, AdmissionResponse, BadReview, review
 from webhook.common.contract import Contract
+from webhook.common.envoptions import positive_int
 from webhook.member.failover import NotRunning, failover_create
 from webhook.member.policy import PolicyError, load_policy, policy_notes, policy_source
 from webhook.roles import ROLES, review_handler
@@ -108,22 +108,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-bytes",
-        type=_positive,
+        type=positive_int,
         default=MAX_BODY_BYTES,
         metavar="N",
         help="refuse an input file larger than N bytes, unread (default: the server's request limit, "
         f"{MAX_BODY_BYTES}; a request the server would refuse with 413 is refused here too)",
     )
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
-    return value
 
 
 class UsageError(ValueError):
@@ -259,6 +249,14 @@ def requests_from(
     return bodies
 
 
+def _can_apply_patches() -> bool:
+    try:
+        import jsonpatch  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def _limit(args: argparse.Namespace) -> int:
     return int(getattr(args, "max_bytes", None) or MAX_BODY_BYTES)
 
@@ -274,6 +272,8 @@ class Reviewed:
         return _describe(self.request.object) if self.request.object else f"request {self.request.uid}"
 
     def patched(self) -> Any:
+        import jsonpatch  # the review extra (checked by ``run`` before anything is reviewed)
+
         obj = self.request.object
         return jsonpatch.apply_patch(obj, self.response.patch) if self.response.patch else obj
 
@@ -330,6 +330,11 @@ def explain(answer: Reviewed, numbered: bool = False) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if (args.diff or args.print_object) and not _can_apply_patches():
+        return _fail(
+            "--print-object and --diff apply the answer's patch with jsonpatch, which is not installed: "
+            "pip install 'flink-failover[review]'"
+        )
     if args.cluster:
         from webhook.member.fencing.layout import ClusterNameError, check_cluster_name
 

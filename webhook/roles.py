@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.common.admission import Handler, OnError
+from webhook.common.envoptions import CLUSTER_ENV, add_env_option
 from webhook.controlplane import options as control_plane_options
 from webhook.estimator import options as estimator_options  # options only: no gRPC loaded here
 from webhook.member import options as member_options
@@ -354,13 +355,15 @@ def add_arguments(parser: argparse.ArgumentParser, only: str | None = None) -> N
     )
     kube.add_argument("--context", default=None, help="kubeconfig context (default: its current one)")
     if shows(MEMBER, ESTIMATOR):
-        kube.add_argument(
+        add_env_option(
+            kube,
             "--cluster",
-            "--cluster-name",  # Karmada's estimator spells it so
+            CLUSTER_ENV,
+            "",
+            "the member cluster's name in Karmada; member: runs the fencing agent (one running copy); "
+            "estimator: requests for other clusters are refused",
+            aliases=("--cluster-name",),  # Karmada's estimator spells it so
             dest="cluster",
-            default=os.environ.get("FLINK_FAILOVER_CLUSTER", ""),
-            help="the member cluster's name in Karmada; member: runs the fencing agent (one running copy); "
-            "estimator: requests for other clusters are refused ($FLINK_FAILOVER_CLUSTER)",
         )
     if shows(CONTROL_PLANE):
         control_plane_options.add_arguments(parser)

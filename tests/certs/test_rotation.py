@@ -24,6 +24,7 @@ import requests
 from cryptography import x509
 
 from tests.conftest import REPO
+from tests.support.production import wait_for
 from tests.support.server import stop_group
 from webhook.certs import store
 from webhook.member.policy import DEFAULT_POLICY_FILE
@@ -136,20 +137,18 @@ def free_port() -> int:
 
 
 def wait_healthy(port: int, ca_file: Path, proc: subprocess.Popen[bytes]) -> None:
-    deadline = time.monotonic() + STARTUP_SECONDS
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         if proc.poll() is not None:
             raise AssertionError(f"server exited with {proc.returncode}")
         try:
-            if (
+            return (
                 requests.get(f"https://{HOST}:{port}/readyz", verify=str(ca_file), timeout=2).status_code
                 == 200
-            ):
-                return
+            )
         except requests.RequestException:
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"server not ready within {STARTUP_SECONDS} s")
+            return False
+
+    assert wait_for(ready, STARTUP_SECONDS), f"server not ready within {STARTUP_SECONDS} s"
 
 
 def serial_of(files: dict[str, bytes]) -> int:
@@ -194,10 +193,10 @@ def test_rotation_under_load_loses_no_request(tmp_path: Path) -> None:
         worker.start()
         # traffic on the old certificate first: wait for it (before: a 1.5 s sleep, which a loaded
         # machine could fill with fewer requests than the test then required)
-        started = time.monotonic()
-        while len(load.results) < BEFORE_ROTATION and not load.failures:
-            assert time.monotonic() - started < STARTUP_SECONDS, "no traffic on the old certificate"
-            time.sleep(0.05)
+        traffic = wait_for(
+            lambda: len(load.results) >= BEFORE_ROTATION or bool(load.failures), STARTUP_SECONDS
+        )
+        assert traffic, "no traffic on the old certificate"
 
         renewed = store.renew(first, force=True).files  # same CA, new key, new serial
         assert renewed[store.TLS_KEY] != first[store.TLS_KEY]
@@ -205,17 +204,16 @@ def test_rotation_under_load_loses_no_request(tmp_path: Path) -> None:
         rotated_at = time.monotonic()
         volume.publish(renewed)
 
-        # keep going until the new certificate is served steadily (or the time limit)
-        limit = rotated_at + PICKUP_WAIT
-        while time.monotonic() < limit:
-            tail = [s for _, s in load.results[-STEADY_AFTER:]]
-            if (
-                len(tail) == STEADY_AFTER
-                and set(tail) == {new_serial}
-                and load.results[-STEADY_AFTER][0] > rotated_at
-            ):
-                break
-            time.sleep(0.05)
+        # keep going until the new certificate is served steadily (or the time limit; judged below)
+        def steady() -> bool:
+            recent = load.results[-STEADY_AFTER:]
+            return (
+                len(recent) == STEADY_AFTER
+                and {s for _, s in recent} == {new_serial}
+                and recent[0][0] > rotated_at
+            )
+
+        wait_for(steady, PICKUP_WAIT)
         load.stop.set()
         worker.join(30)
         assert not worker.is_alive()

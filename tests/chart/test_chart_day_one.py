@@ -257,7 +257,7 @@ def _typos() -> dict[str, dict[str, str]]:
     """Near misses of real option names, in several backends: one letter dropped, doubled, swapped for
     another, camelCase, a hyphen; and a name near nothing."""
     from webhook.common.paths import FSSPEC_PROTOCOL
-    from webhook.member.policy import STORAGE_OPTIONS
+    from webhook.member.backend_options import STORAGE_OPTIONS
 
     out: dict[str, dict[str, str]] = {}
     for scheme in ("s3", "gs", "abfs", "oss", "file", "hdfs"):

@@ -207,14 +207,14 @@ class FakeKarmada:
         return value if isinstance(value, str) else None
 
     def wait_for(self, predicate: Any, timeout: float = 20.0) -> bool:
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while not predicate():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self.cond.wait(min(remaining, 0.05))
-            return True
+        """``production.wait_for``, with ``predicate`` read under this server's lock (a consistent view)."""
+        from tests.support.production import wait_for  # production builds its members on this module
+
+        def held() -> bool:
+            with self.cond:
+                return bool(predicate())
+
+        return wait_for(held, timeout)
 
     # --- Leases: GET, POST (409 when it exists), PUT (409 on a stale resourceVersion) -------------
     def lease_holder(self, namespace: str, name: str) -> str:

@@ -20,7 +20,7 @@ import yaml
 from tests.conftest import REPO
 from tests.controlplane import fakeapi
 from tests.support.server import RunningServer, generate_certs, serve
-from webhook.controlplane.record import Record
+from webhook.controlplane.record import BindingRecord
 from webhook.member.policy import DEFAULT_POLICY_FILE
 from webhook.review import wrap
 
@@ -60,8 +60,8 @@ def captured_job(fake: fakeapi.FakeKarmada, name: str) -> str:
     with fake.cond:
         obj = fake.objects.get((NS_BINDINGS, name))
         raw = obj and obj["metadata"].get("annotations", {}).get(KEY)
-    record = Record.loads(raw) if raw else None
-    return record.cluster("eu-west").job_id if isinstance(record, Record) else ""
+    record = BindingRecord.loads(raw) if raw else None
+    return record.cluster("eu-west").job_id if isinstance(record, BindingRecord) else ""
 
 
 NS_BINDINGS = "payments"

@@ -10,10 +10,11 @@ from typing import Any
 
 from tests.controlplane import fakeapi
 from tests.controlplane import support as s
+from tests.support.production import wait_for
 from webhook.common.kubeclient import Backoff, ClientConfig
 from webhook.controlplane.karmada import KarmadaApi
 from webhook.controlplane.lookup import BindingCache
-from webhook.controlplane.record import Record
+from webhook.controlplane.record import BindingRecord
 from webhook.controlplane.watch import Watcher
 
 KEY = "flink-failover.io/last-known-state"
@@ -54,7 +55,7 @@ class Loop:
 
     def __enter__(self) -> Loop:
         self.thread.start()
-        assert self.cache.wait_synced(20)
+        assert wait_for(lambda: self.cache.synced, 20)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -63,13 +64,20 @@ class Loop:
         self.thread.join(20)
         assert not self.thread.is_alive()
 
-    def caught_up(self) -> bool:
-        """The loop has handled every event the server has (no timing assumptions)."""
-        return self.server.fake.wait_for(lambda: self.watcher.resource_version == str(self.server.fake.rv))
+    def settled(self) -> bool:
+        """The loop has handled every event the server has, and persisted every record it decided on: a
+        patch waiting or in flight is not caught up (its echo comes after it lands)."""
+        cached = self.cache.keys()  # a set (BindingCache is no mapping)
+        pending = any(self.watcher.writer.unsettled(key) for key in cached)
+        return not pending and self.watcher.resource_version == str(self.server.fake.rv)
 
-    def record(self, namespace: str = NS, name: str = NAME) -> Record:
+    def caught_up(self) -> bool:
+        """Waits until ``settled`` (no timing assumptions)."""
+        return self.server.fake.wait_for(self.settled)
+
+    def record(self, namespace: str = NS, name: str = NAME) -> BindingRecord:
         raw = self.server.fake.annotation(namespace, name, KEY)
         assert raw is not None, "no record persisted"
-        parsed = Record.loads(raw)
-        assert isinstance(parsed, Record), parsed
+        parsed = BindingRecord.loads(raw)
+        assert isinstance(parsed, BindingRecord), parsed
         return parsed

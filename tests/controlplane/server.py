@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,8 +17,9 @@ import yaml
 
 from tests.controlplane import fakeapi
 from tests.controlplane import support as s
+from tests.support.production import wait_for
 from tests.support.server import free_port
-from webhook.controlplane.record import Record
+from webhook.controlplane.record import BindingRecord
 from webhook.member.policy import DEFAULT_POLICY_FILE
 
 BIN = Path(sys.executable).parent / "flink-failover"
@@ -51,17 +51,20 @@ class Server:
         return f"https://127.0.0.1:{self.port}"
 
     def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"server exited {self.proc.returncode}:\n{self.log.read_text()}")
-            try:
-                if requests.get(self.url + "/readyz", verify=self.ca, timeout=2).status_code == 200:
-                    return
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"server not ready:\n{self.log.read_text()}")
+        def ready() -> bool:
+            answer = self.get("/readyz")
+            return answer is not None and answer.status_code == 200
+
+        assert wait_for(ready, timeout), f"server not ready:\n{self.log.read_text()}"
+
+    def get(self, path: str) -> requests.Response | None:
+        """A GET of ``path``; None while nothing answers (a server that exited fails the test)."""
+        if self.proc.poll() is not None:
+            raise AssertionError(f"server exited {self.proc.returncode}:\n{self.log.read_text()}")
+        try:
+            return requests.get(self.url + path, verify=self.ca, timeout=2)
+        except requests.RequestException:
+            return None
 
     def admit(
         self, work: dict[str, Any], operation: str = "CREATE", old: dict[str, Any] | None = None
@@ -89,11 +92,11 @@ class Server:
                 self.proc.wait(10)
 
 
-def stored_record(fake: fakeapi.FakeKarmada, name: str) -> Record | None:
+def stored_record(fake: fakeapi.FakeKarmada, name: str) -> BindingRecord | None:
     obj = fake.objects.get((NS, name))
     raw = obj and obj["metadata"].get("annotations", {}).get(KEY)
-    parsed = Record.loads(raw) if raw else None
-    return parsed if isinstance(parsed, Record) else None
+    parsed = BindingRecord.loads(raw) if raw else None
+    return parsed if isinstance(parsed, BindingRecord) else None
 
 
 def ours(review: dict[str, Any], work: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
@@ -129,9 +132,11 @@ def review_offline(workdir: Path, objects: list[dict[str, Any]], review: dict[st
     return answer
 
 
-def wait_record(fake: fakeapi.FakeKarmada, name: str, predicate: Callable[[Record], bool]) -> Record:
+def wait_record(
+    fake: fakeapi.FakeKarmada, name: str, predicate: Callable[[BindingRecord], bool]
+) -> BindingRecord:
     """The record persisted on binding ``name`` once it satisfies ``predicate``; fails after 20 s."""
-    found: list[Record] = []
+    found: list[BindingRecord] = []
 
     def check() -> bool:
         record = stored_record(fake, name)

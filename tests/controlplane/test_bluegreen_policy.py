@@ -17,7 +17,7 @@ from tests.support.karmada_lua import karmada_lua, restore_empty
 from webhook.common.flink import started_from
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
-from webhook.controlplane.record import Record
+from webhook.controlplane.record import BindingRecord
 
 pytestmark = pytest.mark.shared
 
@@ -98,7 +98,7 @@ def test_reflected_status_carries_the_running_childs_job_to_the_record(example: 
             "status": {"aggregatedStatus": [{"clusterName": "member1", "status": reflected}]},
         }
     )
-    state = observe(Record(), binding, datetime(2026, 12, 1, tzinfo=UTC)).cluster("member1")
+    state = observe(BindingRecord(), binding, datetime(2026, 12, 1, tzinfo=UTC)).cluster("member1")
     assert state.job_id == BLUE_JOB
     assert state.started_from == START  # the first child, blue, started from the template's path
 

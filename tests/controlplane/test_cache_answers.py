@@ -22,7 +22,7 @@ from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
 from webhook.controlplane.handler import WorkHandler, internal_error
 from webhook.controlplane.lookup import BindingLookupResult, Found
-from webhook.controlplane.record import Record
+from webhook.controlplane.record import BindingRecord
 from webhook.member.policy import RestorePolicy
 
 NAME = "orders-flinkdeployment"
@@ -39,7 +39,7 @@ class TwoViews:
 
     def _found(self, obj: dict[str, Any], source: str) -> Found:
         binding = Binding.from_object(obj)
-        return Found(binding, observe(Record(), binding, NOW), source)
+        return Found(binding, observe(BindingRecord(), binding, NOW), source)
 
     def cached(self, namespace: str, name: str) -> Found | None:
         return None if self.cache is None else self._found(self.cache, "cache")

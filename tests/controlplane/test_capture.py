@@ -15,10 +15,10 @@ from webhook.controlplane.binding import Binding, savepoint_location
 from webhook.controlplane.capture import capture, observe
 from webhook.controlplane.record import (
     MAX_HISTORY,
+    BindingRecord,
     ClusterRecord,
     HistoryEntry,
     HistoryType,
-    Record,
     RecordError,
     StoredRecord,
     read_annotation,
@@ -28,8 +28,8 @@ KEY = "flink-failover.io/last-known-state"
 T0 = s.FIXED_NOW
 
 
-def _fold(*objs: dict[str, Any]) -> Record:
-    record = Record()
+def _fold(*objs: dict[str, Any]) -> BindingRecord:
+    record = BindingRecord()
     for i, obj in enumerate(objs):
         record = observe(record, Binding.from_object(obj), T0 + timedelta(minutes=i))
     return record
@@ -39,7 +39,7 @@ def _fold(*objs: dict[str, Any]) -> Record:
 
 
 def test_record_round_trip() -> None:
-    record = Record(
+    record = BindingRecord(
         clusters=(
             (
                 "member1",
@@ -55,7 +55,7 @@ def test_record_round_trip() -> None:
         failover_count=1,
     )
     text = record.dumps()
-    assert Record.loads(text) == record
+    assert BindingRecord.loads(text) == record
     doc = json.loads(text)
     assert doc["version"] == 1
     assert doc["clusters"]["member1"] == {
@@ -89,9 +89,9 @@ def test_record_round_trip() -> None:
     ],
 )
 def test_bad_records_are_errors_not_exceptions(text: str) -> None:
-    assert isinstance(Record.loads(text), RecordError)
+    assert isinstance(BindingRecord.loads(text), RecordError)
     stored = read_annotation({KEY: text}, KEY)
-    assert stored.present and stored.error and stored.record == Record()
+    assert stored.present and stored.error and stored.record == BindingRecord()
 
 
 def test_missing_annotation() -> None:
@@ -142,9 +142,9 @@ def test_observe_is_a_fixpoint_and_capture_patches_only_on_change(shared_data: P
         "scenD-appfailover/rb-after-failover.json",
     ):
         binding = Binding.from_object(s.binding(shared_data, name))
-        once = observe(Record(), binding, T0)
+        once = observe(BindingRecord(), binding, T0)
         assert observe(once, binding, T0 + timedelta(hours=1)) == once
-        first = capture(Record(), StoredRecord(), binding, T0)
+        first = capture(BindingRecord(), StoredRecord(), binding, T0)
         assert first.write
         stored = read_annotation({KEY: first.record.dumps()}, KEY)
         assert not capture(first.record, stored, binding, T0 + timedelta(hours=1)).write
@@ -153,11 +153,11 @@ def test_observe_is_a_fixpoint_and_capture_patches_only_on_change(shared_data: P
 @pytest.mark.shared
 def test_nothing_to_record_means_no_patch(shared_data: Path) -> None:
     final = Binding.from_object(s.binding(shared_data, "scenA/rb-final.json"))
-    result = capture(Record(), StoredRecord(), final, T0)
+    result = capture(BindingRecord(), StoredRecord(), final, T0)
     assert result.record.placement == ("member2",)  # a placement alone is worth keeping
     bare = copy.deepcopy(s.binding(shared_data, "scenA/rb-final.json"))
     bare["spec"]["clusters"] = []
-    assert not capture(Record(), StoredRecord(), Binding.from_object(bare), T0).write
+    assert not capture(BindingRecord(), StoredRecord(), Binding.from_object(bare), T0).write
 
 
 @pytest.mark.shared
@@ -187,7 +187,7 @@ def test_only_running_jobs_are_good_states(shared_data: Path) -> None:
     assert (state.job_id, state.observed_job_id, state.observed_state) == (s.JOB_A, s.JOB_B, "CREATED")
     # A RUNNING status whose jobId is not a jobId is not a good state.
     odd = s.set_statuses(copy.deepcopy(rb), {"member2": s.flink_status("not-a-job-id")})
-    assert not observe(Record(), Binding.from_object(odd), T0).cluster("member2").good
+    assert not observe(BindingRecord(), Binding.from_object(odd), T0).cluster("member2").good
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import observe
 from webhook.controlplane.handler import WorkHandler, internal_error
 from webhook.controlplane.lookup import BindingLookupResult
-from webhook.controlplane.record import Record
+from webhook.controlplane.record import BindingRecord
 from webhook.member.handler import MemberHandler
 from webhook.member.policy import RestorePolicy
 
@@ -37,7 +37,7 @@ STARTED_FROM = "flink-failover.io/started-from"
 def captured(shared: Path, *bindings: dict[str, Any]) -> str:
     """The record the capture loop would have stored after seeing ``bindings`` in order, each seen a
     few seconds after Karmada last changed it (its lastScheduledTime or newest eviction task)."""
-    record = Record()
+    record = BindingRecord()
     moment = datetime.min.replace(tzinfo=UTC)
     for obj in bindings:
         s.validate_binding(shared, obj)

@@ -26,7 +26,7 @@ from webhook.controlplane.binding import REMOVED_PURGE_MODES, Binding, removed_p
 from webhook.controlplane.capture import observe
 from webhook.controlplane.handler import WorkHandler, internal_error
 from webhook.controlplane.lookup import BindingCache
-from webhook.controlplane.record import Record
+from webhook.controlplane.record import BindingRecord
 from webhook.controlplane.watch import Watcher
 from webhook.member.policy import RestorePolicy
 
@@ -91,8 +91,8 @@ def test_capture_records_the_same_from_v119_bindings(shared_data: Path) -> None:
     after = s.binding(shared_data, "scenA/rb-after-failover.json")
     moments = [datetime(2026, 11, 29, 14, 0, tzinfo=UTC), datetime(2026, 11, 29, 14, 2, tzinfo=UTC)]
 
-    def fold(*bindings: dict[str, Any]) -> Record:
-        record = Record()
+    def fold(*bindings: dict[str, Any]) -> BindingRecord:
+        record = BindingRecord()
         for obj, moment in zip(bindings, moments, strict=True):
             record = observe(record, Binding.from_object(obj), moment)
         return record

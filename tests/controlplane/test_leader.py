@@ -20,6 +20,7 @@ import pytest
 from tests.controlplane import fakeapi
 from tests.controlplane.handover import LEASE, NS, run_hand_over
 from webhook.common.kubeclient import ApiFailure, ClientConfig
+from webhook.common.kubeobjects import micro_time
 from webhook.controlplane.karmada import KarmadaApi
 from webhook.controlplane.leader import (
     ElectionConfig,
@@ -27,7 +28,6 @@ from webhook.controlplane.leader import (
     LeaderElector,
     LeaseRecord,
     claim,
-    micro_time,
 )
 from webhook.member.policy import DEFAULT_POLICY_FILE
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from webhook.common.flink import is_job_id
 from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import capture, observe
-from webhook.controlplane.record import Record, read_annotation
+from webhook.controlplane.record import BindingRecord, read_annotation
 from webhook.controlplane.relocation import Relocation, decide_relocation
 from webhook.member.policy import RestorePolicy
 
@@ -85,7 +85,7 @@ bindings = st.builds(
 @settings(max_examples=150, deadline=None)
 @given(st.lists(bindings, min_size=1, max_size=6))
 def test_capture_is_a_fixpoint_and_never_forgets(sequence: list[dict[str, Any]]) -> None:
-    record = Record()
+    record = BindingRecord()
     key = "flink-failover.io/last-known-state"
     for step, obj in enumerate(sequence):
         binding = Binding.from_object(obj)
@@ -96,7 +96,7 @@ def test_capture_is_a_fixpoint_and_never_forgets(sequence: list[dict[str, Any]])
         for cluster, state in record.clusters:
             if state.good:  # a good state is replaced only by a newer good state, never dropped
                 assert folded.cluster(cluster).good
-        assert Record.loads(folded.dumps()) == folded
+        assert BindingRecord.loads(folded.dumps()) == folded
         result = capture(folded, read_annotation({key: folded.dumps()}, key), binding, now)
         assert not result.write
         record = folded
@@ -105,7 +105,7 @@ def test_capture_is_a_fixpoint_and_never_forgets(sequence: list[dict[str, Any]])
 @settings(max_examples=200, deadline=None)
 @given(st.lists(bindings, min_size=1, max_size=5), st.sampled_from(CLUSTERS))
 def test_decisions_are_safe(sequence: list[dict[str, Any]], target: str) -> None:
-    record = Record()
+    record = BindingRecord()
     for step, obj in enumerate(sequence):
         record = observe(record, Binding.from_object(obj), T0 + timedelta(minutes=40 + step))
     last = Binding.from_object(copy.deepcopy(sequence[-1]))
@@ -163,7 +163,7 @@ def test_a_returned_job_running_on_target_keeps_the_return_as_its_failover() -> 
         },
     }
     binding = Binding.from_object(obj)
-    record = observe(Record(), binding, T0 + timedelta(minutes=40))
+    record = observe(BindingRecord(), binding, T0 + timedelta(minutes=40))
     decision = decide_relocation(record, binding, "member1", LABELS, T0 + timedelta(hours=2))
     assert decision.outcome is Relocation.RUNNING_ON_TARGET
     assert decision.newest is not None

@@ -26,7 +26,7 @@ from webhook.controlplane.capture import observe
 from webhook.controlplane.handler import WorkHandler, internal_error
 from webhook.controlplane.karmada import KarmadaApi
 from webhook.controlplane.lookup import BindingCache, BindingLookupResult, Entry, Found, FreshLookup
-from webhook.controlplane.record import HistoryType, Record
+from webhook.controlplane.record import BindingRecord, HistoryType
 from webhook.controlplane.relocation import Relocation, decide_relocation
 from webhook.member.policy import RestorePolicy
 
@@ -43,7 +43,7 @@ class Fixed:
     """A lookup that hands the webhook one binding and the record it is to start from."""
 
     binding: Mapping[str, Any]
-    record: Record
+    record: BindingRecord
 
     def lookup(self, namespace: str, name: str) -> BindingLookupResult:
         return Found(Binding.from_object(self.binding), self.record, "api")
@@ -54,7 +54,7 @@ class Fixed:
 
 def admit(
     binding: Mapping[str, Any],
-    record: Record,
+    record: BindingRecord,
     work: dict[str, Any],
     now: datetime,
     operation: str = "CREATE",
@@ -70,7 +70,7 @@ def admit(
     return ours(meta.get("labels", {})), ours(meta.get("annotations", {})), patched, response.decision
 
 
-def fold(record: Record, steps: list[r.Step]) -> Record:
+def fold(record: BindingRecord, steps: list[r.Step]) -> BindingRecord:
     for step in steps:
         record = observe(record, Binding.from_object(step.obj), step.moment)
     return record
@@ -114,11 +114,13 @@ def test_replayed_objects_match_the_recorded_full_objects() -> None:
 # --- 1. Gracefully: the Work arrives before any watch has the move ----------------------------------
 
 
-def race() -> tuple[Record, list[r.Step], dict[str, Any]]:
+def race() -> tuple[BindingRecord, list[r.Step], dict[str, Any]]:
     """The record capture held when the Work CREATE arrived (07:15:00.024), every step, and the Work."""
     start = r.binding("gracefully-race/rb-0-before-eviction.json")
     steps = r.replay("gracefully-race", start)
-    record = observe(Record(), Binding.from_object(r.running_before(start, "member1")), r.at("07:14:41.600"))
+    record = observe(
+        BindingRecord(), Binding.from_object(r.running_before(start, "member1")), r.at("07:14:41.600")
+    )
     # Capture had seen the eviction (07:14:59.991) and not yet the scheduler's move (07:15:00.010).
     seen = [step for step in steps if step.moment <= r.at("07:14:59.991")]
     return fold(record, seen), steps, r.work_create("gracefully-race/work-create-member2.audit.json")
@@ -170,7 +172,7 @@ def test_gracefully_every_later_reapply_keeps_the_labels_time_and_count() -> Non
 # --- 2. Return to a cluster the job ran on before -----------------------------------------------------
 
 
-def round_trip(member2_runs: bool = False) -> tuple[Record, dict[str, Any], dict[str, Any]]:
+def round_trip(member2_runs: bool = False) -> tuple[BindingRecord, dict[str, Any], dict[str, Any]]:
     start = r.binding("return-to-previous/rb-1-before-first-failover.json")
     steps = r.replay("return-to-previous", start)
     if member2_runs:  # the variant where the job on member2 did run (and got a new jobId)
@@ -179,7 +181,7 @@ def round_trip(member2_runs: bool = False) -> tuple[Record, dict[str, Any], dict
                 job = entry.get("status", {}).get("jobStatus")
                 if entry["clusterName"] == "member2" and job:
                     job["state"] = "RUNNING"
-    record = observe(Record(), Binding.from_object(start), r.at("07:17:11.034"))
+    record = observe(BindingRecord(), Binding.from_object(start), r.at("07:17:11.034"))
     # Capture had everything up to the scheduler's move back (07:17:27.208): the Work came 5 ms later.
     record = fold(record, [step for step in steps if step.moment < r.at("07:17:27.208")])
     fresh = next(step.obj for step in steps if step.obj["metadata"]["resourceVersion"] == "2836")
@@ -248,7 +250,7 @@ def test_a_task_seen_before_and_after_its_stamp_is_one_eviction() -> None:
         stamped = r.binding(f"eviction-task-stamp/{example}-rb-2-task-stamped.json")
         assert "creationTimestamp" not in unstamped["spec"]["gracefulEvictionTasks"][0]
         first_seen = r.at("07:00:00.100")
-        record = observe(Record(placement=(cluster,)), Binding.from_object(unstamped), first_seen)
+        record = observe(BindingRecord(placement=(cluster,)), Binding.from_object(unstamped), first_seen)
         after = observe(record, Binding.from_object(stamped), r.at("07:00:00.400"))
         evictions = [e for e in after.history if e.type is HistoryType.EVICTION]
         assert len(evictions) == 1, example
@@ -256,7 +258,7 @@ def test_a_task_seen_before_and_after_its_stamp_is_one_eviction() -> None:
         assert evictions[0].time == "2026-12-01T07:00:00.100Z"
         assert after.failover_count == 1, example
         # Seen in the other order (capture saw only the stamped one) it is still one.
-        only_stamped = observe(Record(placement=(cluster,)), Binding.from_object(stamped), first_seen)
+        only_stamped = observe(BindingRecord(placement=(cluster,)), Binding.from_object(stamped), first_seen)
         assert only_stamped.failover_count == 1
         # Folding again changes nothing: no patch at a later event.
         assert observe(after, Binding.from_object(stamped), r.at("07:00:09")) == after
@@ -264,7 +266,7 @@ def test_a_task_seen_before_and_after_its_stamp_is_one_eviction() -> None:
 
 def test_a_new_task_from_the_same_cluster_is_a_new_eviction() -> None:
     stamped = r.binding("eviction-task-stamp/taint-directly-rb-2-task-stamped.json")
-    record = observe(Record(placement=("member1",)), Binding.from_object(stamped), r.at("07:04:05"))
+    record = observe(BindingRecord(placement=("member1",)), Binding.from_object(stamped), r.at("07:04:05"))
     later = copy.deepcopy(stamped)
     later["spec"]["gracefulEvictionTasks"][0]["creationTimestamp"] = "2026-12-01T07:30:00Z"
     again = observe(record, Binding.from_object(later), r.at("07:30:01"))

@@ -11,7 +11,6 @@ import base64
 import copy
 import json
 import socket
-import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ import yaml
 from tests.controlplane import fakeapi
 from tests.controlplane import support as s
 from tests.controlplane.server import NS, Server, ours, review_offline, stored_record
+from tests.support.production import wait_for
 
 pytestmark = [pytest.mark.shared, pytest.mark.slow]
 
@@ -150,15 +150,15 @@ def test_karmada_unreachable_keeps_the_server_unready_and_refuses_flink_works_re
     )
     server = Server(kubeconfig, certs, tmp_path)
     try:
-        ready = None
-        deadline = time.monotonic() + 60
-        while ready is None and time.monotonic() < deadline:
-            assert server.proc.poll() is None, server.log.read_text()
-            try:
-                ready = requests.get(server.url + "/readyz", verify=server.ca, timeout=2)
-            except requests.RequestException:
-                time.sleep(0.1)
-        assert ready is not None
+        answers: list[requests.Response] = []
+
+        def answered() -> bool:  # any answer: this server stays unready
+            got = server.get("/readyz")
+            answers.extend([got] if got is not None else [])
+            return bool(answers)
+
+        assert wait_for(answered, 60)
+        ready = answers[0]
         # Not ready: kube-apiserver's failurePolicy Fail delays Flink Works until the cache has synced.
         assert ready.status_code == 503 and "not synced" in ready.text
         # Called anyway (a stale endpoint): a Flink Work is refused with 503 so that Karmada retries it,

@@ -10,7 +10,7 @@ import pytest
 
 from tests.controlplane import fakeapi
 from tests.estimator.support import node, pod
-from tests.estimator.test_serve import _eventually
+from tests.support.production import wait_for
 from webhook.common.kubeclient import ApiFailure, ClientConfig, Page
 from webhook.estimator.member_api import NODES, PODS, EstimatorApi, feed
 from webhook.estimator.state import ClusterState
@@ -52,16 +52,16 @@ def test_feeds_follow_events_and_relist_after_gone(
     for t in threads:
         t.start()
     try:
-        assert _eventually(lambda: state.synced and state.counts() == (5, 5))
+        assert wait_for(lambda: state.synced and state.counts() == (5, 5))
         pods.upsert(pod("p9", "n0", "2", "1Gi"))
-        assert _eventually(lambda: state.counts() == (5, 6))
+        assert wait_for(lambda: state.counts() == (5, 6))
         free = {n.name: n.free["cpu"] for n in state.snapshot().nodes}
         assert free["n0"] == 1000
         pods.upsert_unseen(pod("p10", "n1", "3", "1Gi"))  # happened, then compacted away: 410 Gone
         pods.end_watches()
-        assert _eventually(lambda: state.counts() == (5, 7)), "relisted after 410 Gone"
+        assert wait_for(lambda: state.counts() == (5, 7)), "relisted after 410 Gone"
         nodes.delete("", "n4")
-        assert _eventually(lambda: state.counts()[0] == 4)
+        assert wait_for(lambda: state.counts()[0] == 4)
     finally:
         stop.set()
         nodes.end_watches()

@@ -6,8 +6,7 @@ import http.client
 import os
 import signal
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
@@ -17,6 +16,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from tests.controlplane import fakeapi
 from tests.estimator.support import node, pod, serve_command
 from tests.estimator.tlsfiles import TlsSet, write_tls
+from tests.support.production import wait_for
 from tests.support.server import executable, free_port, wait_ready
 from webhook.estimator.proto import estimator_pb2 as pb
 from webhook.estimator.proto import service_pb2_grpc
@@ -38,15 +38,6 @@ def member(tmp_path: Path) -> Iterator[tuple[fakeapi.RunningFake, fakeapi.FakeKa
     running = fakeapi.start(extra=(nodes, pods))
     yield running, nodes, pods
     running.stop()
-
-
-def _eventually(check: Callable[[], bool], timeout: float = 20) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_serves_tls_and_follows_the_watch(
@@ -83,13 +74,13 @@ def test_serves_tls_and_follows_the_watch(
 
             assert replicas() == 3 + 2  # n1: 3 cpu left; n2: 2 cpu
             pods.upsert(pod("p2", "n2", "1500m", "1Gi"))
-            assert _eventually(lambda: replicas() == 3), "a new pod is deducted"
+            assert wait_for(lambda: replicas() == 3), "a new pod is deducted"
             nodes.upsert(node("n3", "8", "4Gi", dedicated="yes"))
-            assert _eventually(lambda: replicas() == 7), "a new node adds its room (memory-bound: 4)"
+            assert wait_for(lambda: replicas() == 7), "a new node adds its room (memory-bound: 4)"
             nodes.delete("", "n1")
-            assert _eventually(lambda: replicas() == 4), "a deleted node takes its room away"
+            assert wait_for(lambda: replicas() == 4), "a deleted node takes its room away"
             pods.delete("default", "p2")
-            assert _eventually(lambda: replicas() == 6), "a deleted pod frees its room"
+            assert wait_for(lambda: replicas() == 6), "a deleted pod frees its room"
         conn = http.client.HTTPConnection("127.0.0.1", side, timeout=10)
         conn.request("GET", "/metrics")
         metrics = conn.getresponse().read().decode()

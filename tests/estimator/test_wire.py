@@ -11,6 +11,7 @@ import pytest
 from google.protobuf import json_format
 
 from tests.estimator.conftest import WORKLOADS
+from tests.support.scheduler_wire import component_pb
 from webhook.estimator import wire
 from webhook.estimator.proto import estimator_pb2 as pb
 from webhook.estimator.proto import k8s_core_v1_pb2 as core
@@ -170,7 +171,7 @@ def test_encoding_components_gives_karmadas_request(karmada_data: Path, workload
     comps = wire.components(pb.MaxAvailableComponentSetsRequest.FromString(raw).components)
     assert not isinstance(comps, wire.Invalid)
     request = pb.MaxAvailableComponentSetsRequest(
-        cluster="c-1000", components=[wire.component_pb(c) for c in comps], namespace="analytics"
+        cluster="c-1000", components=[component_pb(c) for c in comps], namespace="analytics"
     )
     assert request.SerializeToString(deterministic=True) == raw
     assert wire.components(request.components) == comps
@@ -192,4 +193,4 @@ def test_affinity_round_trips() -> None:
         ),
         "high",
     )
-    assert wire.components([wire.component_pb(comp)]) == (comp,)
+    assert wire.components([component_pb(comp)]) == (comp,)

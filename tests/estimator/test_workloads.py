@@ -16,7 +16,7 @@ import pytest
 
 from tests.controlplane import fakeapi
 from tests.estimator.support import node, pod
-from tests.estimator.test_serve import _eventually
+from tests.support.production import wait_for
 from webhook.common.kubeclient import ClientConfig
 from webhook.estimator import grpcserver
 from webhook.estimator.member_api import DEPLOYMENTS, NODES, PODS, REPLICASETS, EstimatorApi, feed
@@ -247,13 +247,16 @@ def test_answered_from_the_watched_api_server(
     watched: tuple[ClusterState, grpcserver.Running, dict[str, fakeapi.FakeKarmada]],
 ) -> None:
     state, server, stores = watched
-    assert _eventually(lambda: state.synced and state.workloads.synced and state.workloads.counts()[2] == 3)
+    assert wait_for(lambda: state.synced and state.workloads.synced and state.workloads.counts()[2] == 3)
     assert _ask(server) == 3
+    # Each change waited for by what only it makes true (issue 27: one wait for both, on a count the pair
+    # leaves as it was, went on before the watch had applied either).
     stores[PODS].delete("shop", "w0")
+    assert wait_for(lambda: state.workloads.counts()[2] == 2)
     stores[PODS].upsert(
         pending("w9", "web-new", datetime.fromtimestamp(time.time(), UTC).isoformat())
-    )  # fresh
-    assert _eventually(lambda: state.workloads.counts()[2] == 3)
+    )  # fresh: pending, not yet past the threshold
+    assert wait_for(lambda: state.workloads.counts()[2] == 3)
     assert _ask(server) == 2
     with pytest.raises(grpc.RpcError) as flink:
         _ask(server, kind="FlinkDeployment", api_version="flink.apache.org/v1beta1")
@@ -317,9 +320,9 @@ def test_the_serve_process_answers_it(tmp_path: Path) -> None:
             except grpc.RpcError:
                 return -1  # deployments or replicasets not listed yet
 
-        assert _eventually(lambda: answered() == 1)
+        assert wait_for(lambda: answered() == 1)
         pods.upsert(pending("w2", "web-new", "2026-01-01T00:00:00Z"))
-        assert _eventually(lambda: answered() == 2)
+        assert wait_for(lambda: answered() == 2)
     finally:
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=20)

@@ -6,12 +6,13 @@ from __future__ import annotations
 import http.client
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
+
+from tests.support.production import wait_for
 
 ACCESS_DENIED = (
     b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
@@ -28,12 +29,15 @@ class Blackhole:
     """A TCP port that accepts connections and never sends a byte, and how many it has accepted."""
 
     port: int
-    accepted: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(0))
+    accepted: int = 0  # written by the accepting thread only
+    _awaited: int = 0
 
     def wait_for_connections(self, count: int, timeout: float) -> bool:
-        """True once ``count`` more connections were accepted (each is consumed), False at ``timeout``."""
-        deadline = time.monotonic() + timeout
-        return all(self.accepted.acquire(timeout=max(0.0, deadline - time.monotonic())) for _ in range(count))
+        """True once ``count`` more connections than all waited for before were accepted, False at
+        ``timeout``."""
+        self._awaited += count
+        awaited = self._awaited
+        return wait_for(lambda: self.accepted >= awaited, timeout)
 
 
 @contextmanager
@@ -54,7 +58,7 @@ def counting_blackhole() -> Iterator[Blackhole]:
             except OSError:
                 continue
             held.append(conn)  # read nothing, answer nothing
-            hole.accepted.release()
+            hole.accepted += 1
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()

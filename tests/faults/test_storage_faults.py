@@ -13,7 +13,6 @@ import secrets
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +30,7 @@ from tests.support.objects import (
     make_checkpoints,
     review,
 )
+from tests.support.production import wait_for
 from tests.support.server import ApiServerClient
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
@@ -82,16 +82,18 @@ def admit(
 def admit_once_storage_is_free(faults: FaultStack, obj: dict[str, Any], job_dir: str) -> dict[str, Any]:
     """The patched object once the lookup this test's fault left abandoned at the deadline has ended:
     until then the handler answers "still waiting" at once (by design). Fails after 60 s."""
-    stop = time.monotonic() + 60
-    while True:
-        resp, patched = admit(faults, obj, job_dir)
-        if resp["allowed"] or "still waiting" not in resp["status"]["message"]:
-            return patched
-        if time.monotonic() > stop:
-            raise AssertionError(
-                f"storage for {job_dir} still held by an abandoned lookup after 60 s: {resp}"
-            )
-        time.sleep(0.2)
+    answers: list[tuple[dict[str, Any], dict[str, Any]]] = []
+
+    def free() -> bool:
+        answers.append(admit(faults, obj, job_dir))
+        resp = answers[-1][0]
+        return bool(resp["allowed"]) or "still waiting" not in resp["status"]["message"]
+
+    if not wait_for(free, 60):
+        raise AssertionError(
+            f"storage for {job_dir} still held by an abandoned lookup after 60 s: {answers[-1][0]}"
+        )
+    return answers[-1][1]
 
 
 def restored_from(patched: dict[str, Any]) -> str:
@@ -405,12 +407,14 @@ def test_storage_holding_an_abandoned_lookup_is_not_asked_again_until_it_ends(tm
         second = handler(parse_review(review(obj))).to_review()["response"]
         assert denied_for(second, "still waiting") and storage.calls == 1  # not asked again
         storage.release.set()  # the hung lookup ends
-        for _ in range(100):
-            third = handler(parse_review(review(obj))).to_review()["response"]
-            if third["allowed"]:
-                break
-            time.sleep(0.05)
-        assert restored_from(apply(obj, decode_patch(third))) == f"{tmp_path}/{job}/chk-6"
+        answers: list[dict[str, Any]] = []
+
+        def admitted() -> bool:  # "still waiting" until the abandoned lookup has ended
+            answers.append(handler(parse_review(review(obj))).to_review()["response"])
+            return bool(answers[-1]["allowed"])
+
+        assert wait_for(admitted, 10), answers[-1]
+        assert restored_from(apply(obj, decode_patch(answers[-1]))) == f"{tmp_path}/{job}/chk-6"
     finally:
         storage.release.set()
         handler.close()

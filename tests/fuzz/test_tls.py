@@ -9,7 +9,6 @@ import socket
 import ssl
 import subprocess
 import threading
-import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 
 from tests.fuzz.conftest import THREADS, WORKERS
 from tests.support.objects import flink_deployment, review
+from tests.support.production import wait_for
 from tests.support.server import SERVICE_NAME, RunningServer, executable, free_port, serve
 from webhook.server.tls import IO_TIMEOUT
 
@@ -170,16 +170,6 @@ def accept_queue(port: int) -> int | None:
     return None
 
 
-def wait_until_accepted(port: int, timeout: float) -> bool:
-    """True once the server listening on ``port`` has accepted every connection made to it."""
-    stop = time.monotonic() + timeout
-    while time.monotonic() < stop:
-        if accept_queue(port) == 0:
-            return True
-        time.sleep(0.01)
-    return False
-
-
 def test_stalled_clients_cannot_pin_every_worker_thread(fuzz_server: RunningServer, fuzz_certs: Path) -> None:
     """Connections that finish the handshake and then say nothing, and connections that send a third
     of a TLS record header and stop, each hold a worker thread: together as many as the server has.
@@ -198,7 +188,8 @@ def test_stalled_clients_cannot_pin_every_worker_thread(fuzz_server: RunningServ
             held.append(raw)
         # The event the real request must come after: the server has accepted every stalled connection
         # (its listening socket's accept queue is empty). Before: a 0.3 s sleep.
-        assert wait_until_accepted(fuzz_server.port, timeout=60), "the server did not accept the stalls"
+        accepted = wait_for(lambda: accept_queue(fuzz_server.port) == 0, 60)
+        assert accepted, "the server did not accept the stalls"
         # Answered at all (the client's timeout bounds the wait): the I/O timeout freed the threads.
         # Before the fix it waited forever; how long it takes is not asserted (a loaded machine).
         client = fuzz_server.client(timeout=3 * (IO_TIMEOUT + MARGIN))

@@ -253,6 +253,13 @@ def test_a_job_that_completed_nothing_restores_the_state_it_started_from(store: 
     assert patched["metadata"]["annotations"]["flink-failover.io/restored-from"] == start
 
 
+def test_a_savepoint_floor_names_the_job_by_the_prefix_its_name_carries(store: Store) -> None:
+    start = store.savepoint(PREDECESSOR, "0123456789ab", 11)
+    obj = store.deployment(**{STARTED_FROM: start})
+    assert restored_path(answer(store.policy, obj), obj) == start
+    assert decide(store.policy, obj).lineage.endswith(f"(a savepoint of job {PREDECESSOR[:6]}...)")
+
+
 def test_the_floor_is_not_used_when_the_job_has_state_of_its_own(store: Store) -> None:
     start = store.checkpoint(PREDECESSOR, 11)
     own = store.savepoint(JOB_ID, "0123456789ab", 12)

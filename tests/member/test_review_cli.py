@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,3 +110,24 @@ def test_invalid_policy_stops_the_server(tmp_path: Path) -> None:
         timeout=30,
     )
     assert result.returncode == 2 and "deadlineSeconds" in result.stderr
+
+
+@pytest.mark.parametrize("flag", ["--print-object", "--diff"])
+def test_without_the_review_extra_applying_the_patch_is_refused_by_name(flag: str) -> None:
+    """jsonpatch is the ``review`` extra: without it the answer itself is still given, and the flags that
+    apply the patch say which extra to install instead of a traceback."""
+    code = (
+        "import sys; sys.modules['jsonpatch'] = None\n"  # as if the extra were not installed
+        "from webhook.cli import main; sys.exit(main(sys.argv[1:]))\n"
+    )
+    sample = str(SAMPLES / "failover-create.json")
+    missing = subprocess.run(
+        [sys.executable, "-c", code, "review", sample, flag], capture_output=True, text=True, cwd=REPO
+    )
+    assert missing.returncode == 2 and "pip install 'flink-failover[review]'" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    plain = subprocess.run(
+        [sys.executable, "-c", code, "review", sample], capture_output=True, text=True, cwd=REPO
+    )
+    assert plain.returncode == 0, plain.stderr
+    assert json.loads(plain.stdout)["response"]["allowed"] is True

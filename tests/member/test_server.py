@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import re
 import ssl
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment, make_checkpoints, review
+from tests.support.production import wait_for
 from tests.support.server import ApiServerClient, RunningServer
 
 
@@ -93,11 +93,12 @@ def test_one_json_log_line_per_admission(member_server: RunningServer, checkpoin
     client = member_server.client()
     client.admit(review(flink_deployment(name="logged", labels=labels()), uid="log-uid-1"))
     client.close()
-    for _ in range(50):
-        lines = [json.loads(line) for line in member_server.logs().splitlines() if '"log-uid-1"' in line]
-        if lines:
-            break
-        time.sleep(0.1)
+
+    def logged() -> list[dict[str, object]]:
+        return [json.loads(line) for line in member_server.logs().splitlines() if '"log-uid-1"' in line]
+
+    assert wait_for(lambda: bool(logged()))
+    lines = logged()
     assert len(lines) == 1
     entry = lines[0]
     assert entry["uid"] == "log-uid-1" and entry["kind"] == "FlinkDeployment"

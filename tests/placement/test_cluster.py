@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.witness import free_of
 from webhook.placement.cluster import (
     cluster_from_kubectl,
     clusters_from_snapshot,
@@ -219,7 +220,7 @@ def test_karmada_cluster_virtual_nodes() -> None:
     grade1 = [n for n in cluster.nodes if "grade-1" in n.name]
     assert len(grade1) == 2
     assert dict(grade1[0].free) == {"cpu": 2000, "memory": 8 * GI}  # the grade's minimums
-    assert grade1[0].free_of("pods") is None  # resource models carry no pod limit
+    assert free_of(grade1[0], "pods") is None  # resource models carry no pod limit
     assert not cluster.not_ready
     (down,) = load_clusters(karmada_cluster("m1", False, [0, 1]), "c")
     assert "not Ready" in down.not_ready and "ClusterNotReachable" in down.not_ready

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,15 +35,19 @@ def moto_server(log_file: Path) -> Iterator[str]:
         )
     endpoint = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
+        from tests.support.production import wait_for  # production keeps its records on this server
+
+        def answers() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError(f"moto server exited: {log_file.read_text()[-2000:]}")
             try:
                 urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).read()
-                break
             except OSError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto server did not start: {log_file.read_text()[-2000:]}") from None
-                time.sleep(0.1)
+                return False
+            return True
+
+        if not wait_for(answers, 30):
+            raise RuntimeError(f"moto server did not start: {log_file.read_text()[-2000:]}")
         yield endpoint
     finally:
         os.killpg(process.pid, signal.SIGTERM)

@@ -14,7 +14,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -139,28 +138,25 @@ def wait_ready(
     statuses: tuple[int, ...] = (200,),
 ) -> None:
     """Until ``/readyz`` answers with one of ``statuses`` (503 too: a server that answers, not ready)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    from tests.support.production import wait_for  # production serves its members with this module
+
+    def answered() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"server exited with {process.returncode}")
         try:
             if ca_file is None:
-                conn: http.client.HTTPConnection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            else:
-                client = ApiServerClient(port, ca_file, timeout=2)
-                status, _, _ = client.request("GET", "/readyz")
-                client.close()
-                if status in statuses:
-                    return
-                time.sleep(0.1)
-                continue
-            conn.request("GET", "/readyz")
-            if conn.getresponse().status in statuses:
-                return
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+                conn.request("GET", "/readyz")
+                return conn.getresponse().status in statuses
+            client = ApiServerClient(port, ca_file, timeout=2)
+            status, _, _ = client.request("GET", "/readyz")
+            client.close()
+            return status in statuses
         except OSError:
-            pass
-        time.sleep(0.1)
-    raise TimeoutError("server did not become ready")
+            return False
+
+    if not wait_for(answered, timeout):
+        raise TimeoutError("server did not become ready")
 
 
 def stop_group(process: subprocess.Popen[bytes]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from webhook.placement.model import Cluster, Component
+from webhook.placement.model import Cluster, Component, Node
 from webhook.placement.quantity import PODS
 
 
@@ -38,7 +38,14 @@ def witness_problems(
     for node_name, slot in used.items():
         node = nodes[node_name]
         for resource, amount in slot.items():
-            have = node.free_of(resource)
+            have = free_of(node, resource)
             if have is not None and amount > have:
                 problems.append(f"{node_name}: {resource} over capacity ({amount} > {have})")
     return problems
+
+
+def free_of(node: Node, resource: str) -> int | None:
+    """What ``node`` has free of ``resource``; None: unlimited (only ``pods``, on resource-model nodes)."""
+    if resource == PODS and PODS not in node.free:
+        return None
+    return node.free.get(resource, 0)

@@ -2,10 +2,12 @@
 
 ``kubectl describe flinkdeployment`` is where an engineer looks first, and the Flink operator itself
 reports there. A decision is *recorded* (``EventSink.record``): never blocking the admission or the poll
-that made it, and aggregated as client-go's recorder does: the same (object, type, reason, note) within
-ten minutes becomes one Event whose ``series.count`` grows, not a new Event each poll. ``EventRecorder``
-writes them from a thread of its own through a bounded queue (full: the Event is dropped and counted),
-each call under the client's deadline. The pure callers only build ``Occurrence`` values.
+that made it. What is written is decided as client-go's correlator decides it (``common/correlator.py``):
+a rate limit per object (25, then one every 5 minutes; past it the Event is dropped and counted), notes
+that differ only in detail combined once ten were seen, and the same (object, type, reason, note) within
+ten minutes one Event whose ``series.count`` grows, not a new Event each poll. ``EventRecorder`` writes
+them from a thread of its own through a bounded queue (full: the Event is dropped and counted), each call
+under the client's deadline. The pure callers only build ``Occurrence`` values.
 """
 
 from __future__ import annotations
@@ -16,25 +18,30 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from prometheus_client import Counter
 
+from webhook.common.correlator import WINDOW, Correlator, Dropped, New, Repeat
 from webhook.common.kubeclient import ApiFailure
+from webhook.common.kubeobjects import micro_time
 from webhook.common.untyped import as_map
 
 log = logging.getLogger(__name__)
 
 NORMAL, WARNING = "Normal", "Warning"
 MAX_NOTE = 1024  # events.k8s.io/v1 refuses a longer note
-SERIES_WINDOW = 600.0  # seconds: a repeat within this window grows the series (client-go's 10 minutes)
+SERIES_WINDOW = WINDOW  # seconds: a repeat within this window grows the series (client-go's 10 minutes)
 QUEUE_SIZE = 1000
 
 RECORDED = Counter("flink_failover_events_total", "Kubernetes Events written, by reason", ["reason"])
 DROPPED = Counter(
     "flink_failover_events_dropped_total", "Events not written (queue full, or the API server refused)"
+)
+RATE_LIMITED = Counter(
+    "flink_failover_events_rate_limited_total",
+    "Events not written: over the rate limit of the object they are about (client-go's spam filter)",
 )
 
 
@@ -84,13 +91,6 @@ Create = Callable[[str, Mapping[str, Any]], "Mapping[str, Any] | ApiFailure"]  #
 Patch = Callable[[str, str, Mapping[str, Any]], "Mapping[str, Any] | ApiFailure"]  # (namespace, name, body)
 
 
-@dataclass
-class _Series:
-    name: str
-    count: int
-    first_seen: float
-
-
 class EventRecorder:
     """Writes recorded Events from its own thread; ``record`` only queues."""
 
@@ -108,7 +108,7 @@ class EventRecorder:
         self.instance = instance[:128]  # reportingInstance: cluster and pod
         self._monotonic = monotonic
         self._queue: queue.Queue[Occurrence | None] = queue.Queue(QUEUE_SIZE)
-        self._series: dict[tuple[Regarding, str, str, str], _Series] = {}
+        self._correlator = Correlator()  # this thread's alone
         self._thread = threading.Thread(target=self._run, name="events", daemon=True)
         self._thread.start()
 
@@ -139,16 +139,23 @@ class EventRecorder:
 
     def _write(self, occurrence: Occurrence) -> None:
         now = self._monotonic()
-        key = (occurrence.regarding, occurrence.type, occurrence.reason, occurrence.note)
-        series = self._series.get(key)
-        namespace = occurrence.regarding.namespace or "default"
-        if series is not None and now - series.first_seen < SERIES_WINDOW:
-            series.count += 1
-            body = {"series": {"count": series.count, "lastObservedTime": micro_time()}}
-            if not isinstance(self._patch(namespace, series.name, body), ApiFailure):
+        about = occurrence.regarding
+        similar = (about, occurrence.type, occurrence.reason)
+        step = self._correlator.correlate(about, similar, occurrence.note, now)
+        if isinstance(step, Dropped):
+            RATE_LIMITED.inc()
+            return
+        namespace = about.namespace or "default"
+        if isinstance(step, Repeat):
+            body = {"series": {"count": step.count, "lastObservedTime": micro_time()}}
+            if not isinstance(self._patch(namespace, step.name, body), ApiFailure):
                 RECORDED.labels(occurrence.reason).inc()
                 return
-            # The Event is gone (expired, deleted): start a new one.
+            self._correlator.vanished(step.series)  # the Event is gone (expired, deleted): a new one
+            step = step.fallback
+        self._create_event(replace(occurrence, note=step.note), step, namespace, now)
+
+    def _create_event(self, occurrence: Occurrence, step: New, namespace: str, now: float) -> None:
         name = f"{occurrence.regarding.name or 'flink-failover'}.{secrets.token_hex(8)}"[-253:].lstrip(".-")
         answer = self._create(
             namespace, event_body(occurrence, name, namespace, self.controller, self.instance)
@@ -160,10 +167,7 @@ class EventRecorder:
                 extra={"fields": {"reason": occurrence.reason, "error": answer.message[:200]}},
             )
             return
-        self._series[key] = _Series(name, 1, now)
-        if len(self._series) > 10_000:  # bounded memory: forget the oldest series
-            oldest = min(self._series, key=lambda k: self._series[k].first_seen)
-            self._series.pop(oldest)
+        self._correlator.created(step.series, name, now)
         RECORDED.labels(occurrence.reason).inc()
 
 
@@ -187,8 +191,3 @@ def event_body(
         "note": occurrence.note[:MAX_NOTE],
         "type": occurrence.type,
     }
-
-
-def micro_time(moment: datetime | None = None) -> str:
-    """Kubernetes' MicroTime: RFC 3339 with microseconds, in UTC."""
-    return (moment or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -297,17 +298,32 @@ def _lines(response: Any) -> Iterator[bytes]:
         yield buffer
 
 
+_RANDOM = secrets.SystemRandom()
+
+
 @dataclass
 class Backoff:
-    """Capped exponential backoff for list/watch loops."""
+    """Capped exponential backoff with jitter, for the list/watch loops and the record writer.
+
+    The base doubles from ``initial`` up to ``maximum``; each pause is drawn from
+    ``[base * (1 - jitter), base]``, so the replicas and watches that lost one API server together do
+    not all come back in the same instant (client-go's ``wait.Backoff`` jitters too; here the cap stays a
+    cap). ``draw`` is the random source, in [0, 1).
+    """
 
     initial: float = 0.2
     maximum: float = 10.0
-    current: float = 0.0
+    jitter: float = 0.5
+    current: float = 0.0  # the base of the last pause (0: none since the last reset)
+    draw: Callable[[], float] = field(default=_RANDOM.random, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.jitter <= 1.0:
+            raise ValueError(f"jitter must be in [0, 1], not {self.jitter}")
 
     def next(self) -> float:
         self.current = self.initial if self.current == 0 else min(self.maximum, self.current * 2)
-        return self.current
+        return self.current * (1.0 - self.jitter * self.draw())
 
     def reset(self) -> None:
         self.current = 0.0

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -47,6 +48,8 @@ from webhook.common.kubeclient import (
 JSON_PATCH = "application/json-patch+json"
 AUTH = ["BearerToken"]  # the kubeconfig's or the service account's token (its client certificate is TLS)
 Timeout = float | tuple[float, float] | None
+Body = Mapping[str, Any]
+Answer = Mapping[str, Any] | ApiFailure  # the object the API server answered with, or why not
 
 
 @dataclass(frozen=True)
@@ -153,13 +156,8 @@ class KubeObjects:
             yield failed.failure
 
     def merge_patch(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        name: str,
-        body: Mapping[str, Any],
-        timeout: Timeout = None,
-    ) -> Mapping[str, Any] | ApiFailure:
+        self, resource: Resource, namespace: str | None, name: str, body: Body, timeout: Timeout = None
+    ) -> Answer:
         path = resource.path(namespace, name)
         return self._json("PATCH", path, body=dict(body), content_type=MERGE_PATCH, timeout=timeout)
 
@@ -168,31 +166,23 @@ class KubeObjects:
         resource: Resource,
         namespace: str | None,
         name: str,
-        operations: Sequence[Mapping[str, Any]],
+        ops: Sequence[Body],
         timeout: Timeout = None,
-    ) -> Mapping[str, Any] | ApiFailure:
+    ) -> Answer:
         """An RFC 6902 patch (its ``test`` operations make it fail rather than write the wrong entry)."""
+        path = resource.path(namespace, name)
         return self._json(
-            "PATCH",
-            resource.path(namespace, name),
-            body=[dict(op) for op in operations],
-            content_type=JSON_PATCH,
-            timeout=timeout,
+            "PATCH", path, body=[dict(op) for op in ops], content_type=JSON_PATCH, timeout=timeout
         )
 
     def create(
-        self, resource: Resource, namespace: str | None, body: Mapping[str, Any], timeout: Timeout = None
-    ) -> Mapping[str, Any] | ApiFailure:
+        self, resource: Resource, namespace: str | None, body: Body, timeout: Timeout = None
+    ) -> Answer:
         return self._json("POST", resource.path(namespace), body=dict(body), timeout=timeout)
 
     def replace(
-        self,
-        resource: Resource,
-        namespace: str | None,
-        name: str,
-        body: Mapping[str, Any],
-        timeout: Timeout = None,
-    ) -> Mapping[str, Any] | ApiFailure:
+        self, resource: Resource, namespace: str | None, name: str, body: Body, timeout: Timeout = None
+    ) -> Answer:
         return self._json("PUT", resource.path(namespace, name), body=dict(body), timeout=timeout)
 
     # --- the one way out -----------------------------------------------------------------------------
@@ -261,3 +251,9 @@ class _Failed(Exception):
 
 def _short(text: str) -> str:
     return " ".join(text.split())[:300]
+
+
+def micro_time(moment: datetime | None = None) -> str:
+    """Kubernetes' MicroTime (a Lease's renewTime, an Event's eventTime): RFC 3339 in UTC with
+    microseconds; ``moment`` defaults to now."""
+    return (moment or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

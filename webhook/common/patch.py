@@ -52,14 +52,16 @@ def set_fields(obj: Mapping[str, Any], path: tuple[str, ...], values: Mapping[st
     return ops
 
 
-def plan(
+def object_ops(
     obj: Mapping[str, Any],
     spec_job: Mapping[str, str],
     annotations: Mapping[str, str],
     labels: Mapping[str, str] | None = None,
     job_path: tuple[str, ...] = ("spec", "job"),
 ) -> list[Op]:
-    """``job_path``: where the kind keeps its job (a FlinkBlueGreenDeployment: in its template)."""
+    """The ops that give a Flink object a decision's job fields, annotations and labels (not a fencing
+    ``Plan``: those are effects). ``job_path``: where the kind keeps its job (a FlinkBlueGreenDeployment:
+    in its template)."""
     return (
         set_fields(obj, job_path, spec_job)
         + set_fields(obj, ("metadata", "annotations"), annotations)

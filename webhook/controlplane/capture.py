@@ -14,23 +14,23 @@ from webhook.controlplane.binding import RUNNING, Binding
 from webhook.controlplane.record import (
     MAX_HISTORY,
     RESCHEDULED,
+    BindingRecord,
     HistoryEntry,
     HistoryType,
-    Record,
     StoredRecord,
     format_record_time,
     parse_time,
 )
 
 
-def observe(record: Record, binding: Binding, now: datetime) -> Record:
+def observe(record: BindingRecord, binding: Binding, now: datetime) -> BindingRecord:
     stamp = format_record_time(now)
     record = _observe_jobs(record, binding, stamp)
     record = _observe_tasks(record, binding, stamp)
     return _observe_placement(record, binding, stamp)
 
 
-def _observe_jobs(record: Record, binding: Binding, stamp: str) -> Record:
+def _observe_jobs(record: BindingRecord, binding: Binding, stamp: str) -> BindingRecord:
     for seen in binding.statuses:
         state = record.cluster(seen.cluster)
         updated = state
@@ -76,7 +76,7 @@ def same_eviction(last_seen: str | None, created: str) -> bool:
     return last_seen is not None and (last_seen == "" or last_seen == created)
 
 
-def _observe_tasks(record: Record, binding: Binding, stamp: str) -> Record:
+def _observe_tasks(record: BindingRecord, binding: Binding, stamp: str) -> BindingRecord:
     open_before = dict(record.open_evictions)
     open_now: dict[str, str] = {}
     for task in binding.tasks:
@@ -113,7 +113,7 @@ def _observe_tasks(record: Record, binding: Binding, stamp: str) -> Record:
     return record if opened == record.open_evictions else replace(record, open_evictions=opened)
 
 
-def _observe_placement(record: Record, binding: Binding, stamp: str) -> Record:
+def _observe_placement(record: BindingRecord, binding: Binding, stamp: str) -> BindingRecord:
     new = tuple(sorted(set(binding.clusters)))
     old = record.placement
     if not new or new == old:
@@ -155,11 +155,11 @@ def _at_or_before(first: str, second: str) -> bool:
 class Capture:
     """The record after folding, and whether the annotation must be written to hold it."""
 
-    record: Record
+    record: BindingRecord
     write: bool
 
 
-def capture(base: Record, stored: StoredRecord, binding: Binding, now: datetime) -> Capture:
+def capture(base: BindingRecord, stored: StoredRecord, binding: Binding, now: datetime) -> Capture:
     """``base`` is the newest record we hold (the cache's, else the stored one); ``stored`` is what the
     object carries. A write is due only when the persisted annotation differs from the result."""
     record = observe(base, binding, now)

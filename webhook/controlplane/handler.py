@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 from prometheus_client import Counter
 
@@ -110,7 +110,7 @@ class WorkHandler:
             name = f"{ref.namespace}/{ref.name}"
             started = time.perf_counter()
             cached = self._cached(ref.namespace, ref.name, request.operation, target.cluster, now)
-            result = self.lookup.lookup(ref.namespace, ref.name) if cached is None else None
+            result = cached if cached is not None else self.lookup.lookup(ref.namespace, ref.name)
             lookup_ms = (time.perf_counter() - started) * 1000
             if isinstance(result, NotFound):
                 LOOKUPS.labels("not-found").inc()
@@ -118,14 +118,14 @@ class WorkHandler:
                     ManifestAudit(name, WorkDecision.BINDING_NOT_FOUND, result.source, lookup_ms=lookup_ms)
                 )
                 continue
-            if cached is not None:
-                decided: Decided | LookupFailed = cached
-            elif isinstance(result, Found):
-                decided = Decided(relocation(result, target.cluster, self.contract, now), result.source)
-            else:  # the read failed (NotFound went on above)
-                decided = _from_cache(
-                    cast(LookupFailed, result), request.operation, target.cluster, self.contract, now
+            if isinstance(result, Found):
+                decided: Decided | LookupFailed = Decided(
+                    relocation(result, target.cluster, self.contract, now), result.source
                 )
+            elif isinstance(result, LookupFailed):
+                decided = _from_cache(result, request.operation, target.cluster, self.contract, now)
+            else:
+                decided = result  # the cache's own answer
             if isinstance(decided, LookupFailed):
                 WORK_ERRORS.labels(WorkDecision.BINDING_UNAVAILABLE).inc()
                 log.error(

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from prometheus_client import Counter, Gauge
 
 from webhook.common.kubeclient import ApiFailure
-from webhook.common.kubeobjects import LEASES, KubeObjects
+from webhook.common.kubeobjects import LEASES, KubeObjects, micro_time
 
 log = logging.getLogger(__name__)
 
@@ -119,11 +119,6 @@ class LeaseRecord:
                 "leaseTransitions": self.transitions,
             },
         }
-
-
-def micro_time(now: datetime) -> str:
-    """Kubernetes MicroTime: RFC 3339 UTC with microseconds."""
-    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def claim(

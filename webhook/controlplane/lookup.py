@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from webhook.common.contract import Contract
 from webhook.common.kubeclient import ApiFailure
 from webhook.controlplane.binding import Binding
-from webhook.controlplane.record import Record, annotation_key, read_annotation
+from webhook.controlplane.record import BindingRecord, annotation_key, read_annotation
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +25,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class Entry:
     binding: Binding
-    record: Record  # the newest record we hold; the annotation catches up through the patch
+    record: BindingRecord  # the newest record we hold; the annotation catches up through the patch
     written_at: int = -1  # resourceVersion our last successful patch produced (-1: none / unknown)
-    written: Record | None = None  # what that patch wrote
+    written: BindingRecord | None = None  # what that patch wrote
     persisted: bool = True  # False while ``record`` is ahead of the annotation (patch pending or failed)
 
 
@@ -62,9 +62,6 @@ class BindingCache:
     def synced(self) -> bool:
         return self._synced.is_set()
 
-    def wait_synced(self, timeout: float) -> bool:
-        return self._synced.wait(timeout)
-
     def __len__(self) -> int:
         with self._lock:
             return len(self._entries)
@@ -73,7 +70,7 @@ class BindingCache:
 @dataclass(frozen=True)
 class Found:
     binding: Binding
-    record: Record
+    record: BindingRecord
     source: str  # "cache", "api" or "file"
 
 

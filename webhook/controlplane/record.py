@@ -189,7 +189,7 @@ class HistoryEntry:
 
 
 @dataclass(frozen=True)
-class Record:
+class BindingRecord:
     clusters: tuple[tuple[str, ClusterRecord], ...] = ()  # sorted by cluster name
     placement: tuple[str, ...] = ()
     history: tuple[HistoryEntry, ...] = ()
@@ -203,16 +203,16 @@ class Record:
                 return state
         return ClusterRecord()
 
-    def with_cluster(self, name: str, state: ClusterRecord) -> Record:
+    def with_cluster(self, name: str, state: ClusterRecord) -> BindingRecord:
         others = [(c, s) for c, s in self.clusters if c != name]
         return replace(self, clusters=tuple(sorted([*others, (name, state)])))
 
-    def with_history(self, entry: HistoryEntry) -> Record:
+    def with_history(self, entry: HistoryEntry) -> BindingRecord:
         return replace(self, history=(*self.history, entry)[-MAX_HISTORY:])
 
     @property
     def empty(self) -> bool:
-        return self == Record()
+        return self == BindingRecord()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -228,7 +228,7 @@ class Record:
         return json.dumps(self.to_json(), separators=(",", ":"), sort_keys=True)
 
     @classmethod
-    def from_json(cls, doc: Any) -> Record | RecordError:
+    def from_json(cls, doc: Any) -> BindingRecord | RecordError:
         if not isinstance(doc, dict):
             return RecordError("record is not a JSON object")
         version = doc.get("version")
@@ -270,7 +270,7 @@ class Record:
         )
 
     @classmethod
-    def loads(cls, text: str) -> Record | RecordError:
+    def loads(cls, text: str) -> BindingRecord | RecordError:
         if len(text) > MAX_ANNOTATION_BYTES:
             return RecordError("record annotation is larger than 64 KiB")
         try:
@@ -289,7 +289,7 @@ class RecordError:
 class StoredRecord:
     """The record read from an object's annotation: the record (empty when absent) and any parse problem."""
 
-    record: Record = field(default_factory=Record)
+    record: BindingRecord = field(default_factory=BindingRecord)
     present: bool = False
     error: str = ""
 
@@ -300,7 +300,7 @@ def read_annotation(annotations: Any, key: str) -> StoredRecord:
     raw = annotations[key]
     if not isinstance(raw, str):
         return StoredRecord(present=True, error="record annotation is not a string")
-    parsed = Record.loads(raw)
+    parsed = BindingRecord.loads(raw)
     if isinstance(parsed, RecordError):
         return StoredRecord(present=True, error=parsed.message)
     return StoredRecord(record=parsed, present=True)

@@ -21,9 +21,9 @@ from webhook.common.flink import is_job_id
 from webhook.controlplane.binding import RUNNING, Binding, EvictionTask
 from webhook.controlplane.record import (
     RESCHEDULED,
+    BindingRecord,
     HistoryEntry,
     HistoryType,
-    Record,
     format_record_time,
     parse_time,
 )
@@ -92,7 +92,7 @@ def preserved_job_id(task: EvictionTask, job_id_labels: Iterable[str]) -> str:
 
 
 def good_states(
-    record: Record, binding: Binding, job_id_labels: Iterable[str], now: datetime
+    record: BindingRecord, binding: Binding, job_id_labels: Iterable[str], now: datetime
 ) -> list[GoodState]:
     labels = tuple(job_id_labels)
     confirmed: list[GoodState] = []
@@ -117,7 +117,7 @@ def good_states(
 
 
 def decide_relocation(
-    record: Record, binding: Binding, target: str, job_id_labels: Iterable[str], now: datetime
+    record: BindingRecord, binding: Binding, target: str, job_id_labels: Iterable[str], now: datetime
 ) -> RelocationDecision:
     """``record`` must already have ``binding`` folded in (``capture.observe``).
 
@@ -187,7 +187,7 @@ def _split(
     return current, [s for s in states if s not in current]
 
 
-def _no_state(record: Record, binding: Binding, target: str, now: datetime) -> Injection | None:
+def _no_state(record: BindingRecord, binding: Binding, target: str, now: datetime) -> Injection | None:
     evidence = _failover_evidence(record, binding, target)
     if evidence is None:
         return None
@@ -212,7 +212,7 @@ def _latest(entries: Iterable[HistoryEntry]) -> HistoryEntry | None:
     return found
 
 
-def _arrived(record: Record, binding: Binding, target: str) -> datetime | None:
+def _arrived(record: BindingRecord, binding: Binding, target: str) -> datetime | None:
     """When the workload last moved to target: a recorded move, or an eviction task from elsewhere."""
     moments = [parse_time(e.time) for e in _moves_to(record, target)]
     moments += [parse_time(task_time(record, t)) for t in _other_tasks(binding, target)]
@@ -220,7 +220,7 @@ def _arrived(record: Record, binding: Binding, target: str) -> datetime | None:
     return max(known) if known else None
 
 
-def _moves_to(record: Record, target: str) -> list[HistoryEntry]:
+def _moves_to(record: BindingRecord, target: str) -> list[HistoryEntry]:
     return [
         e
         for e in record.history
@@ -228,7 +228,7 @@ def _moves_to(record: Record, target: str) -> list[HistoryEntry]:
     ]
 
 
-def task_time(record: Record, task: EvictionTask) -> str:
+def task_time(record: BindingRecord, task: EvictionTask) -> str:
     """When the eviction happened: as recorded when the task was first seen (Karmada stamps it 14-346 ms
     later, to the second of its successful write), else its creationTimestamp. One eviction, one time,
     whether an answer comes before or after the stamp."""
@@ -244,7 +244,9 @@ def _other_tasks(binding: Binding, target: str) -> list[EvictionTask]:
     return sorted(tasks, key=lambda t: t.created)
 
 
-def _injection(record: Record, binding: Binding, target: str, newest: GoodState, now: datetime) -> Injection:
+def _injection(
+    record: BindingRecord, binding: Binding, target: str, newest: GoodState, now: datetime
+) -> Injection:
     """failover-time and reason come from the latest eviction from the source cluster (a task still in
     the binding or one recorded), or from a later eviction of a cluster the job passed through without
     running (A -> B -> C); without any, from when the move to target was first seen."""
@@ -285,7 +287,7 @@ def _injection(record: Record, binding: Binding, target: str, newest: GoodState,
     )
 
 
-def _started_from(record: Record, newest: GoodState) -> str:
+def _started_from(record: BindingRecord, newest: GoodState) -> str:
     """What the job restored from was started from, when the record holds it for that very job."""
     state = record.cluster(newest.cluster)
     return state.started_from if state.job_id == newest.job_id else ""
@@ -308,7 +310,7 @@ class _Evidence:
     reason: str
 
 
-def _failover_evidence(record: Record, binding: Binding, target: str) -> _Evidence | None:
+def _failover_evidence(record: BindingRecord, binding: Binding, target: str) -> _Evidence | None:
     others = _other_tasks(binding, target)
     if others:
         latest = max(

@@ -27,7 +27,7 @@ from webhook.common.listwatch import ListWatch
 from webhook.controlplane.binding import Binding, is_flink_binding, removed_purge_modes
 from webhook.controlplane.capture import capture
 from webhook.controlplane.lookup import BindingCache, Entry
-from webhook.controlplane.record import Record, StoredRecord, read_annotation
+from webhook.controlplane.record import BindingRecord, StoredRecord, read_annotation
 
 log = logging.getLogger(__name__)
 
@@ -164,7 +164,9 @@ class Watcher:
                 self._warned.add(seen)
                 log.warning("%s/%s: %s", binding.namespace, binding.name, message)
 
-    def _base(self, binding: Binding, stored: StoredRecord, previous: Entry | None) -> tuple[Record, int]:
+    def _base(
+        self, binding: Binding, stored: StoredRecord, previous: Entry | None
+    ) -> tuple[BindingRecord, int]:
         """What to fold the event into. The annotation is the record of truth (another writer, such as
         a second replica during a rollout, converges on it instead of fighting it), except when ours
         is newer: a patch of ours that has not landed, or an event older than our last write."""
@@ -199,14 +201,14 @@ class RecordWriter:
     stop: threading.Event
     backoff: Backoff
     entries: threading.Lock = field(default_factory=threading.Lock)  # an entry's read-modify-write
-    _waiting: dict[tuple[str, str], tuple[Binding, Record]] = field(default_factory=dict)
-    _failed: dict[tuple[str, str], tuple[Binding, Record]] = field(default_factory=dict)
+    _waiting: dict[tuple[str, str], tuple[Binding, BindingRecord]] = field(default_factory=dict)
+    _failed: dict[tuple[str, str], tuple[Binding, BindingRecord]] = field(default_factory=dict)
     _in_flight: tuple[str, str] | None = None
-    _in_flight_record: Record | None = None
+    _in_flight_record: BindingRecord | None = None
     _changed: threading.Condition = field(default_factory=threading.Condition)
     _writing: threading.Lock = field(default_factory=threading.Lock)  # held while a patch is in flight
 
-    def submit(self, binding: Binding, record: Record) -> None:
+    def submit(self, binding: Binding, record: BindingRecord) -> None:
         with self._changed:
             self._failed.pop(binding.key, None)
             self._waiting[binding.key] = (binding, record)
@@ -216,7 +218,7 @@ class RecordWriter:
         with self._changed:
             return self._queued(key) or key == self._in_flight
 
-    def writing(self, key: tuple[str, str], record: Record) -> bool:
+    def writing(self, key: tuple[str, str], record: BindingRecord) -> bool:
         """Is ``record`` the one waiting or being written for ``key``?"""
         with self._changed:
             waiting = self._waiting.get(key)
@@ -266,7 +268,7 @@ class RecordWriter:
             else:
                 self.backoff.reset()
 
-    def _write(self, binding: Binding, record: Record) -> bool:
+    def _write(self, binding: Binding, record: BindingRecord) -> bool:
         with self._writing:
             if self.stop.is_set():  # halted: the next leader captures from the binding as it is then
                 return False

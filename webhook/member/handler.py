@@ -23,7 +23,7 @@ from webhook.common.admission import (
 from webhook.common.contract import HOLD, RELEASE_REQUESTED_BY
 from webhook.common.events import NORMAL, WARNING, EventSink, NoEvents, Occurrence, Regarding
 from webhook.common.flink import GROUP, KINDS, FlinkResource, job_path
-from webhook.common.patch import plan
+from webhook.common.patch import object_ops
 from webhook.common.paths import StoragePath
 from webhook.member.fencing.gate import FencingGate
 from webhook.member.fencing.lanes import Lanes
@@ -365,7 +365,7 @@ def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionRe
             # Not a permission problem: the state could not be read now; 503 says "try again".
             return errored(request, decision.reason, RestoreOutcome.DENIED, audit, code=503)
         return denied(request, decision.reason, RestoreOutcome.DENIED, audit)
-    ops = plan(
+    ops = object_ops(
         request.object, decision.spec_job, decision.annotations, decision.labels, job_path(request.kind)
     )
     answer = decision.outcome

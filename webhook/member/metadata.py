@@ -246,17 +246,10 @@ class _Serializer:
         checkpoint_id = r.i64()
         if checkpoint_id < 0:
             raise _Invalid(f"holds an invalid checkpoint id ({checkpoint_id})")
-        r.context = ["the master states"]
-        masters = r.i32()
-        if masters < 0:
-            raise _Invalid(f"holds a negative number of master states ({masters})")
-        for index in range(masters):
+        for index in range(self._count("master states")):
             r.context = [f"master state {index + 1}"]
             self.master_state()
-        r.context = ["the operator states"]
-        operators = r.i32()
-        if operators < 0:
-            raise _Invalid(f"holds a negative number of operator states ({operators})")
+        operators = self._count("operator states")
         for index in range(operators):
             r.context = [f"operator {index + 1}'s state"]
             self.operator_state(index + 1)
@@ -269,6 +262,14 @@ class _Serializer:
             self.version, checkpoint_id, operators, f.subtasks, tuple(f.files), f.inline, r.pos, len(r.data),
             properties,
         )  # fmt: skip
+
+    def _count(self, what: str) -> int:
+        """How many ``what`` follow (an int), read in their own context; a negative count is invalid."""
+        self.r.context = [f"the {what}"]
+        count = self.r.i32()
+        if count < 0:
+            raise _Invalid(f"holds a negative number of {what} ({count})")
+        return count
 
     def master_state(self) -> None:
         r = self.r

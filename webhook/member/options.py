@@ -7,9 +7,9 @@ Its own options (``add_arguments``) and, from those and the shared ``--kubeconfi
 from __future__ import annotations
 
 import argparse
-import os
 from dataclasses import dataclass
 
+from webhook.common.envoptions import add_env_option
 from webhook.common.kubeclient import ClientConfig
 from webhook.member.identity import AgentIdentity, token_subject
 from webhook.member.policy import RestorePolicy
@@ -66,14 +66,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "events.k8s.io events, nothing else (chart: member.events). Implied by --cluster, "
         "--read-session-clusters and --kubeconfig",
     )
-    member.add_argument(
+    add_env_option(
+        member,
         "--agent-user",
+        "FLINK_FAILOVER_AGENT_USERS",
+        None,
+        "member role: the user (userInfo.username) the fencing agent's releases come from; a "
+        "'released' marker set by anyone else keeps a held job held (repeatable; the variable: "
+        "comma-separated)",
+        otherwise="the agent's own identity, asked of its API server with a SelfSubjectReview, else the "
+        "pod's service account; unknown: no one's",
         action="append",
-        default=None,
-        help="member role: the user (userInfo.username) the fencing agent's releases come from; a "
-        "'released' marker set by anyone else keeps a held job held (repeatable; "
-        "$FLINK_FAILOVER_AGENT_USERS, comma-separated; default: the agent's own identity, asked of its API "
-        "server with a SelfSubjectReview, else the pod's service account; unknown: no one's)",
     )
 
 
@@ -90,8 +93,7 @@ def from_args(args: argparse.Namespace, policy: RestorePolicy) -> MemberOptions 
         if policy.fencing.enabled:
             fencing = FencingTarget(client, args.cluster)
     own = client if args.kubeconfig or args.cluster or args.read_session_clusters else None
-    named = list(getattr(args, "agent_user", None) or [])
-    named += [u.strip() for u in os.environ.get("FLINK_FAILOVER_AGENT_USERS", "").split(",") if u.strip()]
+    named = list(getattr(args, "agent_user", None) or [])  # $FLINK_FAILOVER_AGENT_USERS, then each given
     token = token_subject() if not named and not args.kubeconfig else ""
     events = own or (client if getattr(args, "events", False) else None)
     return MemberOptions(

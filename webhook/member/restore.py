@@ -6,7 +6,6 @@ so tests drive every branch with real directories and the server wraps the same 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -18,6 +17,7 @@ from webhook.common.flink import (
     FlinkResource,
     is_job_id,
     savepoint_prefix,
+    snapshot_job,
 )
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.member.outcome import RestoreDecision as RestoreDecision
@@ -346,9 +346,10 @@ def _from_snapshots(
         chosen = result.floor
         whose = f"job {job_id}" if job_id else "the job"
         lineage = f"{whose} completed nothing restorable of its own; it was started from {chosen.path}"
-        predecessor = _job_of(chosen.path)
+        predecessor = snapshot_job(str(chosen.path))
         if predecessor and predecessor != job_id:
-            lineage += f" (a {chosen.kind} of job {predecessor})"
+            whole = len(predecessor) == 32  # else the 6-hex prefix a savepoint name carries
+            lineage += f" (a {chosen.kind} of job {predecessor}{'' if whole else '...'})"
     if chosen is None:
         return _fallback(
             policy.on_missing_state,
@@ -384,19 +385,6 @@ def _from_snapshots(
 
 def _id_note(candidate: Candidate) -> str:
     return f" (checkpoint id {candidate.checkpoint_id})" if candidate.checkpoint_id is not None else ""
-
-
-_JOB_DIR_RE = re.compile(r"/([0-9a-f]{32})/chk-[0-9]+$")
-
-
-def _job_of(path: StoragePath) -> str:
-    """The jobId a snapshot path names (``.../<jobId>/chk-N``), else the 6-hex prefix a savepoint
-    name carries ("" when neither)."""
-    m = _JOB_DIR_RE.search(path.path)
-    if m:
-        return m.group(1)
-    prefix = savepoint_prefix(path.name)
-    return f"{prefix}..." if prefix else ""
 
 
 def _fallback(

@@ -523,17 +523,12 @@ class CheckpointStorage:
         bucket) that does not exist means the storage is not the one the job wrote to: an error."""
         fs = self.filesystem(job_dir)
         lookup.deadline.check()
-        try:
-            cursor.step()
-            names = _entry_names(fs, job_dir)
-        except FileNotFoundError:
-            cursor.step(_missing_folder(job_dir) - 1)
+        names = self._names(fs, job_dir, cursor)
+        if names is None:
             if checkpoint_dir is not None and checkpoint_dir != job_dir:
                 cursor.step()
                 self._require_dir(fs, checkpoint_dir)
             return CheckpointScan(None, job_dir_missing=True)
-        except Exception as exc:
-            raise _storage_error("listing", job_dir, exc) from None
         if lookup.query.verify is Verify.FILES:
             for shared in ("shared", "taskowned"):  # where incremental checkpoints keep what they share
                 if shared in names:
@@ -564,14 +559,9 @@ class CheckpointStorage:
         savepoint directory that does not exist holds none; a listing that fails is a storage error."""
         fs = self.filesystem(savepoint_dir)
         lookup.deadline.check()
-        try:
-            cursor.step()
-            names = _entry_names(fs, savepoint_dir)
-        except FileNotFoundError:
-            cursor.step(_missing_folder(savepoint_dir) - 1)
+        names = self._names(fs, savepoint_dir, cursor)
+        if names is None:
             return SavepointScan()
-        except Exception as exc:
-            raise _storage_error("listing", savepoint_dir, exc) from None
         mine = sorted(n for n in names if is_savepoint_of(n, job_id))
         local_root = _real(savepoint_dir) if savepoint_dir.protocol == "file" else None
         paths = [savepoint_dir.child(name) for name in mine[:MAX_SAVEPOINTS]]
@@ -606,16 +596,20 @@ class CheckpointStorage:
         with the same 6 hex ("" when none): then a savepoint name cannot tell the two apart."""
         fs = self.filesystem(checkpoint_dir)
         lookup.deadline.check()
-        try:
-            cursor.step()
-            names = _entry_names(fs, checkpoint_dir)
-        except FileNotFoundError:
-            cursor.step(_missing_folder(checkpoint_dir) - 1)
-            return ""
-        except Exception as exc:
-            raise _storage_error("listing", checkpoint_dir, exc) from None
+        names = self._names(fs, checkpoint_dir, cursor) or []
         others = sorted(n for n in names if is_job_id(n) and n != job_id and n[:6] == job_id[:6])
         return others[0] if others else ""
+
+    def _names(self, fs: fsspec.AbstractFileSystem, folder: StoragePath, cursor: _Cursor) -> list[str] | None:
+        """The names in ``folder``, one listing counted as the storage makes it; None: no such folder."""
+        try:
+            cursor.step()
+            return _entry_names(fs, folder)
+        except FileNotFoundError:
+            cursor.step(_missing_folder(folder) - 1)
+            return None
+        except Exception as exc:
+            raise _storage_error("listing", folder, exc) from None
 
     def _require_dir(self, fs: fsspec.AbstractFileSystem, path: StoragePath) -> None:
         try:

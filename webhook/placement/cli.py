@@ -9,6 +9,7 @@ import argparse
 import json
 import sys
 
+from webhook.common.envoptions import positive_int
 from webhook.placement import fields as f
 from webhook.placement.api import format_table, place
 from webhook.placement.cluster import load_cluster_file
@@ -17,16 +18,6 @@ from webhook.placement.errors import PlacementInputError
 from webhook.placement.model import Cluster
 
 EXIT_BAD_INPUT = 2
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value}")
-    return value
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +45,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kubeconfig", metavar="FILE", help="kubeconfig for --context (default: the usual lookup)"
     )
-    parser.add_argument("--max-sets", type=_positive, metavar="N", help="stop searching at N sets")
+    parser.add_argument("--max-sets", type=positive_int, metavar="N", help="stop searching at N sets")
     parser.add_argument(
         "--witness", action="store_true", help="include the assignment of every replica to a node"
     )

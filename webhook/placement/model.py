@@ -132,12 +132,6 @@ class Node:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
 
-    def free_of(self, resource: str) -> int | None:
-        """None means unlimited (only possible for ``pods``)."""
-        if resource == PODS and PODS not in self.free:
-            return None
-        return self.free.get(resource, 0)
-
 
 @dataclass(frozen=True)
 class NodeTable:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -190,10 +190,25 @@ def _less(vec: list[int], req: tuple[int, ...], count: int) -> list[int]:
     return [h - count * q for h, q in zip(vec, req, strict=True)]
 
 
+Clock = Callable[[], float]
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """When trying packing variants stops, on ``clock`` (seconds): handed in, so the search stays a
+    function of its inputs and a test can set the cut-off exactly."""
+
+    at: float
+    clock: Clock
+
+    def passed(self) -> bool:
+        return self.clock() > self.at
+
+
 class Search:
     """Binary search on k with the packing variants; remembers which variant worked last."""
 
-    def __init__(self, prep: Prepared, group: Group, deadline: float) -> None:
+    def __init__(self, prep: Prepared, group: Group, deadline: Deadline) -> None:
         self.prep = prep
         self.group = group
         self.deadline = deadline
@@ -203,7 +218,7 @@ class Search:
 
     def feasible(self, k: int) -> Packing | None:
         for at, (order, rule) in enumerate(self.variants):
-            if at and time.perf_counter() > self.deadline:
+            if at and self.deadline.passed():
                 return None  # out of time: only the likeliest variant is still tried
             packing = pack(self.prep, self.group, k, order, rule)
             if packing is not None:
