@@ -135,21 +135,12 @@ def pure_written(package: str, cell: str) -> set[str]:
 
 
 ROWS = package_rows()
-# issue 28 rewrites the fencing agent (member/fencing/): its row is brought in step after that merge.
-AFTER_ISSUE_28 = pytest.mark.xfail(
-    strict=True, reason="member/fencing/ layers (command, status, http) are written after issue 28 lands"
-)
-
-
 def test_every_layered_package_has_a_row() -> None:
     assert set(ROLE_LAYERS) <= set(ROWS), sorted(set(ROLE_LAYERS) - set(ROWS))
     assert set(ROWS) - set(ROLE_LAYERS) == {"webhook.common"}  # shared code: no layers of its own
 
 
-@pytest.mark.parametrize(
-    "package",
-    [pytest.param(p, marks=AFTER_ISSUE_28) if p == "webhook.member.fencing" else p for p in ROLE_LAYERS],
-)
+@pytest.mark.parametrize("package", list(ROLE_LAYERS))
 def test_the_layers_written_are_the_ones_the_import_test_enforces(package: str) -> None:
     enforced = tuple(frozenset(layer) for layer in ROLE_LAYERS[package])
     assert layers_written(ROWS[package][0]) == enforced

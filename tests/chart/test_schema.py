@@ -170,7 +170,11 @@ CASES = [
     # the rules between fields (issue 24: the chart rendered these and the pods crash-looped on them)
     Case({"allowedSchemes": ["s3"], "defaultCheckpointDir": "gs://bucket/chk"}, ("defaultCheckpointDir",)),
     Case({"allowedSchemes": ["s3"], "defaultSavepointDir": "/data/sp"}, ("defaultSavepointDir",)),
-    Case({"fencing": {"pollSeconds": 20}}, ("fencing.pollSeconds", "fencing.renewDeadlineSeconds")),
+    # two rules broken on one field: both reasons are said
+    Case(
+        {"fencing": {"pollSeconds": 20}},
+        ("fencing.pollSeconds", "fencing.renewDeadlineSeconds", "fencing.renewDeadlineSeconds"),
+    ),
     Case({"fencing": {"leaseSeconds": 10, "pollSeconds": 5}}, ("fencing.renewDeadlineSeconds",)),
     Case({"fencing": {"renewDeadlineSeconds": 16}}, ("fencing.renewDeadlineSeconds",)),
     Case({"fencing": {**FENCING_AT_LIMIT, "stopMarginSeconds": 8.5}}, ("fencing.renewDeadlineSeconds",)),

@@ -11,6 +11,7 @@ own step-down came later the more copies were held (4.5 s, 6.5 s, 8.5 s for 0, 4
 from __future__ import annotations
 
 import itertools
+import random
 
 import pytest
 
@@ -106,3 +107,28 @@ def test_the_holder_of_a_hung_bucket_steps_down_within_its_bound_whatever_it_hol
     earliest = FENCING.renew_deadline_seconds - LATENCY - (FENCING.poll_seconds if replicas > 1 else 0)
     assert earliest <= stepped - last <= bound, (held, stepped - last)
     assert world.violations == []
+
+
+@pytest.mark.parametrize("seed", range(64))
+def test_a_deleted_copy_leaves_no_heartbeat_even_when_a_renewal_was_in_flight(seed: int) -> None:
+    """The object is deleted while its heartbeat's renewal may be on its way to the storage, whose calls
+    answer out of order (a lane has several threads): the agent removes the heartbeat after that renewal
+    has landed, never before. Before, a renewal landing after the removal wrote the heartbeat back and
+    nothing renewed or removed it again: the new job on the other cluster waited out a whole lease."""
+    chance = random.Random(seed)
+    world = World(POLICY)
+    world.cluster("member1", 3.0)
+    replica = world.replica("member1")
+    replica.reach.latencies = iter(lambda: chance.uniform(0.02, 4.0), None)
+    world.running_copy("member1", "orders", HEALTHY)
+    heartbeat = f"{world.folder('orders', HEALTHY)}/heartbeat-member1.json"
+    server = world.clusters["member1"].server
+
+    def delete() -> None:
+        server.objects.pop(("FlinkDeployment", "analytics", "orders"))
+
+    deleted_at = 50.0 + chance.uniform(0.0, FENCING.poll_seconds)
+    world.run(90.0, [(0.5, lambda: world.start(replica, "member1")), (deleted_at, delete)])
+
+    assert len(world.store.writes[heartbeat]) > 2  # it was renewed while the job ran
+    assert heartbeat not in world.store.files, (deleted_at, world.store.writes[heartbeat][-3:])

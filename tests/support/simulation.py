@@ -190,6 +190,11 @@ class Reach:
     loop: VirtualLoop
     faults: list[Fault] = field(default_factory=list)
     latency: float = LATENCY
+    # each call's own latency, when given: calls then answer out of order, as a lane's threads do
+    latencies: Iterator[float] | None = None
+
+    def delay(self) -> float:
+        return self.latency if self.latencies is None else next(self.latencies)
 
     def fault(self, lane: str) -> str:
         bucket = lane.split("://", 1)[-1].split("/", 1)[0]
@@ -223,7 +228,7 @@ class SimExecutor(concurrent.futures.Executor):
             except BaseException as exc:  # handed to the caller, as a pool's thread would
                 future.set_exception(exc)
 
-        self.loop.call_later(self.reach.latency, answer)
+        self.loop.call_later(self.reach.delay(), answer)
         return future
 
 

@@ -396,8 +396,11 @@ class FencingAgent:
 
     def _forget(self, workload: Workload, folder: StoragePath) -> None:
         """A copy that no longer runs here (deleted, suspended by hand) stops heartbeating at once."""
+        pending = self.renewer.renewing(workload)
 
         async def forget() -> None:
+            if pending is not None:  # a renewal landing after the removal would leave a heartbeat behind
+                await asyncio.wait([pending])
             try:
                 await self.lanes.run(self.store.forget_call(folder))
             except StorageError as exc:

@@ -72,6 +72,7 @@ class Renewer:
         self._entries: dict[Workload, _Entry] = {}
         self._beaten: dict[Workload, float] = {}  # renewed before the copy ran (a release's own beat)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._renewing: dict[Workload, asyncio.Task[None]] = {}  # the renewal in flight, per copy
 
     # --- what the poll tells it --------------------------------------------------------------------
     def observe(self, found: list[Copy], now: float) -> list[tuple[Workload, StoragePath]]:
@@ -161,8 +162,20 @@ class Renewer:
                 started.append(self._spawn(self._down(workload, entry, step_down_reason(entry.state, now))))
             elif decision is Renewal.BEAT and entry.copy.folder is not None:
                 entry.state = replace(entry.state, attempted=now, in_flight=True)
-                started.append(self._spawn(self._renew(workload, entry.copy, entry.copy.folder, now)))
+                task = self._spawn(self._renew(workload, entry.copy, entry.copy.folder, now))
+                self._renewing[workload] = task
+                task.add_done_callback(lambda done, w=workload: self._settled(w, done))
+                started.append(task)
         return started
+
+    def renewing(self, workload: Workload) -> asyncio.Task[None] | None:
+        """The copy's renewal still in flight: a heartbeat removed before it lands would be written
+        back by it, so whoever removes one waits for this first."""
+        return self._renewing.get(workload)
+
+    def _settled(self, workload: Workload, task: asyncio.Task[None]) -> None:
+        if self._renewing.get(workload) is task:
+            del self._renewing[workload]
 
     async def settle(self) -> None:
         """Wait for what ``tick`` started (tests that drive one pass at a time)."""
