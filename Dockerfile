@@ -8,7 +8,7 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 # scheme whose backend is missing, so trim allowedSchemes together with this list. hdfs is not in the
 # default: pyarrow's HadoopFileSystem also needs a JVM and the Hadoop client (libhdfs, jars), which this
 # slim base does not have; build FROM an image that does (PYTHON_IMAGE) with EXTRAS=...,hdfs.
-ARG EXTRAS=gcs,azure,oss
+ARG EXTRAS=gcs,azure,oss,review
 
 # --- builder: compilers live here only (for any dependency without a binary wheel) ---
 FROM ${PYTHON_IMAGE} AS builder

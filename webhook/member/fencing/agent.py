@@ -362,7 +362,10 @@ class FencingAgent:
                 await self.lanes.run(self.store.stopping_call(folder, effect.epoch, copy.operator.detail))
                 return None
             if isinstance(effect, Acknowledge):
+                pending = self.renewer.renewing(copy.patched)
                 self.renewer.drop(copy.patched)
+                if pending is not None:  # the ack drops the heartbeat: not before a renewal lands
+                    await asyncio.wait([pending])
                 await self.lanes.run(self.store.ack_call(folder, effect.epoch, copy.operator.detail))
                 metrics.ACKS.inc()
                 status = copy.operator.detail

@@ -182,10 +182,6 @@ class Plan:
     chains: tuple[Chain, ...] = ()
     trouble: Trouble = Trouble.NONE
 
-    @property
-    def effects(self) -> tuple[Effect, ...]:
-        return tuple(effect for chain in self.chains for effect in chain)
-
 
 def plan(action: Action, detail: str = "", *chains: Chain, trouble: Trouble = Trouble.NONE) -> Plan:
     return Plan(action, detail, tuple(chain for chain in chains if chain), trouble)

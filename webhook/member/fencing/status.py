@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
@@ -24,6 +23,7 @@ from webhook.common.contract import (
     RESUMED,
     STEPPED_DOWN,
 )
+from webhook.common.envoptions import CLUSTER_ENV, add_env_option
 from webhook.common.kubeclient import ApiFailure
 from webhook.common.paths import StoragePath
 from webhook.member.fencing import command, copies
@@ -53,7 +53,7 @@ ABSENT_IS_EMPTY = frozenset({"FlinkSessionJob", *OPTIONAL_KINDS})
 
 
 @dataclass(frozen=True)
-class Record:
+class RecordView:
     name: str  # heartbeat | fence | stopping | ack
     cluster: str
     epoch: int | None
@@ -72,7 +72,7 @@ class JobView:
     hold: str = ""
     waiting_for: tuple[str, ...] = ()
     lease_runs_out_in: float | None = None  # seconds, when held and someone is waited for
-    records: tuple[Record, ...] = ()
+    records: tuple[RecordView, ...] = ()
     last: Mapping[str, str] = field(default_factory=dict)  # the decisions written on the object
     operator: str = ""  # what the operator reports, for a copy asked to stop
     problem: str = ""  # why the records could not be read, or why the job has none
@@ -100,7 +100,7 @@ def describe(
 ) -> JobView:
     """One job's view from its object and its records (``None``: none read, ``problem`` says why;
     ``unreadable``: they exist but could not be read)."""
-    records: list[Record] = []
+    records: list[RecordView] = []
     waiting: tuple[str, ...] = ()
     remaining = None
     if ownership is not None:
@@ -139,9 +139,9 @@ def describe(
     )
 
 
-def _record(name: str, cluster: str, epoch: int | None, modified: datetime, now: datetime | None) -> Record:
+def _record(name: str, cluster: str, epoch: int | None, modified: datetime, now: datetime | None) -> RecordView:
     age = None if now is None else round(max(0.0, (now - modified).total_seconds()), 1)
-    return Record(name, cluster, epoch, age, copies.format_time(modified))
+    return RecordView(name, cluster, epoch, age, copies.format_time(modified))
 
 
 def collect(
@@ -237,11 +237,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--kind", choices=list(PLURALS), default="FlinkDeployment", help="the kind of the job named"
     )
     parser.add_argument("--held", action="store_true", help="only jobs held until an old copy stops")
-    parser.add_argument(
+    add_env_option(
+        parser,
         "--cluster",
-        default=None,
-        help="this member's name in Karmada, to say whom a held job waits for and when its lease runs out "
-        "(default: $FLINK_FAILOVER_CLUSTER; without either, who is waited for is not worked out)",
+        CLUSTER_ENV,
+        None,
+        "this member's name in Karmada, to say whom a held job waits for and when its lease runs out "
+        "(without it, who is waited for is not worked out)",
     )
     command.add_cluster_arguments(parser, "its prefix and storage options")
     parser.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
@@ -251,7 +253,7 @@ PROG = "flink-failover status"
 
 
 def run(args: argparse.Namespace) -> int:
-    cluster = args.cluster if args.cluster is not None else os.environ.get("FLINK_FAILOVER_CLUSTER", "")
+    cluster = args.cluster or ""
     if cluster:
         from webhook.member.fencing.layout import ClusterNameError, check_cluster_name
 
