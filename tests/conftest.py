@@ -18,6 +18,7 @@ from tests.support.repo import REPO, shared_data_dir, shared_data_required
 __all__ = ["REPO", "shared_data_dir"]
 
 _LEFT_OUT = pytest.StashKey[list[str]]()
+_TIERS: dict[str, float] = {}  # tier -> seconds spent in its tests (setup, call and teardown)
 
 # Property tests draw the same examples on every run (seeded by the test's name) and never depend on the
 # example database: a submission cannot fail by chance. HYPOTHESIS_PROFILE=explore draws fresh examples
@@ -45,7 +46,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     config.stash[_LEFT_OUT] = [item.nodeid for item in left_out]
 
 
+def tier_of(nodeid: str) -> str:
+    return "end-to-end" if nodeid.startswith("tests/e2e/") else "unit"
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    tier = tier_of(report.nodeid)
+    _TIERS[tier] = _TIERS.get(tier, 0.0) + report.duration
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    if _TIERS:  # the budgets (docs/development.md): unit tier within 8 minutes, end-to-end within 15
+        spent = ", ".join(f"{tier} tier {seconds / 60:.1f} min" for tier, seconds in sorted(_TIERS.items()))
+        terminalreporter.write_line(f"time in tests: {spent}")
     left_out = config.stash.get(_LEFT_OUT, [])
     if not left_out:
         return
