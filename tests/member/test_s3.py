@@ -122,3 +122,37 @@ def test_missing_bucket_and_bad_credentials_are_storage_errors(s3: tuple[str, An
     )
     resp = answer(unreachable, flink_deployment(checkpoint_dir=f"s3://{BUCKET}/x", labels=labels))
     assert resp["allowed"] is False and "storage" in resp["status"]["message"]
+
+
+@pytest.mark.parametrize("where", ["s3", "file"])
+def test_one_listing_of_a_storage_reads_each_workloads_records_as_its_own_listing(
+    s3: tuple[str, Any], tmp_path: Path, where: str
+) -> None:
+    """The fencing poll's one listing of ``<checkpoint-dir>/flink-failover`` (s3fs's ``find``, the local
+    filesystem's walk) gives every workload the records its own folder's listing gives, times included;
+    a workload without records has none, and a tree that does not exist yet is empty."""
+    from webhook.common.paths import StoragePath
+    from webhook.member.fencing.records import FencingStore, Workload
+    from webhook.member.storage import CheckpointStorage
+
+    endpoint, _ = s3
+    base = f"s3://{BUCKET}/tree-{tmp_path.name}" if where == "s3" else str(tmp_path / "ckpt")
+    root = StoragePath.parse(base)
+    store = FencingStore(CheckpointStorage({"s3": s3_options(endpoint)}), "member1")
+    records = root.child("flink-failover")
+    assert store.lanes.call(store.tree_call(records)) == {}
+    workloads = [Workload("FlinkDeployment", "analytics", f"job-{i}") for i in range(3)]
+    for i, workload in enumerate(workloads[:2]):
+        folder = workload.folder(root)
+        store.beat(folder, {"n": i})
+        store.fence(folder, i + 1, {"n": i})
+    store.ack(workloads[1].folder(root), 2, "stopped")
+    store.clock(records)
+    tree = store.lanes.call(store.tree_call(records))
+    for workload in workloads:
+        folder = workload.folder(root)
+        own = store.list(folder).ownership
+        listed = tree.get(folder.fs_path.rstrip("/"))
+        assert (listed.ownership if listed is not None else type(own)()) == own
+    assert tree[workloads[0].folder(root).fs_path].ownership.heartbeats
+    assert not tree[workloads[1].folder(root).fs_path].ownership.heartbeats  # the ack dropped it

@@ -134,6 +134,10 @@ class SimFileSystem:
             for n, t in sorted(names.items())
         ]
 
+    def find(self, path: str, detail: bool = False, **_: Any) -> Any:
+        below = sorted(self._below(path))
+        return {p: self.info(p) for p in below} if detail else below
+
     def info(self, path: str, **_: Any) -> dict[str, Any]:
         path = path.rstrip("/")
         found = self.store.files.get(path)

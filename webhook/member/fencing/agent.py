@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -61,7 +62,7 @@ from webhook.member.fencing.decide import (
 from webhook.member.fencing.flinkapi import OPTIONAL_KINDS, PLURALS, MemberApi
 from webhook.member.fencing.lanes import Call, Lanes
 from webhook.member.fencing.protocol import Ownership, ReleaseCause
-from webhook.member.fencing.records import FencingStore, Workload, fence_body
+from webhook.member.fencing.records import FencingStore, Listing, Workload, fence_body
 from webhook.member.fencing.renewer import Renewer, pause
 from webhook.member.policy import RestorePolicy
 from webhook.member.restore import RestoreOutcome, SnapshotQuery, Snapshots, StorageError, decide_restore
@@ -117,6 +118,8 @@ class FencingAgent:
         self._hold_written: dict[Workload, float] = {}
         self._held_since: dict[Workload, float] = {}
         self._clocks: dict[StoragePath, asyncio.Future[datetime]] = {}  # storage time, once per poll
+        # every workload's records on a storage, listed once per poll where it holds several copies
+        self._trees: dict[StoragePath, asyncio.Future[tuple[float, dict[str, Listing]]]] = {}
         self._inflight: dict[Workload, asyncio.Task[Step]] = {}
         self._urgent: set[Workload] = set()  # stopping or held at the last poll: looked at between polls
         self._kinds: dict[str, str] = {}
@@ -200,8 +203,10 @@ class FencingAgent:
             self._report(started)
             return []
         self._clocks.clear()
+        self._trees.clear()
         for workload, folder in self.renewer.observe(found, started):
             self._forget(workload, folder)
+        shared = _shared_roots(found)
         submitted: dict[Workload, asyncio.Task[Step]] = {}
         unanswered: list[Awaitable[Step]] = []
         for copy in found:
@@ -212,7 +217,7 @@ class FencingAgent:
                 still = Unreadable("storage calls of the last poll still unanswered")
                 unanswered.append(self._execute(copy, self._plan(copy, still, started), started))
                 continue
-            task = asyncio.ensure_future(self._step(copy, started))
+            task = asyncio.ensure_future(self._step(copy, started, copy.clock in shared))
             self._inflight[copy.patched] = submitted[copy.patched] = task
         steps: list[Step] = list(await asyncio.gather(*unanswered))
         if submitted:
@@ -268,7 +273,9 @@ class FencingAgent:
             self._held_since.pop(copy.patched, None)
             self._hold_written.pop(copy.patched, None)
 
-    async def _step(self, copy: Copy, started: float) -> Step:
+    async def _step(self, copy: Copy, started: float, shared: bool = False) -> Step:
+        """``shared``: read the records from the poll's one listing of the copy's storage (a recheck,
+        between polls, lists the copy's own folder: a poll's listing would be older than the recheck)."""
         if copy.folder is None or copy.clock is None or copy.state is CopyState.IDLE:
             detail = "no checkpoint directory" if copy.folder is None else ""
             return Step(copy.patched, Action.SKIPPED, detail)
@@ -279,7 +286,12 @@ class FencingAgent:
             if copy.state is CopyState.HELD:
                 storage_now = await self._storage_now(copy.clock)
             listed_at = self._mono()
-            records = (await self.lanes.run(self.store.list_call(copy.folder))).ownership
+            if shared:
+                listed_at, tree = await self._tree(copy.clock)
+                found = tree.get(copy.folder.fs_path.rstrip("/"))
+                records = found.ownership if found is not None else Ownership()
+            else:
+                records = (await self.lanes.run(self.store.list_call(copy.folder))).ownership
         except StorageError as exc:
             metrics.STORAGE_ERRORS.labels("agent").inc()
             records = Unreadable(str(exc))
@@ -414,6 +426,19 @@ class FencingAgent:
         task = asyncio.ensure_future(forget())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    async def _tree(self, root: StoragePath) -> tuple[float, dict[str, Listing]]:
+        """The poll's one listing of a storage's records, and when it started (what it vouches for)."""
+        known = self._trees.get(root)
+        if known is None:
+            started = self._mono()
+
+            async def listed() -> tuple[float, dict[str, Listing]]:
+                return started, await self.lanes.run(self.store.tree_call(root))
+
+            known = self._trees[root] = asyncio.ensure_future(listed())
+            known.add_done_callback(_retrieved)
+        return await asyncio.shield(known)
 
     async def _storage_now(self, clock: StoragePath) -> datetime:
         """The storage's time, learnt once per poll per storage before any listing of this poll: ages
@@ -607,7 +632,18 @@ class FencingAgent:
         self.lanes.close()
 
 
-def _retrieved(future: asyncio.Future[datetime]) -> None:
+def _shared_roots(found: list[Copy]) -> set[StoragePath]:
+    """The storages a poll lists once for all their copies: those holding more than one copy it will
+    read records for (one copy's own folder is the smaller listing)."""
+    counts = Counter(
+        c.clock
+        for c in found
+        if c.folder is not None and c.clock is not None and c.state is not CopyState.IDLE
+    )
+    return {root for root, n in counts.items() if root is not None and n > 1}
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()
 

@@ -88,6 +88,12 @@ class FencingStore:
     def list_call(self, folder: StoragePath) -> Call[Listing]:
         return Call(folder, f"listing {folder}", lambda left: self._read(folder, left))
 
+    def tree_call(self, root: StoragePath) -> Call[dict[str, Listing]]:
+        """Every workload's records below ``root`` (``<checkpoint-dir>/flink-failover``) in one listing,
+        keyed by folder (its ``fs_path``): a poll's read of a fleet on one storage, a few pages where a
+        listing per workload would be a request per workload per poll."""
+        return Call(root, f"listing {root}", lambda left: self._read_tree(root, left))
+
     def beat_call(self, folder: StoragePath, body: Mapping[str, Any]) -> Call[None]:
         """Renew this cluster's heartbeat: its copy runs (or has not stopped yet)."""
         return self._put(folder, heartbeat_name(self.cluster), body)
@@ -174,6 +180,19 @@ class FencingStore:
         except Exception as exc:
             raise _error("listing", folder, exc) from None
         return parse_listing(entries)
+
+    def _read_tree(self, root: StoragePath, left: float) -> dict[str, Listing]:
+        fs = self._storage.filesystem(root)
+        try:
+            found = fs.find(root.fs_path, detail=True, **_timed(fs, left))
+        except FileNotFoundError:
+            return {}
+        except Exception as exc:
+            raise _error("listing", root, exc) from None
+        by_folder: dict[str, list[Any]] = {}
+        for path, entry in found.items() if isinstance(found, Mapping) else ():
+            by_folder.setdefault(str(path).rstrip("/").rsplit("/", 1)[0], []).append(entry)
+        return {folder: parse_listing(entries) for folder, entries in by_folder.items()}
 
     def _write(self, folder: StoragePath, name: str, body: Mapping[str, Any], left: float) -> None:
         fs = self._storage.filesystem(folder)

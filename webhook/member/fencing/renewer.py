@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -164,7 +165,7 @@ class Renewer:
                 entry.state = replace(entry.state, attempted=now, in_flight=True)
                 task = self._spawn(self._renew(workload, entry.copy, entry.copy.folder, now))
                 self._renewing[workload] = task
-                task.add_done_callback(lambda done, w=workload: self._settled(w, done))
+                task.add_done_callback(functools.partial(self._settled, workload))
                 started.append(task)
         return started
 

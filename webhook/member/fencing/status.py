@@ -139,7 +139,9 @@ def describe(
     )
 
 
-def _record(name: str, cluster: str, epoch: int | None, modified: datetime, now: datetime | None) -> RecordView:
+def _record(
+    name: str, cluster: str, epoch: int | None, modified: datetime, now: datetime | None
+) -> RecordView:
     age = None if now is None else round(max(0.0, (now - modified).total_seconds()), 1)
     return RecordView(name, cluster, epoch, age, copies.format_time(modified))
 
