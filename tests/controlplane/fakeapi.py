@@ -206,7 +206,7 @@ class FakeKarmada:
         value = self.get(namespace, name)["metadata"].get("annotations", {}).get(key)
         return value if isinstance(value, str) else None
 
-    def wait_for(self, predicate: Any, timeout: float = 20.0) -> bool:
+    def wait_for(self, predicate: Any, timeout: float = 90.0) -> bool:
         """``production.wait_for``, with ``predicate`` read under this server's lock (a consistent view)."""
         from tests.support.production import wait_for  # production builds its members on this module
 
