@@ -175,3 +175,43 @@ def test_a_poll_lists_a_storage_once_for_all_its_copies(monkeypatch: pytest.Monk
         assert len(beats) >= polls - 2, (i, len(beats))
         assert world.clusters["member2"].server.get(f"job-{i}")["spec"]["job"]["state"] == "running"
     assert world.violations == []
+
+
+def test_a_shared_listing_starts_after_the_storage_time_a_held_copy_counts_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A held copy's ages are its "now" (the storage's time, learnt by writing the clock object) minus
+    the records' times, so the listing it reads must start after that "now": a listing taken before
+    could miss a heartbeat renewed in between and make the old one look older than the lease. The poll's
+    one listing of a storage that holds a held copy therefore waits for the clock, whichever copy of that
+    storage asked for it first."""
+    events: list[tuple[float, str]] = []
+    real_info, real_find = SimFileSystem.info, SimFileSystem.find
+
+    def info(self: SimFileSystem, path: str, *a: Any, **kw: Any) -> Any:
+        if path.rstrip("/").rsplit("/", 1)[-1].startswith("clock-"):
+            events.append((self.store.loop.now, "clock"))
+        return real_info(self, path, *a, **kw)
+
+    def find(self: SimFileSystem, path: str, *a: Any, **kw: Any) -> Any:
+        events.append((self.store.loop.now, "find"))
+        return real_find(self, path, *a, **kw)
+
+    monkeypatch.setattr(SimFileSystem, "info", info)
+    monkeypatch.setattr(SimFileSystem, "find", find)
+    world = World(POLICY)
+    world.cluster("member1", 3.0)
+    world.cluster("member2", 3.0)
+    replica = world.replica("member2")
+    for i in range(3):  # running on member2, beside the held restore on the same storage
+        world.running_copy("member2", f"steady-{i}", HEALTHY)
+    world.running_copy("member1", "orders", HEALTHY)  # its heartbeat holds the restore (no agent renews it)
+    assert world.fail_over("member2", 1, "member1", "orders", HEALTHY)
+    world.run(20.0, [(0.5, lambda: world.start(replica, "member2"))])
+
+    assert world.clusters["member2"].server.get("orders")["spec"]["job"]["state"] == "suspended"
+    finds = [t for t, kind in events if kind == "find"]
+    clocks = [t for t, kind in events if kind == "clock"]
+    assert len(finds) >= 3
+    for listed in finds:  # this poll's clock read back before the listing ran
+        assert any(listed - FENCING.poll_seconds / 2 < c < listed for c in clocks), (listed, clocks)

@@ -18,6 +18,7 @@ After every poll it reports its health (``Health``) for the webhook's admissions
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
@@ -120,6 +121,7 @@ class FencingAgent:
         self._clocks: dict[StoragePath, asyncio.Future[datetime]] = {}  # storage time, once per poll
         # every workload's records on a storage, listed once per poll where it holds several copies
         self._trees: dict[StoragePath, asyncio.Future[tuple[float, dict[str, Listing]]]] = {}
+        self._held_roots: set[StoragePath] = set()  # the storages this poll's held copies are on
         self._inflight: dict[Workload, asyncio.Task[Step]] = {}
         self._urgent: set[Workload] = set()  # stopping or held at the last poll: looked at between polls
         self._kinds: dict[str, str] = {}
@@ -207,6 +209,7 @@ class FencingAgent:
         for workload, folder in self.renewer.observe(found, started):
             self._forget(workload, folder)
         shared = _shared_roots(found)
+        self._held_roots = {c.clock for c in found if c.state is CopyState.HELD and c.clock is not None}
         submitted: dict[Workload, asyncio.Task[Step]] = {}
         unanswered: list[Awaitable[Step]] = []
         for copy in found:
@@ -431,9 +434,14 @@ class FencingAgent:
         """The poll's one listing of a storage's records, and when it started (what it vouches for)."""
         known = self._trees.get(root)
         if known is None:
-            started = self._mono()
 
             async def listed() -> tuple[float, dict[str, Listing]]:
+                if root in self._held_roots:
+                    # after the storage's "now" a held copy counts its ages from (as its own listing
+                    # would be); a failed clock is that copy's own error, not the other copies'
+                    with contextlib.suppress(StorageError):
+                        await self._storage_now(root)
+                started = self._mono()
                 return started, await self.lanes.run(self.store.tree_call(root))
 
             known = self._trees[root] = asyncio.ensure_future(listed())
