@@ -234,19 +234,18 @@ class World:
         api.merge_patch(path, {"spec": {"taints": [*taints, dict(taint)]}})
 
     def untaint(self, cluster: str, key: str = EVICT_TAINT["key"]) -> None:
-        api = self.stack.karmada_api()
-        path = f"/apis/cluster.karmada.io/v1alpha1/clusters/{cluster}"
-        current = api.get(path)
-        taints = [t for t in (current["spec"].get("taints") or []) if t["key"] != key]
-        api.merge_patch(path, {"spec": {"taints": taints or None}})
+        self._keep_taints(cluster, lambda t: t["key"] != key)
 
     def untaint_all(self, cluster: str) -> None:
         """Every taint the tier's scenarios put on ``cluster`` (theirs by the key's prefix)."""
+        self._keep_taints(cluster, lambda t: not t["key"].startswith(TAINT_PREFIX))
+
+    def _keep_taints(self, cluster: str, keep: Callable[[dict[str, str]], bool]) -> None:
         api = self.stack.karmada_api()
         path = f"/apis/cluster.karmada.io/v1alpha1/clusters/{cluster}"
-        current = api.get(path)
-        kept = [t for t in (current["spec"].get("taints") or []) if not t["key"].startswith(TAINT_PREFIX)]
-        if kept != (current["spec"].get("taints") or []):
+        taints = api.get(path)["spec"].get("taints") or []
+        kept = [t for t in taints if keep(t)]
+        if kept != taints:
             api.merge_patch(path, {"spec": {"taints": kept or None}})
 
     def delete_job(self, name: str, namespace: str = NAMESPACE) -> None:
