@@ -99,6 +99,10 @@ class FakeKarmada:
     _latency_rng: random.Random = field(default_factory=lambda: random.Random(7))
     # (old, patched, user) -> the object stored: the mutating webhook of an HTTP PATCH (None: none)
     admit: Any = None
+    # (phase, body): run in a ResourceBinding PATCH's own thread "before" it is stored and "after" it
+    # is stored but before it is answered, so a test can order two clients' patches, and an answer
+    # behind the watch events (a real API server's answer and its watch race)
+    patch_hook: Any = None
     self_reviews: int = 0  # SelfSubjectReviews answered
     fail_self_reviews: bool = False  # answer them 404 (an API server older than 1.28)
 
@@ -499,7 +503,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._status(500, "InternalError", "etcdserver: request timed out")
             return
         fake.delay("PATCH")
+        if fake.patch_hook is not None:
+            fake.patch_hook("before", body)
         result = fake.patch(parts[1], parts[3], body)
+        if fake.patch_hook is not None and result is not None:
+            fake.patch_hook("after", body)
         if result is None:
             self._status(404, "NotFound", "not found")
         else:

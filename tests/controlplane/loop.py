@@ -69,7 +69,8 @@ class Loop:
         patch waiting or in flight is not caught up (its echo comes after it lands)."""
         cached = self.cache.keys()  # a set (BindingCache is no mapping)
         pending = any(self.watcher.writer.unsettled(key) for key in cached)
-        return not pending and self.watcher.resource_version == str(self.server.fake.rv)
+        behind = any(not entry.persisted for entry in map(lambda k: self.cache.get(*k), cached) if entry)
+        return not (pending or behind) and self.watcher.resource_version == str(self.server.fake.rv)
 
     def caught_up(self) -> bool:
         """Waits until ``settled`` (no timing assumptions)."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import json
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -14,6 +16,7 @@ import pytest
 from tests.controlplane import fakeapi
 from tests.controlplane import support as s
 from tests.controlplane.loop import Loop
+from tests.support.production import wait_for
 from webhook.common.admission import review
 from webhook.common.kubeclient import ClientConfig
 from webhook.controlplane.audit import WorkAudit
@@ -321,3 +324,55 @@ def test_two_capturing_instances_converge(
         )
         fake.upsert(running_on_2)
         assert fake.wait_for(lambda: converged(lambda r: r.cluster("member2").job_id == s.JOB_B)), a.record()
+
+
+def test_a_patch_answered_after_a_later_writers_event_leaves_the_cache_on_the_annotation(
+    running: fakeapi.RunningFake, tmp_path: Path, shared_data: Path
+) -> None:
+    """Two capture loops record a new job on member2 at once. b's patch lands first and a's right after
+    it, and b's watch delivers both events before b's patch is answered (the answer and the watch race
+    on a real API server). The annotation is a's record: b must end up holding it, not its own record
+    that nobody stored (it did until the writer checked what came in while its patch was out)."""
+    running.fake.upsert(s.binding(shared_data, "scenA/rb-after-failover.json"))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with (
+        Loop(running, tmp_path / "a") as a,
+        Loop(running, tmp_path / "b", clock_offset=timedelta(hours=1)) as b,
+    ):
+        fake = running.fake
+        assert fake.wait_for(lambda: a.settled() and b.settled())
+        b_stored, a_stored = threading.Event(), threading.Event()
+
+        def member2_seen(body: dict[str, Any]) -> str:
+            raw = body["metadata"]["annotations"][KEY]
+            return str(json.loads(raw).get("clusters", {}).get("member2", {}).get("jobSeen", ""))
+
+        def hook(phase: str, body: dict[str, Any]) -> None:
+            seen = member2_seen(body)
+            if phase == "before" and seen.startswith("2026-11-29T15:") and not a_stored.is_set():
+                assert b_stored.wait(30), "b's patch never came"  # a's lands after b's
+            elif phase == "after" and seen.startswith("2026-11-29T15:"):
+                a_stored.set()
+            elif phase == "after" and seen.startswith("2026-11-29T16:") and not b_stored.is_set():
+                b_stored.set()
+                # b's answer waits until b's watch has delivered a's patch as well
+                assert wait_for(lambda: a_stored.is_set() and b.watcher.resource_version == str(fake.rv), 30)
+
+        fake.patch_hook = hook
+        fake.upsert(
+            s.set_statuses(
+                s.binding(shared_data, "scenA/rb-after-failover.json"),
+                {"member1": s.flink_status(s.JOB_A), "member2": s.flink_status(s.JOB_B)},
+            )
+        )
+        assert fake.wait_for(lambda: a_stored.is_set() and a.settled() and b.settled(), 60)
+        raw = fake.annotation(NS, NAME, KEY)
+        assert raw is not None
+        persisted = BindingRecord.loads(raw)
+        assert isinstance(persisted, BindingRecord)
+        assert persisted.cluster("member2").job_id == s.JOB_B
+        assert persisted.cluster("member2").job_seen.startswith("2026-11-29T15:")  # a's, the last patch
+        b_entry, a_entry = b.cache.get(NS, NAME), a.cache.get(NS, NAME)
+        assert a_entry is not None and a_entry.record == persisted
+        assert b_entry is not None and b_entry.record == persisted, b_entry.record

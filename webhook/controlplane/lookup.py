@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from webhook.common.contract import Contract
 from webhook.common.kubeclient import ApiFailure
 from webhook.controlplane.binding import Binding
-from webhook.controlplane.record import BindingRecord, annotation_key, read_annotation
+from webhook.controlplane.record import BindingRecord, StoredRecord, annotation_key, read_annotation
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +29,7 @@ class Entry:
     written_at: int = -1  # resourceVersion our last successful patch produced (-1: none / unknown)
     written: BindingRecord | None = None  # what that patch wrote
     persisted: bool = True  # False while ``record`` is ahead of the annotation (patch pending or failed)
+    stored: StoredRecord | None = None  # the annotation as ``binding``'s event carried it (capture only)
 
 
 class BindingCache:

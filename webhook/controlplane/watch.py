@@ -69,7 +69,7 @@ class Watcher:
     writer: RecordWriter = field(init=False)
 
     def __post_init__(self) -> None:
-        self.writer = RecordWriter(self.api, self.cache, self.annotation, self.stop, Backoff())
+        self.writer = RecordWriter(self.api, self.cache, self.annotation, self.stop, Backoff(), self._refold)
         self._loop = ListWatch(
             "ResourceBindings",
             pages=self._pages,
@@ -135,26 +135,43 @@ class Watcher:
             self.cache.put(Entry(binding, stored.record))
             return binding.key
         with self.writer.entries:  # the writer updates an entry's write marks under the same lock
-            previous = self.cache.get(*binding.key)
-            if previous is not None and previous.binding.uid != binding.uid:
-                previous = None  # deleted and created again under the same name: a new workload
-            base, written_at = self._base(binding, stored, previous)
-            written = previous.written if previous is not None else None
-            result = capture(base, stored, binding, self.clock())
-            write = result.write
-            if write and result.record == written and 0 <= _version(binding.resource_version) < written_at:
-                # The event predates our last write and its annotation is older than what we wrote: the
-                # same record again would be an identical patch (recorded: 107 of 209 before this check).
-                write = False
-            if write and self.writer.writing(binding.key, result.record):
-                write = False  # this very record is on its way (an event that came while it was sent)
-            unsettled = previous is not None and not previous.persisted
-            self.cache.put(
-                Entry(binding, result.record, written_at, written, persisted=not (write or unsettled))
-            )
-        if write:
-            self.writer.submit(binding, result.record)
+            due = self._fold(binding, stored)
+        if due is not None:
+            self.writer.submit(binding, due)
         return binding.key
+
+    def _fold(self, binding: Binding, stored: StoredRecord) -> BindingRecord | None:
+        """One event into the cache (the caller holds ``writer.entries``): the record to patch, or None."""
+        previous = self.cache.get(*binding.key)
+        if previous is not None and previous.binding.uid != binding.uid:
+            previous = None  # deleted and created again under the same name: a new workload
+        base, written_at = self._base(binding, stored, previous)
+        written = previous.written if previous is not None else None
+        result = capture(base, stored, binding, self.clock())
+        write = result.write
+        if write and result.record == written and 0 <= _version(binding.resource_version) < written_at:
+            # The event predates our last write and its annotation is older than what we wrote: the
+            # same record again would be an identical patch (recorded: 107 of 209 before this check).
+            write = False
+        if write and self.writer.writing(binding.key, result.record):
+            write = False  # this very record is on its way (an event that came while it was sent)
+        unsettled = previous is not None and not previous.persisted
+        persisted = not (write or unsettled)
+        self.cache.put(Entry(binding, result.record, written_at, written, persisted, stored))
+        return result.record if write else None
+
+    def _refold(self, key: tuple[str, str]) -> None:
+        """Our patch landed before another writer's, whose event came while ours was in flight and was
+        folded into our record: the annotation is theirs, so fold that event again now that we are
+        settled (we converge on it, or patch what it lacks), instead of holding a record nobody stored."""
+        with self.writer.entries:
+            entry = self.cache.get(*key)
+            if entry is None or entry.stored is None or self.writer.unsettled(key):
+                return  # gone, or another patch of ours is on its way: that one will be the annotation
+            entry.persisted = True  # our patch landed; only what we folded it with is stale
+            due = self._fold(entry.binding, entry.stored)
+        if due is not None:
+            self.writer.submit(entry.binding, due)
 
     def _warn_removed_purge_modes(self, binding: Binding) -> None:
         """A clear word, once per binding, cluster and value, for a purge mode Karmada v1.19 removed."""
@@ -200,6 +217,8 @@ class RecordWriter:
     annotation: str
     stop: threading.Event
     backoff: Backoff
+    # called once a patch of ours landed behind a newer event that carries another annotation
+    overtaken: Callable[[tuple[str, str]], None]
     entries: threading.Lock = field(default_factory=threading.Lock)  # an entry's read-modify-write
     _waiting: dict[tuple[str, str], tuple[Binding, BindingRecord]] = field(default_factory=dict)
     _failed: dict[tuple[str, str], tuple[Binding, BindingRecord]] = field(default_factory=dict)
@@ -257,29 +276,35 @@ class RecordWriter:
                 key = next(iter(self._waiting))
                 binding, record = self._waiting.pop(key)
                 self._in_flight, self._in_flight_record = key, record
-            ok = self._write(binding, record)
+            ok, overtaken = self._write(binding, record)
             with self._changed:
                 self._in_flight, self._in_flight_record = None, None
                 if not ok and key not in self._waiting:
                     self._failed[key] = (binding, record)
+            if overtaken:
+                self.overtaken(key)
             if not ok:
                 self.stop.wait(self.backoff.next())
                 self.retry_failed()
             else:
                 self.backoff.reset()
 
-    def _write(self, binding: Binding, record: BindingRecord) -> bool:
+    def _write(self, binding: Binding, record: BindingRecord) -> tuple[bool, bool]:
+        """(landed, overtaken): overtaken when the cache already holds an event newer than our patch
+        whose annotation is another one (a second writer's patch landed after ours: the watch and the
+        answer race, and the watch won)."""
         with self._writing:
             if self.stop.is_set():  # halted: the next leader captures from the binding as it is then
-                return False
+                return False, False
             answer = self.api.patch_annotation(
                 binding.namespace, binding.name, self.annotation, record.dumps()
             )
         if isinstance(answer, ApiFailure):
             CAPTURE_PATCHES.labels("failed").inc()
             log.warning("persisting the record of %s/%s failed: %s", *binding.key, answer.message)
-            return False
+            return False, False
         CAPTURE_PATCHES.labels("ok").inc()
+        overtaken = False
         with self.entries:
             entry = self.cache.get(*binding.key)
             if entry is not None and entry.binding.uid == binding.uid:
@@ -287,8 +312,15 @@ class RecordWriter:
                 entry.written = record
                 with self._changed:
                     queued = self._queued(binding.key)
-                entry.persisted = entry.record == record and not queued
-        return True
+                overtaken = (
+                    _version(entry.binding.resource_version) > entry.written_at >= 0
+                    and entry.stored is not None
+                    and entry.stored.record != record
+                )
+                entry.persisted = entry.record == record and not queued and not overtaken
+        if overtaken:
+            log.info("a newer record of %s/%s landed after ours: folding it in", *binding.key)
+        return True, overtaken
 
 
 def _annotations(obj: Mapping[str, Any]) -> Any:
