@@ -7,11 +7,13 @@ CERTS  ?= certs
 POLICY ?= webhook/restore-policy.yaml
 BIND   ?= 127.0.0.1:8443
 PYTEST_ARGS ?=
+# The unit tier's pytest-xdist workers (its tests wait on servers and subprocesses more than on the CPU)
+WORKERS ?= 2
 # The end-to-end tier's binaries (tests/e2e/assets.py): ../shared/e2e when it is there, else whatever
 # FLINK_FAILOVER_E2E_ASSETS names; without either the tier is skipped with one line saying why.
 E2E_ASSETS ?= $(or $(FLINK_FAILOVER_E2E_ASSETS),$(if $(wildcard ../shared/e2e),$(abspath ../shared/e2e),))
 
-.PHONY: run test e2e bench soak lint typecheck certs clean venv moto-venv proto image image-push
+.PHONY: run test unit e2e bench soak lint typecheck certs clean venv moto-venv proto image image-push
 
 venv: $(STAMP)
 
@@ -39,9 +41,18 @@ run: $(STAMP) $(CERTS)/tls.crt
 	$(BIN)/python tests/samples/make_storage.py >/dev/null
 	$(BIN)/flink-failover serve --role member --policy $(POLICY) --cert-dir $(CERTS) --bind $(BIND)
 
+# Both tiers, one after the other (the end-to-end tier runs even when the unit tier failed); fails if
+# either did.
 test: $(STAMP) moto-venv
-	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server FLINK_FAILOVER_E2E_ASSETS=$(E2E_ASSETS) \
-	  $(BIN)/pytest $(PYTEST_ARGS)
+	@unit=0; $(MAKE) --no-print-directory unit || unit=$$?; \
+	e2e=0; $(MAKE) --no-print-directory e2e || e2e=$$?; \
+	echo "unit tier: $$( [ $$unit = 0 ] && echo passed || echo FAILED ), end-to-end tier: $$( [ $$e2e = 0 ] && echo passed || echo FAILED )"; \
+	[ $$unit = 0 ] && [ $$e2e = 0 ]
+
+# The unit tier alone, on $(WORKERS) pytest-xdist workers (WORKERS=0: in this process).
+unit: $(STAMP) moto-venv
+	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server \
+	  $(BIN)/pytest --numprocesses=$(WORKERS) --dist=worksteal --ignore=tests/e2e $(PYTEST_ARGS)
 
 # The end-to-end tier alone: real kube-apiservers and Karmada (docs/development.md).
 e2e: $(STAMP) moto-venv

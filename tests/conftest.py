@@ -8,6 +8,7 @@ with one summary line saying which and why; with REQUIRE_SHARED_DATA=1 they run 
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,9 @@ from tests.support.repo import REPO, shared_data_dir, shared_data_required
 __all__ = ["REPO", "shared_data_dir"]
 
 _LEFT_OUT = pytest.StashKey[list[str]]()
+_STARTED = pytest.StashKey[float]()
 _TIERS: dict[str, float] = {}  # tier -> seconds spent in its tests (setup, call and teardown)
+_WORKERS: set[str] = set()  # pytest-xdist's workers, when the run has them
 
 # Property tests draw the same examples on every run (seeded by the test's name) and never depend on the
 # example database: a submission cannot fail by chance. HYPOTHESIS_PROFILE=explore draws fresh examples
@@ -36,6 +39,10 @@ def needs_shared_data(item: pytest.Item) -> bool:
     return item.get_closest_marker("shared") is not None or "shared_data" in getattr(item, "fixturenames", ())
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_STARTED] = time.monotonic()
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if shared_data_dir().is_dir() or shared_data_required():
         return
@@ -44,6 +51,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         items[:] = [item for item in items if not needs_shared_data(item)]
         config.hook.pytest_deselected(items=left_out)
     config.stash[_LEFT_OUT] = [item.nodeid for item in left_out]
+    workeroutput = getattr(config, "workeroutput", None)
+    if workeroutput is not None:  # a pytest-xdist worker: its controller prints the summary
+        workeroutput["left_out"] = config.stash[_LEFT_OUT]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodeready(node: object) -> None:
+    _WORKERS.add(str(getattr(node, "gateway").id))  # noqa: B009 (xdist's WorkerController)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    left_out = getattr(node, "workeroutput", {}).get("left_out", [])
+    config: pytest.Config = getattr(node, "config")  # noqa: B009
+    known = config.stash.get(_LEFT_OUT, [])
+    config.stash[_LEFT_OUT] = known + [nodeid for nodeid in left_out if nodeid not in known]
 
 
 def tier_of(nodeid: str) -> str:
@@ -58,7 +81,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     if _TIERS:  # the budgets (docs/development.md): unit tier within 8 minutes, end-to-end within 15
         spent = ", ".join(f"{tier} tier {seconds / 60:.1f} min" for tier, seconds in sorted(_TIERS.items()))
-        terminalreporter.write_line(f"time in tests: {spent}")
+        wall = (time.monotonic() - config.stash.get(_STARTED, time.monotonic())) / 60
+        workers = f" on {len(_WORKERS)} workers" if _WORKERS else ""
+        line = f"time in tests: {spent} of test time; {wall:.1f} min wall clock{workers}"
+        terminalreporter.write_line(line)
     left_out = config.stash.get(_LEFT_OUT, [])
     if not left_out:
         return

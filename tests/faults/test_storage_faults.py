@@ -35,7 +35,7 @@ from tests.support.server import ApiServerClient
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
 from webhook.member.policy import RestorePolicy
-from webhook.member.storage import CheckpointStorage
+from webhook.member.storage import CheckpointStorage, DeadlineExceeded
 
 # Concurrent admissions on hung storage: more than the server's 2 x 8 worker threads. The deadline runs
 # from when a worker thread takes a request, so without the member handler failing fast on storage that
@@ -395,6 +395,27 @@ class BlockingStorage(CheckpointStorage):
         self.calls += 1
         self.release.wait(10)
         return super().snapshots(*args, **kwargs)
+
+
+class LateStorage(CheckpointStorage):
+    """A lookup that finds its deadline passed between two of its calls (a loaded machine, a slow scan)."""
+
+    def snapshots(self, *args: Any, **kwargs: Any) -> Any:
+        raise DeadlineExceeded("storage lookup passed the admission deadline")
+
+
+def test_a_deadline_noticed_inside_the_lookup_is_answered_as_any_missed_deadline(tmp_path: Path) -> None:
+    """Where the deadline was noticed (waiting for the lookup, or by the lookup between two calls) is
+    chance; the admission answer is the same: the deadline, and what was being looked up."""
+    job = new_job()
+    policy = RestorePolicy(default_checkpoint_dir=str(tmp_path), deadline_seconds=2)
+    handler = MemberHandler(policy, LateStorage())
+    try:
+        answer = handler(parse_review(review(flink_deployment(labels=labels(job))))).to_review()["response"]
+    finally:
+        handler.close()
+    assert denied_for(answer, "storage did not answer within 2s deadline"), answer
+    assert f"looking up {tmp_path}/{job}" in answer["status"]["message"], answer
 
 
 def test_storage_holding_an_abandoned_lookup_is_not_asked_again_until_it_ends(tmp_path: Path) -> None:

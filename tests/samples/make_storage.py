@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -23,12 +24,17 @@ def flink_metadata(checkpoint_id: int) -> bytes:
 
 
 def make(root: Path = ROOT) -> Path:
+    """Idempotent and safe beside another run of itself (the suite's workers share the tree): each
+    ``_metadata`` appears whole, by rename, never truncated under a reader."""
     for job, ids, complete in ((RESTORABLE, (7, 8, 9), (7, 8)), (EMPTY, (1,), ())):
         for n in ids:
             chk = root / job / f"chk-{n}"
             chk.mkdir(parents=True, exist_ok=True)
-            if n in complete:
-                (chk / "_metadata").write_bytes(flink_metadata(n))
+            metadata = chk / "_metadata"
+            if n in complete and not (metadata.is_file() and metadata.read_bytes() == flink_metadata(n)):
+                partial = chk / f".metadata.{os.getpid()}"
+                partial.write_bytes(flink_metadata(n))
+                os.replace(partial, metadata)
     return root
 
 
