@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import socket
@@ -284,18 +285,25 @@ def test_events_are_handled_while_the_stream_is_open(
         assert running.fake.patched_while_watching[-1] is True
 
 
-def test_two_capturing_instances_converge(
-    running: fakeapi.RunningFake, tmp_path: Path, shared_data: Path
-) -> None:
-    """A rollout (or two gunicorn workers) briefly runs two capture loops with different clocks: they
-    must settle on one record instead of overwriting each other forever."""
-    running.fake.upsert(s.binding(shared_data, "scenA/rb-before-failure.json"))
+@contextlib.contextmanager
+def _two_loops(running: fakeapi.RunningFake, tmp_path: Path) -> Iterator[tuple[Loop, Loop]]:
+    """Two capture loops on one API server, b's clock an hour ahead of a's."""
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     with (
         Loop(running, tmp_path / "a") as a,
         Loop(running, tmp_path / "b", clock_offset=timedelta(hours=1)) as b,
     ):
+        yield a, b
+
+
+def test_two_capturing_instances_converge(
+    running: fakeapi.RunningFake, tmp_path: Path, shared_data: Path
+) -> None:
+    """A rollout (or two gunicorn workers) briefly runs two capture loops with different clocks: they
+    must settle on one record instead of overwriting each other forever."""
+    running.fake.upsert(s.binding(shared_data, "scenA/rb-before-failure.json"))
+    with _two_loops(running, tmp_path) as (a, b):
         fake = running.fake
 
         def converged(done: Callable[[BindingRecord], bool]) -> bool:
@@ -334,12 +342,7 @@ def test_a_patch_answered_after_a_later_writers_event_leaves_the_cache_on_the_an
     on a real API server). The annotation is a's record: b must end up holding it, not its own record
     that nobody stored (it did until the writer checked what came in while its patch was out)."""
     running.fake.upsert(s.binding(shared_data, "scenA/rb-after-failover.json"))
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    with (
-        Loop(running, tmp_path / "a") as a,
-        Loop(running, tmp_path / "b", clock_offset=timedelta(hours=1)) as b,
-    ):
+    with _two_loops(running, tmp_path) as (a, b):
         fake = running.fake
         assert fake.wait_for(lambda: a.settled() and b.settled())
         b_stored, a_stored = threading.Event(), threading.Event()
