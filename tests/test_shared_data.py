@@ -34,3 +34,26 @@ def test_required_shared_data_fails_the_tests_that_need_it(tmp_path: Path) -> No
     assert result.returncode == 1, result.stdout
     assert "shared reference data not found" in result.stdout
     assert "tests need" not in result.stdout
+
+
+def test_the_workers_of_an_xdist_run_report_what_they_left_out(tmp_path: Path) -> None:
+    """``make unit`` runs on pytest-xdist workers, which collect; their controller prints the line."""
+    environment = {k: v for k, v in os.environ.items() if k != "REQUIRE_SHARED_DATA"}
+    environment.update(FLINK_FAILOVER_SHARED_DATA=str(tmp_path / "absent"))
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-n",
+        "2",
+        TARGET,
+        "tests/test_help.py",
+    ]
+    result = subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout
+    lines = [line for line in result.stdout.splitlines() if "tests need" in line]
+    assert len(lines) == 1 and TARGET in lines[0], result.stdout
+    assert "wall clock on 2 workers" in result.stdout, result.stdout
