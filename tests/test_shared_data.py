@@ -12,8 +12,13 @@ from tests.conftest import REPO
 TARGET = "tests/placement/test_shared_bench.py"  # one test, marked shared
 
 
+def _environment() -> dict[str, str]:
+    """This run's environment, less what would make the inner pytest another one (an xdist worker's)."""
+    return {k: v for k, v in os.environ.items() if k != "REQUIRE_SHARED_DATA" and not k.startswith("PYTEST_")}
+
+
 def _pytest(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if k != "REQUIRE_SHARED_DATA"}
+    environment = _environment()
     environment.update(FLINK_FAILOVER_SHARED_DATA=str(tmp_path / "absent"), **env)
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", TARGET]
     return subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=120)
@@ -38,7 +43,7 @@ def test_required_shared_data_fails_the_tests_that_need_it(tmp_path: Path) -> No
 
 def test_the_workers_of_an_xdist_run_report_what_they_left_out(tmp_path: Path) -> None:
     """``make unit`` runs on pytest-xdist workers, which collect; their controller prints the line."""
-    environment = {k: v for k, v in os.environ.items() if k != "REQUIRE_SHARED_DATA"}
+    environment = _environment()
     environment.update(FLINK_FAILOVER_SHARED_DATA=str(tmp_path / "absent"))
     command = [
         sys.executable,

@@ -14,9 +14,8 @@ TARGET = "tests/e2e/v1_19/test_placement.py"
 
 
 def _pytest(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environment = {
-        k: v for k, v in os.environ.items() if k not in ("REQUIRE_SHARED_DATA", "FLINK_FAILOVER_E2E_ASSETS")
-    }
+    unset = ("REQUIRE_SHARED_DATA", "FLINK_FAILOVER_E2E_ASSETS")
+    environment = {k: v for k, v in os.environ.items() if k not in unset and not k.startswith("PYTEST_")}
     environment.update(env)
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args, TARGET]
     return subprocess.run(command, cwd=REPO, env=environment, capture_output=True, text=True, timeout=300)

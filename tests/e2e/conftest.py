@@ -47,7 +47,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.timeout(E2E_TIMEOUT))
     if not tier:
         return
-    if os.environ.get("PYTEST_XDIST_WORKER"):  # every worker would start its own stacks, all at once
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: every one would start its own stacks
         alone = pytest.mark.skip(reason="the end-to-end tier runs in one process: make e2e (no -n)")
         for item in tier:
             item.add_marker(alone)
