@@ -216,18 +216,20 @@ class MemberHandler:
                 f"(an earlier lookup on {_describe(hung[0])} is still waiting for it; looking up {asked})"
             )
 
-        late = DeadlineExceeded(
-            f"storage did not answer within {self.policy.deadline_seconds:g}s deadline (looking up {asked})"
-        )
+        def late() -> DeadlineExceeded:  # built only when a deadline passed: not on every admission
+            seconds = self.policy.deadline_seconds
+            message = f"storage did not answer within {seconds:g}s deadline (looking up {asked})"
+            return DeadlineExceeded(message)
+
         future = self._pool.submit(self.storage.snapshots, query, deadline)
         try:
             return future.result(timeout=max(deadline.remaining(), 0.001))
         except concurrent.futures.TimeoutError:
             if not future.cancel():
                 self._abandon(future, keys)
-            raise late from None
+            raise late() from None
         except DeadlineExceeded:  # noticed inside the lookup, between two of its calls: the same answer
-            raise late from None
+            raise late() from None
         except StorageError:
             raise
         except Exception as exc:  # an fsspec backend failing in an unexpected way is still a storage error
