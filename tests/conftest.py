@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
+from tests.support.backends import MissingServer, Running, by_name
 from tests.support.repo import REPO, shared_data_dir, shared_data_required
 
 __all__ = ["REPO", "shared_data_dir"]
@@ -105,3 +108,35 @@ def shared_data() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+@pytest.fixture(scope="session")
+def storage_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[str], Running]]:
+    """The storage servers of tests/support/backends.py, each started once per worker when a test first
+    asks for it by name and stopped at the end; one whose program is missing skips (REQUIRE_SHARED_DATA=1:
+    fails) every test that asks for it, with the one-line reason."""
+    started: dict[str, Running | MissingServer] = {}
+    with ExitStack() as stack:
+
+        def server(name: str) -> Running:
+            if name not in started:
+                try:
+                    workdir = tmp_path_factory.mktemp(f"storage-{name}")
+                    started[name] = stack.enter_context(by_name(name).start(workdir))
+                except MissingServer as exc:
+                    started[name] = exc
+            found = started[name]
+            if isinstance(found, MissingServer):
+                if shared_data_required():
+                    pytest.fail(str(found))
+                pytest.skip(str(found))
+            return found
+
+        yield server
+
+
+@pytest.fixture
+def storage_backend(request: pytest.FixtureRequest, storage_servers: Callable[[str], Running]) -> Running:
+    """The running server of the backend named by the test's parameter:
+    ``@pytest.mark.parametrize("storage_backend", BACKEND_NAMES, indirect=True)``."""
+    return storage_servers(request.param)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.backends import BACKEND_NAMES, Running
 from tests.support.server import ApiServerClient, executable, generate_certs, serve
 from webhook.common.paths import FSSPEC_PROTOCOL
 from webhook.member.policy import DEFAULT_ALLOWED_SCHEMES, DEFAULT_POLICY_FILE, KNOWN_SCHEMES
@@ -145,3 +146,23 @@ def test_the_default_policy_allows_only_what_the_default_image_reads() -> None:
     """hdfs needs a JVM the slim image lacks: not allowed by default (before: allowed, and the chart's
     --require-storage-backends passed while every hdfs restore was denied)."""
     assert "hdfs" not in DEFAULT_ALLOWED_SCHEMES and "hdfs" in KNOWN_SCHEMES
+
+
+# --- Issue 35 item 1: every backend the policy accepts, on a real server of it --------------------------
+
+
+@pytest.mark.parametrize("storage_backend", BACKEND_NAMES, indirect=True)
+def test_each_backend_round_trips_through_its_real_server(storage_backend: Running) -> None:
+    """The support module's servers answer as the product reads them: what the test's client writes,
+    the product's CheckpointStorage (built from the policy's storageOptions) lists, with a storage time."""
+    from webhook.common.paths import StoragePath
+    from webhook.member.storage import CheckpointStorage, modified_time
+
+    root = storage_backend.bucket("roundtrip")
+    storage_backend.write(f"{root}/job/chk-1/_metadata", b"flink")
+    assert storage_backend.read(f"{root}/job/chk-1/_metadata") == b"flink"
+    storage = CheckpointStorage(storage_backend.storage_options())
+    folder = StoragePath.parse(f"{root}/job/chk-1")
+    entries = storage.filesystem(folder).ls(folder.fs_path, detail=True)
+    assert [str(e["name"]).rsplit("/", 1)[-1] for e in entries] == ["_metadata"]
+    assert modified_time(entries[0]) is not None
