@@ -6,12 +6,14 @@ are computed from the same environment, so the tests hold with or without them."
 from __future__ import annotations
 
 import importlib.util
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.support.backends import BACKEND_NAMES, Running
+from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment, flink_metadata, review
 from tests.support.server import ApiServerClient, executable, generate_certs, serve
 from webhook.common.paths import FSSPEC_PROTOCOL
 from webhook.member.policy import DEFAULT_ALLOWED_SCHEMES, DEFAULT_POLICY_FILE, KNOWN_SCHEMES
@@ -166,3 +168,110 @@ def test_each_backend_round_trips_through_its_real_server(storage_backend: Runni
     entries = storage.filesystem(folder).ls(folder.fs_path, detail=True)
     assert [str(e["name"]).rsplit("/", 1)[-1] for e in entries] == ["_metadata"]
     assert modified_time(entries[0]) is not None
+
+
+@pytest.fixture(scope="module")
+def served_certs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return generate_certs(tmp_path_factory.mktemp("served-certs"))
+
+
+def _checkpoints(
+    storage: Running, job_dir: str, ids: list[int], without_metadata: tuple[int, ...] = ()
+) -> None:
+    for n in ids:
+        storage.write(f"{job_dir}/chk-{n}/state", b"x")
+        if n not in without_metadata:
+            storage.write(f"{job_dir}/chk-{n}/_metadata", flink_metadata(n))
+
+
+@pytest.mark.parametrize("storage_backend", BACKEND_NAMES, indirect=True)
+def test_a_served_failover_create_restores_the_newest_checkpoint_on_each_backend(
+    storage_backend: Running, served_certs: Path, tmp_path: Path
+) -> None:
+    """Issue 35: on GCS through the policy's endpoint_url (gcp-storage-emulator) every failover admission
+    missed its 5 s deadline and was refused (gcsfs asked the bucket's type over gRPC for 60 s first).
+    Through the real served webhook, with the policy's storageOptions as a user writes them."""
+    root = storage_backend.bucket("served")
+    _checkpoints(storage_backend, f"{root}/ckpt/{JOB_ID}", [3, 41, 42], without_metadata=(42,))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        json.dumps(
+            {
+                "apiVersion": "flink-failover.io/v1alpha1",
+                "kind": "RestorePolicy",
+                "deadlineSeconds": 5,
+                "storageOptions": storage_backend.storage_options(),
+            }
+        )
+    )
+    obj = flink_deployment(
+        checkpoint_dir=f"{root}/ckpt",
+        labels={"flink-failover.io/failover": "true", "flink-failover.io/job-id": JOB_ID},
+    )
+    with serve(served_certs, policy, tmp_path / "server.log") as server:
+        client = server.client()
+        try:
+            response = client.admit(review(obj))["response"]
+        finally:
+            client.close()
+    assert response["allowed"] is True, response.get("status")
+    patched = apply(obj, decode_patch(response))
+    assert patched["spec"]["job"]["initialSavepointPath"] == f"{root}/ckpt/{JOB_ID}/chk-41"
+
+
+@pytest.mark.parametrize("storage_backend", BACKEND_NAMES, indirect=True)
+def test_fencing_listings_see_what_another_cluster_wrote_after_the_first(storage_backend: Running) -> None:
+    """Issue 35 item 2: gcsfs, adlfs (and ossfs) cached listings without expiry, so a FencingStore's second
+    listing of a workload's folder (and of the whole tree) showed what the first did: another cluster's
+    heartbeat and fence written in between were never seen. Another client writes them, as another
+    cluster does."""
+    from webhook.common.paths import StoragePath
+    from webhook.member.fencing.records import FencingStore, Workload, fence_name, heartbeat_name
+    from webhook.member.storage import CheckpointStorage
+
+    root = StoragePath.parse(storage_backend.bucket("records"))
+    store = FencingStore(CheckpointStorage(storage_backend.storage_options()), "member1")
+    records = root.child("flink-failover")
+    folder = Workload("FlinkDeployment", "analytics", "orders").folder(root)
+    store.beat(folder, {"n": 1})
+    first = store.list(folder)
+    first_tree = store.lanes.call(store.tree_call(records))
+    assert [h.cluster for h in first.ownership.heartbeats] == ["member1"]
+    other = storage_backend.client()
+    for name in (heartbeat_name("member2"), fence_name(2, "member2")):
+        data = b'{"cluster": "member2"}\n'
+        if storage_backend.backend.name == "file":
+            other.makedirs(folder.fs_path, exist_ok=True)
+        other.pipe_file(folder.child(name).fs_path, data)
+    second = store.list(folder).ownership
+    assert sorted(h.cluster for h in second.heartbeats) == ["member1", "member2"]
+    assert [(f.owner, f.epoch) for f in second.fences] == [("member2", 2)]
+    tree = store.lanes.call(store.tree_call(records))[folder.fs_path].ownership
+    assert sorted(h.cluster for h in tree.heartbeats) == ["member1", "member2"]
+    assert first_tree[folder.fs_path].ownership.fences == ()
+
+
+@pytest.mark.parametrize("storage_backend", BACKEND_NAMES, indirect=True)
+def test_the_checkpoint_lookup_sees_a_checkpoint_another_client_wrote_after_the_first(
+    storage_backend: Running,
+) -> None:
+    """Issue 35 item 2: a lookup through the same CheckpointStorage after a chk-N was written elsewhere
+    (the stale copy's newest checkpoint) must restore it, not the one a cached listing showed."""
+    from webhook.common.admission import parse_review
+    from webhook.member.handler import MemberHandler
+    from webhook.member.policy import RestorePolicy
+
+    root = storage_backend.bucket("fresh")
+    _checkpoints(storage_backend, f"{root}/ckpt/{JOB_ID}", [41])
+    handler = MemberHandler.from_policy(
+        RestorePolicy(storage_options=storage_backend.storage_options(), deadline_seconds=5)
+    )
+    obj = flink_deployment(checkpoint_dir=f"{root}/ckpt", labels={"flink-failover.io/job-id": JOB_ID})
+    try:
+        first = apply(obj, decode_patch(handler(parse_review(review(obj))).to_review()["response"]))
+        _checkpoints(storage_backend, f"{root}/ckpt/{JOB_ID}", [42, 43])
+        second = apply(obj, decode_patch(handler(parse_review(review(obj))).to_review()["response"]))
+    finally:
+        handler.close()
+    assert first["spec"]["job"]["initialSavepointPath"].endswith(f"{JOB_ID}/chk-41")
+    assert second["spec"]["job"]["initialSavepointPath"].endswith(f"{JOB_ID}/chk-43")

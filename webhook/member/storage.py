@@ -56,6 +56,18 @@ _S3_DEFAULTS: dict[str, Any] = {
 
 _S3FS_RETRIES = 1  # s3fs-level tries; botocore's own max_attempts above still applies
 
+# The same for the other object stores, where their clients have the knobs: gcsfs's per-request timeout
+# (it retries 6 times itself), the Azure SDK's connect and read timeouts.
+_NETWORK_DEFAULTS: dict[str, dict[str, Any]] = {
+    "s3": _S3_DEFAULTS,
+    "gs": {"requests_timeout": 3},
+    "abfs": {"connection_timeout": 2, "read_timeout": 3},
+}
+# Object stores whose fsspec client caches listings unless told not to (s3fs, gcsfs, adlfs and ossfs
+# cache them without expiry): a heartbeat, fence or chk-N another cluster wrote after the first listing
+# would never be seen. Forced off whatever the policy says: no cached listing decides anything.
+_LISTING_CACHES = frozenset({"s3", "gs", "abfs", "oss"})
+
 
 # Per fsspec protocol: the extra of this package that installs its backend, and a module the backend
 # needs at run time (fsspec resolves "hdfs" to a class that imports pyarrow only when used).
@@ -399,14 +411,15 @@ class CheckpointStorage:
         self._lock = threading.Lock()
 
     def filesystem(self, path: StoragePath) -> fsspec.AbstractFileSystem:
-        options: dict[str, Any] = {}
-        if path.protocol == "s3":
-            options.update(_S3_DEFAULTS)
+        options: dict[str, Any] = dict(_NETWORK_DEFAULTS.get(path.protocol, {}))
         options.update(self._options.get(path.protocol, {}))
         options.update(self._options.get(path.scheme, {}))
+        if path.protocol in _LISTING_CACHES:
+            options["use_listings_cache"] = False
         try:
             with self._lock:
-                fs = fsspec.filesystem(path.protocol, **options)
+                cls = _gcs_json_only(options) if path.protocol == "gs" else None
+                fs = cls(**options) if cls is not None else fsspec.filesystem(path.protocol, **options)
                 if path.protocol == "s3" and getattr(fs, "retries", 1) > _S3FS_RETRIES:
                     # s3fs retries 5 times with backoff on top of botocore's attempts: an endpoint that
                     # accepts and never answers held a lookup thread for ~55 s (tests/faults), long after
@@ -777,6 +790,22 @@ class CheckpointStorage:
             return b""
         except Exception as exc:
             raise _storage_error("reading", meta, exc) from None
+
+
+def _gcs_json_only(options: Mapping[str, Any]) -> Any:
+    """The gcsfs class for a ``gs`` endpoint other than Google's: its JSON API only.
+
+    gcsfs (2025.x on, with GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT at its default) first asks every bucket's
+    type over gRPC (Storage Control, TLS to the endpoint), waits 60 s for an endpoint that does not
+    speak it, and does not remember the failure: every admission against an emulator or a
+    GCS-compatible store missed its deadline. Such an endpoint has no zonal or hierarchical buckets to
+    find, so the plain class serves it; Google's own endpoint keeps fsspec's choice (None).
+    """
+    if not (options.get("endpoint_url") or os.environ.get("STORAGE_EMULATOR_HOST")):
+        return None
+    from gcsfs.core import GCSFileSystem
+
+    return GCSFileSystem
 
 
 # An object store's listing of a folder that does not exist: s3fs then lists its parent to tell "no
