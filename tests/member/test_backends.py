@@ -58,7 +58,9 @@ def test_start_up_refuses_when_required(certs: Path, tmp_path: Path) -> None:
     known scheme is allowed, so hdfs (no JVM or Hadoop client here) is missing even with the other
     backends installed (the dev extra installs them)."""
     policy = tmp_path / "every-scheme.yaml"
-    policy.write_text(f"allowedSchemes: [{', '.join(KNOWN_SCHEMES)}]\n", encoding="utf-8")
+    policy.write_text(
+        f"allowedSchemes: [{', '.join(KNOWN_SCHEMES)}]\nfencing: {{enabled: false}}\n", encoding="utf-8"
+    )
     missing = missing_backends(KNOWN_SCHEMES)
     cmd = [
         executable(),
@@ -98,6 +100,27 @@ def test_only_installed_schemes_start_and_readyz_warns_otherwise(certs: Path, tm
     for m in missing:
         assert f"warning: allowed scheme {m.scheme}:// has no fsspec backend" in body.decode()
         assert f"allowed scheme {m.scheme}:// has no fsspec backend" in logs
+
+
+@pytest.mark.parametrize("scheme", ["oss", "hdfs"])
+def test_fencing_on_a_storage_it_cannot_run_on_is_refused_at_start(
+    certs: Path, tmp_path: Path, scheme: str
+) -> None:
+    """Issue 35: fencing on OSS (no server to test it against) or HDFS (a blocking client, never tested)
+    ran unsafe; now the server refuses to start with the reason, and with fencing off it starts."""
+    policy = tmp_path / "fenced.yaml"
+    policy.write_text(f"allowedSchemes: [s3, {scheme}]\n", encoding="utf-8")
+    cmd = [executable(), "serve", "--cert-dir", str(certs), "--bind", "127.0.0.1:0", "--policy", str(policy)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert f"fencing: enabled is true and allowedSchemes has {scheme}: " in result.stderr
+    assert f"remove {scheme} from allowedSchemes or set fencing.enabled: false" in result.stderr
+    policy.write_text(f"allowedSchemes: [s3, {scheme}]\nfencing: {{enabled: false}}\n", encoding="utf-8")
+    with serve(certs, policy, tmp_path / "unfenced.log") as server:
+        client = server.client()
+        status, _, _ = client.request("GET", "/readyz")
+        client.close()
+    assert status == 200
 
 
 # --- Issue 17 item 2: hdfs is ready only with a JVM, libhdfs and the Hadoop jars -----------------------
