@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -298,3 +299,34 @@ def test_the_checkpoint_lookup_sees_a_checkpoint_another_client_wrote_after_the_
         handler.close()
     assert first["spec"]["job"]["initialSavepointPath"].endswith(f"{JOB_ID}/chk-41")
     assert second["spec"]["job"]["initialSavepointPath"].endswith(f"{JOB_ID}/chk-43")
+
+
+# --- Issue 35: storage time as one clock, at the storage's resolution -----------------------------------
+
+
+@pytest.mark.parametrize("storage_backend", BACKEND_NAMES, indirect=True)
+def test_a_lease_never_runs_from_before_the_heartbeat_could_have_been_written(
+    storage_backend: Running,
+) -> None:
+    """moto (as S3) and Azurite (as Azure Blob) give modification times in whole seconds, cut down: a
+    heartbeat written at 12:00:00.9 lists as 12:00:00, so a lease of 30 s counted from it ran out at a
+    clock of 12:00:30, 29.1 s after the renewal (released up to a second early). Heartbeats and fences on
+    those backends now count from the end of their second; GCS and local times keep their fraction."""
+    from webhook.common.paths import StoragePath
+    from webhook.member.fencing.protocol import HoldOutcome, judge_hold
+    from webhook.member.fencing.records import FencingStore, Workload
+    from webhook.member.storage import CheckpointStorage, modified_time
+
+    root = StoragePath.parse(storage_backend.bucket("times"))
+    folder = Workload("FlinkDeployment", "analytics", "orders").folder(root)
+    FencingStore(CheckpointStorage(storage_backend.storage_options()), "member1").beat(folder, {"n": 1})
+    raw = modified_time(storage_backend.client().info(folder.child("heartbeat-member1.json").fs_path))
+    assert raw is not None
+    store = FencingStore(CheckpointStorage(storage_backend.storage_options()), "member2")
+    (beat,) = store.list(folder).ownership.heartbeats
+    whole_seconds = storage_backend.backend.name in ("s3", "azure")
+    assert raw.microsecond == 0 or not whole_seconds  # what was measured on each server
+    assert (beat.modified - raw).total_seconds() == (1 if whole_seconds and raw.microsecond == 0 else 0)
+    lease = 30.0
+    verdict = judge_hold("member2", 1, store.list(folder).ownership, raw + timedelta(seconds=lease), lease)
+    assert verdict.outcome is (HoldOutcome.HOLD if whole_seconds else HoldOutcome.RELEASE)
