@@ -330,3 +330,44 @@ def test_a_lease_never_runs_from_before_the_heartbeat_could_have_been_written(
     lease = 30.0
     verdict = judge_hold("member2", 1, store.list(folder).ownership, raw + timedelta(seconds=lease), lease)
     assert verdict.outcome is (HoldOutcome.HOLD if whole_seconds else HoldOutcome.RELEASE)
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_a_missing_storage_server_skips_its_tests_or_fails_them_when_required(
+    tmp_path: Path, required: bool
+) -> None:
+    """Without Azurite (`make azurite` not run) a test on it is skipped with the one-line reason; under
+    REQUIRE_SHARED_DATA=1 (CI) it fails instead, and the other backends' tests run either way."""
+    import os
+    import sys
+
+    from tests.support.repo import REPO
+
+    (tmp_path / "conftest.py").write_text("from tests.conftest import storage_backend, storage_servers\n")
+    test = tmp_path / "test_missing_server.py"
+    test.write_text(
+        "import pytest\n"
+        "from tests.support.backends import Running\n"
+        '@pytest.mark.parametrize("storage_backend", ["azure", "file"], indirect=True)\n'
+        "def test_it(storage_backend: Running) -> None:\n"
+        "    assert storage_backend.bucket()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "REQUIRE_SHARED_DATA"))}
+    env.update(AZURITE_HOME=str(tmp_path / "nowhere"), PYTHONPATH=str(REPO))
+    if required:
+        env["REQUIRE_SHARED_DATA"] = "1"
+    pytest_args = ["-q", "-rsf", "-p", "no:cacheprovider", "-p", "no:xdist", str(test)]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", *pytest_args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
+    out = result.stdout
+    assert "Azurite not found under" in out and "run `make azurite`" in out, out[-2000:]
+    if required:
+        assert result.returncode == 1 and "1 passed, 1 error" in out, out[-2000:]
+    else:
+        assert result.returncode == 0 and "1 passed, 1 skipped" in out, out[-2000:]
