@@ -18,7 +18,7 @@ from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment,
 from tests.support.server import ApiServerClient, executable, generate_certs, serve
 from webhook.common.paths import FSSPEC_PROTOCOL
 from webhook.member.policy import DEFAULT_ALLOWED_SCHEMES, DEFAULT_POLICY_FILE, KNOWN_SCHEMES
-from webhook.member.storage import BACKENDS, missing_backends
+from webhook.member.storage import BACKENDS, CheckpointStorage, missing_backends
 
 MODULES = {"gs": "gcsfs", "abfs": "adlfs", "oss": "ossfs", "hdfs": "pyarrow", "s3": "s3fs"}
 
@@ -371,3 +371,30 @@ def test_a_missing_storage_server_skips_its_tests_or_fails_them_when_required(
         assert result.returncode == 1 and "1 passed, 1 error" in out, out[-2000:]
     else:
         assert result.returncode == 0 and "1 passed, 1 skipped" in out, out[-2000:]
+
+
+@pytest.mark.parametrize("storage_backend", ["s3", "gcs", "azure"], indirect=True)
+def test_fencing_calls_through_a_proxy_in_front_of_each_server_fail_within_their_deadline(
+    storage_backend: Running,
+) -> None:
+    """What the fault tests build on (tests/support/tcpproxy.py in front of each server): records pass
+    through the proxy, and a storage that accepts and never answers (``slow``) is a StorageError by the
+    call's deadline, not a thread held for the client's own retries (gcsfs retries 6 times, the Azure SDK
+    3 times)."""
+    from tests.support.tcpproxy import tcp_proxy
+    from webhook.common.paths import StoragePath
+    from webhook.member.fencing.lanes import Lanes
+    from webhook.member.fencing.records import FencingStore, Workload
+    from webhook.member.restore import StorageError
+
+    root = StoragePath.parse(storage_backend.bucket("proxied"))
+    folder = Workload("FlinkDeployment", "analytics", "orders").folder(root)
+    with tcp_proxy(storage_backend.port) as proxy:
+        options = storage_backend.storage_options(storage_backend.via(proxy.port))
+        store = FencingStore(CheckpointStorage(options), "member1", Lanes(2.0))
+        store.beat(folder, {"n": 1})
+        assert [h.cluster for h in store.list(folder).ownership.heartbeats] == ["member1"]
+        proxy.slow(60)  # every answer 60 s late: a listing that waited for it would succeed
+        with pytest.raises(StorageError):
+            store.list(folder)
+        proxy.heal()
