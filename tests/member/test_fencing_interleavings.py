@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
@@ -249,3 +250,42 @@ def test_two_replicas_that_reach_the_storage_differently_never_run_two_copies() 
     world.run(240.0, events)
     assert world.violations == []
     assert world.running() == ["member2"] and world.lost_checkpoints() == []
+
+
+@pytest.mark.parametrize("how", ["delete", "suspend"])
+@pytest.mark.parametrize("stop", [0.5, 6.0, FENCING.stop_margin_seconds])
+@pytest.mark.parametrize("after", [0.1, 3.0, 12.0])
+def test_a_stale_copy_deleted_or_suspended_by_someone_keeps_its_heartbeat_until_its_job_has_stopped(
+    how: str, stop: float, after: float
+) -> None:
+    """Karmada's purge ``Directly`` (or an engineer) deletes the old copy after the failover: the
+    operator's finalizer keeps the object while its cleanup stops the job, which runs meanwhile. The
+    agent keeps that copy's heartbeat until the object is gone, so the new side stays held until then;
+    the same for an engineer's suspend, until the operator reports the job stopped. Before, a copy
+    marked deleted or suspended by someone else was idle at once: its heartbeat was removed and the
+    restore released with ``no-heartbeat`` while the old job still ran (two RUNNING for up to the
+    stop's length)."""
+    world = World(POLICY)
+    world.cluster("member1", stop)
+    world.cluster("member2", stop)
+    world.replica("member1")
+    world.replica("member2")
+    world.running_copy("member1")
+    failover = 20.0
+    events: list[Any] = [
+        (0.5, lambda: world.start(world.clusters["member1"].replicas[0], "member1")),
+        (0.9, lambda: world.start(world.clusters["member2"].replicas[0], "member2")),
+        (failover, lambda: world.fail_over("member2", 1, "member1")),
+        (failover + after, lambda: world.delete("member1") if how == "delete" else suspend()),
+    ]
+
+    def suspend() -> None:
+        world.clusters["member1"].server.get("orders")["spec"]["job"]["state"] = "suspended"
+
+    world.run(failover + 4 * FENCING.lease_seconds, events)
+
+    assert world.violations == [], (world.violations[:3], world.describe())
+    assert world.lost_checkpoints() == [], world.describe()
+    assert world.running() == ["member2"], world.describe()
+    if how == "delete":
+        assert world.clusters["member1"].server.get("orders") is None  # the operator removed it

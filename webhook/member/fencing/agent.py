@@ -53,10 +53,11 @@ from webhook.member.fencing.decide import (
     Unresolved,
     WriteFence,
     decide,
+    newest_known,
     release_start,
-    resume_path,
     resume_query,
     resume_skipped,
+    resume_start,
     retry_seconds,
     trouble_of,
 )
@@ -66,12 +67,17 @@ from webhook.member.fencing.protocol import Ownership, ReleaseCause
 from webhook.member.fencing.records import FencingStore, Listing, Workload, fence_body
 from webhook.member.fencing.renewer import Renewer, pause
 from webhook.member.policy import RestorePolicy
-from webhook.member.restore import RestoreOutcome, SnapshotQuery, Snapshots, StorageError, decide_restore
+from webhook.member.restore import SnapshotQuery, Snapshots, StorageError, decide_restore
 from webhook.member.storage import CheckpointStorage, Deadline
 
 log = logging.getLogger(__name__)
 
 KINDS = tuple(PLURALS)
+
+
+class StorageProblem(str):
+    """What went wrong with an effect that patches the object, when the storage was the cause (a
+    release or a resume that could not check the newest checkpoint): its trouble is the storage's."""
 
 
 @dataclass(frozen=True)
@@ -316,7 +322,8 @@ class FencingAgent:
                 problem = await self._apply(copy, effect, listed_at)
                 if problem is not None:
                     problems.append(problem)
-                    trouble = trouble if trouble is not Trouble.NONE else trouble_of(effect)
+                    side = Trouble.STORAGE if isinstance(problem, StorageProblem) else trouble_of(effect)
+                    trouble = trouble if trouble is not Trouble.NONE else side
                     break  # the rest of this chain depends on it; other chains do not
         if problems:
             return Step(copy.patched, Action.ERROR, f"{plan.action}: {'; '.join(problems)}", trouble)
@@ -357,7 +364,8 @@ class FencingAgent:
                     problem, copy, WARNING, "Held", "Hold", f"held until the old copy stops: {text}"
                 )
             if isinstance(effect, StorageHold):
-                text = copies.storage_text(copy.epoch, effect.problem)
+                held_by = copies.unchecked_text if effect.checkpoint else copies.storage_text
+                text = held_by(copy.epoch, effect.problem)
                 if text == copy.hold:
                     return None
                 problem = await self._patched(copy, copies.hold_patch(text, self.policy))
@@ -462,7 +470,8 @@ class FencingAgent:
         if isinstance(start, StorageHold):
             metrics.STORAGE_ERRORS.labels("agent").inc()
             held = await self._apply(copy, start, 0.0)
-            return f"storage: {start.problem}" + (f"; {held}" if held else "")
+            why = f"release waits: the newest checkpoint could not be checked: {start.problem}"
+            return StorageProblem(why + (f"; {held}" if held else ""))
         path = start.path
         asked_by = copies.release_asked_by(copy, self.policy) if cause is ReleaseCause.MANUAL else ""
         patch = copies.release_patch(path, cause, self.policy, self._now(), asked_by)
@@ -487,19 +496,24 @@ class FencingAgent:
 
     async def _newest_path(self, copy: Copy) -> str | Unresolved:
         """Resolve again: the stale copy may have completed newer checkpoints while it ran. "" keeps
-        the path the webhook chose (nothing restorable now, or no failover label left to resolve by)."""
+        the path the webhook chose only when the lookup ran and found nothing restorable
+        (``decide.newest_known``)."""
         where = copy.folder
         if where is None:
             return ""
+        admitted = str((copy.resource.job or {}).get("initialSavepointPath") or "")
 
         def resolve(left: float) -> str | Unresolved:
             deadline = Deadline(left)
-            decision = decide_restore(
-                "CREATE", copy.resource, None, self.policy, lambda q: self.storage.snapshots(q, deadline)
-            )
-            if decision.storage_error:
-                return Unresolved(decision.reason)
-            return decision.path if decision.outcome is RestoreOutcome.RESTORED else ""
+            answered: list[Snapshots] = []
+
+            def lookup(query: SnapshotQuery) -> Snapshots:
+                found = self.storage.snapshots(query, deadline)
+                answered.append(found)
+                return found
+
+            decision = decide_restore("CREATE", copy.resource, None, self.policy, lookup)
+            return newest_known(decision, answered[-1] if answered else None, admitted)
 
         try:
             return await self.lanes.run(Call(where, f"resolving the restore of {copy.workload}", resolve))
@@ -507,12 +521,17 @@ class FencingAgent:
             return Unresolved(str(exc))
 
     async def _resume(self, copy: Copy) -> str | None:
-        """A stepped-down copy starts again from its own job's newest restorable snapshot."""
+        """A stepped-down copy starts again from its own job's newest restorable snapshot; it stays
+        stopped, and is tried again at the next poll, while that cannot be checked."""
         query = resume_query(copy, self.policy)
-        path = skipped = ""
-        if query is not None:
-            found = await self._snapshots(query)
-            path, skipped = resume_path(found, self.policy.prefer), resume_skipped(found)
+        found = await self._snapshots(query) if query is not None else None
+        start = resume_start(copy, query, found, self.policy.prefer)
+        if isinstance(start, Unresolved):
+            metrics.STORAGE_ERRORS.labels("agent").inc()
+            return StorageProblem(
+                f"resume waits: the newest checkpoint could not be checked: {start.problem}"
+            )
+        path, skipped = start.path, resume_skipped(found) if found is not None else ""
         problem = await self._patched(copy, copies.resume_patch(copy, path, self.policy, self._now()))
         if problem is None:
             metrics.RESUMES.inc()

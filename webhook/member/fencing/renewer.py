@@ -39,11 +39,13 @@ log = logging.getLogger(__name__)
 NEVER = float("-inf")
 
 # The copies the loop keeps an entry for: running ones renew and may step down, stale ones asked to stop
-# renew until their ack. A stepped-down copy has none: whoever resumes it renews first (``beat_now``),
-# and a replica that did not sees it running again as if for the first time.
+# renew until their ack, and deleted or suspended ones (by someone else) until their operator reports the
+# stop. A stepped-down copy has none: whoever resumes it renews first (``beat_now``), and a replica that
+# did not sees it running again as if for the first time.
 _KEPT = {
     CopyState.RUNNING: (True, True),
     CopyState.STOPPING: (True, False),
+    CopyState.ENDING: (True, False),
 }
 
 
@@ -88,6 +90,8 @@ class Renewer:
                 continue
             beats, may_step_down = kept
             entry = self._entries.get(workload)
+            if entry is None and copy.state is CopyState.ENDING and not copy.operator.active:
+                continue  # never renewed here and no job running by its status: not given a heartbeat
             if entry is None:
                 renewed = max(first_seen(now, self.policy), self._beaten.pop(workload, NEVER))
                 self._entries[workload] = _Entry(copy, Renewing(renewed, NEVER, may_step_down), beats)
