@@ -847,3 +847,54 @@ def test_storage_trouble_is_told_from_its_cause_not_from_words_in_a_message(
     steps = m1.driver.tick()
     assert [(s.action, s.trouble) for s in steps] == [("error", "storage")], steps
     assert "StorageTrouble" in events.reasons()
+
+
+@pytest.mark.parametrize("why", ["budget", "labels"])
+def test_a_release_that_cannot_check_the_newest_checkpoint_stays_held_says_why_and_retries(
+    site: Site, world: Any, why: str
+) -> None:
+    """The old copy stopped and acked, but the release's lookup of the newest checkpoint cannot run to
+    its end: it outgrew ``verifyBudget`` (the stale copy kept checkpointing), or the held object no
+    longer carries the labels it is resolved by (an edit dropped them). It stays held, the hold says
+    why, and the next poll tries again; once the lookup can run, it starts from chk-4, which the stale
+    copy completed after the admission. Before, anything but a restore read as "nothing newer" and the
+    job started from the admitted chk-3: chk-4 was lost."""
+    policy = policy_for(site)
+    m1, m2 = world("member1", policy), world("member2", policy)
+    site.checkpoints([1, 2, 3])
+    m1.put(running_copy())
+    assert m1.tick() == {"orders": "heartbeat"}
+    admitted = m2.admit(failed_over(1, "member1"))
+    assert admitted["spec"]["job"]["initialSavepointPath"].endswith(f"{JOB_ID}/chk-3")
+    site.checkpoints([4])
+    assert m2.tick() == {"orders": "held"}
+    assert m1.tick() == {"orders": "stopping"}
+    m1.stop_completes()
+
+    labels = dict(m2.obj()["metadata"]["labels"])
+    if why == "budget":
+        m2.agent.policy = replace(policy, verify_budget=1)
+    else:
+        edited = m2.obj()
+        edited["metadata"]["labels"] = {}
+        m2.put(edited)
+    for _ in range(2):  # it waits, and tries again at the next poll
+        steps = m2.driver.tick()
+        assert [(s.action, s.trouble) for s in steps] == [("error", "storage")], steps
+        held = m2.obj()
+        assert held["spec"]["job"]["state"] == "suspended"
+        assert held["metadata"]["annotations"][HOLD].startswith(
+            "epoch 1: release waits until the newest checkpoint can be checked"
+        ), held["metadata"]["annotations"][HOLD]
+    events = m2.agent.events
+    assert isinstance(events, Collected) and "StorageTrouble" in events.reasons()
+
+    if why == "budget":
+        m2.agent.policy = policy
+    else:
+        edited = m2.obj()
+        edited["metadata"]["labels"] = labels
+        m2.put(edited)
+    assert m2.tick() == {"orders": "released"}
+    job = m2.obj()["spec"]["job"]
+    assert job["state"] == "running" and job["initialSavepointPath"].endswith(f"{JOB_ID}/chk-4")
