@@ -215,3 +215,31 @@ def test_a_shared_listing_starts_after_the_storage_time_a_held_copy_counts_from(
     assert len(finds) >= 3
     for listed in finds:  # this poll's clock read back before the listing ran
         assert any(listed - FENCING.poll_seconds / 2 < c < listed for c in clocks), (listed, clocks)
+
+
+def test_a_blue_green_child_that_goes_leaves_the_heartbeat_of_the_child_that_runs_on() -> None:
+    """After a blue/green transition the operator deletes the old child; both children keep their
+    records for the parent, so they renew one heartbeat. The child that goes must not take it along
+    (before, its removal deleted the heartbeat the running child renews, until that child's next
+    renewal: a failover in between was not held)."""
+    from tests.support.objects import running_deployment
+    from webhook.member.fencing.copies import read_copy
+    from webhook.member.fencing.renewer import Renewer
+
+    def child(colour: str) -> Any:
+        obj = running_deployment(name=f"orders-{colour}")
+        obj["metadata"]["ownerReferences"] = [
+            {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkBlueGreenDeployment", "name": "orders"}
+        ]
+        return read_copy(obj, POLICY)
+
+    async def never(*_: Any) -> bool:
+        return False
+
+    renewer = Renewer("member1", FENCING, None, never, lambda: "")  # type: ignore[arg-type]
+    green, blue = child("green"), child("blue")
+    assert green.folder == blue.folder and green.patched != blue.patched
+    assert renewer.observe([green], 0.0) == []
+    assert renewer.observe([green, blue], 5.0) == []
+    assert renewer.observe([blue], 10.0) == []  # green is gone; blue runs on under the same heartbeat
+    assert renewer.observe([], 15.0) == [(blue.patched, blue.folder)]  # the last one: removed

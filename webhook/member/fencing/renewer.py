@@ -112,6 +112,10 @@ class Renewer:
                 and (after is None or after.state is CopyState.IDLE)
             ):
                 dropped.append((workload, entry.copy.folder))
+        # A blue/green child that goes (the operator deletes the old one after a transition) shares its
+        # heartbeat with the child that runs on: that heartbeat stays.
+        beating = {e.copy.folder for e in self._entries.values()}
+        dropped = [(w, folder) for w, folder in dropped if folder not in beating]
         self._beaten = {w: t for w, t in self._beaten.items() if w in listed}
         return dropped
 
