@@ -6,8 +6,9 @@ the chart's two replicas do), an operator that keeps a suspended job RUNNING for
 and one object store. Hypothesis draws the interleaving: when Karmada fails the job over (once or
 twice), how each replica reaches the storage (hangs and errors in drawn windows, each replica on its
 own), replicas killed and restarted (a lost pod and its replacement, knowing nothing), the replicas'
-phases, the operators' stop delays, and the admissions' storage faults. The world then runs on until
-every fault has ended.
+phases, the operators' stop delays, the admissions' storage faults, and whether the old object is
+deleted after the first failover (purge mode ``Directly``: its job runs until the operator's cleanup has
+stopped it). The world then runs on until every fault has ended.
 
 Safety: two jobs are never RUNNING by their status at the same instant, and no job starts from a
 checkpoint older than one an earlier job completed. Liveness: once every fault has ended and every
@@ -108,6 +109,7 @@ def play(
     webhook_faults=st.lists(windows, min_size=3, max_size=3),
     first=st.floats(5, 90),
     second=st.one_of(st.none(), st.floats(1, 90)),
+    purge=st.one_of(st.none(), st.floats(0, 40)),
     data=st.data(),
 )
 def test_two_jobs_never_run_at_once_and_the_newest_restore_runs_in_the_end(
@@ -118,6 +120,7 @@ def test_two_jobs_never_run_at_once_and_the_newest_restore_runs_in_the_end(
     webhook_faults: list[list[Fault]],
     first: float,
     second: float | None,
+    purge: float | None,
     data: Any,
 ) -> None:
     world = build(phases, delays, faults, webhook_faults, replicas)
@@ -129,6 +132,8 @@ def test_two_jobs_never_run_at_once_and_the_newest_restore_runs_in_the_end(
         failovers.append((first + second, "member3", "member2", 2))
     events = play(world, phases, outages_of)
     events += [(t, lambda t=t, a=a, b=b, e=e: world.fail_over(a, e, b)) for t, a, b, e in failovers]
+    if purge is not None:  # Karmada's purge mode Directly: the old object is deleted after the failover
+        events.append((first + purge, lambda: world.delete("member1")))
     ends = [f.end for fs in [*faults, *webhook_faults] for f in fs] + [
         up for o in outages_of.values() for *_, up in o
     ]

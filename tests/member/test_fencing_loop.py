@@ -243,3 +243,32 @@ def test_a_blue_green_child_that_goes_leaves_the_heartbeat_of_the_child_that_run
     assert renewer.observe([green, blue], 5.0) == []
     assert renewer.observe([blue], 10.0) == []  # green is gone; blue runs on under the same heartbeat
     assert renewer.observe([], 15.0) == [(blue.patched, blue.folder)]  # the last one: removed
+
+
+def test_a_stopping_or_ending_copy_whose_job_is_not_active_is_given_no_heartbeat() -> None:
+    """The heartbeat loop keeps renewing a copy being stopped or deleted that it renewed already; one it
+    first sees stopping or ending gets a heartbeat only if its status shows the job active (an agent
+    that restarted mid-stop). A restore superseded while held never ran: a heartbeat for it would hold
+    the newer restore for as long as it is listed."""
+    from tests.support.objects import flink_deployment, running_deployment
+    from webhook.member.fencing.copies import CopyState, read_copy
+    from webhook.member.fencing.renewer import Renewer
+
+    async def never(*_: Any) -> bool:
+        return False
+
+    renewer = Renewer("member1", FENCING, None, never, lambda: "")  # type: ignore[arg-type]
+    silent = flink_deployment(name="superseded", checkpoint_dir=HEALTHY)
+    silent["metadata"]["labels"] = {"flink-failover.io/fenced": "2"}
+    silent["spec"]["job"]["state"] = "suspended"
+    stopping = running_deployment(name="stopping", checkpoint_dir=HEALTHY)
+    stopping["metadata"]["labels"] = {"flink-failover.io/fenced": "2"}
+    stopping["spec"]["job"]["state"] = "suspended"  # asked to stop; its status still says RUNNING
+    deleted = flink_deployment(name="deleted", checkpoint_dir=HEALTHY)
+    deleted["metadata"]["deletionTimestamp"] = "2026-12-01T15:00:00Z"
+    found = [read_copy(o, POLICY) for o in (silent, stopping, deleted)]
+    assert [c.state for c in found] == [CopyState.STOPPING, CopyState.STOPPING, CopyState.ENDING]
+    renewer.observe(found, 0.0)
+    assert renewer.renewed(found[1].patched, -1.0) != -1.0  # the active one has an entry
+    assert renewer.renewed(found[0].patched, -1.0) == -1.0
+    assert renewer.renewed(found[2].patched, -1.0) == -1.0

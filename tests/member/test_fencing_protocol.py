@@ -346,6 +346,10 @@ def test_an_empty_status_is_no_stop() -> None:
     fenced = {**suspended, "status": {}}
     fenced["metadata"] = {**suspended["metadata"], "labels": {"flink-failover.io/fenced": "1"}}
     assert _copy_of(fenced).state is CopyState.STOPPING  # not FENCED: nothing was acknowledged
+    # A restore superseded while it was held never ran: the operator never deployed it, so its silence
+    # is no pending stop (it is acknowledged and leaves the newer restore free).
+    fenced["metadata"]["annotations"] = {"flink-failover.io/restore-decision": "held"}
+    assert _copy_of(fenced).state is CopyState.FENCED
 
 
 def test_a_copy_being_deleted_keeps_its_heartbeat_until_the_operator_has_stopped_its_job() -> None:

@@ -37,6 +37,7 @@ from webhook.member.policy import RestorePolicy
 from webhook.member.restore import RestoreDecision, RestoreOutcome
 
 NOT_REPORTED = OperatorReport(False, "")
+HELD_DECISION = RestoreOutcome.HELD.value
 
 
 class CopyState(StrEnum):
@@ -145,7 +146,11 @@ def read_copy(obj: Mapping[str, Any], policy: RestorePolicy) -> Copy:
         idle = report.stopped or resource.kind == BLUE_GREEN  # a template runs no job itself
         state = CopyState.IDLE if idle else CopyState.ENDING
     elif fenced:
-        state = CopyState.FENCED if report.stopped and resource.state == "suspended" else CopyState.STOPPING
+        # A restore superseded while it was held never ran: its empty status is the operator's silence
+        # about an object it never deployed, not a stop it has yet to report.
+        never_ran = report.empty and resource.annotations.get(policy.key(RESTORE_DECISION)) == HELD_DECISION
+        stopped = (report.stopped or never_ran) and resource.state == "suspended"
+        state = CopyState.FENCED if stopped else CopyState.STOPPING
     elif resource.annotations.get(policy.key(STEPPED_DOWN)) and resource.state == "suspended":
         state = CopyState.STEPPED_DOWN
     elif hold and resource.state == "suspended":

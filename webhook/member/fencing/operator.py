@@ -35,6 +35,7 @@ class OperatorReport:
     stopped: bool
     detail: str  # what the status says, for the log and the hold text ("RUNNING, JobManager READY")
     active: bool = False  # its status shows a job that may process records (RUNNING, RESTARTING, ...)
+    empty: bool = False  # its status says nothing at all (not reported yet, or wiped)
 
 
 def operator_report(obj: Mapping[str, Any]) -> OperatorReport:
@@ -48,7 +49,7 @@ def operator_report(obj: Mapping[str, Any]) -> OperatorReport:
     if job_state in ACTIVE_JOB_STATES:
         return OperatorReport(False, ", ".join(parts), active=True)
     if not (job_state or jm or reconciled):
-        return OperatorReport(False, "the operator has reported nothing yet (empty status)")
+        return OperatorReport(False, "the operator has reported nothing yet (empty status)", empty=True)
     if obj.get("kind", "FlinkDeployment") == "FlinkDeployment":
         parts.append(f"JobManager {jm or 'unreported'}")
         if jm not in ("", "MISSING"):

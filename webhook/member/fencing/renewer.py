@@ -90,8 +90,10 @@ class Renewer:
                 continue
             beats, may_step_down = kept
             entry = self._entries.get(workload)
-            if entry is None and copy.state is CopyState.ENDING and not copy.operator.active:
-                continue  # never renewed here and no job running by its status: not given a heartbeat
+            if entry is None and not may_step_down and not copy.operator.active:
+                # Stopping or ending, never renewed here, and no job active by its status (a restore
+                # superseded while held, an object that never ran): it is not given a heartbeat.
+                continue
             if entry is None:
                 renewed = max(first_seen(now, self.policy), self._beaten.pop(workload, NEVER))
                 self._entries[workload] = _Entry(copy, Renewing(renewed, NEVER, may_step_down), beats)
