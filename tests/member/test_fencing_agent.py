@@ -886,6 +886,11 @@ def test_a_release_that_cannot_check_the_newest_checkpoint_stays_held_says_why_a
         assert held["metadata"]["annotations"][HOLD].startswith(
             "epoch 1: release waits until the newest checkpoint can be checked"
         ), held["metadata"]["annotations"][HOLD]
+        # Between polls a recheck does not look it up again (a lookup may cost verifyBudget requests).
+        rechecked = m2.recheck()
+        assert [(s.action, s.detail) for s in rechecked] == [
+            ("held", "release waits until the newest checkpoint can be checked (next poll)")
+        ]
     events = m2.agent.events
     assert isinstance(events, Collected) and "StorageTrouble" in events.reasons()
 

@@ -432,3 +432,21 @@ def test_a_resume_that_cannot_check_its_newest_checkpoint_waits() -> None:
     obj["status"]["jobStatus"] = {"state": "FINISHED"}  # its jobId lost: its checkpoints cannot be found
     nameless = read_copy(obj, policy)
     assert isinstance(resume_start(nameless, resume_query(nameless, policy), None, prefer), Unresolved)
+
+
+def test_a_release_that_waited_is_tried_again_at_the_next_poll_not_at_every_recheck() -> None:
+    policy = FencingPolicy(lease_seconds=30, poll_seconds=5)
+    obj = flink_deployment(checkpoint_dir="s3://jobs/checkpoints")
+    obj["spec"]["job"]["state"] = "suspended"
+    obj["metadata"]["annotations"] = {
+        "flink-failover.io/hold": "epoch 1: ...",
+        "flink-failover.io/epoch": "1",
+    }
+    copy = _copy_of(obj)
+    records = Ownership(fences=(Fence("member2", 1, at(0)),))
+    now = at(100)
+    assert decide("member2", copy, records, Times(10.0, 0.0, now), policy).action is Action.RELEASED
+    waited = Times(10.0, 0.0, now, release_waited=9.0)  # a recheck a second after the release waited
+    assert decide("member2", copy, records, waited, policy).action is Action.HELD
+    next_poll = Times(14.1, 0.0, now, release_waited=9.0)
+    assert decide("member2", copy, records, next_poll, policy).action is Action.RELEASED

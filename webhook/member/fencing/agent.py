@@ -123,6 +123,7 @@ class FencingAgent:
         self.events: EventSink = events or NoEvents()
         self.renewer = Renewer(cluster, policy.fencing, self.store, self._step_down, self._now)
         self._hold_written: dict[Workload, float] = {}
+        self._release_waited: dict[Workload, float] = {}  # a release that could not check: when it began
         self._held_since: dict[Workload, float] = {}
         self._clocks: dict[StoragePath, asyncio.Future[datetime]] = {}  # storage time, once per poll
         # every workload's records on a storage, listed once per poll where it holds several copies
@@ -281,6 +282,7 @@ class FencingAgent:
         else:
             self._held_since.pop(copy.patched, None)
             self._hold_written.pop(copy.patched, None)
+            self._release_waited.pop(copy.patched, None)
 
     async def _step(self, copy: Copy, started: float, shared: bool = False) -> Step:
         """``shared``: read the records from the poll's one listing of the copy's storage (a recheck,
@@ -310,7 +312,13 @@ class FencingAgent:
         self, copy: Copy, records: Ownership | Unreadable, started: float, storage_now: datetime | None = None
     ) -> Plan:
         renewed = self.renewer.renewed(copy.patched, started)
-        times = Times(self._mono(), renewed, storage_now, self._hold_written.get(copy.patched))
+        times = Times(
+            self._mono(),
+            renewed,
+            storage_now,
+            self._hold_written.get(copy.patched),
+            self._release_waited.get(copy.patched),
+        )
         return decide(self.cluster, copy, records, times, self.policy.fencing)
 
     # --- executing a plan --------------------------------------------------------------------------
@@ -466,8 +474,10 @@ class FencingAgent:
         return await asyncio.shield(known)
 
     async def _release(self, copy: Copy, cause: ReleaseCause) -> str | None:
+        began = self._mono()
         start = release_start(cause, await self._newest_path(copy))
         if isinstance(start, StorageHold):
+            self._release_waited[copy.patched] = began
             metrics.STORAGE_ERRORS.labels("agent").inc()
             held = await self._apply(copy, start, 0.0)
             why = f"release waits: the newest checkpoint could not be checked: {start.problem}"

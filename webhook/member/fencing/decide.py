@@ -213,6 +213,8 @@ class Times:
     renewed: float  # monotonic start of the copy's last successful renewal (or its first-sight stand-in)
     storage_now: datetime | None = None  # the storage's time this poll (held copies need it)
     hold_written: float | None = None  # monotonic time the agent last wrote this copy's hold text
+    # monotonic start of this copy's last release that waited (its newest checkpoint not checked)
+    release_waited: float | None = None
 
 
 def decide(me: str, copy: Copy, records: Ownership | Unreadable, times: Times, policy: FencingPolicy) -> Plan:
@@ -316,6 +318,10 @@ def _held(me: str, copy: Copy, records: Ownership | Unreadable, times: Times, po
         rewrite = not copy.hold.startswith(subject + ";") or stale
         return plan(Action.HELD, subject, (RewriteHold(verdict),) if rewrite else ())
     cause = verdict.cause or ReleaseCause.NO_HEARTBEAT
+    waited = times.release_waited
+    if waited is not None and times.mono - waited < policy.poll_seconds - retry_seconds(policy):
+        # A lookup that could not check costs up to verifyBudget requests: once a poll, not every recheck.
+        return plan(Action.HELD, "release waits until the newest checkpoint can be checked (next poll)")
     if copy.workload.kind == BLUE_GREEN and not copy.children:
         return plan(Action.HELD, "released once the operator has created its FlinkDeployment")
     # Heartbeat before the job may start: a failover that follows must wait for this copy too.
