@@ -4,9 +4,10 @@
 the workload's ownership records (or why they could not be read), the times that matter and the fencing
 policy, and returns a ``Plan``: chains of effects and the ``Action`` to log. ``renewal`` decides, for the
 heartbeat loop, whether a copy's heartbeat is renewed now, left alone or the copy stepped down;
-``release_start`` what a release starts from once the newest checkpoint was looked for, and
-``resume_query`` / ``resume_path`` where a stepped-down copy resumes. The agent only executes them
-(``agent.py``, ``renewer.py``); every choice is made here, where the property tests reach it.
+``release_start`` what a release starts from once the newest checkpoint was looked for (``newest_known``:
+only a lookup that ran to its end may keep the admitted path; one that could not check holds), and
+``resume_query`` / ``resume_start`` where a stepped-down copy resumes (or why it waits). The agent only
+executes them (``agent.py``, ``renewer.py``); every choice is made here, where the property tests reach it.
 
 The rules, on top of ``protocol``'s:
 
