@@ -847,3 +847,113 @@ def test_storage_trouble_is_told_from_its_cause_not_from_words_in_a_message(
     steps = m1.driver.tick()
     assert [(s.action, s.trouble) for s in steps] == [("error", "storage")], steps
     assert "StorageTrouble" in events.reasons()
+
+
+@pytest.mark.parametrize("why", ["budget", "labels"])
+def test_a_release_that_cannot_check_the_newest_checkpoint_stays_held_says_why_and_retries(
+    site: Site, world: Any, why: str
+) -> None:
+    """The old copy stopped and acked, but the release's lookup of the newest checkpoint cannot run to
+    its end: it outgrew ``verifyBudget`` (the stale copy kept checkpointing), or the held object no
+    longer carries the labels it is resolved by (an edit dropped them). It stays held, the hold says
+    why, and the next poll tries again; once the lookup can run, it starts from chk-4, which the stale
+    copy completed after the admission. Before, anything but a restore read as "nothing newer" and the
+    job started from the admitted chk-3: chk-4 was lost."""
+    policy = policy_for(site)
+    m1, m2 = world("member1", policy), world("member2", policy)
+    site.checkpoints([1, 2, 3])
+    m1.put(running_copy())
+    assert m1.tick() == {"orders": "heartbeat"}
+    admitted = m2.admit(failed_over(1, "member1"))
+    assert admitted["spec"]["job"]["initialSavepointPath"].endswith(f"{JOB_ID}/chk-3")
+    site.checkpoints([4])
+    assert m2.tick() == {"orders": "held"}
+    assert m1.tick() == {"orders": "stopping"}
+    m1.stop_completes()
+
+    labels = dict(m2.obj()["metadata"]["labels"])
+    if why == "budget":
+        m2.agent.policy = replace(policy, verify_budget=1)
+    else:
+        edited = m2.obj()
+        edited["metadata"]["labels"] = {}
+        m2.put(edited)
+    for _ in range(2):  # it waits, and tries again at the next poll
+        steps = m2.driver.tick()
+        assert [(s.action, s.trouble) for s in steps] == [("error", "storage")], steps
+        held = m2.obj()
+        assert held["spec"]["job"]["state"] == "suspended"
+        assert held["metadata"]["annotations"][HOLD].startswith(
+            "epoch 1: release waits until the newest checkpoint can be checked"
+        ), held["metadata"]["annotations"][HOLD]
+        # Between polls a recheck does not look it up again (a lookup may cost verifyBudget requests).
+        rechecked = m2.recheck()
+        assert [(s.action, s.detail) for s in rechecked] == [
+            ("held", "release waits until the newest checkpoint can be checked (next poll)")
+        ]
+    events = m2.agent.events
+    assert isinstance(events, Collected) and "StorageTrouble" in events.reasons()
+
+    if why == "budget":
+        m2.agent.policy = policy
+    else:
+        edited = m2.obj()
+        edited["metadata"]["labels"] = labels
+        m2.put(edited)
+    assert m2.tick() == {"orders": "released"}
+    job = m2.obj()["spec"]["job"]
+    assert job["state"] == "running" and job["initialSavepointPath"].endswith(f"{JOB_ID}/chk-4")
+
+
+def test_a_deleted_copy_keeps_its_heartbeat_until_its_operator_has_stopped_the_job(
+    site: Site, world: Any
+) -> None:
+    """Purge mode ``Directly`` (or ``kubectl delete``) on the old copy while the restore is held: the
+    operator's finalizer keeps the object while it stops the job, its status RUNNING. The heartbeat
+    stays, so the restore stays held; it goes once the object is gone. Before, the first poll that
+    saw the deletionTimestamp removed the heartbeat and the restore was released with no-heartbeat
+    while the old job still ran."""
+    m1, m2 = heartbeating_pair(site, world)
+    m2.admit(failed_over(1, "member1"))
+    deleting = m1.obj()
+    deleting["metadata"]["deletionTimestamp"] = "2026-12-01T15:00:00Z"
+    deleting["metadata"]["finalizers"] = ["flinkdeployments.flink.apache.org/finalizer"]
+    m1.put(deleting)
+    for _ in range(2):
+        ending = m1.tick()
+        assert m2.tick() == {"orders": "held"}
+        assert "waiting for member1" in m2.obj()["metadata"]["annotations"][HOLD]
+        assert ending == {"orders": "ending"}
+    never_both_running(m1, m2)
+    m1.running.fake.delete("analytics", "orders")  # the cleanup completed, the finalizer removed
+    m1.tick()
+    assert m2.tick() == {"orders": "released"}
+    assert m2.obj()["metadata"]["annotations"][RELEASED].startswith("no-heartbeat at ")
+
+
+def test_a_stepped_down_copy_that_cannot_check_its_newest_checkpoint_stays_stopped_and_retries(
+    local_site: Site, world: Any
+) -> None:
+    """Its lookup outgrows ``verifyBudget``: it stays stepped down (an Event says why) and the next
+    poll tries again; once it can check, it resumes from its own newest checkpoint. Before, a lookup
+    that did not finish read as "nothing of its own" and the copy resumed without a path (its HA data
+    or, without HA, its last savepoint): the checkpoints after that savepoint were lost."""
+    policy = policy_for(local_site)
+    m1 = world("member1", policy)
+    make_checkpoints((local_site.local or Path()) / JOB_ID, [1, 2, 3])
+    obj = running_copy()
+    obj["spec"]["job"]["state"] = "suspended"  # stepped down earlier, its storage answers again
+    obj["metadata"]["annotations"] = {f"{P}/stepped-down": "heartbeat not renewed for 15s; stopped ..."}
+    m1.put(obj)
+    m1.agent.policy = replace(policy, verify_budget=1)
+    for _ in range(2):
+        steps = m1.driver.tick()
+        assert [(s.action, s.trouble) for s in steps] == [("error", "storage")], steps
+        assert "resume waits" in steps[0].detail
+        assert m1.obj()["spec"]["job"]["state"] == "suspended"
+    events = m1.agent.events
+    assert isinstance(events, Collected) and "StorageTrouble" in events.reasons()
+    m1.agent.policy = policy
+    assert m1.tick() == {"orders": "resumed"}
+    job = m1.obj()["spec"]["job"]
+    assert job["state"] == "running" and job["initialSavepointPath"].endswith(f"{JOB_ID}/chk-3")

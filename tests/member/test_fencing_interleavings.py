@@ -6,8 +6,9 @@ the chart's two replicas do), an operator that keeps a suspended job RUNNING for
 and one object store. Hypothesis draws the interleaving: when Karmada fails the job over (once or
 twice), how each replica reaches the storage (hangs and errors in drawn windows, each replica on its
 own), replicas killed and restarted (a lost pod and its replacement, knowing nothing), the replicas'
-phases, the operators' stop delays, and the admissions' storage faults. The world then runs on until
-every fault has ended.
+phases, the operators' stop delays, the admissions' storage faults, and whether the old object is
+deleted after the first failover (purge mode ``Directly``: its job runs until the operator's cleanup has
+stopped it). The world then runs on until every fault has ended.
 
 Safety: two jobs are never RUNNING by their status at the same instant, and no job starts from a
 checkpoint older than one an earlier job completed. Liveness: once every fault has ended and every
@@ -24,6 +25,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
@@ -107,6 +109,7 @@ def play(
     webhook_faults=st.lists(windows, min_size=3, max_size=3),
     first=st.floats(5, 90),
     second=st.one_of(st.none(), st.floats(1, 90)),
+    purge=st.one_of(st.none(), st.floats(0, 40)),
     data=st.data(),
 )
 def test_two_jobs_never_run_at_once_and_the_newest_restore_runs_in_the_end(
@@ -117,6 +120,7 @@ def test_two_jobs_never_run_at_once_and_the_newest_restore_runs_in_the_end(
     webhook_faults: list[list[Fault]],
     first: float,
     second: float | None,
+    purge: float | None,
     data: Any,
 ) -> None:
     world = build(phases, delays, faults, webhook_faults, replicas)
@@ -128,6 +132,8 @@ def test_two_jobs_never_run_at_once_and_the_newest_restore_runs_in_the_end(
         failovers.append((first + second, "member3", "member2", 2))
     events = play(world, phases, outages_of)
     events += [(t, lambda t=t, a=a, b=b, e=e: world.fail_over(a, e, b)) for t, a, b, e in failovers]
+    if purge is not None:  # Karmada's purge mode Directly: the old object is deleted after the failover
+        events.append((first + purge, lambda: world.delete("member1")))
     ends = [f.end for fs in [*faults, *webhook_faults] for f in fs] + [
         up for o in outages_of.values() for *_, up in o
     ]
@@ -249,3 +255,42 @@ def test_two_replicas_that_reach_the_storage_differently_never_run_two_copies() 
     world.run(240.0, events)
     assert world.violations == []
     assert world.running() == ["member2"] and world.lost_checkpoints() == []
+
+
+@pytest.mark.parametrize("how", ["delete", "suspend"])
+@pytest.mark.parametrize("stop", [0.5, 6.0, FENCING.stop_margin_seconds])
+@pytest.mark.parametrize("after", [0.1, 3.0, 12.0])
+def test_a_stale_copy_deleted_or_suspended_by_someone_keeps_its_heartbeat_until_its_job_has_stopped(
+    how: str, stop: float, after: float
+) -> None:
+    """Karmada's purge ``Directly`` (or an engineer) deletes the old copy after the failover: the
+    operator's finalizer keeps the object while its cleanup stops the job, which runs meanwhile. The
+    agent keeps that copy's heartbeat until the object is gone, so the new side stays held until then;
+    the same for an engineer's suspend, until the operator reports the job stopped. Before, a copy
+    marked deleted or suspended by someone else was idle at once: its heartbeat was removed and the
+    restore released with ``no-heartbeat`` while the old job still ran (two RUNNING for up to the
+    stop's length)."""
+    world = World(POLICY)
+    world.cluster("member1", stop)
+    world.cluster("member2", stop)
+    world.replica("member1")
+    world.replica("member2")
+    world.running_copy("member1")
+    failover = 20.0
+    events: list[Any] = [
+        (0.5, lambda: world.start(world.clusters["member1"].replicas[0], "member1")),
+        (0.9, lambda: world.start(world.clusters["member2"].replicas[0], "member2")),
+        (failover, lambda: world.fail_over("member2", 1, "member1")),
+        (failover + after, lambda: world.delete("member1") if how == "delete" else suspend()),
+    ]
+
+    def suspend() -> None:
+        world.clusters["member1"].server.get("orders")["spec"]["job"]["state"] = "suspended"
+
+    world.run(failover + 4 * FENCING.lease_seconds, events)
+
+    assert world.violations == [], (world.violations[:3], world.describe())
+    assert world.lost_checkpoints() == [], world.describe()
+    assert world.running() == ["member2"], world.describe()
+    if how == "delete":
+        assert world.clusters["member1"].server.get("orders") is None  # the operator removed it

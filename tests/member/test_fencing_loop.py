@@ -215,3 +215,60 @@ def test_a_shared_listing_starts_after_the_storage_time_a_held_copy_counts_from(
     assert len(finds) >= 3
     for listed in finds:  # this poll's clock read back before the listing ran
         assert any(listed - FENCING.poll_seconds / 2 < c < listed for c in clocks), (listed, clocks)
+
+
+def test_a_blue_green_child_that_goes_leaves_the_heartbeat_of_the_child_that_runs_on() -> None:
+    """After a blue/green transition the operator deletes the old child; both children keep their
+    records for the parent, so they renew one heartbeat. The child that goes must not take it along
+    (before, its removal deleted the heartbeat the running child renews, until that child's next
+    renewal: a failover in between was not held)."""
+    from tests.support.objects import running_deployment
+    from webhook.member.fencing.copies import read_copy
+    from webhook.member.fencing.renewer import Renewer
+
+    def child(colour: str) -> Any:
+        obj = running_deployment(name=f"orders-{colour}")
+        obj["metadata"]["ownerReferences"] = [
+            {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkBlueGreenDeployment", "name": "orders"}
+        ]
+        return read_copy(obj, POLICY)
+
+    async def never(*_: Any) -> bool:
+        return False
+
+    renewer = Renewer("member1", FENCING, None, never, lambda: "")  # type: ignore[arg-type]
+    green, blue = child("green"), child("blue")
+    assert green.folder == blue.folder and green.patched != blue.patched
+    assert renewer.observe([green], 0.0) == []
+    assert renewer.observe([green, blue], 5.0) == []
+    assert renewer.observe([blue], 10.0) == []  # green is gone; blue runs on under the same heartbeat
+    assert renewer.observe([], 15.0) == [(blue.patched, blue.folder)]  # the last one: removed
+
+
+def test_a_stopping_or_ending_copy_whose_job_is_not_active_is_given_no_heartbeat() -> None:
+    """The heartbeat loop keeps renewing a copy being stopped or deleted that it renewed already; one it
+    first sees stopping or ending gets a heartbeat only if its status shows the job active (an agent
+    that restarted mid-stop). A restore superseded while held never ran: a heartbeat for it would hold
+    the newer restore for as long as it is listed."""
+    from tests.support.objects import flink_deployment, running_deployment
+    from webhook.member.fencing.copies import CopyState, read_copy
+    from webhook.member.fencing.renewer import Renewer
+
+    async def never(*_: Any) -> bool:
+        return False
+
+    renewer = Renewer("member1", FENCING, None, never, lambda: "")  # type: ignore[arg-type]
+    silent = flink_deployment(name="superseded", checkpoint_dir=HEALTHY)
+    silent["metadata"]["labels"] = {"flink-failover.io/fenced": "2"}
+    silent["spec"]["job"]["state"] = "suspended"
+    stopping = running_deployment(name="stopping", checkpoint_dir=HEALTHY)
+    stopping["metadata"]["labels"] = {"flink-failover.io/fenced": "2"}
+    stopping["spec"]["job"]["state"] = "suspended"  # asked to stop; its status still says RUNNING
+    deleted = flink_deployment(name="deleted", checkpoint_dir=HEALTHY)
+    deleted["metadata"]["deletionTimestamp"] = "2026-12-01T15:00:00Z"
+    found = [read_copy(o, POLICY) for o in (silent, stopping, deleted)]
+    assert [c.state for c in found] == [CopyState.STOPPING, CopyState.STOPPING, CopyState.ENDING]
+    renewer.observe(found, 0.0)
+    assert renewer.renewed(found[1].patched, -1.0) != -1.0  # the active one has an entry
+    assert renewer.renewed(found[0].patched, -1.0) == -1.0
+    assert renewer.renewed(found[2].patched, -1.0) == -1.0

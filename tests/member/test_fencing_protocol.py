@@ -4,10 +4,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.support.objects import JOB_ID, flink_deployment, running_deployment
+from tests.support.operator import running_status, stopped_status
+from webhook.member.fencing.copies import Copy, CopyState, read_copy
+from webhook.member.fencing.decide import (
+    Action,
+    KeepRenewing,
+    StartFrom,
+    StorageHold,
+    Times,
+    Unresolved,
+    decide,
+    newest_known,
+    release_start,
+    resume_query,
+    resume_start,
+)
+from webhook.member.fencing.operator import operator_report
 from webhook.member.fencing.protocol import (
     Ack,
     Fence,
@@ -28,6 +46,9 @@ from webhook.member.fencing.records import (
     heartbeat_name,
     parse_listing,
 )
+from webhook.member.outcome import RestoreDecision, RestoreOutcome
+from webhook.member.policy import FencingPolicy, RestorePolicy
+from webhook.member.restore import Snapshots
 
 T0 = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
 LEASE = 30.0
@@ -297,3 +318,135 @@ def test_a_stale_copy_reads_high_availability_as_flink_and_the_restore_do() -> N
     assert mode({"high-availability.type": "NONE", "high-availability": "kubernetes"}) == "stateless"
     assert mode({"high-availability.type": "kubernetes", "high-availability": "NONE"}) == "last-state"
     assert mode({}) == "stateless"
+
+
+# --- what a copy is, and what a release may start from (decide's pure parts) -----------------------
+
+
+def _copy_of(obj: dict[str, Any]) -> Copy:
+    return read_copy(obj, RestorePolicy(default_checkpoint_dir="s3://jobs/checkpoints"))
+
+
+def _deleted(obj: dict[str, Any]) -> dict[str, Any]:
+    obj["metadata"]["deletionTimestamp"] = "2026-12-01T15:00:00Z"
+    obj["metadata"]["finalizers"] = ["flinkdeployments.flink.apache.org/finalizer"]
+    return obj
+
+
+def test_an_empty_status_is_no_stop() -> None:
+    """The operator has reported nothing yet, or the status was wiped: before, every check passed on
+    the empty values and a fenced copy with such a status was acknowledged stopped."""
+    suspended = flink_deployment()
+    suspended["spec"]["job"]["state"] = "suspended"
+    for status in (None, {}, {"jobStatus": {}}, {"jobStatus": {"jobId": JOB_ID}}):
+        obj = {**suspended, "status": status} if status is not None else suspended
+        assert not operator_report(obj).stopped, status
+    stopped = {**suspended, "status": stopped_status(suspended)}
+    assert operator_report(stopped).stopped
+    fenced = {**suspended, "status": {}}
+    fenced["metadata"] = {**suspended["metadata"], "labels": {"flink-failover.io/fenced": "1"}}
+    assert _copy_of(fenced).state is CopyState.STOPPING  # not FENCED: nothing was acknowledged
+    # A restore superseded while it was held never ran: the operator never deployed it, so its silence
+    # is no pending stop (it is acknowledged and leaves the newer restore free).
+    fenced["metadata"]["annotations"] = {"flink-failover.io/restore-decision": "held"}
+    assert _copy_of(fenced).state is CopyState.FENCED
+
+
+def test_a_copy_being_deleted_keeps_its_heartbeat_until_the_operator_has_stopped_its_job() -> None:
+    """A deleted object with the operator's finalizer: the job runs until the cleanup completes. Before,
+    any deletionTimestamp made the copy idle (its heartbeat removed at once)."""
+    running = _deleted(running_deployment(checkpoint_dir="s3://jobs/checkpoints"))
+    copy = _copy_of(running)
+    assert copy.state is CopyState.ENDING and copy.operator.active
+    step = decide("member1", copy, Ownership(), Times(100.0, 99.0), FencingPolicy())
+    assert step.action is Action.ENDING
+    assert step.chains == ((KeepRenewing(True, False),),)  # kept renewing, never stepped down
+    # The cleanup stopped the job (JobManager gone, job FINISHED; the reconciled spec still says
+    # running, a deletion reconciles no suspend): now it is idle and its heartbeat goes.
+    reconciled = running_status(JOB_ID, running["spec"])["reconciliationStatus"]
+    running["status"] = {**stopped_status(running), "reconciliationStatus": reconciled}
+    assert _copy_of(running).state is CopyState.IDLE
+    # A deleted copy with an empty status was never seen stopped: not idle (and never given a heartbeat
+    # by the renewer, its job being inactive by its status).
+    blank = _deleted(flink_deployment(checkpoint_dir="s3://jobs/checkpoints"))
+    assert _copy_of(blank).state is CopyState.ENDING and not _copy_of(blank).operator.active
+
+
+def test_a_copy_suspended_by_someone_else_is_idle_only_once_its_operator_reports_the_stop() -> None:
+    obj = running_deployment(checkpoint_dir="s3://jobs/checkpoints")
+    obj["spec"]["job"]["state"] = "suspended"  # kubectl patch: the job still runs by its status
+    assert _copy_of(obj).state is CopyState.ENDING
+    obj["status"] = stopped_status(obj)
+    assert _copy_of(obj).state is CopyState.IDLE
+
+
+def _decision(outcome: RestoreOutcome, path: str = "", storage_error: bool = False) -> RestoreDecision:
+    return RestoreDecision(outcome, "why", path=path, storage_error=storage_error)
+
+
+ADMITTED = "s3://jobs/checkpoints/job/chk-42"
+
+
+def test_only_a_lookup_that_ran_to_its_end_may_keep_the_admitted_path() -> None:
+    """``newest_known``: the release starts from the newest restorable path; "" (the admitted path)
+    only when the lookup answered and nothing restorable was found; every other outcome is unresolved
+    and holds. Before, anything but RESTORED read as "" (a budget run out, no labels left, ...)."""
+    listed = Snapshots(None, None)
+    newer = "s3://jobs/checkpoints/job/chk-43"
+    assert newest_known(_decision(RestoreOutcome.RESTORED, newer), listed, ADMITTED) == newer
+    assert newest_known(_decision(RestoreOutcome.SUSPENDED), listed, ADMITTED) == ""  # nothing at all
+    assert newest_known(_decision(RestoreOutcome.STATELESS), listed, ADMITTED) == ""
+    assert newest_known(_decision(RestoreOutcome.SKIP), None, "") == ""  # nothing admitted, nothing lost
+    unchecked = Snapshots(None, None, unchecked="budget")
+    unresolved = [
+        newest_known(_decision(RestoreOutcome.SUSPENDED, storage_error=True), None, ADMITTED),
+        newest_known(_decision(RestoreOutcome.SUSPENDED), unchecked, ADMITTED),
+        newest_known(_decision(RestoreOutcome.SKIP), None, ADMITTED),  # no failover label left
+        newest_known(_decision(RestoreOutcome.DENIED), None, ADMITTED),
+        # a restorable checkpoint older than the admitted one: that one is gone or unreadable now
+        newest_known(_decision(RestoreOutcome.RESTORED, ADMITTED[:-1] + "1"), listed, ADMITTED),
+    ]
+    assert all(isinstance(u, Unresolved) for u in unresolved), unresolved
+    held = release_start(ReleaseCause.ACK, unresolved[1])
+    assert isinstance(held, StorageHold) and held.checkpoint and "budget" in held.problem
+    proceed = release_start(ReleaseCause.STORAGE_ERROR, unresolved[0])  # onStorageError: proceed
+    assert proceed == StartFrom("")
+    # another job directory, or a savepoint: not comparable by id, the restore's order stands
+    savepoint = "s3://jobs/savepoints/savepoint-0a1b2c-000000000001"
+    assert newest_known(_decision(RestoreOutcome.RESTORED, savepoint), listed, ADMITTED) == savepoint
+
+
+def test_a_resume_that_cannot_check_its_newest_checkpoint_waits() -> None:
+    policy = RestorePolicy(default_checkpoint_dir="s3://jobs/checkpoints")
+    obj = running_deployment(checkpoint_dir="s3://jobs/checkpoints")
+    obj["spec"]["job"]["state"] = "suspended"
+    obj["metadata"]["annotations"] = {"flink-failover.io/stepped-down": "heartbeat not renewed for 15s"}
+    obj["status"] = stopped_status(obj)
+    copy = read_copy(obj, policy)
+    query = resume_query(copy, policy)
+    assert copy.state is CopyState.STEPPED_DOWN and query is not None
+    prefer = policy.prefer
+    unchecked = Snapshots(None, None, unchecked="budget")
+    assert isinstance(resume_start(copy, query, unchecked, prefer), Unresolved)
+    assert resume_start(copy, query, Snapshots(None, None), prefer) == StartFrom("")  # it has none
+    obj["status"]["jobStatus"] = {"state": "FINISHED"}  # its jobId lost: its checkpoints cannot be found
+    nameless = read_copy(obj, policy)
+    assert isinstance(resume_start(nameless, resume_query(nameless, policy), None, prefer), Unresolved)
+
+
+def test_a_release_that_waited_is_tried_again_at_the_next_poll_not_at_every_recheck() -> None:
+    policy = FencingPolicy(lease_seconds=30, poll_seconds=5)
+    obj = flink_deployment(checkpoint_dir="s3://jobs/checkpoints")
+    obj["spec"]["job"]["state"] = "suspended"
+    obj["metadata"]["annotations"] = {
+        "flink-failover.io/hold": "epoch 1: ...",
+        "flink-failover.io/epoch": "1",
+    }
+    copy = _copy_of(obj)
+    records = Ownership(fences=(Fence("member2", 1, at(0)),))
+    now = at(100)
+    assert decide("member2", copy, records, Times(10.0, 0.0, now), policy).action is Action.RELEASED
+    waited = Times(10.0, 0.0, now, release_waited=9.0)  # a recheck a second after the release waited
+    assert decide("member2", copy, records, waited, policy).action is Action.HELD
+    next_poll = Times(14.1, 0.0, now, release_waited=9.0)
+    assert decide("member2", copy, records, next_poll, policy).action is Action.RELEASED

@@ -13,7 +13,9 @@ is simulated is everything they talk to:
 - **API servers** (``ApiServer``): one per member cluster, shared by that cluster's agents (``SimApi``
   is one agent's client, with latency);
 - **the Flink operator** (``Operator``): a suspend is a request: the job stays RUNNING by its status for
-  the operator's stop delay, then the status says FINISHED; a start takes its own delay; a running job
+  the operator's stop delay, then the status says FINISHED; a deletion is one too: the operator's
+  finalizer keeps the object (``deletionTimestamp`` set, status RUNNING) while its cleanup stops the job
+  for the same delay, then the object goes (``World.delete``); a start takes its own delay; a running job
   completes a checkpoint every ``CHECKPOINT_SECONDS`` into the storage (the job's path is its own: the
   role's faults do not reach it), continuing the ids of the checkpoint it was started from;
 - **the failover** (``World.fail_over``): what the new cluster's member webhook does at admission (write
@@ -55,6 +57,7 @@ TICK = 0.25  # how often the operators look at their objects
 START_SECONDS = 2.0  # an operator takes this long to start a job
 CHECKPOINT_SECONDS = 2.0  # a running job completes a checkpoint this often
 LATENCY = 0.02  # a storage or API call that answers, answers after this long
+FINALIZER = "flinkdeployments.flink.apache.org/finalizer"  # the operator's, on every object it reconciles
 
 
 def at(seconds: float) -> datetime:
@@ -340,9 +343,15 @@ class Operator:
     def step(self) -> None:
         now = self.world.loop.now
         server = self.world.clusters[self.cluster].server
-        for key in [k for k in self.current if k not in server.objects]:  # deleted: the job goes
+        for key in [k for k in self.current if k not in server.objects]:  # removed outright: the job goes
             self.current.pop(key).ended = now
-        for key, obj in server.objects.items():
+        for key, obj in list(server.objects.items()):
+            meta = obj["metadata"]
+            if meta.get("deletionTimestamp"):
+                self._clean_up(key)
+                continue
+            if FINALIZER not in meta.setdefault("finalizers", []):
+                meta["finalizers"].append(FINALIZER)  # as the operator does on its first reconcile
             desired = obj["spec"]["job"].get("state", "running")
             job = self.current.get(key)
             if (desired == "suspended") == (job is None):
@@ -365,6 +374,20 @@ class Operator:
             last_at = job.checkpoints[-1][1] if job.checkpoints else job.started
             if now - last_at >= CHECKPOINT_SECONDS:
                 self.world.write_checkpoint(job, job.last() + 1)
+
+    def _clean_up(self, key: Key) -> None:
+        """A deleted object: its job is stopped (the stop delay, as a suspend), then the finalizer goes
+        and with it the object. The status keeps saying RUNNING until then."""
+        now = self.world.loop.now
+        server = self.world.clusters[self.cluster].server
+        job = self.current.get(key)
+        if job is not None:
+            if now - self.asked.setdefault(key, now) < self.stop_delay:
+                return
+            job.ended = now
+            del self.current[key]
+        self.asked.pop(key, None)
+        del server.objects[key]
 
     def adopt(self, key: Key, checkpoint: int) -> Job:
         """A job that has run for long when the world starts."""
@@ -524,6 +547,19 @@ class World:
             self.store.put(f"{self.job_dirs[name]}/chk-{n}/_metadata", flink_metadata(n))
         found.operator.adopt(("FlinkDeployment", "analytics", name), checkpoints)
         self.store.put(f"{self.folder(name, base)}/{heartbeat_name(cluster)}", b"{}")
+
+    def delete(self, cluster: str, name: str = "orders") -> None:
+        """``kubectl delete`` (or Karmada's purge ``Directly``): an object with the operator's finalizer
+        is only marked; the operator removes it once its job has stopped."""
+        server = self.clusters[cluster].server
+        key = ("FlinkDeployment", "analytics", name)
+        obj = server.objects.get(key)
+        if obj is None:
+            return
+        if obj["metadata"].get("finalizers"):
+            obj["metadata"].setdefault("deletionTimestamp", at(self.loop.now).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        else:
+            del server.objects[key]
 
     def folder(self, name: str = "orders", root: str = "") -> str:
         """Where the workload's ownership records are (fs path)."""

@@ -53,10 +53,11 @@ from webhook.member.fencing.decide import (
     Unresolved,
     WriteFence,
     decide,
+    newest_known,
     release_start,
-    resume_path,
     resume_query,
     resume_skipped,
+    resume_start,
     retry_seconds,
     trouble_of,
 )
@@ -66,12 +67,17 @@ from webhook.member.fencing.protocol import Ownership, ReleaseCause
 from webhook.member.fencing.records import FencingStore, Listing, Workload, fence_body
 from webhook.member.fencing.renewer import Renewer, pause
 from webhook.member.policy import RestorePolicy
-from webhook.member.restore import RestoreOutcome, SnapshotQuery, Snapshots, StorageError, decide_restore
+from webhook.member.restore import SnapshotQuery, Snapshots, StorageError, decide_restore
 from webhook.member.storage import CheckpointStorage, Deadline
 
 log = logging.getLogger(__name__)
 
 KINDS = tuple(PLURALS)
+
+
+class StorageProblem(str):
+    """What went wrong with an effect that patches the object, when the storage was the cause (a
+    release or a resume that could not check the newest checkpoint): its trouble is the storage's."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,7 @@ class FencingAgent:
         self.events: EventSink = events or NoEvents()
         self.renewer = Renewer(cluster, policy.fencing, self.store, self._step_down, self._now)
         self._hold_written: dict[Workload, float] = {}
+        self._release_waited: dict[Workload, float] = {}  # a release that could not check: when it began
         self._held_since: dict[Workload, float] = {}
         self._clocks: dict[StoragePath, asyncio.Future[datetime]] = {}  # storage time, once per poll
         # every workload's records on a storage, listed once per poll where it holds several copies
@@ -275,6 +282,7 @@ class FencingAgent:
         else:
             self._held_since.pop(copy.patched, None)
             self._hold_written.pop(copy.patched, None)
+            self._release_waited.pop(copy.patched, None)
 
     async def _step(self, copy: Copy, started: float, shared: bool = False) -> Step:
         """``shared``: read the records from the poll's one listing of the copy's storage (a recheck,
@@ -304,7 +312,13 @@ class FencingAgent:
         self, copy: Copy, records: Ownership | Unreadable, started: float, storage_now: datetime | None = None
     ) -> Plan:
         renewed = self.renewer.renewed(copy.patched, started)
-        times = Times(self._mono(), renewed, storage_now, self._hold_written.get(copy.patched))
+        times = Times(
+            self._mono(),
+            renewed,
+            storage_now,
+            self._hold_written.get(copy.patched),
+            self._release_waited.get(copy.patched),
+        )
         return decide(self.cluster, copy, records, times, self.policy.fencing)
 
     # --- executing a plan --------------------------------------------------------------------------
@@ -316,7 +330,8 @@ class FencingAgent:
                 problem = await self._apply(copy, effect, listed_at)
                 if problem is not None:
                     problems.append(problem)
-                    trouble = trouble if trouble is not Trouble.NONE else trouble_of(effect)
+                    side = Trouble.STORAGE if isinstance(problem, StorageProblem) else trouble_of(effect)
+                    trouble = trouble if trouble is not Trouble.NONE else side
                     break  # the rest of this chain depends on it; other chains do not
         if problems:
             return Step(copy.patched, Action.ERROR, f"{plan.action}: {'; '.join(problems)}", trouble)
@@ -357,7 +372,8 @@ class FencingAgent:
                     problem, copy, WARNING, "Held", "Hold", f"held until the old copy stops: {text}"
                 )
             if isinstance(effect, StorageHold):
-                text = copies.storage_text(copy.epoch, effect.problem)
+                held_by = copies.unchecked_text if effect.checkpoint else copies.storage_text
+                text = held_by(copy.epoch, effect.problem)
                 if text == copy.hold:
                     return None
                 problem = await self._patched(copy, copies.hold_patch(text, self.policy))
@@ -458,11 +474,14 @@ class FencingAgent:
         return await asyncio.shield(known)
 
     async def _release(self, copy: Copy, cause: ReleaseCause) -> str | None:
+        began = self._mono()
         start = release_start(cause, await self._newest_path(copy))
         if isinstance(start, StorageHold):
+            self._release_waited[copy.patched] = began
             metrics.STORAGE_ERRORS.labels("agent").inc()
             held = await self._apply(copy, start, 0.0)
-            return f"storage: {start.problem}" + (f"; {held}" if held else "")
+            why = f"release waits: the newest checkpoint could not be checked: {start.problem}"
+            return StorageProblem(why + (f"; {held}" if held else ""))
         path = start.path
         asked_by = copies.release_asked_by(copy, self.policy) if cause is ReleaseCause.MANUAL else ""
         patch = copies.release_patch(path, cause, self.policy, self._now(), asked_by)
@@ -487,19 +506,24 @@ class FencingAgent:
 
     async def _newest_path(self, copy: Copy) -> str | Unresolved:
         """Resolve again: the stale copy may have completed newer checkpoints while it ran. "" keeps
-        the path the webhook chose (nothing restorable now, or no failover label left to resolve by)."""
+        the path the webhook chose only when the lookup ran and found nothing restorable
+        (``decide.newest_known``)."""
         where = copy.folder
         if where is None:
             return ""
+        admitted = str((copy.resource.job or {}).get("initialSavepointPath") or "")
 
         def resolve(left: float) -> str | Unresolved:
             deadline = Deadline(left)
-            decision = decide_restore(
-                "CREATE", copy.resource, None, self.policy, lambda q: self.storage.snapshots(q, deadline)
-            )
-            if decision.storage_error:
-                return Unresolved(decision.reason)
-            return decision.path if decision.outcome is RestoreOutcome.RESTORED else ""
+            answered: list[Snapshots] = []
+
+            def lookup(query: SnapshotQuery) -> Snapshots:
+                found = self.storage.snapshots(query, deadline)
+                answered.append(found)
+                return found
+
+            decision = decide_restore("CREATE", copy.resource, None, self.policy, lookup)
+            return newest_known(decision, answered[-1] if answered else None, admitted)
 
         try:
             return await self.lanes.run(Call(where, f"resolving the restore of {copy.workload}", resolve))
@@ -507,12 +531,17 @@ class FencingAgent:
             return Unresolved(str(exc))
 
     async def _resume(self, copy: Copy) -> str | None:
-        """A stepped-down copy starts again from its own job's newest restorable snapshot."""
+        """A stepped-down copy starts again from its own job's newest restorable snapshot; it stays
+        stopped, and is tried again at the next poll, while that cannot be checked."""
         query = resume_query(copy, self.policy)
-        path = skipped = ""
-        if query is not None:
-            found = await self._snapshots(query)
-            path, skipped = resume_path(found, self.policy.prefer), resume_skipped(found)
+        found = await self._snapshots(query) if query is not None else None
+        start = resume_start(copy, query, found, self.policy.prefer)
+        if isinstance(start, Unresolved):
+            metrics.STORAGE_ERRORS.labels("agent").inc()
+            return StorageProblem(
+                f"resume waits: the newest checkpoint could not be checked: {start.problem}"
+            )
+        path, skipped = start.path, resume_skipped(found) if found is not None else ""
         problem = await self._patched(copy, copies.resume_patch(copy, path, self.policy, self._now()))
         if problem is None:
             metrics.RESUMES.inc()

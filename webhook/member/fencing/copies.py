@@ -37,6 +37,7 @@ from webhook.member.policy import RestorePolicy
 from webhook.member.restore import RestoreDecision, RestoreOutcome
 
 NOT_REPORTED = OperatorReport(False, "")
+HELD_DECISION = RestoreOutcome.HELD.value
 
 
 class CopyState(StrEnum):
@@ -45,7 +46,10 @@ class CopyState(StrEnum):
     STOPPING = "stopping"  # a stale copy we asked to stop; its operator has not reported it stopped
     FENCED = "fenced"  # a stale copy we stopped, and its operator reported it stopped
     STEPPED_DOWN = "stepped-down"  # we suspended it ourselves: its heartbeat could not be renewed
-    IDLE = "idle"  # suspended by someone else, or no job: not ours to move
+    # Deleted, or suspended by someone else, and its operator has not reported the job stopped: the job
+    # may still run (a deletion's cleanup, a suspend, take seconds), so it keeps its heartbeat meanwhile.
+    ENDING = "ending"
+    IDLE = "idle"  # stopped by someone else by its operator's report, or no job: not ours to move
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,7 @@ class Copy:
     clock: StoragePath | None = None  # where the agent writes its clock for this storage
     manual_release: bool = False
     hold: str = ""  # the hold annotation as it is now
-    operator: OperatorReport = NOT_REPORTED  # what the operator reports (a suspended copy)
+    operator: OperatorReport = NOT_REPORTED  # what the operator reports (a suspended or deleted copy)
     fenced_epoch: int = 0  # the fence that stopped it (STOPPING, FENCED)
     restored_here: bool = False  # the member webhook restored it (so its restore wrote a fence)
     uid: str = ""  # metadata.uid: lets an Event reach `kubectl describe`
@@ -136,10 +140,17 @@ def read_copy(obj: Mapping[str, Any], policy: RestorePolicy) -> Copy:
     hold = resource.annotations.get(policy.key(HOLD), "")
     report = operator_report(obj)
     fenced = resource.labels.get(policy.key(FENCED), "")
-    if resource.job is None or resource.deleting:
+    if resource.job is None:
         state = CopyState.IDLE
+    elif resource.deleting:  # gone once the operator's cleanup has stopped the job
+        idle = report.stopped or resource.kind == BLUE_GREEN  # a template runs no job itself
+        state = CopyState.IDLE if idle else CopyState.ENDING
     elif fenced:
-        state = CopyState.FENCED if report.stopped and resource.state == "suspended" else CopyState.STOPPING
+        # A restore superseded while it was held never ran: its empty status is the operator's silence
+        # about an object it never deployed, not a stop it has yet to report.
+        never_ran = report.empty and resource.annotations.get(policy.key(RESTORE_DECISION)) == HELD_DECISION
+        stopped = (report.stopped or never_ran) and resource.state == "suspended"
+        state = CopyState.FENCED if stopped else CopyState.STOPPING
     elif resource.annotations.get(policy.key(STEPPED_DOWN)) and resource.state == "suspended":
         state = CopyState.STEPPED_DOWN
     elif hold and resource.state == "suspended":
@@ -149,7 +160,7 @@ def read_copy(obj: Mapping[str, Any], policy: RestorePolicy) -> Copy:
     elif resource.state == "running":
         state = CopyState.RUNNING
     else:
-        state = CopyState.IDLE
+        state = CopyState.IDLE if report.stopped else CopyState.ENDING
     manual = release_asked(resource, policy)
     return Copy(
         workload_of(resource),
@@ -326,6 +337,14 @@ def unvouched_text(epoch: int, problem: str) -> str:
 
 def storage_text(epoch: int, problem: str) -> str:
     return f"epoch {epoch}: waiting for the ownership records to be readable ({problem[:300]})"
+
+
+def unchecked_text(epoch: int, problem: str) -> str:
+    """A release that could not check the newest checkpoint: it waits, and is tried again every poll."""
+    return (
+        f"epoch {epoch}: release waits until the newest checkpoint can be checked, tried again every "
+        f"poll ({problem[:300]})"
+    )
 
 
 def held(

@@ -4,12 +4,16 @@
 the workload's ownership records (or why they could not be read), the times that matter and the fencing
 policy, and returns a ``Plan``: chains of effects and the ``Action`` to log. ``renewal`` decides, for the
 heartbeat loop, whether a copy's heartbeat is renewed now, left alone or the copy stepped down;
-``release_start`` what a release starts from once the newest checkpoint was looked for, and
-``resume_query`` / ``resume_path`` where a stepped-down copy resumes. The agent only executes them
-(``agent.py``, ``renewer.py``); every choice is made here, where the property tests reach it.
+``release_start`` what a release starts from once the newest checkpoint was looked for (``newest_known``:
+only a lookup that ran to its end may keep the admitted path; one that could not check holds), and
+``resume_query`` / ``resume_start`` where a stepped-down copy resumes (or why it waits). The agent only
+executes them (``agent.py``, ``renewer.py``); every choice is made here, where the property tests reach it.
 
 The rules, on top of ``protocol``'s:
 
+- A copy deleted or suspended by someone else keeps the heartbeat it had until its operator reports
+  the job stopped or the object is gone (a deletion's cleanup takes as long as a stop): only then is it
+  dropped.
 - A stale copy (a newer fence elsewhere) is asked to stop, and keeps its heartbeat fresh until its
   operator reports it stopped: only then is the ack written and the heartbeat dropped. An ack means
   stopped, never "asked to stop".
@@ -36,6 +40,7 @@ from webhook.member.fencing.copies import (
     checkpoint_dir_of,
     hold_subject,
     savepoint_dir_of,
+    stop_mode,
 )
 from webhook.member.fencing.protocol import (
     Fence,
@@ -47,6 +52,7 @@ from webhook.member.fencing.protocol import (
     judge_hold,
     superseding,
 )
+from webhook.member.outcome import RestoreDecision, RestoreOutcome
 from webhook.member.policy import FencingPolicy, FencingStorageError, Prefer, RenewFailure, RestorePolicy
 from webhook.member.restore import SnapshotQuery, Snapshots, checked_as, choose, newest
 
@@ -55,6 +61,7 @@ class Action(StrEnum):
     """What happened to a copy in one poll: the log's verb, the metrics', and what tests read."""
 
     HEARTBEAT = "heartbeat"
+    ENDING = "ending"  # deleted or suspended by someone else: heartbeats until its operator reports the stop
     STOPPING = "stopping"
     WAITING_FOR_OPERATOR = "waiting-for-operator"
     ACKED = "acked"
@@ -132,7 +139,11 @@ class RewriteHold:
 
 @dataclass(frozen=True)
 class StorageHold:
-    problem: str  # hold with "waiting for the ownership records to be readable"
+    """Hold with "waiting for the ownership records to be readable" (``checkpoint``: "waiting until the
+    newest checkpoint can be checked", a release that could not check it)."""
+
+    problem: str
+    checkpoint: bool = False
 
 
 @dataclass(frozen=True)
@@ -203,6 +214,8 @@ class Times:
     renewed: float  # monotonic start of the copy's last successful renewal (or its first-sight stand-in)
     storage_now: datetime | None = None  # the storage's time this poll (held copies need it)
     hold_written: float | None = None  # monotonic time the agent last wrote this copy's hold text
+    # monotonic start of this copy's last release that waited (its newest checkpoint not checked)
+    release_waited: float | None = None
 
 
 def decide(me: str, copy: Copy, records: Ownership | Unreadable, times: Times, policy: FencingPolicy) -> Plan:
@@ -214,7 +227,18 @@ def decide(me: str, copy: Copy, records: Ownership | Unreadable, times: Times, p
         return _stepped_down(me, copy, records)
     if copy.state is CopyState.HELD:
         return _held(me, copy, records, times, policy)
+    if copy.state is CopyState.ENDING:
+        return _ending(copy)
     return plan(Action.SKIPPED)
+
+
+def _ending(copy: Copy) -> Plan:
+    """Deleted or suspended by someone else: its job runs until the operator reports the stop (or the
+    object is gone), so the heartbeat it had stays fresh until then; it never steps down (it is being
+    stopped already) and a copy whose heartbeat was not renewed here is not given one."""
+    why = "being deleted" if copy.resource.deleting else "suspended by someone else"
+    detail = f"{why}; heartbeat kept until its operator reports the job stopped ({copy.operator.detail})"
+    return plan(Action.ENDING, detail, (KeepRenewing(True, False),))
 
 
 def _running(me: str, copy: Copy, records: Ownership | Unreadable, times: Times) -> Plan:
@@ -295,6 +319,10 @@ def _held(me: str, copy: Copy, records: Ownership | Unreadable, times: Times, po
         rewrite = not copy.hold.startswith(subject + ";") or stale
         return plan(Action.HELD, subject, (RewriteHold(verdict),) if rewrite else ())
     cause = verdict.cause or ReleaseCause.NO_HEARTBEAT
+    waited = times.release_waited
+    if waited is not None and times.mono - waited < policy.poll_seconds - retry_seconds(policy):
+        # A lookup that could not check costs up to verifyBudget requests: once a poll, not every recheck.
+        return plan(Action.HELD, "release waits until the newest checkpoint can be checked (next poll)")
     if copy.workload.kind == BLUE_GREEN and not copy.children:
         return plan(Action.HELD, "released once the operator has created its FlinkDeployment")
     # Heartbeat before the job may start: a failover that follows must wait for this copy too.
@@ -360,7 +388,9 @@ def step_down_reason(entry: Renewing, now: float) -> str:
 
 @dataclass(frozen=True)
 class Unresolved:
-    """The newest restorable checkpoint could not be looked for (the storage failed)."""
+    """The newest restorable checkpoint could not be checked (the storage failed, the lookup ran out of
+    its deadline or its budget, the object no longer says where to look): whatever the stale copy
+    completed meanwhile is unknown."""
 
     problem: str
 
@@ -370,15 +400,67 @@ class StartFrom:
     path: str  # "" keeps the path the job was admitted with
 
 
+def newest_known(decision: RestoreDecision, found: Snapshots | None, admitted: str) -> str | Unresolved:
+    """What a release's lookup (``decide_restore`` on the held object, ``found``: what the storage
+    answered, None when it was not asked) says the job may start from: the newest restorable path, ""
+    to keep ``admitted`` (the path the webhook chose) only when the lookup ran to its end and found
+    nothing restorable, else ``Unresolved``: the stale copy may have completed a newer checkpoint."""
+    if decision.storage_error:
+        return Unresolved(decision.reason)
+    if found is not None and found.unchecked:
+        return Unresolved(f"{found.unchecked}: the newest checkpoint was not checked")
+    if decision.outcome is RestoreOutcome.RESTORED:
+        older = _older_checkpoint(decision.path, admitted)
+        return Unresolved(older) if older else decision.path
+    if found is None and admitted:
+        return Unresolved(f"nothing was looked up ({decision.reason})")
+    return ""
+
+
+def _older_checkpoint(path: str, admitted: str) -> str:
+    """Why ``path`` cannot be newest: a checkpoint of the same job directory with a lower id than the
+    one admitted (that one gone or unreadable now, or a listing that missed it); "" otherwise."""
+    head, _, name = path.rstrip("/").rpartition("/")
+    before_head, _, before = admitted.rstrip("/").rpartition("/")
+    found, was = _checkpoint_id(name), _checkpoint_id(before)
+    if head != before_head or found is None or was is None or found >= was:
+        return ""
+    return (
+        f"the newest restorable checkpoint found ({name}) is older than the one admitted ({before}), "
+        "which is gone or no longer restorable"
+    )
+
+
+def _checkpoint_id(name: str) -> int | None:
+    digits = name.removeprefix("chk-")
+    return int(digits) if name.startswith("chk-") and digits.isascii() and digits.isdigit() else None
+
+
 def release_start(cause: ReleaseCause, resolved: str | Unresolved) -> StartFrom | StorageHold:
-    """A release starts from the newest state resolved now; when that cannot be looked for the job
-    stays held (the stale copy may have checkpointed past the admitted path), unless the release is the
-    policy's ``onStorageError: proceed`` itself."""
+    """A release starts from the newest state resolved now; when that cannot be checked the job stays
+    held, says why and is tried again at the next poll (the stale copy may have checkpointed past the
+    admitted path), unless the release is the policy's ``onStorageError: proceed`` itself."""
     if isinstance(resolved, Unresolved):
         if cause is ReleaseCause.STORAGE_ERROR:
             return StartFrom("")
-        return StorageHold(f"resolving the newest checkpoint: {resolved.problem}")
+        return StorageHold(resolved.problem, checkpoint=True)
     return StartFrom(resolved)
+
+
+def resume_start(
+    copy: Copy, query: SnapshotQuery | None, found: Snapshots | None, prefer: Prefer
+) -> StartFrom | Unresolved:
+    """Where a stepped-down copy resumes: its own newest restorable snapshot; "" (its HA metadata or
+    last savepoint) only when it keeps none to look for. It stays stopped while its newest checkpoint
+    cannot be checked, or cannot be found (no jobId in its status) and no HA data resumes it."""
+    if query is None:
+        if copy.job_id or copy.folder is None or stop_mode(copy.resource) == "last-state":
+            return StartFrom("")
+        return Unresolved("its status names no jobId: its own checkpoints cannot be found")
+    if found is None or found.unchecked:
+        why = found.unchecked if found is not None else "not looked up"
+        return Unresolved(f"{why}: the newest checkpoint was not checked")
+    return StartFrom(resume_path(found, prefer))
 
 
 def resume_query(copy: Copy, policy: RestorePolicy) -> SnapshotQuery | None:

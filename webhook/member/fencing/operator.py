@@ -6,7 +6,13 @@ reads, writes and checkpoints all that time. When the stop has completed it writ
 ``jobStatus.state`` FINISHED (or CANCELED; the jobId kept), ``jobManagerDeploymentStatus: MISSING`` for
 a FlinkDeployment, and ``reconciliationStatus.lastReconciledSpec`` holding ``job.state: suspended``
 (``lifecycleState: SUSPENDED``). Only all of these together mean "stopped" here: an acknowledgement
-written on anything less lets the new cluster start while the old job still runs.
+written on anything less lets the new cluster start while the old job still runs. A status with nothing
+in it (the operator has not reported yet, or the status was wiped) says nothing, so it is not a stop.
+
+A deleted object with the operator's finalizer stays (``deletionTimestamp`` set) while the operator
+cancels the job or deletes the Flink cluster, and its job runs all that time; the operator then
+removes the finalizer and the object goes. Its cleanup reconciles no suspend, so for a copy being
+deleted the job's state and the JobManager's say it, not the reconciled spec.
 """
 
 from __future__ import annotations
@@ -28,22 +34,29 @@ ACTIVE_JOB_STATES = frozenset(
 class OperatorReport:
     stopped: bool
     detail: str  # what the status says, for the log and the hold text ("RUNNING, JobManager READY")
+    active: bool = False  # its status shows a job that may process records (RUNNING, RESTARTING, ...)
+    empty: bool = False  # its status says nothing at all (not reported yet, or wiped)
 
 
 def operator_report(obj: Mapping[str, Any]) -> OperatorReport:
-    """What the operator reports about a copy whose spec says ``suspended``."""
+    """What the operator reports about a copy whose spec says ``suspended``, or that is being deleted."""
     status = as_map(obj.get("status"))
     job_state = str(as_map(status.get("jobStatus")).get("state") or "").upper()
+    jm = str(status.get("jobManagerDeploymentStatus") or "")
     reconciled = _reconciled_job_state(status)
+    deleting = bool(as_map(obj.get("metadata")).get("deletionTimestamp"))
     parts = [f"job {job_state or 'without a state'}"]
     if job_state in ACTIVE_JOB_STATES:
-        return OperatorReport(False, ", ".join(parts))
+        return OperatorReport(False, ", ".join(parts), active=True)
+    if not (job_state or jm or reconciled):
+        return OperatorReport(False, "the operator has reported nothing yet (empty status)", empty=True)
     if obj.get("kind", "FlinkDeployment") == "FlinkDeployment":
-        jm = str(status.get("jobManagerDeploymentStatus") or "")
         parts.append(f"JobManager {jm or 'unreported'}")
         if jm not in ("", "MISSING"):
             return OperatorReport(False, ", ".join(parts))
-    if reconciled not in ("", "suspended"):
+    if deleting:
+        parts.append("being deleted")
+    elif reconciled not in ("", "suspended"):
         parts.append(f"suspend not reconciled yet (last reconciled: {reconciled})")
         return OperatorReport(False, ", ".join(parts))
     return OperatorReport(True, ", ".join(parts))

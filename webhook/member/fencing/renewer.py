@@ -39,11 +39,13 @@ log = logging.getLogger(__name__)
 NEVER = float("-inf")
 
 # The copies the loop keeps an entry for: running ones renew and may step down, stale ones asked to stop
-# renew until their ack. A stepped-down copy has none: whoever resumes it renews first (``beat_now``),
-# and a replica that did not sees it running again as if for the first time.
+# renew until their ack, and deleted or suspended ones (by someone else) until their operator reports the
+# stop. A stepped-down copy has none: whoever resumes it renews first (``beat_now``), and a replica that
+# did not sees it running again as if for the first time.
 _KEPT = {
     CopyState.RUNNING: (True, True),
     CopyState.STOPPING: (True, False),
+    CopyState.ENDING: (True, False),
 }
 
 
@@ -88,6 +90,10 @@ class Renewer:
                 continue
             beats, may_step_down = kept
             entry = self._entries.get(workload)
+            if entry is None and not may_step_down and not copy.operator.active:
+                # Stopping or ending, never renewed here, and no job active by its status (a restore
+                # superseded while held, an object that never ran): it is not given a heartbeat.
+                continue
             if entry is None:
                 renewed = max(first_seen(now, self.policy), self._beaten.pop(workload, NEVER))
                 self._entries[workload] = _Entry(copy, Renewing(renewed, NEVER, may_step_down), beats)
@@ -108,6 +114,10 @@ class Renewer:
                 and (after is None or after.state is CopyState.IDLE)
             ):
                 dropped.append((workload, entry.copy.folder))
+        # A blue/green child that goes (the operator deletes the old one after a transition) shares its
+        # heartbeat with the child that runs on: that heartbeat stays.
+        beating = {e.copy.folder for e in self._entries.values()}
+        dropped = [(w, folder) for w, folder in dropped if folder not in beating]
         self._beaten = {w: t for w, t in self._beaten.items() if w in listed}
         return dropped
 

@@ -36,10 +36,12 @@ from webhook.member.restore import StorageError
 if TYPE_CHECKING:  # storage (fsspec) is loaded when a command runs, not when the CLI parses
     from webhook.member.fencing.records import FencingStore
 
+_REPORTED = (CopyState.STOPPING, CopyState.FENCED, CopyState.ENDING)  # whose operator report is shown
+
 HELP = """\
 Every job's fencing state on one member cluster, for the on-call engineer. For each FlinkDeployment,
 FlinkSessionJob and FlinkBlueGreenDeployment (or the one named): what fencing makes of it (running,
-held, stopping, fenced, stepped-down), whom a held job waits for and when that cluster's lease runs
+held, stopping, fenced, stepped-down, ending), whom a held job waits for and when that cluster's lease runs
 out, the last decisions written on the object, and the ownership records in its checkpoint storage
 with their ages in the storage's own time. Reads only: nothing is written to the cluster or the
 storage. The member role serves the same view as JSON at GET /fencing/status.
@@ -133,7 +135,7 @@ def describe(
         remaining,
         tuple(sorted(records, key=lambda r: (r.name, r.cluster, r.epoch or 0))),
         last,
-        copy.operator.detail if copy.state in (CopyState.STOPPING, CopyState.FENCED) else "",
+        copy.operator.detail if copy.state in _REPORTED else "",
         problem,
         unreadable,
     )
