@@ -26,7 +26,7 @@ import fsspec
 
 from webhook.common.flink import is_job_id, is_savepoint_of
 from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath, StoragePathError
-from webhook.member.checks import judge, missing, named_files
+from webhook.member.checks import NamedFiles, judge, missing, named_files
 from webhook.member.metadata import (
     METADATA_HEADER_BYTES,
     metadata_checkpoint_id,
@@ -35,6 +35,7 @@ from webhook.member.metadata import (
 )
 from webhook.member.policy import Verify
 from webhook.member.restore import Candidate, SnapshotQuery, Snapshots, StorageError, Trips
+from webhook.member.verdict import VERDICT_NAME, Verdict, budget_units, coverage, decode, encode, made, plan
 
 log = logging.getLogger(__name__)
 
@@ -269,6 +270,7 @@ class _Ledger:
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self.requests = 0
+        self.heads = 0  # of the requests, HEADs of single files (the budget counts them by the hundred)
         self.probes = 0  # requests that found a chk-N without _metadata (in progress): not checking
         self.deepest = 0
         self.lock = threading.Lock()
@@ -276,6 +278,12 @@ class _Ledger:
     def spend(self, pages: int, depth: int) -> None:
         with self.lock:
             self.requests += pages
+            self.deepest = max(self.deepest, depth)
+
+    def headed(self, depth: int) -> None:
+        with self.lock:
+            self.requests += 1
+            self.heads += 1
             self.deepest = max(self.deepest, depth)
 
     def probed(self, requests: int) -> None:
@@ -286,7 +294,7 @@ class _Ledger:
         """Stop before checking ``what`` when the requests spent checking snapshots reached the
         budget (finding the directories of checkpoints in progress is not checking one)."""
         with self.lock:
-            over = self.requests - self.probes >= self.budget
+            over = budget_units(self.requests - self.heads - self.probes, self.heads) >= self.budget
         if over:
             raise _Unchecked(
                 f"{what} was not checked: the lookup made its {self.budget} storage requests "
@@ -311,6 +319,11 @@ class _Cursor:
     def step(self, pages: int = 1) -> None:
         self.depth += pages
         self.ledger.spend(pages, self.depth)
+
+    def head(self) -> None:
+        """One HEAD of a single file."""
+        self.depth += 1
+        self.ledger.headed(self.depth)
 
     def join(self, *others: _Cursor) -> None:
         self.depth = max([self.depth, *(o.depth for o in others)])
@@ -368,7 +381,34 @@ class _Lookup:
         self.deadline = deadline
         self.ledger = _Ledger(query.budget)
         self._folders: dict[StoragePath, tuple[concurrent.futures.Future[_Listing | None], _Cursor]] = {}
+        self._trees: dict[StoragePath, tuple[concurrent.futures.Future[_Listing | None], _Cursor]] = {}
         self._lock = threading.Lock()
+        # The job directory's verdict (member/verdict.py) when one was read and can be used.
+        self.verdict: Verdict | None = None
+        self.job_dir: StoragePath | None = None
+
+    def tree(self, path: StoragePath, cursor: _Cursor) -> concurrent.futures.Future[_Listing | None]:
+        """Every file below ``path`` by its path relative to it (one prefix listing, started once)."""
+        key = path.canonical
+        with self._lock:
+            known = self._trees.get(key)
+            if known is None:
+                started = cursor.fork()
+                self.deadline.check()
+                future = _REQUESTS.submit(lambda: self.storage._list_tree(key, started))
+                known = self._trees[key] = (future, started)
+        return known[0]
+
+    def trees(self) -> tuple[StoragePath, ...]:
+        with self._lock:
+            return tuple(self._trees)
+
+    def tree_listing(self, path: StoragePath, cursor: _Cursor) -> _Listing | None:
+        future = self.tree(path, cursor)
+        found: _Listing | None = self.wait(future)
+        with self._lock:
+            cursor.join(self._trees[path.canonical][1])
+        return found
 
     def folder(self, path: StoragePath, cursor: _Cursor) -> concurrent.futures.Future[_Listing | None]:
         """The listing of ``path`` (started now unless it already was); its cursor moves on the result."""
@@ -406,9 +446,15 @@ class _Lookup:
 class CheckpointStorage:
     """Lists checkpoint storage; one instance per process, filesystems are cached by fsspec."""
 
-    def __init__(self, storage_options: Mapping[str, Mapping[str, Any]] | None = None) -> None:
+    def __init__(
+        self, storage_options: Mapping[str, Mapping[str, Any]] | None = None, write_verdicts: bool = False
+    ) -> None:
         self._options = {k: dict(v) for k, v in (storage_options or {}).items()}
         self._lock = threading.Lock()
+        # Write a verdict (member/verdict.py) after a full check of a chk-N passed: the fencing agent's
+        # storage does, it writes to the checkpoint storage anyway; the webhook's only reads.
+        self.write_verdicts = write_verdicts
+        self._writes: list[concurrent.futures.Future[Any]] = []
 
     def filesystem(self, path: StoragePath) -> fsspec.AbstractFileSystem:
         options: dict[str, Any] = dict(_NETWORK_DEFAULTS.get(path.protocol, {}))
@@ -536,16 +582,24 @@ class CheckpointStorage:
         bucket) that does not exist means the storage is not the one the job wrote to: an error."""
         fs = self.filesystem(job_dir)
         lookup.deadline.check()
+        files = lookup.query.verify is Verify.FILES
+        # The job's verdict is read beside the job directory's listing: no round trip of its own.
+        verdict = lookup.request(lambda c: self._read_verdict(job_dir, c), cursor) if files else None
         names = self._names(fs, job_dir, cursor)
         if names is None:
             if checkpoint_dir is not None and checkpoint_dir != job_dir:
                 cursor.step()
                 self._require_dir(fs, checkpoint_dir)
             return CheckpointScan(None, job_dir_missing=True)
-        if lookup.query.verify is Verify.FILES:
-            for shared in ("shared", "taskowned"):  # where incremental checkpoints keep what they share
-                if shared in names:
-                    lookup.folder(job_dir.child(shared), cursor)
+        if files:
+            lookup.job_dir = job_dir.canonical
+            if verdict is not None and VERDICT_NAME in names:
+                lookup.verdict = lookup.wait(verdict[0])
+                cursor.join(verdict[1])
+            if lookup.verdict is None:
+                for shared in ("shared", "taskowned"):  # where incremental checkpoints keep what they share
+                    if shared in names:  # by prefix: file merging keeps a folder per subtask below them
+                        lookup.tree(job_dir.child(shared), cursor)
         local_root = _real(job_dir) if job_dir.protocol == "file" else None
         incomplete: list[int] = []
         rejected: list[str] = []
@@ -689,17 +743,186 @@ class CheckpointStorage:
             named = named_files(judged.metadata, snapshot, query.allowed_schemes)
             if named.problem:
                 return _Metadata(modified, named.problem)
-            for folder_path in named.folders:
-                lookup.ledger.check(f"the files of {snapshot}")
-                lookup.folder(folder_path, cursor)
-            listings: dict[StoragePath, dict[str, int | None] | None] = {}
-            for folder_path in named.folders:
-                found = lookup.listing(folder_path, cursor)
-                listings[folder_path] = None if found is None else {k: v[0] for k, v in found.items()}
-            why = missing(named, listings)
+            why = self._files(named, snapshot, entry, directory_id, listing, lookup, cursor)
             if why:
                 return _Metadata(modified, why)
         return _Metadata(modified, "", judged.checkpoint_id, judged.note)
+
+    def _files(
+        self,
+        named: NamedFiles,
+        snapshot: StoragePath,
+        entry: tuple[int | None, datetime | None],
+        directory_id: int | None,
+        own: _Listing | None,
+        lookup: _Lookup,
+        cursor: _Cursor,
+    ) -> str:
+        """Why a named file is not there ("" when all are): the ones a verdict does not cover are
+        checked by the fewest requests (member/verdict.py ``plan``), made side by side."""
+        job_dir = lookup.job_dir if directory_id is not None else None
+        verdict = lookup.verdict if job_dir is not None and snapshot.parent.canonical == job_dir else None
+        covers = coverage(named, verdict, snapshot, entry[0], entry[1])
+        if covers.note:
+            log.info("%s", covers.note)
+        known = {f: len(n) for f, n in verdict.files.items()} if verdict is not None else {}
+        todo = plan(covers.unchecked, (snapshot.canonical,), lookup.trees(), known, job_dir or snapshot)
+        seen: dict[StoragePath, dict[str, int | None]] = {}
+        for needed in covers.covered:
+            assert verdict is not None
+            seen.setdefault(needed.path.parent, {})[needed.path.name] = verdict.files[needed.path.parent][
+                needed.path.name
+            ]
+        if own is not None:
+            seen.setdefault(snapshot.canonical, {}).update({k: v[0] for k, v in own.items()})
+        if todo.trees or todo.folders or todo.heads:
+            lookup.ledger.check(f"the files of {snapshot}")
+        for tree_path in todo.trees:
+            lookup.tree(tree_path, cursor)
+        for folder_path in todo.folders:
+            lookup.folder(folder_path, cursor)
+        heads = [(p, lookup.request(functools.partial(self._head_file, p), cursor)) for p in todo.heads]
+        for folder_path in todo.folders:
+            found = lookup.listing(folder_path, cursor)
+            seen.setdefault(folder_path, {}).update({k: v[0] for k, v in (found or {}).items()})
+        unchecked = {f.path.parent for f in covers.unchecked}
+        for tree_path in lookup.trees():
+            if not any(folder.is_within(tree_path) for folder in unchecked):
+                continue
+            below = lookup.tree_listing(tree_path, cursor) or {}
+            for rel, (size, _) in below.items():
+                path = _below(tree_path, rel)
+                if path is not None and path.parent in unchecked:
+                    seen.setdefault(path.parent, {})[path.name] = size
+        for path, (future, started) in heads:
+            size = lookup.wait(future)
+            cursor.join(started)
+            if size is not False:
+                seen.setdefault(path.parent, {})[path.name] = size
+        why = missing(named, seen)
+        size, time = entry
+        fresh = covers.unchecked or verdict is None or verdict.checkpoint != snapshot.canonical
+        if not why and fresh and self.write_verdicts and job_dir is not None and size is not None and time:
+            sizes = {f.path: seen[f.path.parent][f.path.name] for f in named.files}
+            confirmed = {p: s for p, s in sizes.items() if s is not None}
+            self._write_verdict(job_dir, made(snapshot, size, time, named, confirmed, datetime.now(UTC)))
+        return why
+
+    def _read_verdict(self, job_dir: StoragePath, cursor: _Cursor) -> Verdict | None:
+        """The job directory's verdict when there is one this lookup can use (one read)."""
+        path = job_dir.child(VERDICT_NAME)
+        cursor.step()
+        try:
+            if path.protocol == "file":
+                with open(path.path, "rb") as f:
+                    data = f.read()
+            elif path.protocol == "s3":
+                data = bytes(self.filesystem(path).cat_file(path.fs_path, max_concurrency=1))
+            else:
+                data = bytes(self.filesystem(path).cat_file(path.fs_path))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+        except Exception as exc:  # a verdict that cannot be read is no verdict: the full check runs
+            log.info("verdict %s not read: %s", path, _storage_error("reading", path, exc))
+            return None
+        found = decode(data, job_dir)
+        if isinstance(found, str):
+            log.info("verdict %s not used: %s", path, found)
+            return None
+        return found
+
+    def _write_verdict(self, job_dir: StoragePath, verdict: Verdict) -> None:
+        """Write ``verdict`` beside the job's checkpoints, off the lookup's path (a failure is logged)."""
+        path = job_dir.child(VERDICT_NAME)
+        data = encode(verdict)
+
+        def write() -> None:
+            try:
+                if path.protocol == "file":
+                    temporary = f"{path.path}.{os.getpid()}.{threading.get_ident()}"
+                    with open(temporary, "wb") as f:
+                        f.write(data)
+                    os.replace(temporary, path.path)
+                else:
+                    self.filesystem(path).pipe_file(path.fs_path, data)
+            except Exception as exc:
+                log.warning("verdict %s not written: %s", path, _storage_error("writing", path, exc))
+
+        with self._lock:
+            self._writes = [w for w in self._writes if not w.done()]
+            self._writes.append(_REQUESTS.submit(write))
+
+    def settle(self, timeout: float = 10.0) -> None:
+        """Wait for the verdicts being written (tests, benchmarks, a stopping agent)."""
+        with self._lock:
+            writes = list(self._writes)
+        concurrent.futures.wait(writes, timeout=timeout)
+
+    def _head_file(self, path: StoragePath, cursor: _Cursor) -> int | bool | None:
+        """One file's size (None: the store gives none), False when it is not there: one HEAD."""
+        cursor.head()
+        try:
+            if path.protocol == "file":
+                st = os.stat(path.path)
+                return st.st_size if stat.S_ISREG(st.st_mode) else False
+            fs = self.filesystem(path)
+            if path.protocol == "s3":
+                bucket, _, key = path.fs_path.partition("/")
+                # s3fs's info() lists the prefix after a 404 (is it a folder?): a second request
+                answer = fs.call_s3("head_object", Bucket=bucket, Key=key)
+                size = answer.get("ContentLength")
+            else:
+                info = fs.info(path.fs_path)
+                if info.get("type") not in (None, "file"):
+                    return False
+                size = info.get("size")
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except Exception as exc:
+            raise _storage_error("checking", path, exc) from None
+        return size if isinstance(size, int) else None
+
+    def _list_tree(self, root: StoragePath, cursor: _Cursor) -> _Listing | None:
+        """Every file below ``root`` by its path relative to it, by prefix (None: nothing there)."""
+        if root.protocol == "file":
+            cursor.step()
+            out: _Listing = {}
+            if not os.path.isdir(root.path):
+                return None
+            try:
+                for folder, _dirs, names in os.walk(root.path):
+                    rel = os.path.relpath(folder, root.path)
+                    for name in names:
+                        try:
+                            st = os.stat(os.path.join(folder, name))
+                        except OSError:
+                            continue
+                        if stat.S_ISREG(st.st_mode):
+                            key = name if rel == "." else f"{rel}/{name}"
+                            out[key] = (st.st_size, datetime.fromtimestamp(st.st_mtime, UTC))
+            except Exception as exc:
+                raise _storage_error("listing", root, exc) from None
+            return out
+        fs = self.filesystem(root)
+        try:
+            entries = fs.find(root.fs_path, detail=True, withdirs=False)
+        except FileNotFoundError:
+            cursor.step()
+            return None
+        except Exception as exc:
+            raise _storage_error("listing", root, exc) from None
+        cursor.step(max(1, -(-len(entries) // LISTING_PAGE)))
+        if not entries:
+            return None
+        base = root.fs_path.rstrip("/") + "/"
+        listed: _Listing = {}
+        for name, e in entries.items():
+            name = str(name)
+            if not name.startswith(base) or e.get("type") not in (None, "file"):
+                continue
+            size = e.get("size")
+            listed[name[len(base) :]] = (size if isinstance(size, int) else None, modified_time(e))
+        return listed
 
     def _whole(self, fs: fsspec.AbstractFileSystem, meta: StoragePath, cursor: _Cursor) -> bytes | None:
         """The whole ``_metadata`` (None when absent): one read."""
@@ -815,6 +1038,14 @@ _MISSING_FOLDER = 2
 
 def _missing_folder(path: StoragePath) -> int:
     return 1 if path.protocol == "file" else _MISSING_FOLDER
+
+
+def _below(root: StoragePath, rel: str) -> StoragePath | None:
+    """``root``'s file at relative path ``rel`` (None for a name no path can hold)."""
+    try:
+        return root.child(*rel.split("/")).canonical
+    except StoragePathError:
+        return None
 
 
 def _chk_id(name: str) -> int | None:

@@ -1,0 +1,195 @@
+"""What a full check of a checkpoint found, kept so the next check looks only at what changed.
+
+Pure: ``member/storage.py`` reads and writes the bytes; this module says what they mean. A verdict is
+one JSON object in the job's checkpoint directory (``<jobId>/flink-failover-verdict.json``), written
+after a check that confirmed every file a ``chk-N`` names (the fencing agent's lookups write it; the
+webhook's member role only reads storage). It records the ``_metadata`` it read (size and storage
+time) and every named file with the size its listing or HEAD showed. A later check of that or a newer
+checkpoint takes a named file as present when the verdict holds it at least as long as the handle
+reads; it checks the rest (:func:`plan`), by HEADs where a few files of a large folder are new, by
+one prefix listing where many folders share a parent (file merging), by a folder listing otherwise.
+A verdict about the very ``chk-N`` being checked counts only while its ``_metadata`` has the size and
+time it had: one rewritten since (a copy, a restore tool) is checked in full. docs/flink.md "Verdicts"
+says what a verdict cannot see.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from webhook.common.paths import StoragePath, StoragePathError
+from webhook.member.checks import NamedFiles, Needed
+
+VERDICT_NAME = "flink-failover-verdict.json"
+KIND = "flink-failover-verdict"
+VERSION = 1
+# A verdict larger than this is not read (a job with millions of files): the full check runs.
+MAX_VERDICT_BYTES = 32 * 1024 * 1024
+
+# A listing page holds 1,000 keys; a HEAD's answer is a few hundred bytes. Measured on moto (one
+# page 0.25-0.46 s, a HEAD 4 ms) and cheaper still against a real store, a hundred HEADs made side by
+# side cost no more time than one page: verifyBudget counts HEADs by the hundred (docs/flink.md).
+HEADS_PER_UNIT = 100
+PAGE = 1000
+# A parent with this many named folders under it is listed once by prefix (file merging writes one
+# folder per operator and subtask under shared/, one per TaskManager under taskowned/).
+PREFIX_MIN_FOLDERS = 4
+
+
+@dataclass(frozen=True)
+class Verdict:
+    checkpoint: StoragePath  # the chk-N whose files were all confirmed (canonical)
+    metadata_size: int
+    metadata_modified: datetime
+    verified_at: datetime  # when the confirming listings and HEADs finished (the writer's clock)
+    # canonical folder -> file name -> size confirmed
+    files: Mapping[StoragePath, Mapping[str, int]] = field(default_factory=dict)
+
+    @property
+    def count(self) -> int:
+        return sum(len(names) for names in self.files.values())
+
+
+def encode(verdict: Verdict) -> bytes:
+    body = {
+        "kind": KIND,
+        "version": VERSION,
+        "checkpoint": str(verdict.checkpoint),
+        "metadata": {"size": verdict.metadata_size, "modified": verdict.metadata_modified.isoformat()},
+        "verifiedAt": verdict.verified_at.isoformat(),
+        "files": {str(folder): dict(sorted(names.items())) for folder, names in verdict.files.items()},
+    }
+    return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
+
+
+def decode(data: bytes, job_dir: StoragePath) -> Verdict | str:
+    """The verdict in ``data``, or why it is not one this lookup may use (then the full check runs)."""
+    if len(data) > MAX_VERDICT_BYTES:
+        return f"larger than {MAX_VERDICT_BYTES // 2**20} MiB"
+    try:
+        body = json.loads(data)
+        if not isinstance(body, dict) or body.get("kind") != KIND or body.get("version") != VERSION:
+            return "not a verdict of this format"
+        checkpoint = StoragePath.parse(body["checkpoint"]).canonical
+        meta = body["metadata"]
+        size, modified = meta["size"], datetime.fromisoformat(meta["modified"])
+        verified_at = datetime.fromisoformat(body["verifiedAt"])
+        files: dict[StoragePath, dict[str, int]] = {}
+        for folder, names in body["files"].items():
+            path = StoragePath.parse(folder).canonical
+            if not isinstance(names, dict) or not all(
+                isinstance(n, str) and isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                for n, s in names.items()
+            ):
+                return f"its entry for {folder[:200]} is not names and sizes"
+            files[path] = names
+    except (ValueError, KeyError, TypeError, AttributeError, StoragePathError) as exc:
+        return f"unreadable ({type(exc).__name__})"
+    if checkpoint.parent != job_dir.canonical:
+        return f"it is about {checkpoint}, not a checkpoint of {job_dir}"
+    if not isinstance(size, int) or isinstance(size, bool) or modified.tzinfo is None:
+        return "its _metadata entry is not a size and a time"
+    return Verdict(checkpoint, size, modified, verified_at, files)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    covered: tuple[Needed, ...] = ()  # named files the verdict holds at least as long as needed
+    unchecked: tuple[Needed, ...] = ()  # the rest: checked now
+    note: str = ""  # why the verdict covers nothing, when it does not
+
+
+def coverage(
+    named: NamedFiles,
+    verdict: Verdict | None,
+    snapshot: StoragePath,
+    metadata_size: int | None,
+    metadata_modified: datetime | None,
+) -> Coverage:
+    """Which of ``named`` (the files of ``snapshot``'s ``_metadata``) the verdict vouches for."""
+    if verdict is None:
+        return Coverage((), named.files)
+    if verdict.checkpoint == snapshot.canonical and (
+        metadata_size != verdict.metadata_size or metadata_modified != verdict.metadata_modified
+    ):
+        return Coverage(
+            (),
+            named.files,
+            f"the verdict about {snapshot} is of another _metadata ({verdict.metadata_size:,} bytes at "
+            f"{verdict.metadata_modified.isoformat()}; now {metadata_size} bytes at "
+            f"{metadata_modified.isoformat() if metadata_modified else None}): checked in full",
+        )
+    covered: list[Needed] = []
+    unchecked: list[Needed] = []
+    for needed in named.files:
+        size = verdict.files.get(needed.path.parent, {}).get(needed.path.name)
+        (covered if size is not None and size >= needed.size else unchecked).append(needed)
+    return Coverage(tuple(covered), tuple(unchecked))
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the unchecked files are confirmed, each way in requests made side by side."""
+
+    heads: tuple[StoragePath, ...] = ()  # files asked one by one
+    folders: tuple[StoragePath, ...] = ()  # folders listed (their direct files)
+    trees: tuple[StoragePath, ...] = ()  # parents listed by prefix (every file below them)
+
+
+def plan(
+    unchecked: tuple[Needed, ...],
+    listed: tuple[StoragePath, ...],
+    trees: tuple[StoragePath, ...],
+    known_sizes: Mapping[StoragePath, int],
+    inside: StoragePath,
+) -> Plan:
+    """The fewest requests that confirm ``unchecked``: folders already ``listed`` and parents whose
+    prefix listing (``trees``) is under way answer theirs; a parent inside ``inside`` (the job
+    directory) holding ``PREFIX_MIN_FOLDERS`` named folders or more is listed by prefix; a folder
+    whose files to check are at most ``HEADS_PER_UNIT`` per page of its listing (``known_sizes``:
+    its size as the verdict knew it) is asked file by file; any other folder is listed."""
+    by_folder: dict[StoragePath, list[Needed]] = {}
+    for needed in unchecked:
+        folder = needed.path.parent
+        if folder in listed or any(folder.is_within(t) for t in trees):
+            continue
+        by_folder.setdefault(folder, []).append(needed)
+    by_parent: dict[StoragePath, list[StoragePath]] = {}
+    for folder in by_folder:
+        if folder != inside and folder.is_within(inside):
+            by_parent.setdefault(folder.parent, []).append(folder)
+    new_trees = tuple(p for p, kids in by_parent.items() if len(kids) >= PREFIX_MIN_FOLDERS)
+    heads: list[StoragePath] = []
+    folders: list[StoragePath] = []
+    for folder, files in by_folder.items():
+        if any(folder.is_within(t) for t in new_trees):
+            continue
+        pages = max(1, -(-max(len(files), known_sizes.get(folder, 0)) // PAGE))
+        if len(files) <= HEADS_PER_UNIT * pages:
+            heads.extend(f.path for f in files)
+        else:
+            folders.append(folder)
+    return Plan(tuple(heads), tuple(folders), new_trees)
+
+
+def budget_units(pages: int, heads: int) -> int:
+    """What verifyBudget counts: listing pages, and HEADs by the hundred (rounded up)."""
+    return pages + -(-heads // HEADS_PER_UNIT)
+
+
+def made(
+    snapshot: StoragePath,
+    metadata_size: int,
+    metadata_modified: datetime,
+    named: NamedFiles,
+    sizes: Mapping[StoragePath, int],
+    verified_at: datetime,
+) -> Verdict:
+    """The verdict of a check that confirmed every file of ``named`` (``sizes``: what was seen)."""
+    files: dict[StoragePath, dict[str, int]] = {}
+    for needed in named.files:
+        files.setdefault(needed.path.parent, {})[needed.path.name] = sizes.get(needed.path, needed.size)
+    return Verdict(snapshot.canonical, metadata_size, metadata_modified, verified_at, files)
