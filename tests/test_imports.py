@@ -42,6 +42,7 @@ PURE_CORE = (
     "webhook.member.outcome",
     "webhook.member.updates",
     "webhook.member.checks",
+    "webhook.member.verdict",
     "webhook.member.restore",
     "webhook.member.failover",
     "webhook.member.fencing.protocol",
@@ -78,7 +79,7 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("policy",),  # the restore policy, declared once
         ("metadata", "outcome"),  # Flink's _metadata read from bytes; what a decision is (pure)
         ("updates", "checks"),  # what an UPDATE keeps; is a snapshot restorable (both pure)
-        ("restore", "failover"),  # the decision (pure)
+        ("restore", "failover", "verdict"),  # the decision; what a full check found, kept (pure)
         (
             "storage",
             "sessions",

@@ -762,7 +762,7 @@ class CheckpointStorage:
         checked by the fewest requests (member/verdict.py ``plan``), made side by side."""
         job_dir = lookup.job_dir if directory_id is not None else None
         verdict = lookup.verdict if job_dir is not None and snapshot.parent.canonical == job_dir else None
-        covers = coverage(named, verdict, snapshot, entry[0], entry[1])
+        covers = coverage(named, verdict, snapshot, entry[0], entry[1], datetime.now(UTC))
         if covers.note:
             log.info("%s", covers.note)
         known = {f: len(n) for f, n in verdict.files.items()} if verdict is not None else {}
@@ -805,7 +805,10 @@ class CheckpointStorage:
         if not why and fresh and self.write_verdicts and job_dir is not None and size is not None and time:
             sizes = {f.path: seen[f.path.parent][f.path.name] for f in named.files}
             confirmed = {p: s for p, s in sizes.items() if s is not None}
-            self._write_verdict(job_dir, made(snapshot, size, time, named, confirmed, datetime.now(UTC)))
+            carried = verdict if covers.covered else None
+            self._write_verdict(
+                job_dir, made(snapshot, size, time, named, confirmed, datetime.now(UTC), carried)
+            )
         return why
 
     def _read_verdict(self, job_dir: StoragePath, cursor: _Cursor) -> Verdict | None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.member.checks import NamedFiles, Needed
@@ -28,6 +28,13 @@ KIND = "flink-failover-verdict"
 VERSION = 1
 # A verdict larger than this is not read (a job with millions of files): the full check runs.
 MAX_VERDICT_BYTES = 32 * 1024 * 1024
+
+# How long a file a verdict confirmed is taken as present without being looked at again. A chain of
+# verdicts keeps the time of the oldest confirmation it carries over (``made``): whoever writes them
+# lists every file again at least this often, and a verdict older than this covers nothing.
+MAX_AGE = timedelta(minutes=30)
+# A verdict confirmed more than this in the reader's future (another clock, a forged one) covers nothing.
+MAX_SKEW = timedelta(minutes=5)
 
 # A listing page holds 1,000 keys; a HEAD's answer is a few hundred bytes. Measured on moto (one
 # page 0.25-0.46 s, a HEAD 4 ms) and cheaper still against a real store, a hundred HEADs made side by
@@ -108,10 +115,18 @@ def coverage(
     snapshot: StoragePath,
     metadata_size: int | None,
     metadata_modified: datetime | None,
+    now: datetime,
 ) -> Coverage:
-    """Which of ``named`` (the files of ``snapshot``'s ``_metadata``) the verdict vouches for."""
+    """Which of ``named`` (the files of ``snapshot``'s ``_metadata``) the verdict vouches for at ``now``."""
     if verdict is None:
         return Coverage((), named.files)
+    if not now - MAX_AGE <= verdict.verified_at <= now + MAX_SKEW:
+        return Coverage(
+            (),
+            named.files,
+            f"the verdict of {verdict.checkpoint} confirmed its files at {verdict.verified_at.isoformat()}, "
+            f"not within {int(MAX_AGE.total_seconds() // 60)} minutes: checked in full",
+        )
     if verdict.checkpoint == snapshot.canonical and (
         metadata_size != verdict.metadata_size or metadata_modified != verdict.metadata_modified
     ):
@@ -186,10 +201,13 @@ def made(
     metadata_modified: datetime,
     named: NamedFiles,
     sizes: Mapping[StoragePath, int],
-    verified_at: datetime,
+    now: datetime,
+    carried: Verdict | None = None,
 ) -> Verdict:
-    """The verdict of a check that confirmed every file of ``named`` (``sizes``: what was seen)."""
+    """The verdict of a check that confirmed every file of ``named`` (``sizes``: what was seen) at
+    ``now``, some of them on the word of ``carried``: then it is as old as that one."""
     files: dict[StoragePath, dict[str, int]] = {}
     for needed in named.files:
         files.setdefault(needed.path.parent, {})[needed.path.name] = sizes.get(needed.path, needed.size)
+    verified_at = min(now, carried.verified_at) if carried is not None else now
     return Verdict(snapshot.canonical, metadata_size, metadata_modified, verified_at, files)
