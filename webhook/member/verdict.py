@@ -41,6 +41,9 @@ MAX_SKEW = timedelta(minutes=5)
 # side cost no more time than one page: verifyBudget counts HEADs by the hundred (docs/flink.md).
 HEADS_PER_UNIT = 100
 PAGE = 1000
+# A folder's files are asked by HEAD when they are this few, or a tenth of what it holds at most
+# (200 new files of a shared folder of 10,000); otherwise its listing is the cheaper answer.
+HEAD_FEW = 2
 # A parent with this many named folders under it is listed once by prefix (file merging writes one
 # folder per operator and subtask under shared/, one per TaskManager under taskowned/).
 PREFIX_MIN_FOLDERS = 4
@@ -164,8 +167,9 @@ def plan(
     """The fewest requests that confirm ``unchecked``: folders already ``listed`` and parents whose
     prefix listing (``trees``) is under way answer theirs; a parent inside ``inside`` (the job
     directory) holding ``PREFIX_MIN_FOLDERS`` named folders or more is listed by prefix; a folder
-    whose files to check are at most ``HEADS_PER_UNIT`` per page of its listing (``known_sizes``:
-    its size as the verdict knew it) is asked file by file; any other folder is listed."""
+    whose files to check are ``HEAD_FEW`` or a tenth of its size at most (``known_sizes``: its size
+    as the verdict knew it), and at most ``HEADS_PER_UNIT`` per page of its listing, is asked file by
+    file; any other folder is listed."""
     by_folder: dict[StoragePath, list[Needed]] = {}
     for needed in unchecked:
         folder = needed.path.parent
@@ -182,8 +186,9 @@ def plan(
     for folder, files in by_folder.items():
         if any(folder.is_within(t) for t in new_trees):
             continue
-        pages = max(1, -(-max(len(files), known_sizes.get(folder, 0)) // PAGE))
-        if len(files) <= HEADS_PER_UNIT * pages:
+        size = max(len(files), known_sizes.get(folder, 0))
+        pages = max(1, -(-size // PAGE))
+        if len(files) <= HEADS_PER_UNIT * pages and (len(files) <= HEAD_FEW or len(files) * 10 <= size):
             heads.extend(f.path for f in files)
         else:
             folders.append(folder)

@@ -1,0 +1,71 @@
+"""Checkpoint trees of any size and shape on a running storage backend, and one lookup over them.
+
+A job's ``chk-N`` names its shared files by full URL wherever they lie (``shared/``, one folder per
+subtask as file merging writes them, an entropy folder each) in Flink 2.3's format
+(``tests/support/flinktrees.py`` ``incremental_metadata``); the files are written beside it, all at once.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from tests.support.backends import Running
+from tests.support.flinktrees import incremental_metadata
+from webhook.common.paths import StoragePath
+from webhook.member.policy import Verify
+from webhook.member.restore import SnapshotQuery, Snapshots
+from webhook.member.storage import CheckpointStorage, Deadline
+
+JOB = "5f3c0de8a1b24c6d9e7f00112233aabb"
+SIZE = 16
+
+
+def put(running: Running, blobs: Mapping[str, bytes]) -> None:
+    """Write every ``url -> bytes`` (Flink paths on ``running``) in as few calls as the backend takes."""
+    if running.backend.name == "file":
+        for url, data in blobs.items():
+            path = Path(running.path(url))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        return
+    items = [(running.path(url), data) for url, data in blobs.items()]
+    for start in range(0, len(items), 500):
+        running.fs.pipe(dict(items[start : start + 500]))
+
+
+def remove(running: Running, url: str) -> None:
+    if running.backend.name == "file":
+        os.remove(running.path(url))
+    else:
+        running.fs.rm_file(running.path(url))
+
+
+def names(count: int) -> list[str]:
+    return [str(uuid.UUID(int=i + 1)) for i in range(count)]
+
+
+def checkpoint(
+    running: Running, job_dir: str, n: int, shared: Iterable[str], write_shared: bool = True
+) -> dict[str, bytes]:
+    """``chk-n`` naming ``shared`` (URLs) and two exclusive files; written with the shared files."""
+    shared = list(shared)
+    exclusive = [f"x{n}-{k}" for k in range(2)]
+    blobs = {url: bytes(SIZE) for url in shared} if write_shared else {}
+    blobs.update({f"{job_dir}/chk-{n}/{name}": bytes(SIZE) for name in exclusive})
+    blobs[f"{job_dir}/chk-{n}/_metadata"] = incremental_metadata(n, shared, exclusive, SIZE)
+    put(running, blobs)
+    return blobs
+
+
+def lookup(storage: CheckpointStorage, job_dir: str, budget: int = 100, seconds: float = 60.0) -> Snapshots:
+    """The job directory's newest restorable checkpoint as an admission with ``verify: files`` finds it."""
+    path = StoragePath.parse(job_dir)
+    query = SnapshotQuery(path, None, checkpoint_dir=path.parent, verify=Verify.FILES, budget=budget)
+    return storage.snapshots(query, Deadline(seconds))
+
+
+def chosen(found: Snapshots) -> str:
+    return str(found.checkpoint.path) if found.checkpoint is not None else ""
