@@ -10,6 +10,10 @@ import pytest
 
 from tests.support.backends import BACKEND_NAMES, Running
 from tests.support.jobtrees import JOB, checkpoint, chosen, lookup, names, remove
+from tests.support.objects import apply, decode_patch, flink_deployment, review
+from webhook.common.admission import parse_review
+from webhook.member.handler import MemberHandler
+from webhook.member.policy import RestorePolicy
 from webhook.member.storage import CheckpointStorage
 
 PARALLELISM = 128
@@ -65,3 +69,28 @@ def test_entropy_injection_is_restored_by_heads(storage_backend: Running) -> Non
     assert (
         found.checkpoint is None and "1 of the 152 files its _metadata names is missing" in found.rejected[0]
     )
+
+
+@pytest.mark.parametrize("storage_backend", ["s3"], indirect=True)
+def test_an_admission_with_the_entropy_key_in_its_checkpoint_directory_restores(
+    storage_backend: Running,
+) -> None:
+    """``execution.checkpointing.dir: s3://bkt/_entropy_/ck`` with ``s3.entropy.key: _entropy_``: the
+    ``_metadata`` is where the key is removed. Before, the job directory was looked for below
+    ``_entropy_/`` and the job was found to have no checkpoints."""
+    bucket = storage_backend.bucket("entropy")
+    job_dir = f"{bucket}/ck/{JOB}"
+    files = [f"{bucket}/{i:04x}/ck/{JOB}/shared/{name}" for i, name in enumerate(names(5))]
+    checkpoint(storage_backend, job_dir, 1, files)
+    obj = flink_deployment(
+        checkpoint_dir=f"{bucket}/_entropy_/ck",
+        labels={"flink-failover.io/failover": "true", "flink-failover.io/job-id": JOB},
+    )
+    obj["spec"]["flinkConfiguration"]["s3.entropy.key"] = "_entropy_"
+    handler = MemberHandler.from_policy(RestorePolicy(storage_options=storage_backend.storage_options()))
+    try:
+        response = handler(parse_review(review(obj))).to_review()["response"]
+    finally:
+        handler.close()
+    job = apply(obj, decode_patch(response))["spec"]["job"]
+    assert job.get("initialSavepointPath") == f"{job_dir}/chk-1", response

@@ -22,6 +22,7 @@ def job_path(kind: str) -> tuple[str, ...]:
     return ("spec", "template", "spec", "job") if kind == BLUE_GREEN else ("spec", "job")
 
 
+ENTROPY_KEY = "s3.entropy.key"
 CHECKPOINT_DIR_KEYS = (
     "execution.checkpointing.dir",
     "state.checkpoints.dir",
@@ -205,7 +206,17 @@ class FlinkResource:
 
     @property
     def checkpoint_dir(self) -> str:
-        return _first(self.configuration, CHECKPOINT_DIR_KEYS)
+        """Where the ``_metadata`` of its checkpoints lie: with S3 entropy injection (``s3.entropy.key``)
+        Flink writes each state file where the key is replaced by random characters, and the
+        ``_metadata`` where it is removed (``EntropyInjector.removeEntropyMarkerIfPresent``)."""
+        found = _first(self.configuration, CHECKPOINT_DIR_KEYS)
+        key = self.configuration.get(ENTROPY_KEY, "").strip()
+        if key and "://" in found:
+            scheme, _, rest = found.partition("://")
+            authority, slash, path = rest.partition("/")
+            if key in path:
+                return f"{scheme}://{authority}{slash}{path.replace(key, '', 1)}"
+        return found
 
     def setting_key(self, keys: tuple[str, ...]) -> str:
         """The first of ``keys`` this resource sets (what an error about its value should name)."""
