@@ -132,7 +132,7 @@ def _wait_then_run(options: AgentOptions, policy: RestorePolicy, stop: threading
                 write_health(Health(False, f"cannot build its Kubernetes client: {api.message}", 0.0))
                 stop.wait(policy.fencing.poll_seconds)
                 continue
-            storage = CheckpointStorage(policy.storage_options)
+            storage = CheckpointStorage(policy.storage_options, write_verdicts=True)  # member/verdict.py
             events = recorder(api.objects, options.cluster)
             calls = ThreadedApi(api, policy.fencing.call_timeout)
             lanes = process_lanes(policy.fencing.call_timeout)
