@@ -51,6 +51,9 @@ _S3_DEFAULTS: dict[str, Any] = {
         "connect_timeout": 2,
         "read_timeout": 3,
         "retries": {"max_attempts": 2, "mode": "standard"},
+        # as many connections as lookup requests run side by side (botocore's default is 10: 200 HEADs
+        # of a verdict's new files queued in 20 rounds)
+        "max_pool_connections": 64,
     },
 }
 
