@@ -192,3 +192,34 @@ def test_plan_asks_few_new_files_by_head_many_folders_by_prefix_many_files_by_li
     entropy = tuple(needed(StoragePath.parse(f"s3://b/{i:04x}/ck/{JOB}/shared/f{i}")) for i in range(50))
     assert len(plan(entropy, (), (), {}, ROOT).heads) == 50
     assert budget_units(pages=3, heads=2 * HEADS_PER_UNIT + 1) == 6
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "s3://b/ck/shared/a",
+        "s3a://b//ck/./shared/a",
+        "s3://b/a",
+        "s3://b",
+        "s3://b/ck/../a",
+        "s3://b/ck/",
+        "s3://b/ck/a\x01",
+        "file:/tmp/a",
+        "/tmp/a",
+        "gs://b/" + "x" * 4100,
+        "nope://b/a",
+    ],
+)
+def test_named_files_parse_a_folder_once_with_the_same_answer(uri: str) -> None:
+    from webhook.common.paths import StoragePathError
+    from webhook.member.checks import _parse
+
+    def outcome(parse: object) -> object:
+        try:
+            return parse()  # type: ignore[operator]
+        except StoragePathError as exc:
+            return str(exc)
+
+    folders: dict[str, StoragePath] = {}
+    for _ in range(2):  # the second time from the folder parsed the first
+        assert outcome(lambda: _parse(uri, folders)) == outcome(lambda: StoragePath.parse(uri))
