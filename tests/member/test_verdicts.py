@@ -188,6 +188,9 @@ def test_plan_asks_few_new_files_by_head_many_folders_by_prefix_many_files_by_li
     # file merging: a folder per subtask below shared/: one prefix listing of shared/
     subtasks = tuple(needed(shared.child(f"op_{i}", "f")) for i in range(128))
     assert plan(subtasks, (), (), {}, ROOT) == Plan(trees=(shared.canonical,))
+    # ... but 128 new files in those folders, which the verdict knew with 10,000: HEADs (2 units, not 10)
+    known = {f.path.parent: 10_000 // 128 for f in subtasks}
+    assert len(plan(subtasks, (), (), known, ROOT).heads) == 128
     # entropy injection: a folder of its own per file, outside the job directory: a HEAD each
     entropy = tuple(needed(StoragePath.parse(f"s3://b/{i:04x}/ck/{JOB}/shared/f{i}")) for i in range(50))
     assert len(plan(entropy, (), (), {}, ROOT).heads) == 50

@@ -166,7 +166,8 @@ def plan(
 ) -> Plan:
     """The fewest requests that confirm ``unchecked``: folders already ``listed`` and parents whose
     prefix listing (``trees``) is under way answer theirs; a parent inside ``inside`` (the job
-    directory) holding ``PREFIX_MIN_FOLDERS`` named folders or more is listed by prefix; a folder
+    directory) holding ``PREFIX_MIN_FOLDERS`` named folders or more is listed by prefix when its pages
+    cost no more than HEADs of their files would (``_tree_pays``); a folder
     whose files to check are ``HEAD_FEW`` or a tenth of its size at most (``known_sizes``: its size
     as the verdict knew it), and at most ``HEADS_PER_UNIT`` per page of its listing, is asked file by
     file; any other folder is listed."""
@@ -180,7 +181,11 @@ def plan(
     for folder in by_folder:
         if folder != inside and folder.is_within(inside):
             by_parent.setdefault(folder.parent, []).append(folder)
-    new_trees = tuple(p for p, kids in by_parent.items() if len(kids) >= PREFIX_MIN_FOLDERS)
+    new_trees = tuple(
+        parent
+        for parent, kids in by_parent.items()
+        if len(kids) >= PREFIX_MIN_FOLDERS and _tree_pays(kids, by_folder, known_sizes)
+    )
     heads: list[StoragePath] = []
     folders: list[StoragePath] = []
     for folder, files in by_folder.items():
@@ -193,6 +198,16 @@ def plan(
         else:
             folders.append(folder)
     return Plan(tuple(heads), tuple(folders), new_trees)
+
+
+def _tree_pays(
+    kids: list[StoragePath], by_folder: Mapping[StoragePath, list[Needed]], known: Mapping[StoragePath, int]
+) -> bool:
+    """A prefix listing of the parent of ``kids`` costs no more than HEADs of their files (a verdict's
+    200 new files spread over 128 subtask folders holding 10,000: HEADs)."""
+    asked = sum(len(by_folder[k]) for k in kids)
+    pages = -(-max(asked, sum(known.get(k, 0) for k in kids)) // PAGE)
+    return pages <= budget_units(0, asked)
 
 
 def budget_units(pages: int, heads: int) -> int:
