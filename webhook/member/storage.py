@@ -5,6 +5,11 @@ checkpoint directory, then one metadata lookup per ``chk-<N>`` from the highest 
 has ``_metadata`` (normally the first); one listing of the savepoint directory, then one metadata
 lookup per savepoint named after the job; the snapshot the job started from only when nothing of
 its own is restorable. Each metadata lookup is one small read (the 16-byte header).
+
+With ``verify: files`` the files a ``_metadata`` names are asked as ``member/verdict.py`` plans it: the
+job's verdict (one read beside the job directory's listing) spares the files a recent full check
+confirmed, the rest go by HEAD, prefix listing or folder listing, side by side (``_files``); a storage
+that may write (the fencing agent's) leaves a verdict after a check that confirmed every file.
 """
 
 from __future__ import annotations
