@@ -71,7 +71,7 @@ class FencingGate:
         folder = copies.ownership_folder(resource, self.policy)
         if folder is None:
             return None
-        counted = copies.epoch_of(resource, self.policy)
+        counted = copies.counted_epoch(resource, self.policy)  # never the request's epoch
         me, workload, store = self.cluster, copies.workload_of(resource), self.store
         writes = not dry_run and not self.read_only
 
@@ -125,7 +125,7 @@ class FencingGate:
                 _result(pending.beat(epoch, left), left)
         except StorageError as exc:
             metrics.STORAGE_ERRORS.labels("admission").inc()
-            epoch = copies.epoch_of(resource, self.policy) or 1
+            epoch = copies.counted_epoch(resource, self.policy) or 1
             if self.policy.fencing.on_storage_error is FencingStorageError.PROCEED:
                 log.warning("fencing records unusable, restoring without a hold: %s", exc)
                 return copies.fenced_without_hold(decision, epoch, self.policy)
