@@ -278,3 +278,32 @@ def test_a_child_of_a_parent_that_is_not_held_starts(served: Served) -> None:
     served.member.server.stores[BG].upsert(parent)
     after, warnings = served.admit(_child(parent, "running"), _child(parent, "suspended"))
     assert after["spec"]["job"]["state"] == "running" and not warnings
+
+
+def test_the_agent_judges_a_hold_under_its_own_fence_not_the_annotation(tmp_path: Path) -> None:
+    """The return case: member2 restored at epoch 3 (its fence), member1 runs again after acking epoch 1
+    and heartbeats now. An object whose epoch annotation says 1 (lowered where no webhook kept it) was
+    released by that old ack; judged under member2's own fence it waits for member1."""
+    from datetime import UTC, datetime, timedelta
+
+    from webhook.member.fencing.decide import Action, Times, decide
+    from webhook.member.fencing.protocol import Ack, Fence, Heartbeat, Ownership
+    from webhook.member.policy import FencingPolicy
+
+    obj = held(tmp_path)
+    obj["metadata"]["annotations"][EPOCH] = "1"
+    policy = RestorePolicy(default_checkpoint_dir=str(tmp_path), fencing=FencingPolicy(lease_seconds=300))
+    copy_ = copies.read_copy(obj, policy)
+    assert copy_.state is copies.CopyState.HELD and copy_.epoch == 1
+    now = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
+    records = Ownership(
+        heartbeats=(Heartbeat("member1", now - timedelta(seconds=5)),),
+        fences=(
+            Fence("member2", 1, now - timedelta(hours=2)),
+            Fence("member2", 3, now - timedelta(minutes=1)),
+        ),
+        acks=(Ack("member1", 1, now - timedelta(hours=1)),),
+    )
+    plan = decide("member2", copy_, records, Times(0.0, 0.0, now), policy.fencing)
+    assert plan.action is Action.HELD, plan  # before: released, cause ack
+    assert "epoch 3: waiting for member1" in plan.detail
