@@ -137,8 +137,8 @@ def _lowered_epoch(old: dict[str, Any]) -> dict[str, Any]:
     return new
 
 
-def _other_path(old: dict[str, Any]) -> dict[str, Any]:
-    new = _edit(old, labels=(FAILOVER, JOB_LABEL))
+def _other_path(old: dict[str, Any], labels: tuple[str, ...] = (FAILOVER, JOB_LABEL)) -> dict[str, Any]:
+    new = _edit(old, labels=labels)
     new["spec"]["job"]["initialSavepointPath"] = "file:///elsewhere/savepoint-3c653d-000000000000"
     return new
 
@@ -165,6 +165,7 @@ EDITS = {
     "lower-epoch": _lowered_epoch,
     "gitops-full-replace": lambda _old: base_manifest(),
     "drop-labels-and-set-another-path": _other_path,
+    "set-another-path": lambda old: _other_path(old, ()),  # before: "set explicitly", admitted running
 }
 
 
