@@ -308,3 +308,25 @@ def test_the_agent_judges_a_hold_under_its_own_fence_not_the_annotation(tmp_path
     plan = decide("member2", copy_, records, Times(0.0, 0.0, now), policy.fencing)
     assert plan.action is Action.HELD, plan  # before: released, cause ack
     assert "epoch 3: waiting for member1" in plan.detail
+
+
+def test_a_copied_epoch_on_a_copy_this_cluster_never_restored_does_not_shield_it(tmp_path: Path) -> None:
+    """An original copy (never failed over, no restore decision) whose manifest carries ``epoch: 5``
+    copied from elsewhere: member2's restore fenced at epoch 1, so it is stale and stops. Before, its
+    annotation made it newer than every fence up to 5, and both ran."""
+    from datetime import UTC, datetime
+
+    from webhook.member.fencing.decide import Action, Times, decide
+    from webhook.member.fencing.protocol import Fence, Ownership
+
+    obj = flink_deployment(annotations={EPOCH: "5"})
+    obj["spec"]["job"]["state"] = "running"
+    obj["status"] = {"jobStatus": {"jobId": JOB_ID, "state": "RUNNING"}}
+    policy = RestorePolicy(default_checkpoint_dir=str(tmp_path))
+    copy_ = copies.read_copy(obj, policy)
+    assert copy_.state is copies.CopyState.RUNNING and copy_.epoch == 0
+    now = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
+    plan = decide(
+        "member1", copy_, Ownership(fences=(Fence("member2", 1, now),)), Times(0.0, 0.0, now), policy.fencing
+    )
+    assert plan.action is Action.STOPPING, plan

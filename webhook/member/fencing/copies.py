@@ -77,9 +77,11 @@ class Copy:
 
 
 def epoch_of(resource: FlinkResource, policy: RestorePolicy) -> int:
-    """The failover count a copy's object says it runs under: what its restore fenced under, else the
-    control plane's count, else 0 (it never failed over). The agent judges by :func:`judged_epoch`."""
-    for key in (policy.key(EPOCH), policy.key(FAILOVER_COUNT)):
+    """The failover count a copy's object says it runs under: what its restore fenced under (on an object
+    this webhook restored only: a copied template's ``epoch`` is no restore's), else the control plane's
+    count, else 0 (it never failed over). The agent judges by :func:`judged_epoch`."""
+    keys = (policy.key(EPOCH), policy.key(FAILOVER_COUNT)) if restored(resource, policy) else ()
+    for key in keys or (policy.key(FAILOVER_COUNT),):
         raw = resource.annotations.get(key, "").strip()
         if raw.isdigit():
             return int(raw)

@@ -5,10 +5,13 @@ Called by ``member/handler.py`` for a failover CREATE. The fence is written and 
 their storage's lane (the agent's lanes: one hung bucket is refused at once once it has filled its lane)
 *while* the checkpoint is resolved (``begin``), so fencing adds no storage round trip to the admission;
 ``admit`` then waits for both under the admission deadline. Because the fence is the newest record, the
-decision needs no storage time (``protocol.judge_admission``). A dry run writes nothing and holds
-whenever another cluster heartbeats at all. A restore the fencing agent cannot vouch for (``vouch``:
-it is not polling, or cannot watch the kind) is admitted held with the reason: nothing on this cluster
-could release it when safe, nor stop it once another cluster restores the workload.
+decision needs no storage time (``protocol.judge_admission``). The fence's epoch is the control plane's
+failover count (else the next one after the fences seen), never an ``epoch`` annotation the created object
+carries (a template may hold one copied from an earlier object); the object is given the fence's. A dry
+run writes nothing and holds whenever another cluster heartbeats at all. A restore the fencing agent
+cannot vouch for (``vouch``: it is not polling, or cannot watch the kind) is admitted held with the
+reason: nothing on this cluster could release it when safe, nor stop it once another cluster restores
+the workload.
 """
 
 from __future__ import annotations
