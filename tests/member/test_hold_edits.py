@@ -180,6 +180,18 @@ def test_an_edit_of_a_held_restore_keeps_it_held(served: Served, edit: str) -> N
     assert_still_held(again, after)
 
 
+def test_a_held_restore_whose_labels_are_already_gone_stays_held(served: Served) -> None:
+    """Stored without its trigger labels (an edit the webhook did not see): the chart's held entry sends
+    its UPDATEs by its hold (tests/chart/test_cel.py), and the webhook keeps it held by the old object."""
+    old = held(served.root)
+    for key in (FAILOVER, JOB_LABEL):
+        del old["metadata"]["labels"][key]
+    after, warnings = served.admit(base_manifest(), old)
+    assert after["spec"]["job"]["state"] == "suspended"  # before: no failover label, admitted running
+    assert after["metadata"]["annotations"][HOLD] == HOLD_TEXT
+    assert any("stays held suspended" in w for w in warnings), warnings
+
+
 def test_the_agents_release_still_starts_it(served: Served) -> None:
     old = held(served.root)
     release = copy.deepcopy(old)
