@@ -35,7 +35,7 @@ from webhook.member.policy import (
     Verify,
 )
 from webhook.member.updates import RELEASE_IGNORED as RELEASE_IGNORED
-from webhook.member.updates import carry_over, keep_fenced
+from webhook.member.updates import carry_over, held_before, keep_fenced
 
 # RestoreDecision, RestoreOutcome, triggered and RELEASE_IGNORED are still imported from here by the
 # handler and the fencing modules (their homes are member/outcome.py and member/updates.py).
@@ -190,6 +190,15 @@ def decide_restore(
     """
     if operation == "UPDATE" and old is not None and old.labels.get(policy.key(FENCED)):
         return keep_fenced(resource, old, policy)
+    if (
+        operation == "UPDATE"
+        and held_before(old, policy)
+        and resource.job is not None
+        and not resource.deleting
+    ):
+        # Decided from the old object before the new one's labels: an edit that drops the trigger
+        # labels (a GitOps tool applying the base manifest) must not start a held job.
+        return carry_over(resource, old, policy, requester, from_agent, agent_unknown)
     if operation not in ("CREATE", "UPDATE") or not triggered(resource, policy):
         return RestoreDecision(RestoreOutcome.SKIP, "no failover label")
     if resource.job is None:

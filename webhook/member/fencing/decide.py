@@ -29,7 +29,7 @@ The rules, on top of ``protocol``'s:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
@@ -39,6 +39,7 @@ from webhook.member.fencing.copies import (
     CopyState,
     checkpoint_dir_of,
     hold_subject,
+    judged_epoch,
     savepoint_dir_of,
     stop_mode,
 )
@@ -219,6 +220,9 @@ class Times:
 
 
 def decide(me: str, copy: Copy, records: Ownership | Unreadable, times: Times, policy: FencingPolicy) -> Plan:
+    if isinstance(records, Ownership):
+        # Judged under the fence this cluster's restore wrote, not the annotation anyone may edit.
+        copy = replace(copy, epoch=judged_epoch(me, copy.epoch, records))
     if copy.state is CopyState.RUNNING:
         return _running(me, copy, records, times)
     if copy.state in (CopyState.STOPPING, CopyState.FENCED):
