@@ -165,30 +165,30 @@ def target_of(
 
 def cannot_read(target: Target, format_version: int, handles: tuple[HandleMet, ...] = ()) -> str:
     """Why the target's Flink cannot load a ``_metadata`` of ``format_version`` holding ``handles``
-    ("" when every version it is said to run can, or none is known)."""
+    ("" when every version it is said to run can, or none is known); the versions first, for the
+    warning kubectl shows cut short."""
     for reader in target.readers:
         reads = reader.reads
-        newest_format = max(reads.formats)
+        who = f"Flink {reads.release} ({reader.source}) {TARGET_CANNOT_READ}"
         if format_version not in reads.formats:
             return (
-                f"{TARGET_CANNOT_READ} (Flink {reads.release}, {reader.source}): its format version "
-                f"{format_version} is not one Flink {reads.release} reads (it reads up to {newest_format}; "
-                f"{_first_writer(format_version)})"
+                f"{who} format version {format_version} ({_first_reader(format_version=format_version)}; "
+                f"{reads.release} reads up to {max(reads.formats)})"
             )
         for met in handles:
             if not reads.reads_handle(met.code):
                 name = HANDLE_NAMES.get(met.code, "an unknown handle")
                 return (
-                    f"{TARGET_CANNOT_READ} (Flink {reads.release}, {reader.source}): it holds a state "
-                    f"handle of type {met.code} ({name}, {met.where}), which Flink {reads.release} does "
-                    f"not know ({_first_handle_reader(met.code)})"
+                    f"{who} state handle type {met.code}, {name} "
+                    f"({_first_reader(handle=met.code)}; {reads.release} knows up to "
+                    f"{reads.newest_handle}), in {met.where}"
                 )
     return ""
 
 
-# Every reason :func:`cannot_read` gives starts with this: a snapshot passed over for it is one the
-# restoring Flink cannot load (restore.py holds the job when nothing else is left).
-TARGET_CANNOT_READ = "the Flink that restores it cannot load it"
+# Every reason :func:`cannot_read` gives holds this: a snapshot passed over for it is one the restoring
+# Flink cannot load (``member/restore.py`` holds the job when that leaves none).
+TARGET_CANNOT_READ = "cannot load it:"
 
 
 def is_target_problem(reason: str) -> bool:
@@ -197,17 +197,15 @@ def is_target_problem(reason: str) -> bool:
     return TARGET_CANNOT_READ in reason
 
 
-def _first_writer(format_version: int) -> str:
-    readers = [r for r in FLINK_READS.values() if format_version in r.formats]
+def _first_reader(format_version: int | None = None, handle: int | None = None) -> str:
+    """ "Flink 2.1+ reads it": the oldest Flink in the table that reads the format version or handle."""
+    readers = [
+        r
+        for r in FLINK_READS.values()
+        if (format_version is None or format_version in r.formats)
+        and (handle is None or r.reads_handle(handle))
+    ]
     if not readers:
         return "no Flink this release knows reads it"
     first = min(readers, key=lambda r: version_order(r.version))
-    return f"Flink {first.release} and newer read it"
-
-
-def _first_handle_reader(code: int) -> str:
-    readers = [r for r in FLINK_READS.values() if r.reads_handle(code)]
-    if not readers:
-        return "no Flink this release knows reads it"
-    first = min(readers, key=lambda r: version_order(r.version))
-    return f"Flink {first.release} and newer do"
+    return f"Flink {first.release}+ reads it"

@@ -375,9 +375,11 @@ def _from_snapshots(
             lineage += f" (a {chosen.kind} of job {predecessor}{'' if whole else '...'})"
     if chosen is None:
         why = _nothing(job_dir, savepoint, result, listed_dir, job_id, started_from)
-        if any(is_target_problem(r) for r in result.rejected):
+        blocked = [r for r in result.rejected if is_target_problem(r)]
+        if blocked:
             # State exists that a newer Flink can load: held, never started empty (onMissingState)
             # nor from what would crash-loop it, until a Flink that reads it is named or it is released.
+            why = f"the restoring Flink cannot load any snapshot left: {blocked[0]}; {why}"
             return _fallback(Fallback.SUSPEND, why, job_id, warnings, policy)
         return _fallback(policy.on_missing_state, why, job_id, warnings, policy)
     if (
