@@ -21,8 +21,8 @@ from tests.support.objects import (
     apply,
     decode_patch,
     flink_deployment,
-    flink_version,
     flink_metadata,
+    flink_version,
     review,
 )
 from tests.support.s3 import moto_server, s3_options
