@@ -344,3 +344,24 @@ def test_a_header_check_judges_the_format_version(shared_data: Path, tmp_path: P
         f"restoring from checkpoint {ck}/{JOB}/chk-9; skipped chk-11: Flink 1.20 (spec.flinkVersion v1_20) "
         "cannot load it: format version 6 (Flink 2.1+ reads it; 1.20 reads up to 4)"
     )
+
+
+@pytest.mark.shared
+def test_the_fencing_agents_resume_passes_over_what_its_flink_cannot_load(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    """A stepped-down copy resumes from its newest checkpoint its own Flink loads, as a restore does."""
+    from tests.support.objects import running_deployment
+    from webhook.member.fencing.copies import read_copy
+    from webhook.member.fencing.decide import resume_query
+    from webhook.member.storage import CheckpointStorage, Deadline
+
+    ck = lay(shared_data, tmp_path, {11: "2.3.0", 9: "1.20.5"})
+    obj = running_deployment(JOB, checkpoint_dir=str(ck))
+    obj["spec"]["flinkVersion"] = "v1_20"
+    policy = RestorePolicy()
+    query = resume_query(read_copy(obj, policy), policy)
+    assert query is not None
+    found = CheckpointStorage().snapshots(query, Deadline(30))
+    assert found.checkpoint is not None and found.checkpoint.path.name == "chk-9"
+    assert found.rejected[0].startswith("chk-11: Flink 1.20 (spec.flinkVersion v1_20) cannot load it:")
