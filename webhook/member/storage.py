@@ -27,8 +27,10 @@ import fsspec
 from webhook.common.flink import is_job_id, is_savepoint_of
 from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath, StoragePathError
 from webhook.member.checks import judge, missing, named_files
+from webhook.member.compat import Target, cannot_read
 from webhook.member.metadata import (
     METADATA_HEADER_BYTES,
+    METADATA_MIN_BYTES,
     metadata_checkpoint_id,
     metadata_problem,
     read_metadata,
@@ -659,7 +661,7 @@ class CheckpointStorage:
         lookup.ledger.check(str(snapshot))
         if query.verify is Verify.HEADER:
             cursor.step(2)  # its entry, then its first 16 bytes
-            return self._header(fs, snapshot)
+            return self._header(fs, snapshot, query.target)
         meta = snapshot.child(METADATA)
         if meta.protocol == "file" and not _local_metadata_inside(meta, snapshot):
             return None
@@ -682,7 +684,7 @@ class CheckpointStorage:
         modified = entry[1] or datetime.fromtimestamp(0, UTC)
         if data is None:
             return None
-        judged = judge(read_metadata(data), directory_id, query.on_newer)
+        judged = judge(read_metadata(data), directory_id, query.on_newer, query.target)
         if judged.problem:
             return _Metadata(modified, judged.problem)
         if query.verify is Verify.FILES and judged.metadata is not None:
@@ -760,7 +762,9 @@ class CheckpointStorage:
             )
         return listed
 
-    def _header(self, fs: fsspec.AbstractFileSystem, snapshot: StoragePath) -> _Metadata | None:
+    def _header(
+        self, fs: fsspec.AbstractFileSystem, snapshot: StoragePath, target: Target
+    ) -> _Metadata | None:
         """verify: header: the ``_metadata``'s entry and its first 16 bytes (magic, version, id)."""
         meta = snapshot.child(METADATA)
         try:
@@ -778,6 +782,8 @@ class CheckpointStorage:
         size = size if isinstance(size, int) else None
         head = b"" if size == 0 else self._head(fs, meta)
         problem = metadata_problem(head, size)
+        if not problem and len(head) >= METADATA_MIN_BYTES:  # the format version: all a header tells
+            problem = cannot_read(target, int.from_bytes(head[4:8], "big"))
         return _Metadata(modified, problem, None if problem else metadata_checkpoint_id(head))
 
     def _head(self, fs: fsspec.AbstractFileSystem, meta: StoragePath) -> bytes:

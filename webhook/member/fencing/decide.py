@@ -55,7 +55,7 @@ from webhook.member.fencing.protocol import (
 )
 from webhook.member.outcome import RestoreDecision, RestoreOutcome
 from webhook.member.policy import FencingPolicy, FencingStorageError, Prefer, RenewFailure, RestorePolicy
-from webhook.member.restore import SnapshotQuery, Snapshots, checked_as, choose, newest
+from webhook.member.restore import SnapshotQuery, Snapshots, checked_as, choose, newest, restoring_flink
 
 
 class Action(StrEnum):
@@ -474,7 +474,14 @@ def resume_query(copy: Copy, policy: RestorePolicy) -> SnapshotQuery | None:
     if root is None or not copy.job_id:
         return None
     job_dir = copy.resource.job_checkpoints(root, copy.job_id)
-    query = SnapshotQuery(job_dir, None, root, savepoint_dir_of(copy.resource, policy), copy.job_id)
+    query = SnapshotQuery(
+        job_dir,
+        None,
+        root,
+        savepoint_dir_of(copy.resource, policy),
+        copy.job_id,
+        target=restoring_flink(copy.resource, None, policy),  # what its Flink cannot load is passed over
+    )
     return checked_as(query, policy)  # checked as a restore checks it (whole _metadata, named files)
 
 
