@@ -205,7 +205,7 @@ def renewal_burst(work: Path, count: int, hung: int) -> str:
             return time.monotonic() - started, sum(isinstance(a, BaseException) for a in answers)
 
         async def beside() -> tuple[float, int]:
-            waiting = [
+            waiting: list[asyncio.Future[Any]] = [
                 asyncio.ensure_future(lanes.run(store.beat_call(folder("hung", i), body)))
                 for i in range(hung)
             ]
