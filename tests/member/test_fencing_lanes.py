@@ -264,3 +264,17 @@ def test_the_stops_threads_and_connections_are_fixed(tmp_path: Path) -> None:
     finally:
         calls.close()
         running.stop()
+
+
+def test_the_webhook_builds_the_heartbeats_client_of_its_default_storage_before_its_first_admission(
+    tmp_path: Path,
+) -> None:
+    """The heartbeat lane's client is the webhook's too (a fenced admission's heartbeat): built at start,
+    as the lookups' is, not on the first admission's path (an s3fs client: 0.2-0.3 s)."""
+    with moto_server(tmp_path / "moto.log") as moto:
+        storage = CheckpointStorage({"s3": s3_options(moto)})
+        FencingStore(storage, "member1").warm("s3://fleet/checkpoints")
+        heartbeats = storage.filesystem(StoragePath.parse("s3://fleet/x"), lanes_module.HEARTBEATS)
+        assert getattr(heartbeats, "_s3", None) is not None  # s3fs's client, made by connect()
+        other = storage.filesystem(StoragePath.parse("s3://other/x"), lanes_module.HEARTBEATS)
+        assert getattr(other, "_s3", None) is None
