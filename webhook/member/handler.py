@@ -152,6 +152,8 @@ class MemberHandler:
             from webhook.member.fencing.records import FencingStore
 
             store = FencingStore(storage, cluster, lanes)
+            if not daemon_lookups and policy.default_checkpoint_dir:
+                store.warm(policy.default_checkpoint_dir)  # the heartbeats' own client, as the lookups'
             gate = FencingGate(cluster, policy, store, read_only, vouch)
         identity = agent_users if isinstance(agent_users, AgentIdentity) else AgentIdentity.fixed(agent_users)
         return cls(

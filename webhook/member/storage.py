@@ -10,6 +10,7 @@ its own is restorable. Each metadata lookup is one small read (the 16-byte heade
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import functools
 import logging
 import os
@@ -411,17 +412,34 @@ class CheckpointStorage:
     def __init__(self, storage_options: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self._options = {k: dict(v) for k, v in (storage_options or {}).items()}
         self._lock = threading.Lock()
+        self._own: dict[tuple[str, str, str, int], fsspec.AbstractFileSystem] = {}  # per lane and storage
 
-    def filesystem(self, path: StoragePath) -> fsspec.AbstractFileSystem:
-        options: dict[str, Any] = dict(_NETWORK_DEFAULTS.get(path.protocol, {}))
+    def filesystem(
+        self, path: StoragePath, lane: str = "", connections: int = 0
+    ) -> fsspec.AbstractFileSystem:
+        """``lane``: an instance of that lane's own for ``path``'s storage (bucket), with ``connections``
+        connections on S3, not the one everything else on the scheme shares (the fencing heartbeats')."""
+        # A deep copy: botocore rewrites the nested retries mapping in place when it connects.
+        options: dict[str, Any] = copy.deepcopy(_NETWORK_DEFAULTS.get(path.protocol, {}))
         options.update(self._options.get(path.protocol, {}))
         options.update(self._options.get(path.scheme, {}))
         if path.protocol in _LISTING_CACHES:
             options["use_listings_cache"] = False
+        # keyed by process too: an instance made before a fork is not used after it (as fsspec's cache)
+        own = (lane, path.scheme, path.authority, os.getpid()) if lane else None
+        if own is not None:
+            options["skip_instance_cache"] = True
+            if path.protocol == "s3" and connections:
+                config = {**options.get("config_kwargs", {}), "max_pool_connections": connections}
+                options["config_kwargs"] = config
         try:
             with self._lock:
+                if own is not None and own in self._own:
+                    return self._own[own]
                 cls = _gcs_json_only(options) if path.protocol == "gs" else None
                 fs = cls(**options) if cls is not None else fsspec.filesystem(path.protocol, **options)
+                if own is not None:
+                    self._own[own] = fs
                 if path.protocol == "s3" and getattr(fs, "retries", 1) > _S3FS_RETRIES:
                     # s3fs retries 5 times with backoff on top of botocore's attempts: an endpoint that
                     # accepts and never answers held a lookup thread for ~55 s (tests/faults), long after
