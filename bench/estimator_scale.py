@@ -596,10 +596,17 @@ def main(argv: list[str]) -> int:
         watchdog.cancel()
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1))
-    worst = max((r["estimators"][0]["p99"] for r in results if r["nodes"] >= 10000), default=None)
-    if worst is not None:
-        verdict = "met" if worst < GOAL_P99_MS else "MISSED"
-        print(f"10,000 nodes: ours p99 {worst:.1f} ms, goal < {GOAL_P99_MS:.0f} ms: {verdict}")
+    for r in results:
+        if r["nodes"] < 10000:
+            continue
+        ours = r["estimators"][0]
+        alone = ours["serial_p99"]
+        verdict = "met" if alone is not None and alone < GOAL_P99_MS else "MISSED"
+        print(
+            f"{r['nodes']:,} nodes: ours p99 {_ms(alone)} for one caller alone (goal < {GOAL_P99_MS:.0f} ms:"
+            f" {verdict}); {_ms(ours['p99'])} under {args.callers} concurrent callers, where calls queue"
+            f" behind each other ({ours['cpu_ms_per_call']:.2f} ms of CPU a call, one interpreter)"
+        )
     errors = sum(r["estimators"][0]["errors"] + r["estimators"][0]["deadline_exceeded"] for r in results)
     return 1 if errors else 0  # timings inform; our failed calls fail, Karmada's are reported
 
