@@ -7,6 +7,8 @@ answer for.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from bench._inventory import tiled
@@ -15,7 +17,7 @@ from tests.estimator.support import node, pod
 from webhook.estimator.proto import estimator_pb2 as pb
 
 
-def _recorded() -> tuple[list[dict], list[dict]]:
+def _recorded() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     nodes = [node(f"node-{i}", "8", "32Gi") for i in (1, 2)]
     for i, n in enumerate(nodes, 1):
         n["metadata"]["uid"] = f"00000000-0000-0000-0000-00000000000{i}"
