@@ -3,8 +3,9 @@ generated from the server's declaration (``webhook/member/policy.py`` ``POLICY``
 ``helm template`` refuses what the server refuses, with the server's words prefixed by ``policy.``.
 
 A JSON schema states each field; a rule across fields (a sum of durations within another, a directory's
-scheme among the allowed ones) is a template check. A new kind of rule in ``webhook/member/schema.py``
-needs a clause in ``_check``; a new rule of a known kind needs nothing here (``make chart-schema``).
+scheme among the allowed ones, a feature refused with some members of a list) is a template check. A new
+kind of rule in ``webhook/member/schema.py`` needs a clause in ``_check``; a new rule of a known kind needs
+nothing here (``make chart-schema``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 from collections.abc import Iterator
 
 from webhook.member.policy import POLICY
-from webhook.member.schema import AtMost, Block, Rule, SchemeAllowed
+from webhook.member.schema import AtMost, Block, NotWith, Rule, SchemeAllowed
 
 
 def _value(path: tuple[str, ...]) -> str:
@@ -59,6 +60,18 @@ def _check(rule: Rule, block: tuple[str, ...]) -> str:
                 "{{- end }}",
             ]
         )
+    if isinstance(rule, NotWith):
+        among = _value((*block, rule.among))
+        checks = [f"{{{{- if {_value((*block, rule.field, rule.flag))} }}}}"]
+        for member, why in rule.refused:
+            if "%" in why:
+                raise ValueError(f"{rule}: a % in its reason would be a printf verb")
+            checks += [
+                f"{{{{- if has {json.dumps(member)} {among} }}}}",
+                _fail(label + rule.message(member, why), []),
+                "{{- end }}",
+            ]
+        return "\n".join([*checks, "{{- end }}"])
     raise TypeError(f"no template check for {type(rule).__name__}: add one to tests/chart/policy_rules.py")
 
 

@@ -72,9 +72,17 @@ CASES = [
         {"defaultCheckpointDir": "s3p://bucket/checkpoints", "defaultSavepointDir": "s3a://bucket/savepoints"}
     ),
     Case({"defaultCheckpointDir": "gs://bucket/chk"}),
-    Case({"allowedSchemes": ["hdfs"], "defaultCheckpointDir": "hdfs://namenode:8020/flink/chk"}),
+    Case(
+        {
+            "allowedSchemes": ["hdfs"],
+            "defaultCheckpointDir": "hdfs://namenode:8020/flink/chk",
+            "fencing": {"enabled": False},
+        }
+    ),
     Case({"defaultCheckpointDir": "abfss://container@account.dfs.core.windows.net/chk"}),
-    Case({"defaultCheckpointDir": "oss://bucket/chk"}),
+    Case(
+        {"allowedSchemes": ["oss"], "defaultCheckpointDir": "oss://bucket/chk", "fencing": {"enabled": False}}
+    ),
     Case({"defaultCheckpointDir": "file:///data/chk"}),
     Case({"defaultCheckpointDir": "/data/chk"}),
     Case({"defaultCheckpointDir": " s3://bucket/chk "}),  # blanks around it (issue 31: the chart refused)
@@ -170,6 +178,12 @@ CASES = [
     # the rules between fields (issue 24: the chart rendered these and the pods crash-looped on them)
     Case({"allowedSchemes": ["s3"], "defaultCheckpointDir": "gs://bucket/chk"}, ("defaultCheckpointDir",)),
     Case({"allowedSchemes": ["s3"], "defaultSavepointDir": "/data/sp"}, ("defaultSavepointDir",)),
+    # issue 35: fencing on a storage it cannot run on safely is refused at start, and by helm
+    Case({"allowedSchemes": ["s3", "oss"]}, ("fencing",)),
+    Case(
+        {"allowedSchemes": ["hdfs"], "defaultCheckpointDir": "hdfs://namenode:8020/flink/chk"}, ("fencing",)
+    ),
+    Case({"allowedSchemes": ["oss"], "fencing": {"enabled": True, "leaseSeconds": 60}}, ("fencing",)),
     # two rules broken on one field: both reasons are said
     Case(
         {"fencing": {"pollSeconds": 20}},

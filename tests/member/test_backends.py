@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment,
 from tests.support.server import ApiServerClient, executable, generate_certs, serve
 from webhook.common.paths import FSSPEC_PROTOCOL
 from webhook.member.policy import DEFAULT_ALLOWED_SCHEMES, DEFAULT_POLICY_FILE, KNOWN_SCHEMES
-from webhook.member.storage import BACKENDS, missing_backends
+from webhook.member.storage import BACKENDS, CheckpointStorage, missing_backends
 
 MODULES = {"gs": "gcsfs", "abfs": "adlfs", "oss": "ossfs", "hdfs": "pyarrow", "s3": "s3fs"}
 
@@ -58,7 +59,9 @@ def test_start_up_refuses_when_required(certs: Path, tmp_path: Path) -> None:
     known scheme is allowed, so hdfs (no JVM or Hadoop client here) is missing even with the other
     backends installed (the dev extra installs them)."""
     policy = tmp_path / "every-scheme.yaml"
-    policy.write_text(f"allowedSchemes: [{', '.join(KNOWN_SCHEMES)}]\n", encoding="utf-8")
+    policy.write_text(
+        f"allowedSchemes: [{', '.join(KNOWN_SCHEMES)}]\nfencing: {{enabled: false}}\n", encoding="utf-8"
+    )
     missing = missing_backends(KNOWN_SCHEMES)
     cmd = [
         executable(),
@@ -98,6 +101,27 @@ def test_only_installed_schemes_start_and_readyz_warns_otherwise(certs: Path, tm
     for m in missing:
         assert f"warning: allowed scheme {m.scheme}:// has no fsspec backend" in body.decode()
         assert f"allowed scheme {m.scheme}:// has no fsspec backend" in logs
+
+
+@pytest.mark.parametrize("scheme", ["oss", "hdfs"])
+def test_fencing_on_a_storage_it_cannot_run_on_is_refused_at_start(
+    certs: Path, tmp_path: Path, scheme: str
+) -> None:
+    """Issue 35: fencing on OSS (no server to test it against) or HDFS (a blocking client, never tested)
+    ran unsafe; now the server refuses to start with the reason, and with fencing off it starts."""
+    policy = tmp_path / "fenced.yaml"
+    policy.write_text(f"allowedSchemes: [s3, {scheme}]\n", encoding="utf-8")
+    cmd = [executable(), "serve", "--cert-dir", str(certs), "--bind", "127.0.0.1:0", "--policy", str(policy)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert f"fencing: enabled is true and allowedSchemes has {scheme}: " in result.stderr
+    assert f"remove {scheme} from allowedSchemes or set fencing.enabled: false" in result.stderr
+    policy.write_text(f"allowedSchemes: [s3, {scheme}]\nfencing: {{enabled: false}}\n", encoding="utf-8")
+    with serve(certs, policy, tmp_path / "unfenced.log") as server:
+        client = server.client()
+        status, _, _ = client.request("GET", "/readyz")
+        client.close()
+    assert status == 200
 
 
 # --- Issue 17 item 2: hdfs is ready only with a JVM, libhdfs and the Hadoop jars -----------------------
@@ -275,3 +299,102 @@ def test_the_checkpoint_lookup_sees_a_checkpoint_another_client_wrote_after_the_
         handler.close()
     assert first["spec"]["job"]["initialSavepointPath"].endswith(f"{JOB_ID}/chk-41")
     assert second["spec"]["job"]["initialSavepointPath"].endswith(f"{JOB_ID}/chk-43")
+
+
+# --- Issue 35: storage time as one clock, at the storage's resolution -----------------------------------
+
+
+@pytest.mark.parametrize("storage_backend", BACKEND_NAMES, indirect=True)
+def test_a_lease_never_runs_from_before_the_heartbeat_could_have_been_written(
+    storage_backend: Running,
+) -> None:
+    """moto (as S3) and Azurite (as Azure Blob) give modification times in whole seconds, cut down: a
+    heartbeat written at 12:00:00.9 lists as 12:00:00, so a lease of 30 s counted from it ran out at a
+    clock of 12:00:30, 29.1 s after the renewal (released up to a second early). Heartbeats and fences on
+    those backends now count from the end of their second; GCS and local times keep their fraction."""
+    from webhook.common.paths import StoragePath
+    from webhook.member.fencing.protocol import HoldOutcome, judge_hold
+    from webhook.member.fencing.records import FencingStore, Workload
+    from webhook.member.storage import CheckpointStorage, modified_time
+
+    root = StoragePath.parse(storage_backend.bucket("times"))
+    folder = Workload("FlinkDeployment", "analytics", "orders").folder(root)
+    FencingStore(CheckpointStorage(storage_backend.storage_options()), "member1").beat(folder, {"n": 1})
+    raw = modified_time(storage_backend.client().info(folder.child("heartbeat-member1.json").fs_path))
+    assert raw is not None
+    store = FencingStore(CheckpointStorage(storage_backend.storage_options()), "member2")
+    (beat,) = store.list(folder).ownership.heartbeats
+    whole_seconds = storage_backend.backend.name in ("s3", "azure")
+    assert raw.microsecond == 0 or not whole_seconds  # what was measured on each server
+    assert (beat.modified - raw).total_seconds() == (1 if whole_seconds and raw.microsecond == 0 else 0)
+    lease = 30.0
+    verdict = judge_hold("member2", 1, store.list(folder).ownership, raw + timedelta(seconds=lease), lease)
+    assert verdict.outcome is (HoldOutcome.HOLD if whole_seconds else HoldOutcome.RELEASE)
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_a_missing_storage_server_skips_its_tests_or_fails_them_when_required(
+    tmp_path: Path, required: bool
+) -> None:
+    """Without Azurite (`make azurite` not run) a test on it is skipped with the one-line reason; under
+    REQUIRE_SHARED_DATA=1 (CI) it fails instead, and the other backends' tests run either way."""
+    import os
+    import sys
+
+    from tests.support.repo import REPO
+
+    (tmp_path / "conftest.py").write_text("from tests.conftest import storage_backend, storage_servers\n")
+    test = tmp_path / "test_missing_server.py"
+    test.write_text(
+        "import pytest\n"
+        "from tests.support.backends import Running\n"
+        '@pytest.mark.parametrize("storage_backend", ["azure", "file"], indirect=True)\n'
+        "def test_it(storage_backend: Running) -> None:\n"
+        "    assert storage_backend.bucket()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "REQUIRE_SHARED_DATA"))}
+    env.update(AZURITE_HOME=str(tmp_path / "nowhere"), PYTHONPATH=str(REPO))
+    if required:
+        env["REQUIRE_SHARED_DATA"] = "1"
+    pytest_args = ["-q", "-rsf", "-p", "no:cacheprovider", "-p", "no:xdist", str(test)]
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", *pytest_args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
+    out = result.stdout
+    assert "Azurite not found under" in out and "run `make azurite`" in out, out[-2000:]
+    if required:
+        assert result.returncode == 1 and "1 passed, 1 error" in out, out[-2000:]
+    else:
+        assert result.returncode == 0 and "1 passed, 1 skipped" in out, out[-2000:]
+
+
+@pytest.mark.parametrize("storage_backend", ["s3", "gcs", "azure"], indirect=True)
+def test_fencing_calls_through_a_proxy_in_front_of_each_server_fail_within_their_deadline(
+    storage_backend: Running,
+) -> None:
+    """What the fault tests build on (tests/support/tcpproxy.py in front of each server): records pass
+    through the proxy, and a storage that accepts and never answers (``slow``) is a StorageError by the
+    call's deadline, not a thread held for the client's own retries (gcsfs retries 6 times, the Azure SDK
+    3 times)."""
+    from tests.support.tcpproxy import tcp_proxy
+    from webhook.common.paths import StoragePath
+    from webhook.member.fencing.lanes import Lanes
+    from webhook.member.fencing.records import FencingStore, Workload
+    from webhook.member.restore import StorageError
+
+    root = StoragePath.parse(storage_backend.bucket("proxied"))
+    folder = Workload("FlinkDeployment", "analytics", "orders").folder(root)
+    with tcp_proxy(storage_backend.port) as proxy:
+        options = storage_backend.storage_options(storage_backend.via(proxy.port))
+        store = FencingStore(CheckpointStorage(options), "member1", Lanes(2.0))
+        store.beat(folder, {"n": 1})
+        assert [h.cluster for h in store.list(folder).ownership.heartbeats] == ["member1"]
+        proxy.slow(60)  # every answer 60 s late: a listing that waited for it would succeed
+        with pytest.raises(StorageError):
+            store.list(folder)
+        proxy.heal()

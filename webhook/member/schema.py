@@ -311,7 +311,41 @@ class SchemeAllowed:
         return f'scheme "{scheme}" is not in {among} ({allowed})'
 
 
-Rule = AtMost | SchemeAllowed
+@dataclass(frozen=True)
+class NotWith:
+    """While sub-block ``field``'s flag ``flag`` is on, list ``among`` names none of ``refused`` (each a
+    member and why it cannot be, for the error): a feature that cannot run safely on some of the members."""
+
+    field: str
+    flag: str
+    among: str
+    refused: tuple[tuple[str, str], ...]
+
+    @property
+    def involves(self) -> tuple[str, ...]:
+        return (self.field, self.among)
+
+    def broken_by(self, values: Mapping[str, Any]) -> tuple[str, str] | None:
+        if not getattr(values[self.field], self.flag):
+            return None
+        return next(((m, why) for m, why in self.refused if m in values[self.among]), None)
+
+    def holds(self, values: Mapping[str, Any]) -> bool:
+        return self.broken_by(values) is None
+
+    def expression(self) -> str:
+        names = ", ".join(m for m, _ in self.refused)
+        return f"{self.field}.{self.flag} only without {names} in {self.among}"
+
+    def message(self, member: str, why: str) -> str:
+        """The error; the chart's template generator gives it each refused member in turn."""
+        return (
+            f"{self.flag} is true and {self.among} has {member}: {why}; remove {member} from "
+            f"{self.among} or set {self.field}.{self.flag}: false"
+        )
+
+
+Rule = AtMost | SchemeAllowed | NotWith
 
 
 @dataclass(frozen=True)
@@ -375,8 +409,8 @@ class Block:
                 errors.append(exc)
         bad = {e.field for e in errors}
         for rule in self.rules:
-            if any(f"{prefix}{key}" in bad for key in rule.involves):
-                continue  # a field it needs is wrong itself, and said so above
+            if any(key not in values or f"{prefix}{key}" in bad for key in rule.involves):
+                continue  # a field it needs is wrong itself (or a block in it), and said so above
             if not rule.holds(values):
                 errors.append(PolicyError(f"{prefix}{rule.field}", explain(rule, values), rule))
         if errors:
@@ -395,6 +429,8 @@ def explain(rule: Rule, values: Mapping[str, Any]) -> str:
     """What a broken rule says, with the values that broke it."""
     if isinstance(rule, AtMost):
         return rule.message(lambda n: number_text(values[n]))
+    if isinstance(rule, NotWith):
+        return rule.message(*(rule.broken_by(values) or ("", "")))
     return rule.message(rule.scheme(values), rule.among, ", ".join(values[rule.among]))
 
 

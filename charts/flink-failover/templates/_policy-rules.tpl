@@ -15,6 +15,14 @@ The rules between fields a JSON schema cannot state, refused with the server's w
 {{- fail (printf "policy.defaultSavepointDir: scheme \"%s\" is not in allowedSchemes (%s)" $scheme (join ", " (index .Values "policy" "allowedSchemes"))) }}
 {{- end }}
 {{- end }}
+{{- if (index .Values "policy" "fencing" "enabled") }}
+{{- if has "oss" (index .Values "policy" "allowedSchemes") }}
+{{- fail (printf "policy.fencing: enabled is true and allowedSchemes has oss: fencing was never run against a real OSS server (there is none to test with here), so its storage times and listings after a write are unverified; remove oss from allowedSchemes or set fencing.enabled: false" ) }}
+{{- end }}
+{{- if has "hdfs" (index .Values "policy" "allowedSchemes") }}
+{{- fail (printf "policy.fencing: enabled is true and allowedSchemes has hdfs: fencing was never run against a real HDFS, and its client (pyarrow) blocks: a call cannot be given up at its deadline, so a hung NameNode would hold the agent's storage lane; remove hdfs from allowedSchemes or set fencing.enabled: false" ) }}
+{{- end }}
+{{- end }}
 {{- if gt (addf (mulf 2 (index .Values "policy" "fencing" "pollSeconds"))) (addf (index .Values "policy" "fencing" "leaseSeconds")) }}
 {{- fail (printf "policy.fencing.pollSeconds: 2 * pollSeconds (2 * %vs) is more than leaseSeconds (%vs): a live cluster must renew its heartbeat at least twice per lease" (index .Values "policy" "fencing" "pollSeconds") (index .Values "policy" "fencing" "leaseSeconds")) }}
 {{- end }}

@@ -23,7 +23,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from fsspec.asyn import AsyncFileSystem
@@ -179,7 +179,7 @@ class FencingStore:
             return Listing(Ownership(), {})
         except Exception as exc:
             raise _error("listing", folder, exc) from None
-        return parse_listing(entries)
+        return parse_listing(entries, folder.protocol in WHOLE_SECOND_TIMES)
 
     def _read_tree(self, root: StoragePath, left: float) -> dict[str, Listing]:
         fs = self._storage.filesystem(root)
@@ -192,7 +192,8 @@ class FencingStore:
         by_folder: dict[str, list[Any]] = {}
         for path, entry in found.items() if isinstance(found, Mapping) else ():
             by_folder.setdefault(str(path).rstrip("/").rsplit("/", 1)[0], []).append(entry)
-        return {folder: parse_listing(entries) for folder, entries in by_folder.items()}
+        coarse = root.protocol in WHOLE_SECOND_TIMES
+        return {folder: parse_listing(entries, coarse) for folder, entries in by_folder.items()}
 
     def _write(self, folder: StoragePath, name: str, body: Mapping[str, Any], left: float) -> None:
         fs = self._storage.filesystem(folder)
@@ -241,8 +242,23 @@ def fence_body(workload: Workload, cluster: str, epoch: int, written: str) -> di
     return {"owner": cluster, "epoch": epoch, "workload": str(workload), "written": written}
 
 
-def parse_listing(entries: Any) -> Listing:
-    """Records from a detailed fsspec listing; names that are not ours are ignored."""
+# S3 and Azure Blob report modification times in whole seconds, cut down (measured on moto and Azurite,
+# as the services document): a record listed there may have been written up to a second later. A lease
+# counted from the earliest time it could have been written would release up to a second early, so there
+# heartbeats and fences count from the latest; "now" (the clock object) stays cut down: an earlier now
+# only holds longer.
+WHOLE_SECOND_TIMES = frozenset({"s3", "abfs"})
+_SECOND = timedelta(seconds=1)
+
+
+def parse_listing(entries: Any, whole_seconds: bool = False) -> Listing:
+    """Records from a detailed fsspec listing; names that are not ours are ignored. ``whole_seconds``:
+    the storage cuts its times to the second, so a heartbeat's or fence's whole-second time is taken at
+    the end of its second."""
+
+    def latest(modified: datetime) -> datetime:
+        return modified + _SECOND if whole_seconds and modified.microsecond == 0 else modified
+
     beats: list[Heartbeat] = []
     fences: list[Fence] = []
     acks: list[Ack] = []
@@ -258,7 +274,7 @@ def parse_listing(entries: Any) -> Listing:
         plain = NAME_RE.match(name)
         if plain is not None:
             if plain.group(1) == "heartbeat":
-                beats.append(Heartbeat(plain.group(2), modified))
+                beats.append(Heartbeat(plain.group(2), latest(modified)))
             else:
                 clocks[plain.group(2)] = modified
             continue
@@ -266,7 +282,7 @@ def parse_listing(entries: Any) -> Listing:
         if numbered is not None:
             epoch, cluster = int(numbered.group(2)), numbered.group(3)
             if numbered.group(1) == "fence":
-                fences.append(Fence(cluster, epoch, modified))
+                fences.append(Fence(cluster, epoch, latest(modified)))
             elif numbered.group(1) == "ack":
                 acks.append(Ack(cluster, epoch, modified))
             else:
