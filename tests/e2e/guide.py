@@ -183,6 +183,8 @@ def _helm_install(st: Stack, words: list[str], env: dict[str, str], work: Balanc
     role = values.get("role", "member")
     if role == "member":
         _set(values, "policy.storageOptions.s3.endpoint_url", st.s3_endpoint)  # what MinIO users add
+        for scheme, options in st.other_storage_options().items():  # the tier's GCS and Azure Blob
+            _set(values, f"policy.storageOptions.{scheme}", options)
     if role == "control-plane" and values.get("controlPlane", {}).get("part") == "workload":
         balancers[(name, "https")] = work  # the Service the Karmada API server reaches at $WORK_WEBHOOK_URL
     release = install(
