@@ -68,7 +68,9 @@ def test_every_metadata_of_a_real_tree_reads_to_its_end_and_names_files_flink_wr
                 where = named.path[len(root) + 1 :]
             assert where in written, (rel, named)
             assert named.size <= written[where], (rel, named)
-            if named.scope is not FileScope.SEGMENT:
+            if "/dstl/" in named.path:  # a changelog file: its first byte, the format, is no state
+                assert named.size == written[where] - 1, (rel, named)
+            elif named.scope is not FileScope.SEGMENT:
                 assert named.size == written[where]  # a file's handle names its whole length
 
 
