@@ -39,8 +39,8 @@ it (the environment of that version among FLINK_PYTHON and ``.venv-flink*``):
 
 9. the product chooses the fixture's newest checkpoint (``decide_restore``, checked to every file it
    names) and that Flink restores it with the job's own options (``restart-strategy.type: none``: a
-   restore that fails fails the job): the job must still be running after 6 s, and every count it
-   prints goes on from the restored state.
+   restore that fails fails the job): the job must still be running after 6 s, and the counts it
+   prints go on from the restored state.
 """
 
 from __future__ import annotations
@@ -299,9 +299,12 @@ def fixture(name: str, pythons: dict[str, str]) -> int:
     status = next((line.get("status") for line in lines if "status" in line), "")
     if status != "RUNNING":
         raise AssertionError(f"{name}: Flink {each.flink} restoring chk-{top}: the job was {status}")
+    # Two keyed operators (every fixture): the second counts the keys per count of the first, so the
+    # keys printed are the first operator's counts, which go on from the restored state (an empty
+    # restore would print counts 1, 2, 3 again).
     first, _ = _counts(lines)
-    if any(count <= 1 for count in first.values()):
-        raise AssertionError(f"{name}: a count started again after restoring chk-{top}: {first}")
+    if first and min(first) <= 1:
+        raise AssertionError(f"{name}: the counts started again after restoring chk-{top}: {first}")
     after = (
         f"first counts after it: {dict(sorted(first.items()))}" if first else "no counts printed (blackhole)"
     )
