@@ -33,7 +33,8 @@ The shapes beside ``counts``, each to put one more kind of handle into ``_metada
   whose tasks finish while the job runs: the checkpoints after that hold finished operators.
 
 ``restore`` runs with ``restart-strategy.type: none`` (a restore that fails fails the job) and reports the
-job's status before it cancels (``"status": "RUNNING"`` when the restore held).
+job's status before it cancels (``"status": "RUNNING"`` when the restore held); ``--claim`` restores in
+CLAIM mode, which a changelog checkpoint needs.
 
 The job: ``datagen`` at 4 rows/s with a random key 1..3, ``SELECT k, COUNT(*) ... GROUP BY k`` (keyed
 state), parallelism 1, local mini-cluster; with ``--operators 2`` a second keyed aggregation counts the
@@ -98,6 +99,13 @@ def _environment(checkpoints: Path, savepoints: Path, args: argparse.Namespace, 
     if restore:
         key = "execution.state-recovery.path" if _version() >= (2, 0) else "execution.savepoint.path"
         conf.set_string(key, restore)
+        if args.claim:  # Flink owns the restored checkpoint (the changelog backend needs it: see --claim)
+            mode = (
+                "execution.state-recovery.claim-mode"
+                if _version() >= (2, 0)
+                else "execution.savepoint-restore-mode"
+            )
+            conf.set_string(mode, "CLAIM")
     settings = EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(conf).build()
     if args.shape == "backpressure":  # a DataStream source: a StreamTableEnvironment over it
         from pyflink.datastream import StreamExecutionEnvironment
@@ -140,6 +148,15 @@ def _counts(env: Any, shape: str, operators: int) -> str:
     return f"INSERT INTO snk {counts}"
 
 
+def _status(client: Any) -> str:
+    """The job's status ("RUNNING", "FAILED", ...); "ENDED" when the local mini-cluster has already shut
+    down (it does when its only job ends)."""
+    try:
+        return str(client.get_job_status().result()).rsplit(".", 1)[-1]
+    except Exception:
+        return "ENDED"
+
+
 def _run(
     env: Any,
     seconds: float,
@@ -174,7 +191,7 @@ def _run(
     # a while to start, and a run that ends before any checkpoint keeps nothing.
     first = time.monotonic()
     while not any(checkpoints.glob(f"{out['jobId']}/chk-*/_metadata")) and time.monotonic() - first < 300:
-        if str(client.get_job_status().result()).rsplit(".", 1)[-1] in ("FAILED", "CANCELED", "FINISHED"):
+        if _status(client) in ("FAILED", "CANCELED", "FINISHED", "ENDED"):
             break  # a restore that failed: no checkpoint will come
         time.sleep(0.5)
     started = time.monotonic()
@@ -191,7 +208,7 @@ def _run(
         out["savepoint"] = out["savepoint"] or path
         out["savepoints"][name] = path
     time.sleep(max(0.0, seconds - (time.monotonic() - started)))
-    out["status"] = str(client.get_job_status().result()).rsplit(".", 1)[-1]
+    out["status"] = _status(client)
     if out["status"] == "RUNNING":
         client.cancel().result()  # the retained checkpoints stay
     return out
@@ -208,6 +225,9 @@ def main(argv: list[str]) -> int:
     restore.add_argument("--out", type=Path, required=True)
     restore.add_argument("--path", required=True)
     restore.add_argument("--seconds", type=float, default=8.0)
+    # A changelog checkpoint restored in NO_CLAIM mode (the default) fails the first checkpoint after it
+    # ("ChangelogStateBackend does not support enforcing a full snapshot", Flink 2.3.0, measured).
+    restore.add_argument("--claim", action="store_true")
     for each in (make, restore):
         each.add_argument("--backend", choices=("hashmap", "rocksdb"), default="hashmap")
         each.add_argument("--incremental", action="store_true")

@@ -267,7 +267,7 @@ def rocksdb(python: str) -> int:
 def fixture(name: str, pythons: dict[str, str]) -> int:
     """Step 9: the tree ``bench/_make_flink_fixtures.py`` kept of fixture ``name`` (at the root its
     handles name) restored by the Flink that wrote it, from the checkpoint the product chooses."""
-    from bench._make_flink_fixtures import WORK, options
+    from bench._make_flink_fixtures import RESTORE, WORK, options
     from tests.support.flinktrees import tree
 
     each = tree(name)
@@ -294,6 +294,7 @@ def fixture(name: str, pythons: dict[str, str]) -> int:
             "--seconds",
             "6",
             *options(str(each.info["variant"])),
+            *RESTORE.get(str(each.info["variant"]), []),
         )
         lines, seconds = _flink(python, *args)
     status = next((line.get("status") for line in lines if "status" in line), "")
