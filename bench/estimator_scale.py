@@ -90,20 +90,13 @@ def decode(method: str, reply: bytes) -> int:
 
 
 def _etcd_argv(etcd: Path, data: Path, client: int, peer: int) -> list[str]:
-    url = f"http://127.0.0.1:{client}"
+    """The tier's etcd with room for 10,000 nodes' pods and the bulk writes' large transactions."""
+    from tests.e2e.apiserver import etcd_argv
+
     return [
-        str(etcd),
-        f"--data-dir={data}",
-        f"--listen-client-urls={url}",
-        f"--advertise-client-urls={url}",
-        f"--listen-peer-urls=http://127.0.0.1:{peer}",
-        f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-        f"--initial-cluster=default=http://127.0.0.1:{peer}",
-        "--unsafe-no-fsync",
-        "--quota-backend-bytes=8589934592",
+        *etcd_argv(etcd, data, client, peer, quota=8 << 30),
         "--max-txn-ops=2048",
         "--max-request-bytes=16777216",
-        "--log-level=warn",
     ]
 
 
