@@ -105,6 +105,29 @@ bench: $(STAMP) moto-venv azurite
 soak: $(STAMP) moto-venv
 	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server $(BIN)/python -m bench soak
 
+# Real Flink from PyPI, one environment per version (not in git; Java 17 must be on the machine):
+# 2.3.0 (format 6), 2.0.2 (format 5), 1.20.5 (format 4). bench/_make_flink_fixtures.py makes the
+# fixtures of tests/fixtures/flink/ with them (FIXTURES names the variants: see that file), and
+# flink-fixtures-check has each fixture's tree restored by the Flink that wrote it.
+FLINK_VENVS := .venv-flink/.installed .venv-flink20/.installed .venv-flink1/.installed
+FIXTURES ?=
+FLINK_PYTHON ?= .venv-flink/bin/python,.venv-flink20/bin/python,.venv-flink1/bin/python
+.PHONY: flink-venvs flink-fixtures flink-fixtures-check
+flink-venvs: $(FLINK_VENVS)
+.venv-flink/.installed:   FLINK_VERSION = 2.3.0
+.venv-flink20/.installed: FLINK_VERSION = 2.0.2
+.venv-flink1/.installed:  FLINK_VERSION = 1.20.5
+$(FLINK_VENVS):
+	$(PYTHON) -m venv $(@D)
+	$(@D)/bin/pip install --quiet "apache-flink==$(FLINK_VERSION)"
+	touch $@
+
+flink-fixtures: $(STAMP) $(FLINK_VENVS)
+	FLINK_PYTHON=$(FLINK_PYTHON) $(BIN)/python -m bench._make_flink_fixtures $(FIXTURES)
+
+flink-fixtures-check: $(STAMP) $(FLINK_VENVS)
+	$(BIN)/python -m bench flink_restore --fixtures $(FIXTURES)
+
 clean:
 	rm -rf $(VENV) .venv-moto .venv-azurite .venv-audit .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis
 

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.support.backends import S3, Running
 from tests.support.operator import lost_checkpoints, overlap
 from tests.support.production import (
     Production,
@@ -33,7 +34,6 @@ from tests.support.production import (
     stop_asked,
     wait_for,
 )
-from tests.support.s3 import moto_server
 
 P = "flink-failover.io"
 
@@ -56,12 +56,12 @@ def slow(p: Production) -> None:
 
 
 def role_down(p: Production) -> None:
-    with p.role("member1", p.member1, p.proxy.endpoint):
+    with p.role("member1", p.member1, p.through):
         assert wait_for(lambda: "heartbeat-member1.json" in p.record_names())
     two = p.stack.enter_context(p.role("member2", p.member2, p.endpoint))
     p.fail_over(two)
     time.sleep(p.timings.poll)  # down for a poll more, then back (within the lease)
-    p.stack.enter_context(p.role("member1", p.member1, p.proxy.endpoint))
+    p.stack.enter_context(p.role("member1", p.member1, p.through))
 
 
 def replica_killed(p: Production) -> None:
@@ -89,7 +89,7 @@ def all_down(seconds: float) -> Callable[[Production], None]:
 
 def start_replicas_of_member1(p: Production) -> None:
     for _ in range(2):
-        p.stack.enter_context(p.role("member1", p.member1, p.proxy.endpoint))
+        p.stack.enter_context(p.role("member1", p.member1, p.through))
 
 
 def deleted(p: Production) -> None:
@@ -114,9 +114,9 @@ CASES: dict[str, Callable[[Production], None]] = {
 BEYOND = ("all-down-45s",)
 
 
-def run_case(endpoint: str, work: Path, name: str, stop: float) -> str:
+def run_case(storage: Running, work: Path, name: str, stop: float) -> str:
     timings = Timings(lease=30, poll=5, deadline=10, margin=10, stop=stop)
-    with production(endpoint, work / f"{name}-{stop:g}", f"bench-{name}-{int(stop)}", timings) as p:
+    with production(storage, work / f"{name}-{stop:g}", timings, f"bench-{name}-{int(stop)}") as p:
         CASES[name](p)
         if not wait_for(lambda: bool(p.operator2.jobs), 180):
             return f"{name:14} stop {stop:>4g} s: the new job never started"
@@ -140,12 +140,12 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     stops = args.stop or [6.0, 20.0]
     failed = 0
-    with tempfile.TemporaryDirectory() as tmp, moto_server(Path(tmp) / "moto.log") as endpoint:
+    with tempfile.TemporaryDirectory() as tmp, S3.start(Path(tmp) / "moto") as storage:
         for stop in stops:
             for name in args.cases.split(","):
                 if name in ("cut", "slow") and stop > 10:
                     continue  # beyond the stop margin the guarantee does not hold: documented, not measured
-                line = run_case(endpoint, Path(tmp), name, stop)
+                line = run_case(storage, Path(tmp), name, stop)
                 print(line + ("  (beyond the stated assumption)" if name in BEYOND else ""), flush=True)
                 failed += "two RUNNING  0.00 s" not in line and name not in BEYOND
     return 1 if failed else 0

@@ -31,6 +31,16 @@ Then the same job on RocksDB with incremental checkpoints, parallelism 2, every 
    chosen (Flink restores it in step 6 already);
 8. the job's whole ``shared/`` folder is removed: every checkpoint is skipped and the product chooses
    the newest savepoint, the native one (self-contained), which Flink restores.
+
+``python -m bench flink_restore --fixtures [NAME ...]`` (``make flink-fixtures-check``) restores instead
+the fixtures of tests/fixtures/flink/ from the trees ``bench/_make_flink_fixtures.py`` left under
+``/tmp/flink-failover-fixture/`` (each file at the path its handles name), each by the Flink that wrote
+it (the environment of that version among FLINK_PYTHON and ``.venv-flink*``):
+
+9. the product chooses the fixture's newest checkpoint (``decide_restore``, checked to every file it
+   names) and that Flink restores it with the job's own options (``restart-strategy.type: none``: a
+   restore that fails fails the job): the job must still be running after 6 s, and the counts it
+   prints go on from the restored state.
 """
 
 from __future__ import annotations
@@ -254,7 +264,84 @@ def rocksdb(python: str) -> int:
     return 0
 
 
-def main() -> int:
+def fixture(name: str, pythons: dict[str, str]) -> int:
+    """Step 9: the tree ``bench/_make_flink_fixtures.py`` kept of fixture ``name`` (at the root its
+    handles name) restored by the Flink that wrote it, from the checkpoint the product chooses."""
+    from bench._make_flink_fixtures import RESTORE, WORK, options
+    from tests.support.flinktrees import tree
+
+    each = tree(name)
+    made = WORK / name
+    if not (made / "ck" / each.job_id).is_dir():
+        print(f"  {name}: not run: {made} is not the tree of this fixture (make it again)")
+        return 1
+    python = pythons.get(each.flink)
+    if python is None:
+        print(f"  {name}: not run: no Flink {each.flink} environment")
+        return 1
+    top = each.checkpoints()[0]
+    told: list[str] = []
+    chosen = _choose(made, each.job_id, told)
+    if not chosen.endswith(f"/chk-{top}"):
+        raise AssertionError(f"{name}: chose {chosen}, the newest checkpoint is chk-{top}: {told}")
+    with tempfile.TemporaryDirectory(prefix="flink-restore-fixture-") as tmp:
+        args = (
+            "restore",
+            "--path",
+            chosen,
+            "--out",
+            tmp,
+            "--seconds",
+            "6",
+            *options(str(each.info["variant"])),
+            *RESTORE.get(str(each.info["variant"]), []),
+        )
+        lines, seconds = _flink(python, *args)
+    status = next((line.get("status") for line in lines if "status" in line), "")
+    if status != "RUNNING":
+        raise AssertionError(f"{name}: Flink {each.flink} restoring chk-{top}: the job was {status}")
+    # Two keyed operators (every fixture): the second counts the keys per count of the first, so the
+    # keys printed are the first operator's counts, which go on from the restored state (an empty
+    # restore would print counts 1, 2, 3 again).
+    first, _ = _counts(lines)
+    if first and min(first) <= 1:
+        raise AssertionError(f"{name}: the counts started again after restoring chk-{top}: {first}")
+    after = (
+        f"first counts after it: {dict(sorted(first.items()))}" if first else "no counts printed (blackhole)"
+    )
+    print(
+        f"  {name}: Flink {each.flink} restored chk-{top} (the product's choice), {after}  [{seconds:.1f} s]"
+    )
+    return 0
+
+
+def fixtures(names: list[str]) -> int:
+    """``python -m bench flink_restore --fixtures [NAME ...]``: step 9 for the fixtures named, by name
+    (``2.3.0-unaligned``) or variant (``unaligned``: each of its trees still where
+    bench/_make_flink_fixtures.py made it); none named: every such tree."""
+    from bench._make_flink_fixtures import WORK
+    from tests.support.flinktrees import trees
+
+    pythons = {_version(p): p for p in _pythons()}
+    for extra in sorted(REPO.glob(".venv-flink*/bin/python")):
+        pythons.setdefault(_version(str(extra)), str(extra))
+    kept = [t for t in trees() if (WORK / t.name / "ck" / t.job_id).is_dir()]
+    wanted = [t.name for t in kept if not names or t.name in names or t.info["variant"] in names]
+    wanted += [n for n in names if n not in {str(t.info["variant"]) for t in trees()} and n not in wanted]
+    status = 0
+    for name in wanted:
+        try:
+            status = fixture(name, pythons) or status
+        except (AssertionError, RuntimeError) as exc:
+            print(f"FAILED {name}: {exc}", file=sys.stderr)
+            status = 1
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = argv or []
+    if argv[:1] == ["--fixtures"]:
+        return fixtures(argv[1:])
     pythons = _pythons()
     if not pythons:
         print("not run: no Flink environment (FLINK_PYTHON, or .venv-flink: see bench/flink_restore.py)")

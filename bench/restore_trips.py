@@ -65,6 +65,7 @@ def _admission(handler: MemberHandler, bucket: str) -> tuple[float, dict[str, An
         savepoint_dir=f"s3://{bucket}/sp",
         labels={"flink-failover.io/failover": "true", "flink-failover.io/job-id": JOB},
     )
+    obj["spec"]["flinkVersion"] = "v2_3"  # incremental_metadata writes format 6, as Flink 2.3 does
     started = time.perf_counter()
     answered = handler(parse_review(review(obj)))
     seconds = time.perf_counter() - started

@@ -39,6 +39,7 @@ PURE_CORE = (
     "webhook.member.backend_options",
     "webhook.member.schema",
     "webhook.member.metadata",
+    "webhook.member.compat",
     "webhook.member.outcome",
     "webhook.member.updates",
     "webhook.member.checks",
@@ -75,7 +76,8 @@ KNOWN_CROSS_ROLE: set[tuple[str, str]] = set()
 # modules may import each other). A module placed nowhere fails the test: add it where it belongs.
 ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     "webhook.member": (
-        ("backend_options", "schema"),  # what each fsspec backend takes; how a policy field is declared
+        # what each fsspec backend takes; how a policy field is declared; which Flink reads what
+        ("backend_options", "schema", "compat"),
         ("policy",),  # the restore policy, declared once
         ("metadata", "outcome"),  # Flink's _metadata read from bytes; what a decision is (pure)
         ("updates", "checks"),  # what an UPDATE keeps; is a snapshot restorable (both pure)

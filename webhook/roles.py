@@ -97,10 +97,12 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
     from webhook.member.handler import MemberHandler, SessionClusterSource, internal_error
 
     clusters: SessionClusterSource | None = None
+    parents: SessionClusterSource | None = None
     if options.own_cluster is not None:
-        from webhook.member.sessions import KubeSessionClusters
+        from webhook.member.sessions import BLUE_GREENS, KubeSessionClusters
 
         clusters = KubeSessionClusters(options.own_cluster)
+        parents = KubeSessionClusters(options.own_cluster, BLUE_GREENS)  # a held parent holds its children
     fencing = options.fencing
     events = None
     if options.events is not None:
@@ -129,6 +131,7 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
         events=events,
         vouch=vouch,
         lanes=lanes,
+        blue_green_parents=parents,
     )
     if fencing is not None:
         agent = runner.AgentOptions(fencing.cluster, fencing.client.kubeconfig, fencing.client.context)

@@ -15,7 +15,7 @@ from typing import Any
 import celpy
 import pytest
 
-from tests.chart.test_chart import CP, one, render
+from tests.chart.test_chart import CP, FULLNAME, NS, find, one, render, selector_matches
 
 JOB_ID = "fc7fce4860f65c315b1dfa67267da151"
 
@@ -202,3 +202,172 @@ def test_member_webhook_skips_objects_being_deleted(helm: str, tmp_path: Path) -
         assert not all(
             evaluate(c["expression"], {"object": deleting(copy.deepcopy(labelled))}) for c in conditions
         )
+
+
+# --- a job held for fencing: the hold backstop and the webhook's registration (issue 35) ---------------
+
+P = "flink-failover.io"
+FENCING = {"member": {"fencing": {"cluster": "member1"}}}
+TRIGGER = {f"{P}/failover": "true", f"{P}/job-id": JOB_ID}
+
+
+@pytest.fixture(scope="module")
+def fencing_docs(helm: str, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    return render(helm, tmp_path_factory.mktemp("cel-hold"), FENCING)
+
+
+@pytest.fixture(scope="module")
+def agent(fencing_docs: list[dict[str, Any]]) -> str:
+    """The user the agent patches as: the pods' ServiceAccount (the webhook learns it the same way)."""
+    pod = one(fencing_docs, "Deployment")["spec"]["template"]["spec"]
+    return f"system:serviceaccount:{NS}:{pod['serviceAccountName']}"
+
+
+def held_object() -> dict[str, Any]:
+    """A restore the member webhook admitted held at epoch 3, as stored."""
+    return flink(
+        {**TRIGGER, "app": "orders"},
+        {**RESTORED, "state": "suspended"},
+        annotations={
+            f"{P}/restore-decision": "held",
+            f"{P}/epoch": "3",
+            f"{P}/hold": "epoch 3: waiting for member1 to stop; ...",
+        },
+    )
+
+
+def _edited(
+    old: dict[str, Any],
+    state: str = "running",
+    drop_labels: tuple[str, ...] = (),
+    drop: tuple[str, ...] = (),
+    **annotations: str,
+) -> dict[str, Any]:
+    new = copy.deepcopy(old)
+    new["spec"]["job"]["state"] = state
+    for key in drop_labels:
+        new["metadata"]["labels"].pop(key)
+    for key in drop:
+        new["metadata"]["annotations"].pop(f"{P}/{key}")
+    new["metadata"].setdefault("annotations", {}).update(
+        {f"{P}/{k.replace('_', '-')}": v for k, v in annotations.items()}
+    )
+    return new
+
+
+def _gitops(_old: dict[str, Any]) -> dict[str, Any]:
+    return flink({"app": "orders"}, RUNNING)  # the base manifest: none of our labels or fields
+
+
+HOLD_EDITS: dict[str, Any] = {
+    "start": lambda old: _edited(old),
+    "drop-trigger-labels-and-start": lambda old: _edited(old, drop_labels=tuple(TRIGGER)),
+    "remove-hold": lambda old: _edited(old, "suspended", drop=("hold",)),
+    "change-restore-decision": lambda old: _edited(old, "suspended", restore_decision="restored"),
+    "lower-epoch": lambda old: _edited(old, "suspended", epoch="1"),
+    "remove-epoch": lambda old: _edited(old, "suspended", drop=("epoch",)),
+    "forge-release": lambda old: _edited(old, drop=("hold",), released="ack at 2026-12-05T00:00:00Z"),
+    "gitops-full-replace": _gitops,
+}
+
+
+def admit_update(policy: dict[str, Any], old: dict[str, Any], new: dict[str, Any], user: str) -> str:
+    """kube-apiserver's answer to an UPDATE: 'skipped' (a matchCondition is false), 'allowed' or 'denied'."""
+    spec = policy["spec"]
+    activation = {
+        "object": new,
+        "oldObject": old,
+        "request": {"namespace": new["metadata"]["namespace"], "userInfo": {"username": user}},
+    }
+    if not all(evaluate(c["expression"], activation) for c in spec["matchConditions"]):
+        return "skipped"
+    if all(evaluate(v["expression"], activation) for v in spec["validations"]):
+        return "allowed"
+    return "denied"
+
+
+@pytest.mark.parametrize("edit", sorted(HOLD_EDITS))
+def test_hold_backstop_refuses_every_edit_but_the_agents(
+    fencing_docs: list[dict[str, Any]], agent: str, edit: str
+) -> None:
+    hold = one(fencing_docs, "ValidatingAdmissionPolicy", f"{FULLNAME}-{NS}-hold")
+    old = held_object()
+    new = HOLD_EDITS[edit](old)
+    assert admit_update(hold, old, new, "alice") == "denied"
+    assert admit_update(hold, old, new, "system:serviceaccount:karmada-system:karmada-agent") == "denied"
+    assert admit_update(hold, old, new, agent) == "skipped"  # the agent's release, its hold rewrites
+
+
+def test_hold_backstop_lets_what_keeps_the_hold_through(
+    fencing_docs: list[dict[str, Any]], agent: str
+) -> None:
+    hold = one(fencing_docs, "ValidatingAdmissionPolicy", f"{FULLNAME}-{NS}-hold")
+    old = held_object()
+    # an engineer asks for the release (the agent carries it out); Karmada's re-apply as the webhook left it
+    assert admit_update(hold, old, _edited(old, "suspended", release="true"), "alice") == "allowed"
+    assert admit_update(hold, old, copy.deepcopy(old), "alice") == "allowed"
+    # not held: a running copy, a suspended one without a hold, one being deleted
+    running = _edited(old, drop=("hold",))
+    assert admit_update(hold, running, _edited(running, "suspended"), "alice") == "skipped"
+    assert admit_update(hold, deleting(copy.deepcopy(old)), deleting(_edited(old)), "alice") == "skipped"
+    binding = one(fencing_docs, "ValidatingAdmissionPolicyBinding", f"{FULLNAME}-{NS}-hold")
+    assert binding["spec"] == {"policyName": hold["metadata"]["name"], "validationActions": ["Deny"]}
+    assert "objectSelector" in hold["spec"]["matchConstraints"]  # the product's own objects only
+    assert {e["key"] for e in hold["spec"]["matchConstraints"]["objectSelector"]["matchExpressions"]} == {
+        "app.kubernetes.io/name"
+    }  # never the trigger labels: an edit that drops them is judged too
+
+
+def test_hold_backstop_is_rendered_with_fencing_only(helm: str, tmp_path: Path) -> None:
+    assert not find(render(helm, tmp_path), "ValidatingAdmissionPolicy", f"{FULLNAME}-{NS}-hold")
+
+
+def webhooks_called(mwc: dict[str, Any], old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
+    """The entries kube-apiserver calls for a request: an objectSelector matches when the old object or
+    the new one matches it (k8s.io/apiserver pkg/admission/plugin/webhook/predicates/object), then every
+    matchCondition must hold."""
+    activation = {"object": new, "oldObject": old, "request": {"namespace": new["metadata"]["namespace"]}}
+    called = []
+    for hook in mwc["webhooks"]:
+        operation = "UPDATE" if old is not None else "CREATE"
+        if not any(operation in rule["operations"] for rule in hook["rules"]):
+            continue
+        versions = [o for o in (old, new) if o is not None]
+        if not any(
+            selector_matches(hook["objectSelector"], o["metadata"].get("labels") or {}) for o in versions
+        ):
+            continue
+        if all(evaluate(c["expression"], activation) for c in hook.get("matchConditions", [])):
+            called.append(hook["name"])
+    return called
+
+
+def blue_green_child(state: str) -> dict[str, Any]:
+    child = flink({"DeploymentType": "BLUE"}, {**RESTORED, "state": state})
+    child["metadata"]["name"] = "orders-blue"
+    child["metadata"]["ownerReferences"] = [
+        {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkBlueGreenDeployment", "name": "orders"}
+    ]
+    return child
+
+
+def test_every_update_of_a_held_object_reaches_the_webhook_once(fencing_docs: list[dict[str, Any]]) -> None:
+    mwc = one(fencing_docs, "MutatingWebhookConfiguration")
+    old = held_object()
+    trigger_entry = "flink-failover-io-failover.flink-failover.io"
+    held_entry = "flink-failover-io-held.flink-failover.io"
+    for edit in sorted(HOLD_EDITS):
+        # the old object's labels still select it, whatever the request removed
+        assert webhooks_called(mwc, old, HOLD_EDITS[edit](old)) == [trigger_entry], edit
+    # a held object whose labels are gone on both sides (an edit the webhook did not see): by its hold
+    bare = copy.deepcopy(old)
+    bare["metadata"]["labels"] = {"app": "orders"}
+    assert webhooks_called(mwc, bare, _edited(bare)) == [held_entry]
+    # a blue/green child's start (none of its parent's labels): sent, the webhook asks the parent
+    assert webhooks_called(mwc, blue_green_child("suspended"), blue_green_child("running")) == [held_entry]
+    # what is neither: not sent
+    assert webhooks_called(mwc, blue_green_child("running"), blue_green_child("running")) == []
+    assert webhooks_called(mwc, blue_green_child("suspended"), blue_green_child("suspended")) == []
+    plain = flink({"app": "orders"}, {**RUNNING, "state": "suspended"})
+    assert webhooks_called(mwc, plain, _edited(plain)) == []
+    assert webhooks_called(mwc, None, flink(TRIGGER, RUNNING)) == [trigger_entry]

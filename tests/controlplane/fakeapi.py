@@ -8,8 +8,8 @@ write, or not before ``release_watch``) while GET already serves the write, as a
 watch cache and a client's informer lag behind etcd; coordination.k8s.io Leases (GET, POST, PUT with
 resourceVersion conflicts) for leader election, and a log of which process patched while who held
 the Lease. Objects are stored as JSON so a "restarted" client reads exactly what an earlier one
-persisted. ``latency`` makes a GET or a PATCH of one object answer as late as a real API server
-does (a base plus a seeded exponential tail, slept in the request's own thread).
+persisted. ``latency`` makes a GET or a PATCH of one object, or a LIST of a collection, answer as late
+as a real API server does (a base plus a seeded exponential tail, slept in the request's own thread).
 
 Users: a bearer token ``user:<name>`` authenticates as ``<name>`` (``RunningFake.user_kubeconfig``),
 any other token as ``DEFAULT_USER`` (the member role's service account); a ``SelfSubjectReview``
@@ -94,7 +94,8 @@ class FakeKarmada:
     leases: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     holders: list[tuple[float, str]] = field(default_factory=list)  # (monotonic time, new holder)
     patch_log: list[PatchSeen] = field(default_factory=list)
-    # method -> (base seconds, mean of the exponential tail): how long a GET / PATCH of one object takes
+    # method -> (base seconds, mean of the exponential tail): how long a GET / PATCH of one object, or a
+    # LIST of the collection, takes
     latency: dict[str, tuple[float, float]] = field(default_factory=dict)
     _latency_rng: random.Random = field(default_factory=lambda: random.Random(7))
     # (old, patched, user) -> the object stored: the mutating webhook of an HTTP PATCH (None: none)
@@ -420,11 +421,13 @@ class _Handler(BaseHTTPRequestHandler):
                 fake.fail_next_lists -= 1
                 self._status(503, "ServiceUnavailable", "etcd is not ready")
                 return
+            fake.delay("LIST")
             self._json(200, fake.list_page(int(query.get("limit") or 0), query.get("continue", "")))
             return
         routed = self._object_route(url.path)
         if routed is not None and not url.path.startswith(PREFIX):
             store, namespace, name = routed
+            store.delay("GET")
             with store.cond:
                 found = store.objects.get((namespace, name))
             if found is None:
@@ -471,6 +474,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._status(415, "UnsupportedMediaType", "only merge patches here")
             return
         if routed is not None and not self.path.startswith(PREFIX):
+            fake.delay("PATCH")
             with fake.cond:
                 failing = fake.fail_next_patches > 0
                 fake.fail_next_patches = max(0, fake.fail_next_patches - 1)
@@ -587,6 +591,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 128  # as a real API server's backlog: a client opening 32 connections at once
     fake: FakeKarmada
     stores: dict[str, FakeKarmada]  # list + watch path -> collection
 

@@ -43,24 +43,27 @@ class Etcd:
     process: Process
 
 
+def etcd_argv(etcd: Path, data: Path, client: int, peer: int, quota: int = 4 << 30) -> list[str]:
+    """One etcd member on loopback ``client`` and ``peer`` ports, its data in ``data``, ``quota`` bytes."""
+    url = f"http://127.0.0.1:{client}"
+    return [
+        str(etcd),
+        f"--data-dir={data}",
+        f"--listen-client-urls={url}",
+        f"--advertise-client-urls={url}",
+        f"--listen-peer-urls=http://127.0.0.1:{peer}",
+        f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+        f"--initial-cluster=default=http://127.0.0.1:{peer}",
+        "--unsafe-no-fsync",  # a test's data need not survive a power cut
+        f"--quota-backend-bytes={quota}",
+        "--log-level=warn",
+    ]
+
+
 def start_etcd(procs: Processes, etcd: Path, data: Path) -> Etcd:
     client, peer = free_port(), free_port()
     url = f"http://127.0.0.1:{client}"
-    process = procs.start(
-        "etcd",
-        [
-            str(etcd),
-            f"--data-dir={data}",
-            f"--listen-client-urls={url}",
-            f"--advertise-client-urls={url}",
-            f"--listen-peer-urls=http://127.0.0.1:{peer}",
-            f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-            f"--initial-cluster=default=http://127.0.0.1:{peer}",
-            "--unsafe-no-fsync",  # a test's data need not survive a power cut
-            "--quota-backend-bytes=4294967296",
-            "--log-level=warn",
-        ],
-    )
+    process = procs.start("etcd", etcd_argv(etcd, data, client, peer))
     wait_until("etcd health", lambda: _get(f"{url}/health", None, None)["health"] == "true", 60, [process])
     return Etcd(url, process)
 

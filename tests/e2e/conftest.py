@@ -94,7 +94,7 @@ def tools() -> Tools:
 @contextlib.contextmanager
 def _world(assets: Assets, version: str, folder: Path, tools: Tools, via_guide: bool) -> Iterator[World]:
     with stack(assets, version, folder, tools, product=not via_guide) as st:
-        write = checkpoint_writer(st.s3_endpoint)
+        write = checkpoint_writer(st)
         operators = {
             name: OperatorDouble(name, st.member_api(name), write).start() for name in st.karmada.members
         }

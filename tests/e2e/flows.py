@@ -20,6 +20,7 @@ from tests.e2e.scenario import (
     CHECKPOINTS,
     NAMESPACE,
     PREFIX,
+    SAVEPOINTS,
     Outcome,
     World,
     flink_job,
@@ -150,19 +151,27 @@ def return_to_previous(world: World, jobs: list[str]) -> Outcome:
     return back
 
 
-def partition(world: World, jobs: list[str]) -> Outcome:
+def partition(
+    world: World,
+    jobs: list[str],
+    checkpoint_dir: str = CHECKPOINTS,
+    savepoint_dir: str = SAVEPOINTS,
+    backend: str = "s3",
+) -> Outcome:
     """Karmada loses the member the job runs on while the job keeps running: Karmada's way to that member
     is cut (its own components, the operator and the product's member role still reach it). The shipped
     cluster-failover policy (Directly), its not-ready toleration lowered from 60 s to 5 s: Karmada taints
     the cluster, evicts, and creates the new Work after the graceful-eviction timeout; the new copy must
-    not run before the old one has stopped, and must start from the old one's last checkpoint."""
-    name = "partitioned"
+    not run before the old one has stopped, and must start from the old one's last checkpoint. The job's
+    checkpoints, savepoints and fencing records are in ``checkpoint_dir`` and ``savepoint_dir``, on the
+    storage ``backend`` (s3, gcs, azure) names."""
+    name = "partitioned" if backend == "s3" else f"partitioned-{backend}"
     jobs.append(name)
     key = (NAMESPACE, name)
     policy = propagation_policy("propagationpolicy-cluster-failover.yaml", [name])
     for toleration in policy["spec"]["placement"]["clusterTolerations"]:
         toleration["tolerationSeconds"] = 5
-    world.submit([flink_job(name)], policy)
+    world.submit([flink_job(name, checkpoint_dir=checkpoint_dir, savepoint_dir=savepoint_dir)], policy)
     old_cluster = world.wait_running(key)
     job = world.wait_checkpoints(old_cluster, key, 3)
     world.wait_captured(name, old_cluster, job.job_id)
@@ -176,7 +185,9 @@ def partition(world: World, jobs: list[str]) -> Outcome:
     finally:
         proxy.heal()
     outcome = _outcome(world, name, old_cluster, triggered)
-    world.record(outcome.line("partition (Karmada cut off from the member, the job still running)"))
+    world.record(
+        outcome.line(f"partition on {backend} (Karmada cut off from the member, the job still running)")
+    )
     assert stopped, "the old job still ran when the new one started"
     _assert_restored_newest(outcome)
     return outcome

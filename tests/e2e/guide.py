@@ -183,6 +183,13 @@ def _helm_install(st: Stack, words: list[str], env: dict[str, str], work: Balanc
     role = values.get("role", "member")
     if role == "member":
         _set(values, "policy.storageOptions.s3.endpoint_url", st.s3_endpoint)  # what MinIO users add
+        # the tier's GCS and Azure Blob, as a user of those adds them (the guide allows s3 alone)
+        others = st.other_storage_options()
+        for scheme, options in others.items():
+            _set(values, f"policy.storageOptions.{scheme}", options)
+        allowed = values.get("policy", {}).get("allowedSchemes")
+        if allowed is not None:
+            _set(values, "policy.allowedSchemes", [*allowed, *(s for s in others if s not in allowed)])
     if role == "control-plane" and values.get("controlPlane", {}).get("part") == "workload":
         balancers[(name, "https")] = work  # the Service the Karmada API server reaches at $WORK_WEBHOOK_URL
     release = install(

@@ -38,23 +38,37 @@ TAINT_PREFIX = "e2e.flink-failover.io/"  # the key prefix of every taint the sce
 EVICT_TAINT = {"key": f"{TAINT_PREFIX}evict", "effect": "NoExecute"}
 
 
-def checkpoint_writer(endpoint: str) -> Callable[[str, str, int], None]:
-    """How a running job completes a checkpoint: its ``_metadata`` last, as Flink writes it."""
-    import s3fs
+# The scheme each backend's scenarios name their checkpoint and savepoint directories with.
+SCHEMES = {"s3": "s3", "gcs": "gs", "azure": "abfs"}
 
-    fs = s3fs.S3FileSystem(
-        endpoint_url=endpoint, key=CREDENTIALS["key"], secret=CREDENTIALS["secret"], skip_instance_cache=True
-    )
+
+def storage_dirs(backend: str) -> tuple[str, str]:
+    """A job's checkpoint and savepoint directories on ``backend`` (s3, gcs, azure), in BUCKET."""
+    if backend == "s3":
+        return CHECKPOINTS, SAVEPOINTS
+    root = f"{SCHEMES[backend]}://{BUCKET}"
+    return f"{root}/checkpoints", f"{root}/savepoints"
+
+
+def checkpoint_writer(st: Stack) -> Callable[[str, str, int], None]:
+    """How a running job completes a checkpoint: its ``_metadata`` last, as Flink writes it, into
+    whichever storage its checkpoint directory names, straight (s3:// and s3a:// alike on the tier's S3:
+    the job's storage path is its own, a proxy in front of the role's is not the job's)."""
 
     def write(folder: str, job_id: str, checkpoint: int) -> None:
-        bucket_path = folder.split("://", 1)[-1]  # s3:// and s3a:// alike: the job writes straight to S3
-        fs.pipe_file(f"{bucket_path}/{job_id}/chk-{checkpoint}/_metadata", real_metadata(checkpoint))
+        st.storage_for(folder).write(
+            f"{folder}/{job_id}/chk-{checkpoint}/_metadata", real_metadata(checkpoint)
+        )
 
     return write
 
 
 def flink_job(
-    name: str, namespace: str = NAMESPACE, upgrade_mode: str = "savepoint", checkpoint_dir: str = CHECKPOINTS
+    name: str,
+    namespace: str = NAMESPACE,
+    upgrade_mode: str = "savepoint",
+    checkpoint_dir: str = CHECKPOINTS,
+    savepoint_dir: str = SAVEPOINTS,
 ) -> dict[str, Any]:
     return {
         "apiVersion": "flink.apache.org/v1beta1",
@@ -67,7 +81,7 @@ def flink_job(
             "flinkConfiguration": {
                 "taskmanager.numberOfTaskSlots": "2",
                 "execution.checkpointing.dir": checkpoint_dir,
-                "execution.checkpointing.savepoint-dir": SAVEPOINTS,
+                "execution.checkpointing.savepoint-dir": savepoint_dir,
             },
             "jobManager": {"resource": {"cpu": 1, "memory": "2048m"}},
             "taskManager": {"resource": {"cpu": 1, "memory": "2048m"}},

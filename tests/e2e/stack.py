@@ -1,7 +1,10 @@
 """The whole end-to-end stack for one Karmada version, started and stopped by the tests.
 
 etcd; the Karmada control plane with two members (``tests/e2e/karmada.py``); moto's S3 for checkpoints and
-fencing records; the product as the chart installs it (``tests/e2e/install.py``): the control-plane role on
+fencing records, and beside it Google Cloud Storage (gcp-storage-emulator) and Azure Blob (Azurite), each
+with a bucket (container) ``BUCKET``, for the scenarios run on those backends (tests/support/backends.py;
+one whose program is missing is left out, and a scenario asking for it skips or, in CI, fails); the
+product as the chart installs it (``tests/e2e/install.py``): the control-plane role on
 the Karmada API server, the member role (two replicas, fencing on) and the estimator on each member, the
 estimator's ExternalName release on the Karmada API server; the shipped Karmada customizations and the
 ClusterTaintPolicy applied; an operator double per member (``tests/e2e/operator.py``).
@@ -26,7 +29,8 @@ from tests.e2e.karmada import MEMBERS, Karmada, apply, start_karmada
 from tests.e2e.pki import write_pki
 from tests.e2e.procs import Processes, wait_until
 from tests.e2e.rest import Rest
-from tests.support.repo import REPO
+from tests.support.backends import MissingServer, Running, by_name
+from tests.support.repo import REPO, shared_data_required
 from tests.support.s3 import CREDENTIALS, moto_server
 from tests.support.server import free_port
 from tests.support.tcpproxy import TcpProxy, tcp_proxy
@@ -63,10 +67,35 @@ class Stack:
     # hangs one storage for one member
     s3a_proxy: TcpProxy | None = None
     releases: dict[str, Release] = field(default_factory=dict)
+    # every storage server of the stack by its backend's name (s3, gcs, azure), each with BUCKET made
+    storages: dict[str, Running] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)  # backend name -> why its server is not here
 
     @property
     def fencing(self) -> dict[str, float]:
         return dict(FENCING)
+
+    def storage(self, backend: str) -> Running:
+        """The running server of ``backend`` (s3, gcs, azure); a missing one skips the test that asks
+        (fails it under REQUIRE_SHARED_DATA=1, as CI runs), with the reason."""
+        if backend in self.missing:
+            import pytest
+
+            if shared_data_required():
+                pytest.fail(self.missing[backend], pytrace=False)
+            pytest.skip(self.missing[backend])
+        return self.storages[backend]
+
+    def storage_for(self, url: str) -> Running:
+        """The server that holds ``url`` (a Flink path: s3://, s3a://, gs://, abfs://)."""
+        from webhook.common.paths import StoragePath
+
+        protocol = StoragePath.parse(url).protocol
+        return next(r for r in self.storages.values() if r.backend.protocol == protocol)
+
+    def other_storage_options(self) -> dict[str, dict[str, Any]]:
+        """The policy's storageOptions for the backends beside S3, as a user writes them."""
+        return {r.backend.scheme: r.options() for name, r in sorted(self.storages.items()) if name != "s3"}
 
     def karmada_api(self) -> Rest:
         return Rest(self.karmada.api.url, self.karmada.api.ca, ADMIN_TOKEN, name="karmada")
@@ -82,9 +111,13 @@ class Stack:
         return apply(self.tools.kubectl, self.karmada.members[name].kubeconfig, documents)
 
 
-def storage_values(endpoint: str, s3a_endpoint: str = "") -> dict[str, Any]:
-    """The policy and the member pods' credentials for the tier's S3, as docs/install.md shows them."""
+def storage_values(
+    endpoint: str, s3a_endpoint: str = "", others: dict[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The policy and the member pods' credentials for the tier's S3, as docs/install.md shows them, and
+    ``others``' storageOptions (scheme -> options: the tier's GCS and Azure Blob) beside them."""
     options = {"s3": {"endpoint_url": endpoint}, "s3a": {"endpoint_url": s3a_endpoint or endpoint}}
+    options.update(others or {})
     return {
         "image": {"repository": IMAGE},
         "policy": {"storageOptions": options, "fencing": dict(FENCING)},
@@ -130,6 +163,15 @@ def stack(assets: Assets, version: str, folder: Path, tools: Tools, product: boo
         _make_bucket(endpoint)
         port = int(endpoint.rsplit(":", 1)[1])
         st = Stack(version, folder, procs, karmada, endpoint, tools, exits.enter_context(tcp_proxy(port)))
+        st.storages["s3"] = Running(by_name("s3"), endpoint)
+        for name in ("gcs", "azure"):
+            try:
+                running = exits.enter_context(by_name(name).start(folder / "logs" / name))
+            except MissingServer as exc:
+                st.missing[name] = str(exc)
+                continue
+            running.fs.mkdir(BUCKET)
+            st.storages[name] = running
         _nodes(st)
         _users(st)
         if product:
@@ -216,7 +258,7 @@ def _karmada_policies(st: Stack) -> None:
 
 
 def _install_product(st: Stack) -> None:
-    values = storage_values(st.s3_endpoint)
+    values = storage_values(st.s3_endpoint, others=st.other_storage_options())
     work = st.folder / "product"
     helm, kubectl = st.tools.helm, st.tools.kubectl
     karmada_api = st.karmada.api
@@ -247,7 +289,8 @@ def _install_product(st: Stack) -> None:
         )
         apply(kubectl, api.kubeconfig, [_credentials_secret()])
         through = st.s3a_proxy.endpoint if name == "member2" and st.s3a_proxy is not None else ""
-        member_values = yaml.safe_load(yaml.safe_dump(storage_values(st.s3_endpoint, through)))
+        chosen = storage_values(st.s3_endpoint, through, st.other_storage_options())
+        member_values = yaml.safe_load(yaml.safe_dump(chosen))
         member_values["role"] = "member"
         member_values["member"]["fencing"] = {"cluster": name}
         st.releases[f"member-{name}"] = install(

@@ -94,6 +94,9 @@ class S3Proxy(ThreadingHTTPServer):
       500 InternalError (the listing fails half-way);
     * ``cut-list``: the ListObjectsV2 response is cut off half-way through its body (connection closed);
     * ``deny``: every call gets S3's 403 AccessDenied (a bucket policy or IAM denies the reader).
+
+    Whatever the mode, a call to a bucket in ``hung`` is never answered (until ``release`` is set): one
+    bucket of an endpoint hangs beside healthy ones (``held`` counts such calls).
     """
 
     daemon_threads = True
@@ -105,11 +108,21 @@ class S3Proxy(ThreadingHTTPServer):
         self.upstream = (split.hostname or "127.0.0.1", split.port or 80)
         self.mode = "pass"
         self.failed = 0  # requests this proxy failed on purpose
+        self.hung: set[str] = set()
+        self.held = 0  # requests to a hung bucket, never answered
+        self.release = threading.Event()
         self.lock = threading.Lock()
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that gave up on a call (its deadline cancelled it) is not the proxy's error."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
 
 
 class _ProxyHandler(BaseHTTPRequestHandler):
@@ -149,6 +162,12 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         mode = self.server.mode
         split = urlsplit(self.path)
+        if split.path.lstrip("/").split("/", 1)[0] in self.server.hung:
+            with self.server.lock:
+                self.server.held += 1
+            self.server.release.wait()
+            self.close_connection = True
+            return
         query = parse_qs(split.query, keep_blank_values=True)
         listing = self.command == "GET" and query.get("list-type") == ["2"]
         if mode == "deny":
@@ -194,6 +213,7 @@ def s3_proxy(upstream: str) -> Iterator[S3Proxy]:
     try:
         yield proxy
     finally:
+        proxy.release.set()
         proxy.shutdown()
         proxy.server_close()
         thread.join(5)

@@ -392,8 +392,10 @@ def test_fencing_calls_through_a_proxy_in_front_of_each_server_fail_within_their
     with tcp_proxy(storage_backend.port) as proxy:
         options = storage_backend.storage_options(storage_backend.via(proxy.port))
         store = FencingStore(CheckpointStorage(options), "member1", Lanes(2.0))
-        store.beat(folder, {"n": 1})
-        assert [h.cluster for h in store.list(folder).ownership.heartbeats] == ["member1"]
+        # The first calls build the client and connect (1-2 s on a loaded machine): a deadline no
+        # machine misses; only the call to the slowed storage gets the lanes' 2 s.
+        store.beat(folder, {"n": 1}, timeout=60)
+        assert [h.cluster for h in store.list(folder, timeout=60).ownership.heartbeats] == ["member1"]
         proxy.slow(60)  # every answer 60 s late: a listing that waited for it would succeed
         with pytest.raises(StorageError):
             store.list(folder)

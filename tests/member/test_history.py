@@ -22,6 +22,7 @@ from tests.support.objects import (
     decode_patch,
     flink_deployment,
     flink_metadata,
+    flink_version,
     review,
 )
 from tests.support.s3 import moto_server, s3_options
@@ -356,6 +357,7 @@ def test_real_flink_trees_are_ordered_by_id_with_their_times_reset(
     obj = flink_deployment(
         checkpoint_dir=str(ck), savepoint_dir=str(sp), labels={FAILOVER: "true", JOB_LABEL: job_id}
     )
+    obj["spec"]["flinkVersion"] = flink_version(version)  # the Flink that wrote it restores it
     resp = answer(RestorePolicy(), obj)
     assert restored_path(resp, obj) == str(ck / job_id / "chk-11")  # 11 > 10, whatever the times say
     shutil.rmtree(ck / job_id / "chk-11")
@@ -376,6 +378,7 @@ def test_real_flink_trees_on_s3(shared_data: Path, s3: tuple[str, s3fs.S3FileSys
         savepoint_dir=f"s3://{prefix}/sp",
         labels={FAILOVER: "true", JOB_LABEL: job_id},
     )
+    obj["spec"]["flinkVersion"] = flink_version(version)
     policy = RestorePolicy(storage_options={"s3": s3_options(endpoint)})
     assert restored_path(answer(policy, obj), obj) == f"s3://{prefix}/ck/{job_id}/chk-11"
     fs.rm(f"{prefix}/ck/{job_id}/chk-11", recursive=True)

@@ -68,7 +68,9 @@ def test_every_metadata_of_a_real_tree_reads_to_its_end_and_names_files_flink_wr
                 where = named.path[len(root) + 1 :]
             assert where in written, (rel, named)
             assert named.size <= written[where], (rel, named)
-            if named.scope is not FileScope.SEGMENT:
+            if "/dstl/" in named.path:  # a changelog file: its first byte, the format, is no state
+                assert named.size == written[where] - 1, (rel, named)
+            elif named.scope is not FileScope.SEGMENT:
                 assert named.size == written[where]  # a file's handle names its whole length
 
 
@@ -97,7 +99,12 @@ def test_file_merging_checkpoints_name_segments_of_merged_files() -> None:
 
 
 def _smallest() -> tuple[str, bytes]:
-    candidates = [(f"{t.name}/{r}", (t.folder / r).read_bytes()) for t in TREES for r in t.metadata_files()]
+    first = [
+        t
+        for t in TREES
+        if t.info["variant"] in ("rocksdb-incremental", "rocksdb-file-merging", "hashmap-files")
+    ]
+    candidates = [(f"{t.name}/{r}", (t.folder / r).read_bytes()) for t in first for r in t.metadata_files()]
     return min(candidates, key=lambda c: len(c[1]))
 
 

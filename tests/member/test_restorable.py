@@ -18,7 +18,7 @@ import pytest
 import s3fs
 
 from tests.support.flinktrees import Tree, materialize, tree, trees, upload
-from tests.support.objects import apply, decode_patch, flink_deployment, review
+from tests.support.objects import apply, decode_patch, flink_deployment, flink_version, review
 from tests.support.repo import REPO
 from tests.support.s3 import moto_server, s3_options
 from tests.support.server import executable, generate_certs, serve
@@ -37,11 +37,14 @@ def spelled(url: str) -> str:
 
 
 def deployment(each: Tree, url: str) -> dict[str, Any]:
-    return flink_deployment(
+    """The object restoring ``each``, run by the Flink that wrote it (spec.flinkVersion)."""
+    obj = flink_deployment(
         checkpoint_dir=f"{url}/ck",
         savepoint_dir=f"{url}/sp",
         labels={f"{P}/failover": "true", f"{P}/job-id": each.job_id},
     )
+    obj["spec"]["flinkVersion"] = flink_version(each.flink)
+    return obj
 
 
 def answer(policy: RestorePolicy, obj: dict[str, Any]) -> dict[str, Any]:
@@ -206,6 +209,7 @@ def test_a_newer_format_is_trusted_by_its_header_or_skipped_as_the_policy_says(t
     data = meta.read_bytes()
     meta.write_bytes(data[:4] + (9).to_bytes(4, "big") + data[8:])
     obj = deployment(each, url)
+    obj["spec"]["flinkVersion"] = "v9_0"  # a Flink newer than this release knows: its reading is not judged
     trusted = answer(RestorePolicy(), obj)
     assert chosen(trusted, obj) == f"{url}/ck/{each.job_id}/chk-{top}"
     assert "_metadata is in format version 9, newer than this release reads: only its header" in warnings(
@@ -365,7 +369,9 @@ def test_the_fencing_agents_resume_skips_what_flink_cannot_restore(tmp_path: Pat
             return body
 
     agent = FencingAgent("member1", policy, Api(), CheckpointStorage())
-    copy = read_copy(running_deployment(each.job_id), policy)
+    obj = running_deployment(each.job_id)
+    obj["spec"]["flinkVersion"] = flink_version(each.flink)  # its own Flink: what it wrote, it reads
+    copy = read_copy(obj, policy)
     assert asyncio.run(agent._resume(copy)) is None
     job = patched[-1]["spec"]["job"]
     assert job["initialSavepointPath"] == f"{url}/ck/{each.job_id}/chk-{below}"

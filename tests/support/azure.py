@@ -4,16 +4,14 @@
 from __future__ import annotations
 
 import os
-import signal
-import socket
-import subprocess
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support.gcs import MissingServer
 from tests.support.repo import REPO
 from tests.support.server import free_port
+from tests.support.storage_process import port_accepts, storage_process
 
 # Azurite's well-known development account (documented by Microsoft; no secret).
 ACCOUNT = "devstoreaccount1"
@@ -37,39 +35,15 @@ def azurite_command() -> list[str]:
 @contextmanager
 def azurite_server(log_file: Path) -> Iterator[str]:
     """Azurite's Blob service in memory on a free loopback port; yields the account's blob endpoint."""
-    from tests.support.production import wait_for
-
     port = free_port()
-    with open(log_file, "wb") as log:
-        process = subprocess.Popen(
-            [
-                *azurite_command(),
-                "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
-                "--skipApiVersionCheck", "--loose", "--disableTelemetry",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            cwd=log_file.parent,  # where Azurite leaves its debug files
-        )  # fmt: skip
-    try:
-
-        def answers() -> bool:
-            if process.poll() is not None:
-                raise RuntimeError(f"Azurite exited: {log_file.read_text()[-2000:]}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            except OSError:
-                return False
-            return True
-
-        if not wait_for(answers, 60):
-            raise RuntimeError(f"Azurite did not start: {log_file.read_text()[-2000:]}")
+    argv = [
+        *azurite_command(),
+        "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
+        "--skipApiVersionCheck", "--loose", "--disableTelemetry",
+    ]  # fmt: skip
+    # cwd: where Azurite leaves its debug files
+    with storage_process("Azurite", argv, log_file, port_accepts(port), 60, cwd=log_file.parent):
         yield f"http://127.0.0.1:{port}/{ACCOUNT}"
-    finally:
-        with suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        process.wait(10)
 
 
 def connection_string(endpoint: str) -> str:

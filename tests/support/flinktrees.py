@@ -13,12 +13,14 @@ and its bytes, so every string that starts with the old root gets the new root a
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.support.repo import REPO
+from webhook.member.metadata import Metadata
 
 FIXTURES = REPO / "tests" / "fixtures" / "flink"
 
@@ -163,3 +165,100 @@ def incremental_metadata(
     body = bytes.fromhex("4960672d") + i32(6) + i64(checkpoint_id) + i32(0) + i32(1) + operator
     real = next((FIXTURES / "2.3.0-hashmap-files").rglob("chk-*/_metadata")).read_bytes()
     return body + real[real.index(bytes.fromhex("aced0005")) :]
+
+
+@dataclass(frozen=True)
+class Census:
+    """What one ``_metadata`` holds, as the product's reader met it while reading it to its end."""
+
+    metadata: Metadata
+    types: dict[int, int]  # handle type byte -> how many (MetadataV2V3SerializerBase's numbering)
+    families: frozenset[str]  # "operator state", "coordinator state", "input channel state", ...
+
+
+# Handle type bytes -> the family the tests name (the same in 1.18 to 2.3).
+FAMILIES = {
+    1: "byte stream",
+    2: "file",
+    3: "key groups",
+    4: "operator state",
+    5: "incremental keyed state",
+    6: "relative file",
+    7: "savepoint key groups",
+    8: "changelog",
+    9: "changelog bytes",
+    10: "changelog file",
+    11: "incremental keyed state",
+    12: "key groups",
+    13: "changelog file",
+    14: "changelog",
+    15: "segment",
+    16: "empty segment",
+    17: "merged operator state",
+}
+
+
+def census(data: bytes) -> Census:
+    """Read ``data`` with the product's reader (``webhook/member/metadata.py``), counting on the way
+    each handle type, master state, coordinator state, channel state and finished operator or subtask it
+    reads past: a fixture is then checked to hold what it was made for, by the code that reads it."""
+    from webhook.member import metadata as m
+
+    types: Counter[int] = Counter()
+    families: set[str] = set()
+
+    class Counting(m._Serializer):
+        declared: int | None = None
+        seen = 0
+
+        def _peek(self, size: int = 1) -> int:
+            r = self.r
+            return int.from_bytes(r.data[r.pos : r.pos + size], "big", signed=size > 1)
+
+        def master_state(self) -> None:
+            families.add("master state")
+            super().master_state()
+
+        def operator_state(self, number: int) -> None:
+            self.declared, self.seen = None, 0
+            super().operator_state(number)
+            if self.declared is not None and self.declared < 0:
+                families.add("finished operator")
+            elif self.declared is not None and self.seen < self.declared:
+                families.add("finished subtask")
+
+        def subtask_state(self, label: str, index: int) -> None:
+            self.seen += 1
+            super().subtask_state(label, index)
+
+        def operator_handle(self, where: str) -> None:
+            types[self._peek()] += 1
+            super().operator_handle(where)
+
+        def keyed_handle(self, where: str) -> None:
+            types[self._peek()] += 1
+            super().keyed_handle(where)
+
+        def stream_handle(self, where: str, coordinator: bool = False) -> int:
+            kind = super().stream_handle(where, coordinator)
+            types[kind] += 1
+            if coordinator:
+                self.declared = self._peek(4)  # the subtask count follows: -1 when all finished
+                if kind:
+                    families.add("coordinator state")
+            return kind
+
+        def channel_states(self, where: str, input_side: bool) -> None:
+            if self._peek(4) > 0:
+                families.add("input channel state" if input_side else "output channel state")
+            super().channel_states(where, input_side)
+
+    problem = m.metadata_problem(data[: m.METADATA_HEADER_BYTES], len(data))
+    if problem:
+        raise ValueError(problem)
+    version = int.from_bytes(data[4:8], "big")
+    found = Counting(version, m._Reader(data, 8)).metadata()
+    types.pop(0, None)
+    families |= {FAMILIES[t] for t in types}
+    families.add(f"format {version}")
+    return Census(found, dict(types), frozenset(families))

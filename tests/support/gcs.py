@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
-import subprocess
 import sys
-import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support.server import free_port
+from tests.support.storage_process import storage_process, url_answers
 
 PROJECT = "flink-failover-test"
 
@@ -37,35 +35,12 @@ def gcs_binary() -> str:
 @contextmanager
 def gcs_server(log_file: Path) -> Iterator[str]:
     """The emulator in memory on a free loopback port; yields its endpoint URL."""
-    from tests.support.production import wait_for
-
     port = free_port()
-    with open(log_file, "wb") as log:
-        process = subprocess.Popen(
-            [gcs_binary(), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
     endpoint = f"http://127.0.0.1:{port}"
-    try:
-
-        def answers() -> bool:
-            if process.poll() is not None:
-                raise RuntimeError(f"gcp-storage-emulator exited: {log_file.read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(f"{endpoint}/storage/v1/b?project={PROJECT}", timeout=1).read()
-            except OSError:
-                return False
-            return True
-
-        if not wait_for(answers, 30):
-            raise RuntimeError(f"gcp-storage-emulator did not start: {log_file.read_text()[-2000:]}")
+    argv = [gcs_binary(), "start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"]
+    ready = url_answers(f"{endpoint}/storage/v1/b?project={PROJECT}")
+    with storage_process("gcp-storage-emulator", argv, log_file, ready):
         yield endpoint
-    finally:
-        with suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        process.wait(10)
 
 
 def gcs_options(endpoint: str) -> dict[str, object]:

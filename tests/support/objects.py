@@ -23,6 +23,13 @@ OTHER_JOB_ID = "0123456789abcdef0123456789abcdef"
 FLINK_METADATA = bytes.fromhex("4960672d00000003") + (10**6).to_bytes(8, "big") + bytes(8)
 
 
+def flink_version(release: str) -> str:
+    """The operator's ``spec.flinkVersion`` of a Flink release ("2.3.0" -> "v2_3"): what an object
+    restoring a tree that release wrote says."""
+    major, minor = release.split(".")[:2]
+    return f"v{major}_{minor}"
+
+
 def flink_metadata(checkpoint_id: int, version: int = 4) -> bytes:
     """A complete _metadata as Flink writes it for a job without state: magic, format version, the
     checkpoint id (8 bytes), no master and no operator states, and from version 4 on the checkpoint

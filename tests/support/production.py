@@ -2,9 +2,11 @@
 
 Each cluster is a fake API server with the product's member role served for real (gunicorn, TLS,
 ``--cluster``) and a Flink operator double that keeps a suspended job RUNNING for its stop delay
-(``tests/support/operator.py``). One S3 (moto's server on loopback) holds checkpoints and ownership
-records; member1's role reaches it only through a TCP proxy that can be cut or slowed, while the jobs
-write their checkpoints straight to it (a job's storage path is its own; only the role loses it).
+(``tests/support/operator.py``). One storage, a real server of any backend of tests/support/backends.py
+(S3 on moto, GCS on gcp-storage-emulator, Azure Blob on Azurite, or a local directory), holds
+checkpoints and ownership records; member1's role reaches a networked one only through a TCP proxy
+that can be cut or slowed, while the jobs write their checkpoints straight to it with their own client
+(a job's storage path is its own; only the role loses it). Local files have no proxy: nothing to cut.
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from tests.controlplane import fakeapi
+from tests.support.backends import Running
 from tests.support.objects import (
     JOB_ID,
     apply,
@@ -28,9 +33,9 @@ from tests.support.objects import (
     review,
 )
 from tests.support.operator import OperatorDouble, lost_checkpoints, overlap, running_status
-from tests.support.s3 import s3_options
 from tests.support.server import RunningServer, generate_certs, serve
 from tests.support.tcpproxy import TcpProxy
+from webhook.common.paths import StoragePath
 
 P = "flink-failover.io"
 
@@ -72,9 +77,9 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 90.0) -> bool:
 @dataclass
 class Production:
     tmp: Path
-    endpoint: str  # S3, direct
-    proxy: TcpProxy  # member1's role reaches S3 only through it
-    bucket: str
+    storage: Running  # the storage's server, reached directly (member2's role, the jobs, the test)
+    proxy: TcpProxy | None  # member1's role reaches a networked storage only through it; None for files
+    root: str  # the policy's defaultCheckpointDir, as a Flink path names it
     certs: Path
     member1: fakeapi.RunningFake
     member2: fakeapi.RunningFake
@@ -84,32 +89,48 @@ class Production:
     timings: Timings
 
     @property
-    def root(self) -> str:
-        return f"s3://{self.bucket}/checkpoints"
+    def endpoint(self) -> str:
+        """The storage's endpoint, direct (for files: its root directory)."""
+        return self.storage.endpoint
 
-    def fs(self) -> Any:
-        import s3fs
+    @property
+    def through(self) -> str:
+        """The storage's endpoint as member1's role reaches it (through the proxy, when there is one)."""
+        return self.endpoint if self.proxy is None else self.storage.via(self.proxy.port)
 
-        return s3fs.S3FileSystem(skip_instance_cache=True, **s3_options(self.endpoint))
+    def _proxy(self) -> TcpProxy:
+        if self.proxy is None:
+            raise ValueError(f"{self.storage.backend.name} storage has no proxy to cut or slow")
+        return self.proxy
+
+    def cut(self) -> None:
+        """member1's role loses its storage (the jobs keep theirs)."""
+        self._proxy().cut()
+
+    def slow(self, seconds: float) -> None:
+        """Every answer member1's role gets from storage ``seconds`` late."""
+        self._proxy().slow(seconds)
+
+    def heal(self) -> None:
+        self._proxy().heal()
 
     def records(self) -> str:
-        return f"{self.bucket}/checkpoints/flink-failover/analytics/flinkdeployment/orders"
+        return StoragePath.parse(f"{self.root}/flink-failover/analytics/flinkdeployment/orders").fs_path
 
     def record_names(self) -> list[str]:
-        fs = self.fs()
         try:
-            return sorted(p.rsplit("/", 1)[-1] for p in fs.ls(self.records(), refresh=True))
+            found = self.storage.fs.ls(self.records(), detail=False, refresh=True)
         except FileNotFoundError:
             return []
+        return sorted(str(p).rstrip("/").rsplit("/", 1)[-1] for p in found)
 
     def policy(self, name: str, endpoint: str) -> Path:
         path = self.tmp / f"{name}-policy.yaml"
-        path.write_text(
-            f"defaultCheckpointDir: {self.root}\n"
-            f"storageOptions: {{s3: {{endpoint_url: '{endpoint}', key: testing, secret: testing}}}}\n"
-            + self.timings.policy_yaml(),
-            encoding="utf-8",
-        )
+        policy = {
+            "defaultCheckpointDir": self.root,
+            "storageOptions": self.storage.storage_options(endpoint),
+        }
+        path.write_text(yaml.safe_dump(policy) + self.timings.policy_yaml(), encoding="utf-8")
         return path
 
     @contextmanager
@@ -151,21 +172,21 @@ class Production:
 
 
 @contextmanager
-def production(endpoint: str, tmp: Path, bucket: str, timings: Timings) -> Iterator[Production]:
-    """member1 runs job JOB_ID (checkpoints 1-3 done) and heartbeats once its role is started."""
-    import s3fs
-
-    fs = s3fs.S3FileSystem(skip_instance_cache=True, **s3_options(endpoint))
-    fs.mkdir(bucket)
-    for n in (1, 2, 3):
-        fs.pipe(f"{bucket}/checkpoints/{JOB_ID}/chk-{n}/_metadata", flink_metadata(n))
+def production(storage: Running, tmp: Path, timings: Timings, prefix: str = "prod") -> Iterator[Production]:
+    """member1 runs job JOB_ID (checkpoints 1-3 done) and heartbeats once its role is started; a new
+    bucket (container, directory) named from ``prefix`` on ``storage`` holds everything."""
+    root = f"{storage.bucket(prefix)}/checkpoints"
 
     def writer(job_id: str, n: int) -> None:
-        fs.pipe(f"{bucket}/checkpoints/{job_id}/chk-{n}/_metadata", flink_metadata(n))
+        storage.write(f"{root}/{job_id}/chk-{n}/_metadata", flink_metadata(n))
 
+    for n in (1, 2, 3):
+        writer(JOB_ID, n)
     with ExitStack() as stack:
-        proxy = TcpProxy(int(endpoint.rsplit(":", 1)[1]))
-        stack.callback(proxy.close)
+        proxy = None
+        if storage.backend.name != "file":
+            proxy = TcpProxy(storage.port)
+            stack.callback(proxy.close)
         member1, member2 = fakeapi.start_member_cluster(), fakeapi.start_member_cluster()
         stack.callback(member1.stop)
         stack.callback(member2.stop)
@@ -186,13 +207,13 @@ def production(endpoint: str, tmp: Path, bucket: str, timings: Timings) -> Itera
         operator1.adopt("analytics", "orders", JOB_ID, 3)
         certs = generate_certs(tmp / "certs")
         yield Production(
-            tmp, endpoint, proxy, bucket, certs, member1, member2, operator1, operator2, stack, timings
+            tmp, storage, proxy, root, certs, member1, member2, operator1, operator2, stack, timings
         )
 
 
 def start_pair(p: Production) -> tuple[RunningServer, RunningServer]:
     """Both member roles served; returns once member1 heartbeats."""
-    one = p.stack.enter_context(p.role("member1", p.member1, p.proxy.endpoint))
+    one = p.stack.enter_context(p.role("member1", p.member1, p.through))
     two = p.stack.enter_context(p.role("member2", p.member2, p.endpoint))
     assert wait_for(lambda: "heartbeat-member1.json" in p.record_names())
     return one, two
@@ -201,7 +222,7 @@ def start_pair(p: Production) -> tuple[RunningServer, RunningServer]:
 def start_replicas(p: Production) -> tuple[list[RunningServer], RunningServer]:
     """member1's role as the chart runs it, two replicas (each with its agent), and member2's; returns
     once member1 heartbeats."""
-    ones = [p.stack.enter_context(p.role("member1", p.member1, p.proxy.endpoint)) for _ in range(2)]
+    ones = [p.stack.enter_context(p.role("member1", p.member1, p.through)) for _ in range(2)]
     two = p.stack.enter_context(p.role("member2", p.member2, p.endpoint))
     assert wait_for(lambda: "heartbeat-member1.json" in p.record_names())
     return ones, two

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from tests.support.repo import REPO
 from tests.support.server import free_port
+from tests.support.storage_process import storage_process, url_answers
 
 CREDENTIALS = {"key": "testing", "secret": "testing"}
 
@@ -26,32 +24,10 @@ def moto_binary() -> str:
 @contextmanager
 def moto_server(log_file: Path) -> Iterator[str]:
     port = free_port()
-    with open(log_file, "wb") as log:
-        process = subprocess.Popen(
-            [moto_binary(), "-H", "127.0.0.1", "-p", str(port)],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
     endpoint = f"http://127.0.0.1:{port}"
-    try:
-        from tests.support.production import wait_for  # production keeps its records on this server
-
-        def answers() -> bool:
-            if process.poll() is not None:
-                raise RuntimeError(f"moto server exited: {log_file.read_text()[-2000:]}")
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=1).read()
-            except OSError:
-                return False
-            return True
-
-        if not wait_for(answers, 30):
-            raise RuntimeError(f"moto server did not start: {log_file.read_text()[-2000:]}")
+    argv = [moto_binary(), "-H", "127.0.0.1", "-p", str(port)]
+    with storage_process("moto server", argv, log_file, url_answers(f"{endpoint}/moto-api/")):
         yield endpoint
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(10)
 
 
 def s3_options(endpoint: str) -> dict[str, object]:

@@ -178,8 +178,8 @@ class SimStorage(CheckpointStorage):
         super().__init__({})
         self.store = store
 
-    def filesystem(self, path: StoragePath) -> Any:
-        return SimFileSystem(self.store)
+    def filesystem(self, path: StoragePath, lane: str = "", connections: int = 0) -> Any:
+        return SimFileSystem(self.store)  # one store, whichever lane's instance
 
 
 @dataclass(frozen=True)
@@ -204,7 +204,7 @@ class Reach:
         return self.latency if self.latencies is None else next(self.latencies)
 
     def fault(self, lane: str) -> str:
-        bucket = lane.split("://", 1)[-1].split("/", 1)[0]
+        bucket = lane.split(" ", 1)[0].split("://", 1)[-1].split("/", 1)[0]  # "s3://b heartbeats": b
         now = self.loop.now
         for f in self.faults:
             if f.start <= now < f.end and f.bucket in ("", bucket):
@@ -290,7 +290,13 @@ class SimApi:
         return copy.deepcopy(found) if found is not None else None
 
     async def patch(
-        self, kind: str, namespace: str, name: str, body: dict[str, Any], timeout: float | None = None
+        self,
+        kind: str,
+        namespace: str,
+        name: str,
+        body: dict[str, Any],
+        timeout: float | None = None,
+        stops: bool = False,
     ) -> dict[str, Any] | ApiFailure:
         await asyncio.sleep(self.latency)
         if self._down():

@@ -179,6 +179,10 @@ class FlinkResource:
     # A FlinkDeployment the operator created for a FlinkBlueGreenDeployment (its ownerReference): the
     # parent's name. Such a child carries none of the parent's labels (FLINK-41403).
     blue_green_parent: str = ""
+    # The Flink it runs (spec.flinkVersion, "v1_20") and its image: which snapshots it can load
+    # (member/compat.py). A FlinkSessionJob has neither: its session cluster's count.
+    flink_version: str = ""
+    image: str = ""
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> FlinkResource:
@@ -198,6 +202,8 @@ class FlinkResource:
             deleting=bool(meta.get("deletionTimestamp")),
             deployment_name=str(spec.get("deploymentName") or ""),
             blue_green_parent=_blue_green_owner(meta.get("ownerReferences")),
+            flink_version=_text(spec.get("flinkVersion")),
+            image=_text(spec.get("image")),
         )
 
     @property
@@ -259,3 +265,8 @@ class FlinkResource:
     def initial_savepoint_path(self) -> str:
         value = self.job_field("initialSavepointPath")
         return value if isinstance(value, str) else ""
+
+
+def _text(value: Any) -> str:
+    """A string field of the spec ("" when absent or not a string)."""
+    return value.strip() if isinstance(value, str) else ""

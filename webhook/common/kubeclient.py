@@ -61,6 +61,7 @@ class ClientConfig:
     # (a mounted Secret updated in place): the new token is used without a restart.
     credentials_check_seconds: float = 10.0
     retries: bool = False  # urllib3's silent retries: off where a loop of ours retries with backoff
+    connections: int | None = None  # connections kept per API server (None: the client's cpu count x 5)
 
 
 def failure(exc: BaseException) -> ApiFailure:
@@ -126,6 +127,8 @@ def new_api_client(config: ClientConfig, what: str) -> Any:
     configuration = client.Configuration()
     if not config.retries:  # our loops retry with backoff; urllib3's retries would stretch the deadlines
         configuration.retries = False
+    if config.connections is not None:
+        configuration.connection_pool_maxsize = config.connections
     try:
         if config.kubeconfig or config.context or not _in_cluster():
             kube_config.load_kube_config(  # type: ignore[no-untyped-call]

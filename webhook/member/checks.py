@@ -2,8 +2,9 @@
 
 Pure: ``member/storage.py`` reads the bytes and lists the folders; these functions say what that shows.
 A snapshot is passed over, with the reason the decision tells, when its ``_metadata`` cannot be loaded
-(``member/metadata.py``), says another checkpoint id than its ``chk-N`` directory, or names a file its
-folder's listing does not hold (or holds shorter than the handle reads).
+(``member/metadata.py``) or cannot be by the Flink that will restore it (``member/compat.py``), says
+another checkpoint id than its ``chk-N`` directory, or names a file its folder's listing does not hold
+(or holds shorter than the handle reads).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from webhook.common.paths import StoragePath, StoragePathError
+from webhook.member.compat import NOT_STATED, Target, cannot_read
 from webhook.member.metadata import FileScope, Metadata, MetadataRead, NewerFormat, Unreadable
 from webhook.member.policy import NewerMetadata
 
@@ -26,10 +28,16 @@ class Judged:
     metadata: Metadata | None = None  # None: only the header was read (a newer format trusted)
 
 
-def judge(read: MetadataRead, directory_id: int | None, newer: NewerMetadata) -> Judged:
-    """``read`` for a snapshot whose directory says ``directory_id`` (``chk-N``; None for a savepoint)."""
+def judge(
+    read: MetadataRead, directory_id: int | None, newer: NewerMetadata, target: Target = NOT_STATED
+) -> Judged:
+    """``read`` for a snapshot whose directory says ``directory_id`` (``chk-N``; None for a savepoint),
+    to be restored by ``target`` (its format version and handle types; unknown: not judged)."""
     if isinstance(read, Unreadable):
         return Judged(read.reason)
+    why = cannot_read(target, read.version, read.handles if isinstance(read, Metadata) else ())
+    if why:
+        return Judged(why)
     if isinstance(read, NewerFormat):
         what = f"_metadata is in format version {read.version}, newer than this release reads"
         if newer is NewerMetadata.SKIP:

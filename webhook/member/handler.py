@@ -42,6 +42,7 @@ from webhook.member.restore import (
     triggered,
 )
 from webhook.member.storage import CheckpointStorage, Deadline, DeadlineExceeded
+from webhook.member.updates import keep_child_held
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,9 @@ class MemberHandler:
     identity: AgentIdentity = field(default_factory=AgentIdentity)
     # Kubernetes Events of the decisions (with the member cluster's API; none offline).
     events: EventSink = field(default_factory=NoEvents)
+    # (namespace, name, seconds left) -> a FlinkBlueGreenDeployment (its hold holds its children); with
+    # fencing, read from the member cluster's API.
+    blue_green_parents: SessionClusterSource | None = None
 
     def __post_init__(self) -> None:
         self._pool: concurrent.futures.Executor = (
@@ -132,12 +136,14 @@ class MemberHandler:
         read_only: bool = False,
         vouch: Callable[[str], str | None] | None = None,
         lanes: Lanes | None = None,
+        blue_green_parents: SessionClusterSource | None = None,
     ) -> MemberHandler:
         """``cluster``: this member's name in Karmada, when its fencing agent runs (else no fencing);
         ``agent_users``: the identities the agent's release markers are accepted from (none known: no
         one's); ``read_only`` (``review --cluster``): the records are read, never written, and the
         answer is the server's; ``vouch(kind)``: why this replica's agent cannot fence a restore of that
-        kind now (None: it can); ``lanes``: the storage lanes shared with the agent."""
+        kind now (None: it can); ``lanes``: the storage lanes shared with the agent;
+        ``blue_green_parents``: reads a child's FlinkBlueGreenDeployment (its hold holds the child)."""
         storage = CheckpointStorage(policy.storage_options)
         if not daemon_lookups:
             storage.warm(policy.allowed_schemes)  # each worker's clients before its first admission
@@ -146,9 +152,20 @@ class MemberHandler:
             from webhook.member.fencing.records import FencingStore
 
             store = FencingStore(storage, cluster, lanes)
+            if not daemon_lookups and policy.default_checkpoint_dir:
+                store.warm(policy.default_checkpoint_dir)  # the heartbeats' own client, as the lookups'
             gate = FencingGate(cluster, policy, store, read_only, vouch)
         identity = agent_users if isinstance(agent_users, AgentIdentity) else AgentIdentity.fixed(agent_users)
-        return cls(policy, storage, session_clusters, daemon_lookups, gate, identity, events or NoEvents())
+        return cls(
+            policy,
+            storage,
+            session_clusters,
+            daemon_lookups,
+            gate,
+            identity,
+            events or NoEvents(),
+            blue_green_parents,
+        )
 
     def __call__(self, request: AdmissionRequest) -> AdmissionResponse:
         deadline = Deadline(self.policy.deadline_seconds * 0.9)  # leave room to answer
@@ -166,7 +183,15 @@ class MemberHandler:
             def clusters(namespace: str, name: str) -> SessionCluster:
                 return source(namespace, name, max(deadline.remaining(), 0.001))
 
+        known = self.identity.current()
+        from_agent = known.accepts(request.user)
         if resource.blue_green_parent and not triggered(resource, self.policy):
+            kept = self._child_held(request, resource, old, from_agent, deadline)
+            if kept is not None:
+                if not request.dry_run:
+                    for occurrence in admission_events(request, kept, self.policy):
+                        self.events.record(occurrence)
+                return respond(request, kept)
             # The operator creates it from its parent's template, which this webhook restored: it
             # starts from the template's initialSavepointPath (docs/flink.md "FlinkBlueGreenDeployment").
             parent = resource.blue_green_parent
@@ -177,7 +202,6 @@ class MemberHandler:
         if self.fencing is not None and _fences(request, resource, self.policy):
             # beside the lookup, on the storage's lane
             pending = self.fencing.begin(resource, request.dry_run, self._pool, deadline.remaining())
-        known = self.identity.current()
         decision = decide_restore(
             request.operation,
             resource,
@@ -186,7 +210,7 @@ class MemberHandler:
             lambda q: self._lookup(q, deadline),
             clusters,
             requester=request.user,
-            from_agent=known.accepts(request.user),
+            from_agent=from_agent,
             agent_unknown="" if known.users is not None else known.source,
         )
         if decision.storage_error:
@@ -197,6 +221,30 @@ class MemberHandler:
             for occurrence in admission_events(request, decision, self.policy):
                 self.events.record(occurrence)  # queued: never waits for the API server
         return respond(request, decision)
+
+    def _child_held(
+        self,
+        request: AdmissionRequest,
+        resource: FlinkResource,
+        old: FlinkResource | None,
+        from_agent: bool,
+        deadline: Deadline,
+    ) -> RestoreDecision | None:
+        """A blue/green child started by anyone but the agent while its parent is held stays suspended
+        (None: it is not held). Holds exist only with fencing; the parent is read from this cluster's
+        API, and one that cannot be read holds the child (fail closed)."""
+        if self.fencing is None or request.operation != "UPDATE" or old is None or from_agent:
+            return None
+        if old.state != "suspended" or resource.state == "suspended":
+            return None  # not a start: nothing to read
+        name = resource.blue_green_parent
+        if self.blue_green_parents is None:
+            found = SessionCluster(None, "this member role does not read its cluster's API")
+        else:
+            found = self.blue_green_parents(resource.namespace, name, max(deadline.remaining(), 0.001))
+        return keep_child_held(
+            resource, old, found.resource, found.error, self.policy, request.user, from_agent
+        )
 
     def _lookup(self, query: SnapshotQuery, deadline: Deadline) -> Snapshots:
         """Run the storage lookup on the pool and wait at most until the deadline.

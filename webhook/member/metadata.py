@@ -15,7 +15,10 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from dataclasses import field as default_factory_field
 from enum import StrEnum
+
+from webhook.member.compat import HandleMet
 
 # Flink's checkpoint metadata file (org.apache.flink.runtime.checkpoint.Checkpoints) starts with this
 # 4-byte big-endian magic number, then a 4-byte metadata version (serializers V1..V7 so far: 4 from
@@ -90,6 +93,7 @@ class Metadata:
     end: int  # where Flink stops reading
     size: int  # the file's length
     properties: str = ""  # the checkpoint properties' type (version 4 on): "Checkpoint", "Savepoint", ...
+    handles: tuple[HandleMet, ...] = ()  # each handle type held, once, in the order first met
 
     @property
     def trailing(self) -> int:
@@ -205,6 +209,10 @@ class _Found:
     files: list[NamedFile]
     inline: int = 0
     subtasks: int = 0
+    handles: dict[int, str] = default_factory_field(default_factory=dict)  # type byte -> where first met
+
+    def met(self, kind: int, where: str) -> None:
+        self.handles.setdefault(kind, where)
 
 
 # Handle type bytes (MetadataV2V3SerializerBase, the same in 1.20.5 and 2.3.0).
@@ -232,8 +240,8 @@ _CHANNEL_V1_INPUT, _CHANNEL_V1_OUTPUT, _CHANNEL_MERGED_INPUT, _CHANNEL_MERGED_OU
 
 
 class _Serializer:
-    """One format version's reading (V2: Flink 1.3-1.10; V3: 1.11+; V4: + properties, 1.15+;
-    V5: + operator name and uid; V6: channel state handles of the second kind, 2.x)."""
+    """One format version's reading (V2: Flink 1.3-1.10; V3: 1.11+; V4: + properties, 1.16+;
+    V5: + operator name and uid, 2.0+; V6: channel state handles of the second kind, 2.1+)."""
 
     def __init__(self, version: int, reader: _Reader) -> None:
         self.version = version
@@ -260,7 +268,7 @@ class _Serializer:
         f = self.found
         return Metadata(
             self.version, checkpoint_id, operators, f.subtasks, tuple(f.files), f.inline, r.pos, len(r.data),
-            properties,
+            properties, tuple(HandleMet(code, where) for code, where in f.handles.items()),
         )  # fmt: skip
 
     def _count(self, what: str) -> int:
@@ -348,6 +356,7 @@ class _Serializer:
             return
         if kind not in (_OPERATOR, _SEGMENT_OPERATOR):
             raise _Invalid(f"holds an operator state handle of type {kind}, which Flink does not know")
+        self.found.met(kind, where)
         for _ in range(max(r.i32(), 0)):
             r.utf()
             mode = r.i8()
@@ -369,6 +378,7 @@ class _Serializer:
         kind = r.i8()
         if kind == _NULL:
             return
+        self.found.met(kind, where)
         if kind in (_KEY_GROUPS, _KEY_GROUPS_V2, _SAVEPOINT_KEY_GROUPS):
             r.i32()
             r.skip_longs(r.i32())
@@ -434,6 +444,7 @@ class _Serializer:
             return kind
         if coordinator and kind != _BYTE_STREAM:
             raise _Invalid(f"holds coordinator state of handle type {kind}, not the bytes Flink expects")
+        self.found.met(kind, where)
         if kind == _FILE:
             size = r.i64()
             self._named(r.utf(), FileScope.ABSOLUTE, size, where)

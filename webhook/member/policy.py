@@ -26,6 +26,7 @@ import yaml
 from webhook.common.contract import DEFAULT_JOB_ID_LABELS, DEFAULT_PREFIX, JOB_ID, Contract
 from webhook.common.paths import FSSPEC_PROTOCOL
 from webhook.member import backend_options
+from webhook.member.compat import FLINK_READS
 from webhook.member.schema import (
     AtMost,
     Block,
@@ -184,6 +185,9 @@ class RestorePolicy:
     # Storage requests one admission may spend checking snapshots; past it the job is held suspended,
     # never restored unchecked (a listing page of 1,000 entries is one request).
     verify_budget: int = 100
+    # Image patterns (fnmatch, first match) and the Flink version each runs ("v1_20"): which snapshots
+    # an object whose image matches can load, beside its spec.flinkVersion (member/compat.py).
+    flink_versions: tuple[tuple[str, str], ...] = ()
 
     @functools.cached_property
     def contract(self) -> Contract:
@@ -224,6 +228,30 @@ class StorageOptions:
                 }
                 for scheme, protocol in protocols.items()
             },
+        }
+
+
+@dataclass(frozen=True)
+class ImageVersions:
+    """A mapping of image patterns (``*`` and ``?`` as in shell globs) to the Flink version the images
+    run, spelled as the operator's ``spec.flinkVersion`` ("v1_20"); the first pattern that matches counts."""
+
+    def read(self, name: str, value: Any) -> Any:
+        opts = {} if value is None else value
+        if not isinstance(opts, dict):
+            raise PolicyError(name, "must map an image pattern to a Flink version such as v1_20")
+        for pattern, version in opts.items():
+            if not isinstance(pattern, str) or not pattern.strip():
+                raise PolicyError(name, f"{pattern!r} is not an image pattern")
+            if version not in FLINK_READS:
+                raise PolicyError(name, f"{pattern}: {version!r} is not one of {', '.join(FLINK_READS)}")
+        return tuple((str(k), str(v)) for k, v in opts.items())
+
+    def schema(self) -> Schema:
+        return {
+            "type": "object",
+            "propertyNames": {"minLength": 1},
+            "additionalProperties": {"type": "string", "enum": list(FLINK_READS)},
         }
 
 
@@ -384,6 +412,16 @@ POLICY = Block(
             ),
             "storage requests one admission may spend checking snapshots (a listing page of 1,000 entries "
             "is one); past it the job is held suspended, never restored unchecked",
+        ),
+        Field(
+            "flinkVersions",
+            "flink_versions",
+            ImageVersions(),
+            'image patterns and the Flink version each runs, e.g. `{"*/flink:1.20*": v1_20}` (first '
+            "match counts): with the object's `spec.flinkVersion`, which Flink restores it; a snapshot it "
+            "cannot load is passed over, and with none left the job is held "
+            "([docs/flink.md](docs/flink.md#which-flink-reads-what))",
+            shown_default="none",
         ),
         Field(
             "deadlineSeconds",

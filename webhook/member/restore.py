@@ -20,6 +20,7 @@ from webhook.common.flink import (
     snapshot_job,
 )
 from webhook.common.paths import StoragePath, StoragePathError
+from webhook.member.compat import NOT_STATED, Target, is_target_problem, target_of
 from webhook.member.outcome import RestoreDecision as RestoreDecision
 from webhook.member.outcome import RestoreOutcome as RestoreOutcome
 from webhook.member.outcome import decision_annotations, restored
@@ -35,7 +36,7 @@ from webhook.member.policy import (
     Verify,
 )
 from webhook.member.updates import RELEASE_IGNORED as RELEASE_IGNORED
-from webhook.member.updates import carry_over, keep_fenced
+from webhook.member.updates import carry_over, held_before, keep_fenced
 
 # RestoreDecision, RestoreOutcome, triggered and RELEASE_IGNORED are still imported from here by the
 # handler and the fencing modules (their homes are member/outcome.py and member/updates.py).
@@ -74,6 +75,9 @@ class SnapshotQuery:
     on_newer: NewerMetadata = NewerMetadata.TRUST
     budget: int = 100  # storage requests the lookup may make; past it: unchecked, held
     allowed_schemes: tuple[str, ...] = DEFAULT_ALLOWED_SCHEMES  # where named files may be checked
+    # The Flink that will restore it (its spec.flinkVersion, its image): a snapshot it cannot load is
+    # passed over (member/compat.py); unknown: not judged.
+    target: Target = NOT_STATED
 
 
 @dataclass(frozen=True)
@@ -190,6 +194,15 @@ def decide_restore(
     """
     if operation == "UPDATE" and old is not None and old.labels.get(policy.key(FENCED)):
         return keep_fenced(resource, old, policy)
+    if (
+        operation == "UPDATE"
+        and held_before(old, policy)
+        and resource.job is not None
+        and not resource.deleting
+    ):
+        # Decided from the old object before the new one's labels: an edit that drops the trigger
+        # labels (a GitOps tool applying the base manifest) must not start a held job.
+        return carry_over(resource, old, policy, requester, from_agent, agent_unknown)
     if operation not in ("CREATE", "UPDATE") or not triggered(resource, policy):
         return RestoreDecision(RestoreOutcome.SKIP, "no failover label")
     if resource.job is None:
@@ -242,6 +255,19 @@ def decide_restore(
     return _resolve(resource, job_id, policy, lookup, warnings, own, cluster)
 
 
+def restoring_flink(own: FlinkResource, cluster: FlinkResource | None, policy: RestorePolicy) -> Target:
+    """The Flink that will load the snapshot: the object's own ``spec.flinkVersion`` and image, or for a
+    FlinkSessionJob its session cluster's (when it was read)."""
+    if own.kind == "FlinkSessionJob":
+        if cluster is None:
+            return Target(
+                unknown="a FlinkSessionJob runs the Flink of its session cluster, which was not read"
+            )
+        where = f"session cluster FlinkDeployment {cluster.namespace}/{cluster.name} "
+        return target_of(cluster.flink_version, cluster.image, policy.flink_versions, where)
+    return target_of(own.flink_version, own.image, policy.flink_versions)
+
+
 def _resolve(
     resource: FlinkResource,
     job_id: str,
@@ -269,7 +295,10 @@ def _resolve(
         return RestoreDecision(RestoreOutcome.DENIED, str(exc), job_id=job_id)
     if checkpoint_dir is None:
         checkpoint_from = ""
-    decision = _resolve_dirs(resource, job_id, policy, lookup, warnings, checkpoint_dir, savepoint_dir)
+    target = restoring_flink(own, cluster, policy)
+    decision = _resolve_dirs(
+        resource, job_id, policy, lookup, warnings, checkpoint_dir, savepoint_dir, target
+    )
     return replace(decision, checkpoint_dir_from=checkpoint_from) if checkpoint_from else decision
 
 
@@ -281,6 +310,7 @@ def _resolve_dirs(
     warnings: list[str],
     checkpoint_dir: StoragePath | None,
     savepoint_dir: StoragePath | None,
+    target: Target = NOT_STATED,
 ) -> RestoreDecision:
     job_dir: StoragePath | None = None
     if checkpoint_dir is not None and job_id:
@@ -303,14 +333,15 @@ def _resolve_dirs(
 
     asked = ", ".join(str(p) for p in (job_dir, savepoint, listed_dir, started_from) if p is not None)
     query = checked_as(
-        SnapshotQuery(job_dir, savepoint, checkpoint_dir, listed_dir, job_id, started_from), policy
+        SnapshotQuery(job_dir, savepoint, checkpoint_dir, listed_dir, job_id, started_from, target=target),
+        policy,
     )
     try:
         result = lookup(query)
     except StorageError as exc:
         decision = _fallback(policy.on_storage_error, f"storage error: {exc}", job_id, warnings, policy, True)
         return replace(decision, storage=asked)
-    found = _Found(result, job_dir, savepoint, listed_dir, started_from, savepoint_dir is not None)
+    found = _Found(result, job_dir, savepoint, listed_dir, started_from, savepoint_dir is not None, target)
     decision = _from_snapshots(resource, job_id, policy, warnings, found)
     trips = result.trips
     return replace(decision, storage=asked, storage_rounds=trips.rounds, storage_requests=trips.requests)
@@ -326,6 +357,7 @@ class _Found:
     listed_dir: StoragePath | None
     started_from: StoragePath | None
     has_savepoint_dir: bool
+    target: Target = NOT_STATED
 
 
 def _from_snapshots(
@@ -351,13 +383,14 @@ def _from_snapshots(
             whole = len(predecessor) == 32  # else the 6-hex prefix a savepoint name carries
             lineage += f" (a {chosen.kind} of job {predecessor}{'' if whole else '...'})"
     if chosen is None:
-        return _fallback(
-            policy.on_missing_state,
-            _nothing(job_dir, savepoint, result, listed_dir, job_id, started_from),
-            job_id,
-            warnings,
-            policy,
-        )
+        why = _nothing(job_dir, savepoint, result, listed_dir, job_id, started_from)
+        blocked = [r for r in result.rejected if is_target_problem(r)]
+        if blocked:
+            # State exists that a newer Flink can load: held, never started empty (onMissingState)
+            # nor from what would crash-loop it, until a Flink that reads it is named or it is released.
+            why = f"the restoring Flink cannot load any snapshot left: {blocked[0]}; {why}"
+            return _fallback(Fallback.SUSPEND, why, job_id, warnings, policy)
+        return _fallback(policy.on_missing_state, why, job_id, warnings, policy)
     if (
         not lineage
         and job_dir is not None
@@ -374,6 +407,11 @@ def _from_snapshots(
         warnings.append(f"restoring from {chosen.kind} {path}{_id_note(chosen)}")
     if chosen.note:
         warnings.append(f"{chosen.kind} {path}: {chosen.note}")
+    if not found.target.known:
+        warnings.append(
+            f"the restoring Flink's version is not known ({found.target.unknown}): not checked that it "
+            f"can load {chosen.kind} {path}"
+        )
     warnings.extend(f"skipped {r}" for r in result.rejected)
     decision = restored(resource, job_id, path, chosen.kind, policy, found.has_savepoint_dir, tuple(warnings))
     if lineage:

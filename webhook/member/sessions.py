@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webhook.common import documents
-from webhook.common.flink import GROUP, FlinkResource
+from webhook.common.flink import BLUE_GREEN, GROUP, FlinkResource
 from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.common.kubeobjects import KubeObjects, Resource
 from webhook.member.restore import SessionCluster
@@ -20,6 +20,8 @@ from webhook.member.restore import SessionCluster
 VERSION = "v1beta1"
 PLURAL = "flinkdeployments"
 DEPLOYMENTS = Resource(GROUP, VERSION, PLURAL, "FlinkDeployment")
+# A blue/green child's parent: its hold holds the child (member/updates.py keep_child_held).
+BLUE_GREENS = Resource(GROUP, VERSION, "flinkbluegreendeployments", BLUE_GREEN)
 
 
 class KubeSessionClusters:
@@ -27,8 +29,9 @@ class KubeSessionClusters:
     by what is left of the admission deadline), through ``common.kubeobjects``. The client is made on
     first use, in the worker."""
 
-    def __init__(self, config: ClientConfig) -> None:
+    def __init__(self, config: ClientConfig, resource: Resource = DEPLOYMENTS) -> None:
         self._config = config
+        self._resource = resource  # BLUE_GREENS: a blue/green child's parent, read the same way
         self._lock = threading.Lock()
         self._api: KubeObjects | None = None
 
@@ -45,7 +48,7 @@ class KubeSessionClusters:
         api = self._client()
         if isinstance(api, ApiFailure):
             return SessionCluster(None, api.message)
-        obj = api.get(DEPLOYMENTS, namespace, name, timeout=max(timeout, 0.05))
+        obj = api.get(self._resource, namespace, name, timeout=max(timeout, 0.05))
         if obj is None:
             return SessionCluster(None)
         if isinstance(obj, ApiFailure):

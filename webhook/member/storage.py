@@ -15,6 +15,7 @@ that may write (the fencing agent's) leaves a verdict after a check that confirm
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import functools
 import logging
 import os
@@ -32,8 +33,10 @@ import fsspec
 from webhook.common.flink import is_job_id, is_savepoint_of
 from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath, StoragePathError
 from webhook.member.checks import NamedFiles, judge, missing, named_files
+from webhook.member.compat import Target, cannot_read
 from webhook.member.metadata import (
     METADATA_HEADER_BYTES,
+    METADATA_MIN_BYTES,
     metadata_checkpoint_id,
     metadata_problem,
     read_metadata,
@@ -463,17 +466,34 @@ class CheckpointStorage:
         # storage does, it writes to the checkpoint storage anyway; the webhook's only reads.
         self.write_verdicts = write_verdicts
         self._writes: list[concurrent.futures.Future[Any]] = []
+        self._own: dict[tuple[str, str, str, int], fsspec.AbstractFileSystem] = {}  # per lane and storage
 
-    def filesystem(self, path: StoragePath) -> fsspec.AbstractFileSystem:
-        options: dict[str, Any] = dict(_NETWORK_DEFAULTS.get(path.protocol, {}))
+    def filesystem(
+        self, path: StoragePath, lane: str = "", connections: int = 0
+    ) -> fsspec.AbstractFileSystem:
+        """``lane``: an instance of that lane's own for ``path``'s storage (bucket), with ``connections``
+        connections on S3, not the one everything else on the scheme shares (the fencing heartbeats')."""
+        # A deep copy: botocore rewrites the nested retries mapping in place when it connects.
+        options: dict[str, Any] = copy.deepcopy(_NETWORK_DEFAULTS.get(path.protocol, {}))
         options.update(self._options.get(path.protocol, {}))
         options.update(self._options.get(path.scheme, {}))
         if path.protocol in _LISTING_CACHES:
             options["use_listings_cache"] = False
+        # keyed by process too: an instance made before a fork is not used after it (as fsspec's cache)
+        own = (lane, path.scheme, path.authority, os.getpid()) if lane else None
+        if own is not None:
+            options["skip_instance_cache"] = True
+            if path.protocol == "s3" and connections:
+                config = {**options.get("config_kwargs", {}), "max_pool_connections": connections}
+                options["config_kwargs"] = config
         try:
             with self._lock:
+                if own is not None and own in self._own:
+                    return self._own[own]
                 cls = _gcs_json_only(options) if path.protocol == "gs" else None
                 fs = cls(**options) if cls is not None else fsspec.filesystem(path.protocol, **options)
+                if own is not None:
+                    self._own[own] = fs
                 if path.protocol == "s3" and getattr(fs, "retries", 1) > _S3FS_RETRIES:
                     # s3fs retries 5 times with backoff on top of botocore's attempts: an endpoint that
                     # accepts and never answers held a lookup thread for ~55 s (tests/faults), long after
@@ -721,7 +741,7 @@ class CheckpointStorage:
         lookup.ledger.check(str(snapshot))
         if query.verify is Verify.HEADER:
             cursor.step(2)  # its entry, then its first 16 bytes
-            return self._header(fs, snapshot)
+            return self._header(fs, snapshot, query.target)
         meta = snapshot.child(METADATA)
         if meta.protocol == "file" and not _local_metadata_inside(meta, snapshot):
             return None
@@ -744,7 +764,7 @@ class CheckpointStorage:
         modified = entry[1] or datetime.fromtimestamp(0, UTC)
         if data is None:
             return None
-        judged = judge(read_metadata(data), directory_id, query.on_newer)
+        judged = judge(read_metadata(data), directory_id, query.on_newer, query.target)
         if judged.problem:
             return _Metadata(modified, judged.problem)
         if query.verify is Verify.FILES and judged.metadata is not None:
@@ -994,7 +1014,9 @@ class CheckpointStorage:
             )
         return listed
 
-    def _header(self, fs: fsspec.AbstractFileSystem, snapshot: StoragePath) -> _Metadata | None:
+    def _header(
+        self, fs: fsspec.AbstractFileSystem, snapshot: StoragePath, target: Target
+    ) -> _Metadata | None:
         """verify: header: the ``_metadata``'s entry and its first 16 bytes (magic, version, id)."""
         meta = snapshot.child(METADATA)
         try:
@@ -1012,6 +1034,8 @@ class CheckpointStorage:
         size = size if isinstance(size, int) else None
         head = b"" if size == 0 else self._head(fs, meta)
         problem = metadata_problem(head, size)
+        if not problem and len(head) >= METADATA_MIN_BYTES:  # the format version: all a header tells
+            problem = cannot_read(target, int.from_bytes(head[4:8], "big"))
         return _Metadata(modified, problem, None if problem else metadata_checkpoint_id(head))
 
     def _head(self, fs: fsspec.AbstractFileSystem, meta: StoragePath) -> bytes:

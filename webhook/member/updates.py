@@ -1,8 +1,9 @@
 """The UPDATE rules: what an UPDATE of an object this webhook restored, held or fenced keeps.
 
 Pure. Karmada re-applies its template and drops what the webhook set at CREATE: the fields are carried
-over from ``oldObject``; a job held for fencing stays held until this cluster's fencing agent releases it;
-a stale copy the agent stopped stays stopped.
+over from ``oldObject``; a job held for fencing stays held until this cluster's fencing agent releases it,
+decided from ``oldObject`` whatever the request removed or changed (labels, hold, epoch); a blue/green
+child is held by its parent's hold; a stale copy the agent stopped stays stopped.
 """
 
 from __future__ import annotations
@@ -42,8 +43,14 @@ def carry_over(
     from_agent: bool = False,
     agent_unknown: str = "",
 ) -> RestoreDecision:
-    """Karmada re-applied its template and dropped what we set at CREATE: put it back, storage untouched."""
+    """Karmada re-applied its template and dropped what we set at CREATE: put it back, storage untouched.
+
+    A job held for fencing is judged by ``old`` alone: whatever the request did to its labels, its
+    hold, its restore decision, its epoch or its path, it stays held until the agent releases it."""
     recorded = old.annotations.get(policy.key(RESTORE_DECISION), "") if old is not None else ""
+    held = old is not None and _still_held(resource, old, policy, from_agent)
+    if held and recorded != RestoreOutcome.RESTORED:
+        recorded = RestoreOutcome.HELD  # the hold is the record, whatever an earlier edit left beside it
     if old is None or recorded not in (
         RestoreOutcome.RESTORED,
         RestoreOutcome.HELD,
@@ -54,27 +61,48 @@ def carry_over(
     job_id = old.annotations.get(policy.key(RESTORED_JOB_ID), "")
     if recorded in (RestoreOutcome.RESTORED, RestoreOutcome.HELD):
         path = old.annotations.get(policy.key(RESTORED_FROM), "") or old.initial_savepoint_path
-        if not path:
+        explicit = bool(resource.initial_savepoint_path) and resource.initial_savepoint_path != path
+        if not held and not path:
             return RestoreDecision(RestoreOutcome.SKIP, "restored object without a recorded path")
-        if resource.initial_savepoint_path and resource.initial_savepoint_path != path:
+        if not held and explicit:
             return RestoreDecision(RestoreOutcome.SKIP, "initialSavepointPath set explicitly")
-        has_sp = bool(resource.savepoint_dir or policy.default_savepoint_dir)
-        decision = restored(resource, job_id, path, "carried", policy, has_sp, (), carried=True)
-        # Keep upgradeMode as it was after CREATE rather than recomputing it from a changed spec.
-        spec_job = dict(decision.spec_job)
-        if old.job_field("upgradeMode") and resource.upgrade_mode == "stateless":
-            spec_job["upgradeMode"] = str(old.job_field("upgradeMode"))
+        spec_job: dict[str, str] = {}
+        if path and not explicit:
+            has_sp = bool(resource.savepoint_dir or policy.default_savepoint_dir)
+            decision = restored(resource, job_id, path, "carried", policy, has_sp, (), carried=True)
+            # Keep upgradeMode as it was after CREATE rather than recomputing it from a changed spec.
+            spec_job = dict(decision.spec_job)
+            if old.job_field("upgradeMode") and resource.upgrade_mode == "stateless":
+                spec_job["upgradeMode"] = str(old.job_field("upgradeMode"))
+        else:  # held with a path of the request's own (or none): the path may change, the hold may not
+            decision = RestoreDecision(
+                RestoreOutcome.HELD,
+                "carried over from the previous object",
+                job_id=job_id,
+                path=path,
+                carried=True,
+                annotations={policy.key(RESTORED_FROM): path} if path else {},
+            )
         annotations = dict(decision.annotations)
-        epoch = old.annotations.get(policy.key(EPOCH), "")
-        if epoch:
-            annotations[policy.key(EPOCH)] = resource.annotations.get(policy.key(EPOCH)) or epoch
+        if job_id:
+            annotations[policy.key(RESTORED_JOB_ID)] = job_id
+        _keep_epoch(resource, old, policy, annotations)
         notes = list(decision.warnings)
-        if _still_held(resource, old, policy, from_agent):
-            # A re-applied template must not start a job held for fencing; the agent releases it.
+        labels: dict[str, str] = {}
+        if held:
+            # A re-applied template or an edit must not start a job held for fencing; the agent releases it.
             spec_job["state"] = "suspended"
-            hold = resource.annotations.get(policy.key(HOLD)) or old.annotations[policy.key(HOLD)]
+            hold = old.annotations[policy.key(HOLD)]
+            if from_agent and resource.annotations.get(policy.key(HOLD)):
+                hold = resource.annotations[policy.key(HOLD)]  # the agent rewrites whom it waits for
             annotations[policy.key(HOLD)] = hold
             annotations[policy.key(RESTORE_DECISION)] = RestoreOutcome.HELD.value
+            # The trigger labels stay, so every later UPDATE still reaches this webhook by its labels.
+            labels = {
+                key: value
+                for key, value in old.labels.items()
+                if key in (policy.failover_label, *policy.job_id_labels) and key not in resource.labels
+            }
             notes.append(f"job stays held suspended (carried over from the previous object): {hold}")
             if _release_marker_changed(resource, old, policy):
                 who = requester or "an unknown user"
@@ -93,7 +121,9 @@ def carry_over(
                 annotations[asked_by] = old.annotations.get(asked_by, "")  # never set by the request itself
         elif recorded == RestoreOutcome.HELD and not resource.annotations.get(policy.key(HOLD)):
             annotations[policy.key(RESTORE_DECISION)] = RestoreOutcome.RESTORED.value  # the agent's release
-        return replace(decision, spec_job=spec_job, annotations=annotations, warnings=tuple(notes))
+        return replace(
+            decision, spec_job=spec_job, annotations=annotations, labels=labels, warnings=tuple(notes)
+        )
     spec_job = {}
     warnings: tuple[str, ...] = ()
     if recorded == RestoreOutcome.SUSPENDED and not resource.initial_savepoint_path:
@@ -110,6 +140,66 @@ def carry_over(
         warnings=warnings,
         spec_job=spec_job,
         annotations=decision_annotations(policy, RestoreOutcome(recorded), job_id),
+    )
+
+
+def held_before(old: FlinkResource | None, policy: RestorePolicy) -> bool:
+    """The previous object was held for fencing (its hold annotation, suspended): an UPDATE of it is
+    decided from it first, before the new object's labels are looked at."""
+    return (
+        old is not None
+        and bool(old.annotations.get(policy.key(HOLD), "").strip())
+        and old.state == "suspended"
+    )
+
+
+def _keep_epoch(
+    resource: FlinkResource, old: FlinkResource, policy: RestorePolicy, annotations: dict[str, str]
+) -> None:
+    """The epoch is the fence this cluster's restore wrote: the previous object's, never the request's
+    (one lowered after a return would count an old ack as this restore's)."""
+    key = policy.key(EPOCH)
+    if old.annotations.get(key):
+        annotations[key] = old.annotations[key]
+    elif resource.annotations.get(key):
+        annotations[key] = ""  # none was recorded: the request cannot make one up
+
+
+def _started(resource: FlinkResource) -> bool:
+    return resource.state != "suspended"
+
+
+def keep_child_held(
+    resource: FlinkResource,
+    old: FlinkResource | None,
+    parent: FlinkResource | None,
+    problem: str,
+    policy: RestorePolicy,
+    requester: str = "",
+    from_agent: bool = False,
+) -> RestoreDecision | None:
+    """A FlinkBlueGreenDeployment's child carries none of its parent's labels or annotations, so it is
+    held by its parent's record: started by anyone but the agent while the parent is held (or cannot
+    be read: ``problem``), it stays suspended. None: not held (a child whose parent is gone is not)."""
+    if from_agent or old is None or old.state != "suspended" or not _started(resource):
+        return None
+    if parent is not None and not held_before(parent, policy):
+        return None
+    if parent is None and not problem:
+        return None
+    name = f"FlinkBlueGreenDeployment {resource.namespace}/{resource.blue_green_parent}"
+    why = (
+        f"{name} is held: {parent.annotations[policy.key(HOLD)]}"
+        if parent is not None
+        else (f"{name} could not be read ({problem[:200]}), so it may be held")
+    )
+    who = requester or "an unknown user"
+    return RestoreDecision(
+        RestoreOutcome.HELD,
+        f"child of a held {name}: kept suspended",
+        carried=True,
+        spec_job={"state": "suspended"},
+        warnings=(f"start by {who} {RELEASE_IGNORED}: {why}",),
     )
 
 

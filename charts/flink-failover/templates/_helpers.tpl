@@ -403,3 +403,32 @@ are generated from the server's model into _storage-options.tpl. */}}
 {{- end -}}
 {{- last $prev -}}
 {{- end -}}
+
+{{/* CEL: the object named by the argument (object, oldObject) has its job suspended (a
+FlinkBlueGreenDeployment: its template's). */}}
+{{- define "ff.suspendedCel" -}}
+(has({{ . }}.spec) && ({{ . }}.kind == 'FlinkBlueGreenDeployment' ? (has({{ . }}.spec.template) && has({{ . }}.spec.template.spec) && has({{ . }}.spec.template.spec.job) && has({{ . }}.spec.template.spec.job.state) && {{ . }}.spec.template.spec.job.state == 'suspended') : (has({{ . }}.spec.job) && has({{ . }}.spec.job.state) && {{ . }}.spec.job.state == 'suspended')))
+{{- end -}}
+
+{{/* CEL: the object (.obj: object, oldObject) carries annotation .key, not empty. */}}
+{{- define "ff.annotatedCel" -}}
+(has({{ .obj }}.metadata.annotations) && '{{ .key }}' in {{ .obj }}.metadata.annotations && {{ .obj }}.metadata.annotations['{{ .key }}'] != '')
+{{- end -}}
+
+{{/* CEL: the object (.obj) carries a trigger label (what the trigger entries' objectSelectors match). */}}
+{{- define "ff.triggeredCel" -}}
+{{- $failover := include "ff.failoverLabel" .root -}}
+(has({{ .obj }}.metadata.labels) && (('{{ $failover }}' in {{ .obj }}.metadata.labels && {{ .obj }}.metadata.labels['{{ $failover }}'] == 'true')
+{{- range (without .root.Values.policy.jobIdLabels $failover) }} || '{{ . }}' in {{ $.obj }}.metadata.labels{{ end }}))
+{{- end -}}
+
+{{/* CEL: oldObject was held for fencing (its hold annotation, suspended). */}}
+{{- define "ff.heldCel" -}}
+({{ include "ff.annotatedCel" (dict "obj" "oldObject" "key" (printf "%s/hold" .Values.policy.prefix)) }} && {{ include "ff.suspendedCel" "oldObject" }})
+{{- end -}}
+
+{{/* The user the fencing agent patches as: the pods' ServiceAccount (the agent runs in the member role's
+pods with their token; the webhook learns the same name with a SelfSubjectReview). */}}
+{{- define "ff.agentUser" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ include "ff.serviceAccountName" . }}
+{{- end -}}

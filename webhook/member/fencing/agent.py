@@ -349,9 +349,8 @@ class FencingAgent:
                 return None
             if isinstance(effect, Stop):
                 fence = effect.fence
-                problem = await self._patched(
-                    copy, copies.stop_patch(copy, fence, self.policy, self._now()), _stop_done
-                )
+                patch = copies.stop_patch(copy, fence, self.policy, self._now())
+                problem = await self._patched(copy, patch, _stop_done, stops=True)
                 note = (
                     f"stale copy: the workload was restored on {fence.owner} at epoch {fence.epoch}; asked "
                     "the operator to stop it without a savepoint; acknowledged once it reports it stopped"
@@ -423,7 +422,7 @@ class FencingAgent:
             "if nobody takes over meanwhile"
         )
         timeout = self.policy.fencing.poll_seconds - retry_seconds(self.policy.fencing)
-        problem = await self._patched(copy, patch, _step_down_done, timeout)
+        problem = await self._patched(copy, patch, _step_down_done, timeout, stops=True)
         if problem is not None:
             log.error("step-down failed", extra={"fields": {"object": str(copy.workload), "error": problem}})
         return self._told(problem, copy, WARNING, "SteppedDown", "StepDown", note) is None
@@ -588,11 +587,16 @@ class FencingAgent:
         done: Callable[[Copy, Mapping[str, Any]], None] | None = None,
         timeout: float | None = None,
         kept: Callable[[Mapping[str, Any]], str] | None = None,
+        stops: bool = False,
     ) -> str | None:
         """None on success, else the error (counted); ``kept`` says why an answer shows the patch
-        undone by the member webhook ("" when it went through)."""
+        undone by the member webhook ("" when it went through); ``stops``: it stops a running job (its
+        own threads: ``ThreadedApi``)."""
         w = copy.patched
-        answer = await self.api.patch(w.kind, w.namespace, w.name, body, timeout)
+        if stops:
+            answer = await self.api.patch(w.kind, w.namespace, w.name, body, timeout, stops=True)
+        else:
+            answer = await self.api.patch(w.kind, w.namespace, w.name, body, timeout)
         if isinstance(answer, ApiFailure):
             metrics.API_ERRORS.labels("patch").inc()
             return answer.message

@@ -32,7 +32,7 @@ from webhook.common.paths import StoragePath, StoragePathError
 from webhook.common.untyped import as_map
 from webhook.member.fencing.layout import FOLDER, Workload
 from webhook.member.fencing.operator import OperatorReport, operator_report
-from webhook.member.fencing.protocol import Fence, HoldVerdict, ReleaseCause, Waiting
+from webhook.member.fencing.protocol import Fence, HoldVerdict, Ownership, ReleaseCause, Waiting
 from webhook.member.policy import RestorePolicy
 from webhook.member.restore import RestoreDecision, RestoreOutcome
 
@@ -81,13 +81,29 @@ class Copy:
 
 
 def epoch_of(resource: FlinkResource, policy: RestorePolicy) -> int:
-    """The failover count a copy runs under: what its restore fenced under, else the control plane's
-    count, else 0 (it never failed over)."""
-    for key in (policy.key(EPOCH), policy.key(FAILOVER_COUNT)):
+    """The failover count a copy's object says it runs under: what its restore fenced under (on an object
+    this webhook restored only: a copied template's ``epoch`` is no restore's), else the control plane's
+    count, else 0 (it never failed over). The agent judges by :func:`judged_epoch`."""
+    keys = (policy.key(EPOCH), policy.key(FAILOVER_COUNT)) if restored(resource, policy) else ()
+    for key in keys or (policy.key(FAILOVER_COUNT),):
         raw = resource.annotations.get(key, "").strip()
         if raw.isdigit():
             return int(raw)
     return 0
+
+
+def counted_epoch(resource: FlinkResource, policy: RestorePolicy) -> int:
+    """The control plane's failover count, the epoch a failover CREATE fences under (0: none). An epoch
+    annotation on the request is never it: a template may carry one copied from an earlier object."""
+    raw = resource.annotations.get(policy.key(FAILOVER_COUNT), "").strip()
+    return int(raw) if raw.isdigit() else 0
+
+
+def judged_epoch(me: str, annotated: int, ownership: Ownership) -> int:
+    """The epoch ``me``'s copy is judged under: that of the newest fence ``me``'s own restore wrote,
+    where the listing has one (the records, not an annotation anyone may edit), else ``annotated``."""
+    own = max((f.epoch for f in ownership.fences if f.owner == me), default=0)
+    return own or annotated
 
 
 def ownership_folder(resource: FlinkResource, policy: RestorePolicy) -> StoragePath | None:

@@ -29,7 +29,7 @@ The rules, on top of ``protocol``'s:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
@@ -39,6 +39,7 @@ from webhook.member.fencing.copies import (
     CopyState,
     checkpoint_dir_of,
     hold_subject,
+    judged_epoch,
     savepoint_dir_of,
     stop_mode,
 )
@@ -54,7 +55,7 @@ from webhook.member.fencing.protocol import (
 )
 from webhook.member.outcome import RestoreDecision, RestoreOutcome
 from webhook.member.policy import FencingPolicy, FencingStorageError, Prefer, RenewFailure, RestorePolicy
-from webhook.member.restore import SnapshotQuery, Snapshots, checked_as, choose, newest
+from webhook.member.restore import SnapshotQuery, Snapshots, checked_as, choose, newest, restoring_flink
 
 
 class Action(StrEnum):
@@ -219,6 +220,9 @@ class Times:
 
 
 def decide(me: str, copy: Copy, records: Ownership | Unreadable, times: Times, policy: FencingPolicy) -> Plan:
+    if isinstance(records, Ownership):
+        # Judged under the fence this cluster's restore wrote, not the annotation anyone may edit.
+        copy = replace(copy, epoch=judged_epoch(me, copy.epoch, records))
     if copy.state is CopyState.RUNNING:
         return _running(me, copy, records, times)
     if copy.state in (CopyState.STOPPING, CopyState.FENCED):
@@ -470,7 +474,14 @@ def resume_query(copy: Copy, policy: RestorePolicy) -> SnapshotQuery | None:
     if root is None or not copy.job_id:
         return None
     job_dir = copy.resource.job_checkpoints(root, copy.job_id)
-    query = SnapshotQuery(job_dir, None, root, savepoint_dir_of(copy.resource, policy), copy.job_id)
+    query = SnapshotQuery(
+        job_dir,
+        None,
+        root,
+        savepoint_dir_of(copy.resource, policy),
+        copy.job_id,
+        target=restoring_flink(copy.resource, None, policy),  # what its Flink cannot load is passed over
+    )
     return checked_as(query, policy)  # checked as a restore checks it (whole _metadata, named files)
 
 

@@ -5,10 +5,13 @@ Called by ``member/handler.py`` for a failover CREATE. The fence is written and 
 their storage's lane (the agent's lanes: one hung bucket is refused at once once it has filled its lane)
 *while* the checkpoint is resolved (``begin``), so fencing adds no storage round trip to the admission;
 ``admit`` then waits for both under the admission deadline. Because the fence is the newest record, the
-decision needs no storage time (``protocol.judge_admission``). A dry run writes nothing and holds
-whenever another cluster heartbeats at all. A restore the fencing agent cannot vouch for (``vouch``:
-it is not polling, or cannot watch the kind) is admitted held with the reason: nothing on this cluster
-could release it when safe, nor stop it once another cluster restores the workload.
+decision needs no storage time (``protocol.judge_admission``). The fence's epoch is the control plane's
+failover count (else the next one after the fences seen), never an ``epoch`` annotation the created object
+carries (a template may hold one copied from an earlier object); the object is given the fence's. A dry
+run writes nothing and holds whenever another cluster heartbeats at all. A restore the fencing agent
+cannot vouch for (``vouch``: it is not polling, or cannot watch the kind) is admitted held with the
+reason: nothing on this cluster could release it when safe, nor stop it once another cluster restores
+the workload.
 """
 
 from __future__ import annotations
@@ -71,7 +74,7 @@ class FencingGate:
         folder = copies.ownership_folder(resource, self.policy)
         if folder is None:
             return None
-        counted = copies.epoch_of(resource, self.policy)
+        counted = copies.counted_epoch(resource, self.policy)  # never the request's epoch
         me, workload, store = self.cluster, copies.workload_of(resource), self.store
         writes = not dry_run and not self.read_only
 
@@ -125,7 +128,7 @@ class FencingGate:
                 _result(pending.beat(epoch, left), left)
         except StorageError as exc:
             metrics.STORAGE_ERRORS.labels("admission").inc()
-            epoch = copies.epoch_of(resource, self.policy) or 1
+            epoch = copies.counted_epoch(resource, self.policy) or 1
             if self.policy.fencing.on_storage_error is FencingStorageError.PROCEED:
                 log.warning("fencing records unusable, restoring without a hold: %s", exc)
                 return copies.fenced_without_hold(decision, epoch, self.policy)

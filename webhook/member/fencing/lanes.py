@@ -1,5 +1,11 @@
-"""Storage calls with a deadline that holds, one small pool per storage, so one hung bucket delays only
+"""Storage calls with a deadline that holds, two small pools per storage, so one hung bucket delays only
 its own jobs. The member webhook's fencing calls and the agent's share one ``Lanes`` per process.
+
+Per storage: a lane for the records (listings, fences, stop marks, acks, clocks, resolves;
+``THREADS_PER_LANE`` threads) and one for the heartbeats (renewals and their removal: ``HEARTBEAT_THREADS``
+threads, and a filesystem instance of their own with as many connections, ``records.FencingStore``), so a
+renewal never waits behind a poll's listings of its own storage, nor for a connection another storage's
+hung calls hold (every fencing call of a scheme shares fsspec's one instance: on S3 10 connections).
 
 A caller is answered at its deadline at the latest, whatever the storage does: a call that has not
 started by then is dropped (it never runs behind the hung calls that held up its lane), and one that is
@@ -32,6 +38,8 @@ from webhook.member.storage import DeadlineExceeded
 T = TypeVar("T")
 
 THREADS_PER_LANE = 8
+HEARTBEAT_THREADS = 16  # per storage: a fleet's renewals of one poll go through in well under a poll
+HEARTBEATS = "heartbeats"  # the heartbeat lane's name (its filesystem instance is keyed by it too)
 MAX_OUTSTANDING = 1024  # per lane: a backstop on memory; the deadlines keep the queue short
 
 Executors = Callable[[str], concurrent.futures.Executor]
@@ -47,21 +55,34 @@ def lane_of(path: StoragePath) -> str:
 
 @dataclass(frozen=True)
 class Call(Generic[T]):
-    """One storage call: where (its lane), what (for the error), and the work, which is handed the
-    seconds left before its deadline."""
+    """One storage call: where (its storage), what (for the error), and the work, which is handed the
+    seconds left before its deadline; ``heartbeat``: it runs on the storage's heartbeat lane."""
 
     path: StoragePath
     what: str
     fn: Callable[[float], T]
+    heartbeat: bool = False
+
+
+def _key(call: Call[Any]) -> str:
+    """The lane a call runs on: its storage's records lane, or its heartbeat lane."""
+    storage = lane_of(call.path)
+    return f"{storage} {HEARTBEATS}" if call.heartbeat else storage
+
+
+def _size(lane: str) -> int:
+    return HEARTBEAT_THREADS if lane.endswith(" " + HEARTBEATS) else THREADS_PER_LANE
 
 
 def _threads(lane: str) -> concurrent.futures.Executor:
-    return concurrent.futures.ThreadPoolExecutor(THREADS_PER_LANE, thread_name_prefix="fencing-io")
+    prefix = "fencing-beat" if lane.endswith(" " + HEARTBEATS) else "fencing-io"
+    return concurrent.futures.ThreadPoolExecutor(_size(lane), thread_name_prefix=prefix)
 
 
 class Lanes:
-    """``timeout``: the deadline of a call that names none. ``executors`` makes one lane's pool (tests
-    hand in a simulated storage's); ``clock`` is the monotonic clock deadlines are measured on."""
+    """``timeout``: the deadline of a call that names none. ``executors`` makes one lane's pool from its
+    name (``s3://bucket``, ``s3://bucket heartbeats``; tests hand in a simulated storage's); ``clock`` is
+    the monotonic clock deadlines are measured on."""
 
     def __init__(
         self,
@@ -113,12 +134,12 @@ class Lanes:
         return self._submit(call, self._clock() + timeout, timeout)
 
     def _submit(self, call: Call[T], expires: float, seconds: float) -> concurrent.futures.Future[T]:
-        lane = lane_of(call.path)
+        lane = _key(call)
         clock = self._clock
         with self._lock:
             busy = self._outstanding.get(lane, 0)
             stuck = sum(1 for deadline in self._running.get(lane, {}).values() if deadline < clock())
-            if stuck >= THREADS_PER_LANE or busy >= MAX_OUTSTANDING:
+            if stuck >= _size(lane) or busy >= MAX_OUTSTANDING:
                 raise DeadlineExceeded(
                     f"{call.what}: {lane} has {busy} calls unanswered, {stuck} of them past their deadline "
                     "(storage hangs?)"
@@ -151,21 +172,32 @@ class Lanes:
             self._outstanding[lane] -= 1
 
     def outstanding(self, path: StoragePath) -> int:
-        """Calls to ``path``'s storage not answered yet (the agent's status shows it)."""
+        """Calls to ``path``'s storage not answered yet, on both its lanes (the agent's status shows it)."""
         with self._lock:
-            return self._outstanding.get(lane_of(path), 0)
+            return sum(self._outstanding.get(lane, 0) for lane in _lanes(path))
 
     def stuck(self, path: StoragePath) -> int:
         """Calls to ``path``'s storage still running past their deadline (threads it holds)."""
         now = self._clock()
         with self._lock:
-            return sum(1 for deadline in self._running.get(lane_of(path), {}).values() if deadline < now)
+            running = [d for lane in _lanes(path) for d in self._running.get(lane, {}).values()]
+        return sum(1 for deadline in running if deadline < now)
+
+    def threads(self) -> int:
+        """Threads the lanes may run at most (each lane's pool is fixed): bounded by the storages."""
+        with self._lock:
+            return sum(_size(lane) for lane in self._pools)
 
     def close(self) -> None:
         with self._lock:
             pools = list(self._pools.values())
         for pool in pools:
             pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _lanes(path: StoragePath) -> tuple[str, str]:
+    storage = lane_of(path)
+    return storage, f"{storage} {HEARTBEATS}"
 
 
 def _storage_error(call: Call[Any], exc: BaseException) -> StorageError:

@@ -29,7 +29,7 @@ from typing import Any
 from fsspec.asyn import AsyncFileSystem
 
 from webhook.common.paths import StoragePath, StoragePathError
-from webhook.member.fencing.lanes import Call, Lanes
+from webhook.member.fencing.lanes import HEARTBEAT_THREADS, HEARTBEATS, Call, Lanes
 from webhook.member.fencing.layout import (
     EPOCH_RE,
     FOLDER,
@@ -95,8 +95,15 @@ class FencingStore:
         return Call(root, f"listing {root}", lambda left: self._read_tree(root, left))
 
     def beat_call(self, folder: StoragePath, body: Mapping[str, Any]) -> Call[None]:
-        """Renew this cluster's heartbeat: its copy runs (or has not stopped yet)."""
-        return self._put(folder, heartbeat_name(self.cluster), body)
+        """Renew this cluster's heartbeat: its copy runs (or has not stopped yet). On the storage's
+        heartbeat lane, through its own filesystem instance (``lanes``)."""
+        name = heartbeat_name(self.cluster)
+        return Call(
+            folder,
+            f"writing {folder}/{name}",
+            lambda left: self._write(folder, name, body, left, HEARTBEATS),
+            heartbeat=True,
+        )
 
     def fence_call(self, folder: StoragePath, epoch: int, body: Mapping[str, Any]) -> Call[None]:
         return self._put(folder, fence_name(epoch, self.cluster), body)
@@ -122,7 +129,9 @@ class FencingStore:
     def forget_call(self, folder: StoragePath) -> Call[None]:
         """This cluster runs no copy of the workload any more: its heartbeat goes."""
         target = folder.child(heartbeat_name(self.cluster))
-        return Call(folder, f"removing {target}", lambda left: self._remove(target, left))
+        return Call(
+            folder, f"removing {target}", lambda left: self._remove(target, left, HEARTBEATS), heartbeat=True
+        )
 
     def clock_call(self, folder: StoragePath) -> Call[datetime]:
         """Write this cluster's clock object in ``folder`` and read back the time the storage gave it."""
@@ -142,6 +151,17 @@ class FencingStore:
             return found
 
         return Call(folder, f"writing {target}", stamp)
+
+    def warm(self, root: str) -> None:
+        """Build the heartbeat lane's client of ``root``'s storage now (the policy's default checkpoint
+        directory), not on the first fenced admission's path: an s3fs client took 0.2-0.3 s to build."""
+        try:
+            path = StoragePath.parse(root)
+            connect = getattr(self._fs(path, HEARTBEATS), "connect", None)
+            if path.protocol == "s3" and callable(connect):
+                connect()
+        except Exception:  # best effort: the first heartbeat builds it, and says what fails
+            return
 
     # --- blocking, for the webhook and the commands ---------------------------------------------------
     def list(self, folder: StoragePath, timeout: float | None = None) -> Listing:
@@ -195,8 +215,16 @@ class FencingStore:
         coarse = root.protocol in WHOLE_SECOND_TIMES
         return {folder: parse_listing(entries, coarse) for folder, entries in by_folder.items()}
 
-    def _write(self, folder: StoragePath, name: str, body: Mapping[str, Any], left: float) -> None:
-        fs = self._storage.filesystem(folder)
+    def _fs(self, path: StoragePath, lane: str) -> Any:
+        """The heartbeat lane's own filesystem instance, sized to its threads; else the shared one."""
+        if lane:
+            return self._storage.filesystem(path, lane, HEARTBEAT_THREADS)
+        return self._storage.filesystem(path)
+
+    def _write(
+        self, folder: StoragePath, name: str, body: Mapping[str, Any], left: float, lane: str = ""
+    ) -> None:
+        fs = self._fs(folder, lane)
         try:
             target = folder.child(name)
         except StoragePathError as exc:
@@ -209,8 +237,8 @@ class FencingStore:
         except Exception as exc:
             raise _error("writing", target, exc) from None
 
-    def _remove(self, target: StoragePath, left: float) -> None:
-        fs = self._storage.filesystem(target)
+    def _remove(self, target: StoragePath, left: float, lane: str = "") -> None:
+        fs = self._fs(target, lane)
         try:
             fs.rm_file(target.fs_path, **_timed(fs, left))
         except FileNotFoundError:

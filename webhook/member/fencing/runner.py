@@ -31,7 +31,7 @@ from webhook.common.events import EventRecorder
 from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.common.kubeobjects import EVENTS, KubeObjects
 from webhook.member.fencing.agent import FencingAgent, Health
-from webhook.member.fencing.flinkapi import FlinkApi, ThreadedApi
+from webhook.member.fencing.flinkapi import FlinkApi, ThreadedApi, stops_client
 from webhook.member.fencing.lanes import process_lanes
 from webhook.member.policy import RestorePolicy
 from webhook.member.storage import CheckpointStorage
@@ -126,7 +126,8 @@ def _wait_then_run(options: AgentOptions, policy: RestorePolicy, stop: threading
         if stop.is_set():
             return
         while not stop.is_set():
-            api = FlinkApi.connect(ClientConfig(options.kubeconfig, options.context))
+            config = ClientConfig(options.kubeconfig, options.context)
+            api = FlinkApi.connect(config)
             if isinstance(api, ApiFailure):
                 log.error("fencing agent cannot build its client", extra={"fields": {"error": api.message}})
                 write_health(Health(False, f"cannot build its Kubernetes client: {api.message}", 0.0))
@@ -134,7 +135,7 @@ def _wait_then_run(options: AgentOptions, policy: RestorePolicy, stop: threading
                 continue
             storage = CheckpointStorage(policy.storage_options, write_verdicts=True)  # member/verdict.py
             events = recorder(api.objects, options.cluster)
-            calls = ThreadedApi(api, policy.fencing.call_timeout)
+            calls = ThreadedApi(api, policy.fencing.call_timeout, stops=stops_client(config))
             lanes = process_lanes(policy.fencing.call_timeout)
             agent = FencingAgent(
                 options.cluster, policy, calls, storage, on_health=write_health, events=events, lanes=lanes

@@ -1,0 +1,160 @@
+"""Every kind of state handle in a ``_metadata`` real Flink wrote, read by the product's reader to its end.
+
+The trees of tests/fixtures/flink/ beyond the three first ones (issue 36) were each made by real Flink
+(bench/_make_flink_fixtures.py) to hold one more family of handles: a source's operator state, merged
+operator state that is not empty, a FLIP-27 split enumerator's coordinator state, unaligned checkpoints'
+channel state, the changelog state backend's handles, finished operators, and Flink 2.0's format 5.
+:func:`tests.support.flinktrees.census` counts what the reader met while reading; each test here says
+the tree holds what it was made for and that the reader read every byte of it, as Flink does. (That the
+files the handles name are the files Flink wrote is checked for every tree by
+tests/member/test_metadata_reader.py.)
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.support.flinktrees import Census, Tree, census, trees
+from webhook.member.metadata import FileScope, Metadata, Unreadable, read_metadata
+
+TREES = trees()
+
+# What each variant was made to hold (in every checkpoint it kept), beside what every tree holds.
+MADE_FOR: dict[str, set[str]] = {
+    "sources": {"operator state"},
+    "sources-file-merging": {"merged operator state", "segment"},
+    "unaligned": {"coordinator state", "operator state", "input channel state", "output channel state"},
+    "changelog": {"changelog"},
+    "finished": {"finished operator"},
+}
+FORMAT = {"1.20": 4, "2.0": 5, "2.3": 6}  # the format version each Flink writes (docs/flink.md)
+
+
+def _variant(each: Tree) -> str:
+    return str(each.info["variant"])
+
+
+def _checkpoints(each: Tree) -> list[tuple[str, bytes]]:
+    return [
+        (
+            f"ck/{each.job_id}/chk-{n}/_metadata",
+            (each.folder / f"ck/{each.job_id}/chk-{n}/_metadata").read_bytes(),
+        )
+        for n in each.checkpoints()
+    ]
+
+
+def _counted(each: Tree) -> list[tuple[str, Census]]:
+    return [(rel, census((each.folder / rel).read_bytes())) for rel in each.metadata_files()]
+
+
+NEW = [t for t in TREES if _variant(t) in MADE_FOR]
+
+
+def test_each_family_of_handles_is_in_a_real_fixture() -> None:
+    met: set[str] = set()
+    for each in TREES:
+        for _, found in _counted(each):
+            met |= found.families
+    # Master states: no hook of Flink's own writes one (only a legacy source's WithMasterCheckpointHook).
+    assert {
+        "operator state",
+        "merged operator state",
+        "coordinator state",
+        "input channel state",
+        "output channel state",
+        "changelog",
+        "finished operator",
+        "incremental keyed state",
+        "key groups",
+        "savepoint key groups",
+        "segment",
+        "empty segment",
+        "byte stream",
+        "file",
+        "relative file",
+        "format 4",
+        "format 5",
+        "format 6",
+    } <= met, met
+
+
+@pytest.mark.parametrize("each", NEW, ids=lambda t: t.name)
+def test_a_fixture_holds_what_it_was_made_for_in_every_checkpoint(each: Tree) -> None:
+    kept = _checkpoints(each)
+    assert len(kept) >= 2, each.name  # a checkpoint after the first one: the state went on
+    for rel, data in kept:
+        found = census(data)
+        assert MADE_FOR[_variant(each)] <= found.families, (rel, sorted(found.families))
+        assert f"format {FORMAT[each.flink.rsplit('.', 1)[0]]}" in found.families, rel
+
+
+@pytest.mark.parametrize("each", NEW, ids=lambda t: t.name)
+def test_every_metadata_of_a_new_fixture_is_read_to_its_last_byte(each: Tree) -> None:
+    for rel in each.metadata_files():
+        data = (each.folder / rel).read_bytes()
+        found = read_metadata(data)
+        assert isinstance(found, Metadata), (rel, found)
+        assert (found.end, found.trailing, found.size) == (len(data), 0, len(data)), rel
+        assert found.version == FORMAT[each.flink.rsplit(".", 1)[0]]
+        assert found.properties == ("Savepoint" if rel.startswith("sp/") else "Checkpoint")
+        # One byte fewer is refused: the last field read is the last byte of the file.
+        assert isinstance(read_metadata(data[:-1]), Unreadable), rel
+
+
+def test_merged_operator_state_of_a_source_names_segments_of_shared_files() -> None:
+    for each in (t for t in NEW if _variant(t) == "sources-file-merging"):
+        for rel, data in _checkpoints(each):
+            found = read_metadata(data)
+            assert isinstance(found, Metadata)
+            operator = [f for f in found.files if "operator state" in f.where]
+            assert operator and {f.scope for f in operator} == {FileScope.SEGMENT}, rel
+            assert census(data).types.get(17, 0) > 0  # the merged operator state handle itself
+
+
+def test_channel_state_names_the_files_of_the_buffers_in_flight() -> None:
+    for each in (t for t in NEW if _variant(t) == "unaligned"):
+        for rel, data in _checkpoints(each):
+            found = read_metadata(data)
+            assert isinstance(found, Metadata)
+            for side in ("input", "output"):
+                assert any(f"{side} channel state" in f.where for f in found.files), (rel, side)
+
+
+def test_finished_operators_hold_no_state_and_the_rest_is_read_past_them() -> None:
+    for each in (t for t in NEW if _variant(t) == "finished"):
+        _, data = _checkpoints(each)[0]
+        found = read_metadata(data)
+        assert isinstance(found, Metadata) and found.end == len(data)
+        running = census(data)
+        assert "finished operator" in running.families
+        assert running.metadata.subtasks < 2 * found.operators  # finished subtasks are not counted
+
+
+def _cut_places(data: bytes) -> set[str]:
+    places: set[str] = set()
+    for cut in range(16, len(data)):
+        found = read_metadata(data[:cut])
+        assert isinstance(found, Unreadable), cut
+        m = re.fullmatch(r"_metadata ends at byte ([0-9,]+) inside (.+)", found.reason)
+        assert m is not None and int(m.group(1).replace(",", "")) == cut, (cut, found.reason)
+        places.add(re.sub(r"[0-9]+", "N", re.sub(r" \(.*?\)'s", "'s", m.group(2), count=1)))
+    return places
+
+
+@pytest.mark.parametrize(
+    "each", [t for t in NEW if _variant(t) in ("unaligned", "sources")], ids=lambda t: t.name
+)
+def test_a_cut_anywhere_in_a_new_family_is_refused_naming_it(each: Tree) -> None:
+    _, data = _checkpoints(each)[0]
+    places = _cut_places(data)
+    wanted = {"operator N's state (subtask N, managed operator state)"}
+    if _variant(each) == "unaligned":
+        wanted |= {
+            "operator N's coordinator state",
+            "operator N's state (subtask N, input channel state)",
+            "operator N's state (subtask N, output channel state)",
+        }
+    assert wanted <= places, sorted(places)
