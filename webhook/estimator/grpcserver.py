@@ -22,7 +22,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from prometheus_client import Counter, Histogram
 
-from webhook.estimator import answer, wire
+from webhook.estimator import answer, memo, wire
 from webhook.estimator.options import TlsFiles
 from webhook.estimator.proto import estimator_pb2 as pb
 from webhook.estimator.proto import service_pb2, service_pb2_grpc
@@ -62,6 +62,8 @@ class _EstimateRequest(Protocol):
     @property
     def assumedWorkloads(self) -> Sequence[pb.AssumedWorkload]: ...  # the protobuf field's name
 
+    def SerializeToString(self, *, deterministic: bool = ...) -> bytes: ...  # the memo's key
+
 
 class StateView(Protocol):
     """What the service reads of the cluster state (``state.ClusterState``; a fixed snapshot in the bench)."""
@@ -92,10 +94,20 @@ def _object(context: grpc.ServicerContext) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class _Estimated:
+    """What one estimate call computes, shared by the calls asking the same of the same snapshot."""
+
+    result: answer.Answer
+    summary: dict[str, Any]  # ``answer.witness_summary``: computed once, not per call
+
+
 class EstimatorService(service_pb2_grpc.EstimatorServicer):
-    def __init__(self, state: StateView, recent: int = 20) -> None:
+    def __init__(self, state: StateView, recent: int = 20, answers: int = memo.DEFAULT_ENTRIES) -> None:
         self.state = state
         self.recent: deque[dict[str, Any]] = deque(maxlen=recent)
+        # per snapshot, by method and request bytes (``answers=0``: every call computes)
+        self.answers: memo.Answers[_Estimated | wire.Invalid] = memo.Answers(answers)
 
     def _ready(self, cluster: str) -> Cluster:
         if cluster != self.state.name:
@@ -139,8 +151,8 @@ class EstimatorService(service_pb2_grpc.EstimatorServicer):
         context.abort(code, message)
         raise AssertionError("unreachable")  # pragma: no cover - abort raises
 
-    def _record(self, method: str, obj: str, result: answer.Answer) -> None:
-        summary = {"method": method, "object": obj, **answer.witness_summary(result)}
+    def _record(self, method: str, obj: str, result: _Estimated, computed: bool) -> None:
+        summary = {"method": method, "object": obj, **result.summary, "computedForThisCall": computed}
         self.recent.append(summary)
         log.info("estimated", extra={"fields": {k: v for k, v in summary.items() if k != "assignment"}})
         if log.isEnabledFor(logging.DEBUG):
@@ -157,19 +169,29 @@ class EstimatorService(service_pb2_grpc.EstimatorServicer):
     ) -> T:
         """One estimate call, as both estimate methods answer: the cluster checked, then what to place
         read (``read``), then the workloads assumed placed before it; the first unreadable part is the
-        answer. The estimate is recorded for the logs and its count goes out in the method's reply."""
+        answer. All of that is done once per snapshot and request bytes (``memo``): concurrent callers
+        asking the same wait for one computation. The estimate is recorded for the logs and its count
+        goes out in the method's reply."""
 
         def run() -> T | wire.Invalid:
             cluster = self._ready(request.cluster)
-            subject = read()
-            if isinstance(subject, wire.Invalid):
-                return subject
-            assumed = wire.assumed(request.assumedWorkloads)
-            if isinstance(assumed, wire.Invalid):
-                return assumed
-            result = compute(cluster, subject, assumed)
-            self._record(method, _object(context), result)
-            return respond(result.value)
+
+            def estimated() -> _Estimated | wire.Invalid:
+                subject = read()
+                if isinstance(subject, wire.Invalid):
+                    return subject
+                assumed = wire.assumed(request.assumedWorkloads)
+                if isinstance(assumed, wire.Invalid):
+                    return assumed
+                result = compute(cluster, subject, assumed)
+                return _Estimated(result, dict(answer.witness_summary(result)))
+
+            key = (method, request.SerializeToString(deterministic=True))
+            found = self.answers.get(cluster, key, estimated)
+            if isinstance(found.value, wire.Invalid):
+                return found.value
+            self._record(method, _object(context), found.value, found.computed)
+            return respond(found.value.result.value)
 
         return self._serve(method, context, run)
 
@@ -277,13 +299,21 @@ class Running:
         self.server.stop(grace).wait()
 
 
-def start(state: StateView, address: str, tls: TlsFiles | None = None, workers: int = 8) -> Running:
-    """Serve on ``address`` (``host:port``; port 0 picks one); health says NOT_SERVING until told."""
+def start(
+    state: StateView,
+    address: str,
+    tls: TlsFiles | None = None,
+    workers: int = 8,
+    answers: int = memo.DEFAULT_ENTRIES,
+) -> Running:
+    """Serve on ``address`` (``host:port``; port 0 picks one); health says NOT_SERVING until told.
+
+    ``answers``: distinct requests whose answer is kept per snapshot (0: every call computes)."""
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="estimator"),
         options=[("grpc.so_reuseport", 0)],  # a second server on the port is an error, not a silent share
     )
-    service = EstimatorService(state)
+    service = EstimatorService(state, answers=answers)
     service_pb2_grpc.add_EstimatorServicer_to_server(service, server)  # type: ignore[no-untyped-call]
     checker = health.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(checker, server)

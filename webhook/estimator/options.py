@@ -27,6 +27,7 @@ class EstimatorOptions:
     tls: TlsFiles | None
     grpc_workers: int
     refresh_s: float
+    answer_cache: int = 256  # distinct requests answered once per snapshot (0: every call computes)
 
 
 DEFAULT_PORT = 10352  # Karmada's --scheduler-estimator-port and its estimator's --server-port
@@ -61,6 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_REFRESH_S,
         help="estimator: rebuild the node snapshot at most this often while pods churn",
     )
+    group.add_argument(
+        "--answer-cache-entries",
+        type=int,
+        default=256,
+        help="estimator: distinct requests answered once per snapshot and shared by every caller asking "
+        "the same (0: compute every call)",
+    )
 
 
 def from_args(args: argparse.Namespace) -> EstimatorOptions | str:
@@ -80,6 +88,7 @@ def from_args(args: argparse.Namespace) -> EstimatorOptions | str:
         tls=tls,
         grpc_workers=args.grpc_workers,
         refresh_s=max(0.0, args.state_refresh_seconds),
+        answer_cache=max(0, args.answer_cache_entries),
     )
 
 

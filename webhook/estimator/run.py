@@ -100,7 +100,9 @@ def run(options: EstimatorOptions) -> int:
     _gauges(state)
     stop = threading.Event()
     try:
-        running = grpcserver.start(state, options.address, tls, workers=options.grpc_workers)
+        running = grpcserver.start(
+            state, options.address, tls, workers=options.grpc_workers, answers=options.answer_cache
+        )
         side = start_side(options.metrics_bind, running.service)
     except (OSError, ValueError, RuntimeError) as exc:  # grpc reports a port in use as RuntimeError
         print(f"flink-failover: cannot listen: {exc}", file=sys.stderr)
