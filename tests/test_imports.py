@@ -60,6 +60,7 @@ PURE_CORE = (
     "webhook.estimator.answer",
     "webhook.estimator.state",
     "webhook.estimator.workloads",
+    "webhook.estimator.memo",
     "webhook.placement.model",
     "webhook.placement.quantity",
     "webhook.placement.prepare",
@@ -110,7 +111,7 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("serve", "offline"),  # wired for the server, for review
     ),
     "webhook.estimator": (
-        ("options", "proto", "workloads"),  # settings, Karmada's generated messages, Deployments' pods
+        ("options", "proto", "workloads", "memo"),  # settings, messages, Deployments' pods, shared answers
         ("wire", "state", "answer", "member_api"),  # requests read, the watched state, the replies
         ("grpcserver",),  # the gRPC edge
         ("run",),  # wired for serve
