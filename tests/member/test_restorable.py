@@ -37,13 +37,16 @@ def spelled(url: str) -> str:
 
 
 def deployment(each: Tree, url: str) -> dict[str, Any]:
-    """The object restoring ``each``, run by the Flink that wrote it (spec.flinkVersion)."""
+    """The object restoring ``each``, run by the Flink that wrote it (spec.flinkVersion), configured as
+    its job was: a changelog job restores in CLAIM mode (tests/member/test_changelog_claim.py: without)."""
     obj = flink_deployment(
         checkpoint_dir=f"{url}/ck",
         savepoint_dir=f"{url}/sp",
         labels={f"{P}/failover": "true", f"{P}/job-id": each.job_id},
     )
     obj["spec"]["flinkVersion"] = flink_version(each.flink)
+    if "changelog" in each.name:
+        obj["spec"]["flinkConfiguration"]["execution.state-recovery.claim-mode"] = "CLAIM"
     return obj
 
 

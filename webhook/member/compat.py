@@ -113,13 +113,26 @@ class Reader:
     source: str  # "spec.flinkVersion v1_20", "image flink:1.20 (policy flinkVersions)"
 
 
+# Changelog state backend handles (ChangelogStateBackendHandle, InMemoryChangelogStateHandle,
+# ChangelogStateHandleStreamImpl and their v2 forms): Flink restores them only in CLAIM mode. In
+# NO_CLAIM, its default, the restore succeeds and the first checkpoint after it fails the job
+# ("ChangelogStateBackend does not support enforcing a full snapshot"), again after each restart
+# (measured with Flink 2.3.0: docs/flink.md).
+CHANGELOG_HANDLES = frozenset({8, 9, 10, 13, 14})
+# The claim mode's key (Flink 1.20+, and 2.x) and its older spelling (1.15 to 1.20; an alias in 2.x).
+CLAIM_MODE_KEYS = ("execution.state-recovery.claim-mode", "execution.savepoint-restore-mode")
+
+
 @dataclass(frozen=True)
 class Target:
     """The restoring side's Flink: every version it is said to run (each must read the snapshot),
-    or why none is known (then nothing is judged, as before this check existed)."""
+    or why none is known (then nothing is judged, as before this check existed), and the claim mode
+    its configuration restores in ("" when its configuration was not read: not judged)."""
 
     readers: tuple[Reader, ...] = ()
     unknown: str = ""  # why no version is known ("" when one is)
+    claim_mode: str = ""  # "CLAIM", "NO_CLAIM", "LEGACY", as configured, upper case
+    claim_source: str = ""  # where it was said ("spec.flinkConfiguration execution...", "Flink's default")
 
     @property
     def known(self) -> bool:
@@ -130,12 +143,28 @@ class Target:
 NOT_STATED = Target(unknown="which Flink restores it was not stated")
 
 
+def claim_mode_of(configuration: Mapping[str, str]) -> tuple[str, str]:
+    """(mode, where it was said) from a Flink configuration: the newer key wins, as in Flink; Flink
+    reads the value in any case. NO_CLAIM, Flink's default, where neither key is set."""
+    for key in CLAIM_MODE_KEYS:
+        value = str(configuration.get(key, "")).strip()
+        if value:
+            return value.upper().replace("-", "_"), f"flinkConfiguration {key}: {value[:40]}"
+    return "NO_CLAIM", "Flink's default, no claim mode in flinkConfiguration"
+
+
 def target_of(
-    flink_version: str, image: str, image_versions: tuple[tuple[str, str], ...], where: str = ""
+    flink_version: str,
+    image: str,
+    image_versions: tuple[tuple[str, str], ...],
+    where: str = "",
+    configuration: Mapping[str, str] | None = None,
 ) -> Target:
     """The Flink that restores an object whose ``spec.flinkVersion`` is ``flink_version`` and whose
     image is ``image``; ``image_versions`` is the policy's ``flinkVersions`` (pattern, version), the
-    first pattern the image matches counting. ``where`` prefixes the sources ("session cluster x/y ")."""
+    first pattern the image matches counting. ``where`` prefixes the sources ("session cluster x/y ").
+    ``configuration``: the Flink configuration it restores with (its claim mode), None when not read."""
+    claim = claim_mode_of(configuration) if configuration is not None else ("", "")
     readers: list[Reader] = []
     notes: list[str] = []
     declared = flink_version.strip()
@@ -155,12 +184,12 @@ def target_of(
                     )
                 break
     if readers:
-        return Target(tuple(readers))
+        return Target(tuple(readers), claim_mode=claim[0], claim_source=claim[1])
     if not declared:
         notes.append(f"{where}spec.flinkVersion is not set")
     if image_versions:
         notes.append(f"no policy flinkVersions pattern matches the image {image[:200] or '(none)'}")
-    return Target(unknown="; ".join(notes))
+    return Target(unknown="; ".join(notes), claim_mode=claim[0], claim_source=claim[1])
 
 
 def cannot_read(target: Target, format_version: int, handles: tuple[HandleMet, ...] = ()) -> str:
@@ -183,7 +212,24 @@ def cannot_read(target: Target, format_version: int, handles: tuple[HandleMet, .
                     f"({_first_reader(handle=met.code)}; {reads.release} knows up to "
                     f"{reads.newest_handle}), in {met.where}"
                 )
-    return ""
+    return _claim_problem(target, handles)
+
+
+def _claim_problem(target: Target, handles: tuple[HandleMet, ...]) -> str:
+    """Why a changelog checkpoint would fail the job after its restore: not restored in CLAIM mode."""
+    if not target.claim_mode or target.claim_mode == "CLAIM":
+        return ""
+    met = next((m for m in handles if m.code in CHANGELOG_HANDLES), None)
+    if met is None:
+        return ""
+    modern = any(version_order(r.reads.version) >= (2, 0) for r in target.readers)
+    keys = CLAIM_MODE_KEYS[0] if modern else f"{CLAIM_MODE_KEYS[1]} (1.20+, 2.x: {CLAIM_MODE_KEYS[0]})"
+    return (
+        f"Flink in {target.claim_mode} mode ({target.claim_source}) {TARGET_CANNOT_READ} changelog state "
+        f"handle type {met.code}, {HANDLE_NAMES[met.code]}, in {met.where}: a changelog checkpoint "
+        f"restores only in CLAIM mode (its first checkpoint after a restore in another mode fails the "
+        f"job); set {keys}: CLAIM"
+    )
 
 
 # Every reason :func:`cannot_read` gives holds this: a snapshot passed over for it is one the restoring

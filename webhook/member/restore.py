@@ -264,8 +264,10 @@ def restoring_flink(own: FlinkResource, cluster: FlinkResource | None, policy: R
                 unknown="a FlinkSessionJob runs the Flink of its session cluster, which was not read"
             )
         where = f"session cluster FlinkDeployment {cluster.namespace}/{cluster.name} "
-        return target_of(cluster.flink_version, cluster.image, policy.flink_versions, where)
-    return target_of(own.flink_version, own.image, policy.flink_versions)
+        # The job's own settings over its cluster's, as the operator submits it.
+        configuration = {**cluster.configuration, **own.configuration}
+        return target_of(cluster.flink_version, cluster.image, policy.flink_versions, where, configuration)
+    return target_of(own.flink_version, own.image, policy.flink_versions, configuration=own.configuration)
 
 
 def _resolve(

@@ -1,0 +1,182 @@
+"""A changelog checkpoint is restored only where Flink claims it: in NO_CLAIM mode (Flink's default)
+Flink 2.3.0 restores the state, then fails the first checkpoint after it ("ChangelogStateBackend does
+not support enforcing a full snapshot") and again after every restart. So the product passes such a
+checkpoint over for the newest snapshot the job can restore (a savepoint), or holds the job naming the
+setting; with CLAIM configured it restores the checkpoint as before.
+
+Real trees written by Flink 1.20.5, 2.0.2 and 2.3.0 with the changelog state backend
+(tests/fixtures/flink/*-changelog), through the member handler and the real server (gunicorn, TLS)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.flinktrees import Tree, materialize, tree
+from tests.support.objects import apply, decode_patch, flink_deployment, flink_version, review
+from tests.support.server import generate_certs, serve
+from webhook.common.admission import parse_review
+from webhook.common.flink import FlinkResource
+from webhook.member.compat import (
+    CHANGELOG_HANDLES,
+    NOT_STATED,
+    HandleMet,
+    cannot_read,
+    claim_mode_of,
+    is_target_problem,
+    target_of,
+)
+from webhook.member.handler import MemberHandler
+from webhook.member.policy import RestorePolicy
+from webhook.member.restore import restoring_flink
+
+P = "flink-failover.io"
+CHANGELOG = ("1.20.5-changelog", "2.0.2-changelog", "2.3.0-changelog")
+NEW_KEY, OLD_KEY = "execution.state-recovery.claim-mode", "execution.savepoint-restore-mode"
+
+
+# --- pure -----------------------------------------------------------------------------------------
+
+
+def test_the_claim_mode_is_read_as_flink_reads_it() -> None:
+    assert claim_mode_of({}) == ("NO_CLAIM", "Flink's default, no claim mode in flinkConfiguration")
+    assert claim_mode_of({OLD_KEY: "claim"})[0] == "CLAIM"
+    assert claim_mode_of({NEW_KEY: " Claim "}) == ("CLAIM", f"flinkConfiguration {NEW_KEY}: Claim")
+    # The newer key wins over the older spelling, as in Flink.
+    assert claim_mode_of({NEW_KEY: "NO_CLAIM", OLD_KEY: "CLAIM"})[0] == "NO_CLAIM"
+    assert claim_mode_of({NEW_KEY: "", OLD_KEY: "LEGACY"})[0] == "LEGACY"
+
+
+@pytest.mark.parametrize("code", sorted(CHANGELOG_HANDLES))
+def test_a_changelog_handle_needs_claim_every_other_handle_does_not(code: int) -> None:
+    met = (HandleMet(code, "operator 1 subtask 0 keyed state"),)
+    unclaimed = target_of("v2_3", "", (), configuration={})
+    why = cannot_read(unclaimed, 6, met)
+    assert is_target_problem(why) and f"set {NEW_KEY}: CLAIM" in why
+    assert why.startswith("Flink in NO_CLAIM mode (Flink's default, no claim mode in flinkConfiguration)")
+    assert "operator 1 subtask 0 keyed state" in why
+    # 1.x names the key every 1.15-1.20 reads, and the newer one.
+    assert f"set {OLD_KEY} (1.20+, 2.x: {NEW_KEY}): CLAIM" in cannot_read(
+        target_of("v1_20", "", (), configuration={OLD_KEY: "NO_CLAIM"}), 4, met
+    )
+    assert cannot_read(target_of("v2_3", "", (), configuration={NEW_KEY: "CLAIM"}), 6, met) == ""
+    # Judged from the configuration even where the version is not known; not where it was not read.
+    assert is_target_problem(cannot_read(target_of("", "", (), configuration={}), 6, met))
+    assert cannot_read(NOT_STATED, 6, met) == ""
+    others = tuple(HandleMet(c, "x") for c in range(1, 18) if c not in CHANGELOG_HANDLES)
+    assert cannot_read(unclaimed, 6, others) == ""
+
+
+def test_a_session_jobs_claim_mode_is_its_own_over_its_clusters() -> None:
+    cluster_obj = flink_deployment(name="session")
+    cluster_obj["spec"]["flinkConfiguration"][NEW_KEY] = "CLAIM"
+    cluster = FlinkResource.from_object(cluster_obj)
+    job_obj = flink_deployment(kind="FlinkSessionJob")
+    job_obj["spec"]["flinkConfiguration"] = {}
+    assert restoring_flink(FlinkResource.from_object(job_obj), cluster, RestorePolicy()).claim_mode == "CLAIM"
+    job_obj["spec"]["flinkConfiguration"] = {NEW_KEY: "NO_CLAIM"}
+    own = FlinkResource.from_object(job_obj)
+    assert restoring_flink(own, cluster, RestorePolicy()).claim_mode == "NO_CLAIM"
+    # Its cluster not read: nothing known, nothing judged.
+    assert restoring_flink(own, None, RestorePolicy()).claim_mode == ""
+
+
+# --- real changelog trees -------------------------------------------------------------------------
+
+
+def deployment(each: Tree, root: Path, claim: dict[str, str], savepoints: bool = True) -> dict[str, Any]:
+    url = materialize(each, root)
+    url = "file://" + url.removeprefix("file:")
+    if not savepoints:
+        shutil.rmtree(root / "sp")
+    obj = flink_deployment(
+        checkpoint_dir=f"{url}/ck",
+        savepoint_dir=f"{url}/sp" if savepoints else None,
+        labels={f"{P}/failover": "true", f"{P}/job-id": each.job_id},
+    )
+    obj["spec"]["flinkVersion"] = flink_version(each.flink)
+    obj["spec"]["flinkConfiguration"].update(claim)
+    return obj
+
+
+def answered(obj: dict[str, Any]) -> tuple[str, str, str]:
+    """(initialSavepointPath, spec.job.state, the audit line's reason in full)."""
+    handler = MemberHandler.from_policy(RestorePolicy())
+    try:
+        out = handler(parse_review(review(obj)))
+    finally:
+        handler.close()
+    response = out.to_review()["response"]
+    assert response["allowed"], response
+    job = apply(obj, decode_patch(response))["spec"]["job"]
+    return str(job.get("initialSavepointPath", "")), str(job.get("state", "")), out.audit.reason
+
+
+@pytest.mark.parametrize("name", CHANGELOG)
+def test_without_claim_the_newest_savepoint_is_restored_and_the_checkpoints_are_passed_over(
+    name: str, tmp_path: Path
+) -> None:
+    each = tree(name)
+    obj = deployment(each, tmp_path, {})
+    path, state, said = answered(obj)
+    assert path.startswith(f"file://{tmp_path}/sp/savepoint-{each.job_id[:6]}-") and state == ""
+    for n in each.checkpoints():
+        assert f"chk-{n}: Flink in NO_CLAIM mode" in said, said
+    assert "skipped chk-" in said
+
+
+@pytest.mark.parametrize("name", CHANGELOG)
+def test_without_claim_and_without_a_savepoint_the_job_is_held_naming_the_setting(
+    name: str, tmp_path: Path
+) -> None:
+    each = tree(name)
+    for claim in ({}, {OLD_KEY: "LEGACY"}, {NEW_KEY: "no_claim"}):
+        obj = deployment(each, tmp_path / str(len(claim)) / claim.get(OLD_KEY, "x"), claim, savepoints=False)
+        path, state, said = answered(obj)
+        assert (path, state) == ("", "suspended"), said
+        assert said.startswith("the restoring Flink cannot load any snapshot left: "), said
+        assert "a changelog checkpoint restores only in CLAIM mode" in said and ": CLAIM" in said
+
+
+@pytest.mark.parametrize("name", CHANGELOG)
+def test_with_claim_either_spelling_the_newest_checkpoint_is_restored(name: str, tmp_path: Path) -> None:
+    each = tree(name)
+    for key in (NEW_KEY, OLD_KEY):
+        obj = deployment(each, tmp_path / key, {key: "claim"})
+        path, state, said = answered(obj)
+        assert path == f"file://{tmp_path / key}/ck/{each.job_id}/chk-{each.checkpoints()[0]}", said
+        assert state == "" and "skipped" not in said
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    root = tmp_path_factory.mktemp("served")
+    policy = root / "policy.json"
+    policy.write_text("{}")
+    with serve(generate_certs(root / "certs"), policy, root / "server.log") as server:
+        client = server.client()
+        try:
+            yield lambda obj: client.admit(review(obj))["response"]
+        finally:
+            client.close()
+
+
+def test_the_served_webhook_holds_an_unclaimed_changelog_job_and_says_why(
+    served: Any, tmp_path: Path
+) -> None:
+    each = tree("2.3.0-changelog")
+    obj = deployment(each, tmp_path / "held", {}, savepoints=False)
+    response = served(obj)
+    job = apply(obj, decode_patch(response))["spec"]["job"]
+    assert job.get("state") == "suspended" and "initialSavepointPath" not in job
+    assert response["warnings"][0].startswith(
+        "job held suspended: the restoring Flink cannot load any snapshot left: "
+        f"chk-{each.checkpoints()[0]}: Flink in NO_CLAIM mode"
+    )
+    obj = deployment(each, tmp_path / "claimed", {NEW_KEY: "CLAIM"})
+    job = apply(obj, decode_patch(served(obj)))["spec"]["job"]
+    assert job["initialSavepointPath"].endswith(f"/ck/{each.job_id}/chk-{each.checkpoints()[0]}")
