@@ -796,9 +796,9 @@ class CheckpointStorage:
         known = {f: len(n) for f, n in verdict.files.items()} if verdict is not None else {}
         todo = plan(covers.unchecked, (snapshot.canonical,), lookup.trees(), known, job_dir or snapshot)
         seen: dict[StoragePath, dict[str, int | None]] = {}
+        verified = verdict.files if verdict is not None else {}  # what is covered, a verdict names
         for needed in covers.covered:
-            assert verdict is not None
-            seen.setdefault(needed.path.parent, {})[needed.path.name] = verdict.files[needed.path.parent][
+            seen.setdefault(needed.path.parent, {})[needed.path.name] = verified[needed.path.parent][
                 needed.path.name
             ]
         if own is not None:
