@@ -367,6 +367,8 @@ def placement(world: World, jobs: list[str], scheduling: str) -> Placement:
         assert n.answered == n.ours == n.optimum, (cluster, n)
     # the trap is set: the optimum fits member2 only, where Karmada's first fit finds no set
     assert result.fits("optimum") == ["member2"] and result.fits("first_fit") == [], result.counts
+    # and the binding follows ours: where Karmada's first fit counts no set anywhere
+    assert result.placed == ["member2"] == result.fits("ours"), result
     return result
 
 
@@ -374,8 +376,8 @@ def unplaceable(
     world: World, jobs: list[str], scheduling: str
 ) -> tuple[dict[str, Any], dict[str, SetCounts]]:
     """The trap's job with three task managers: no set fits anywhere (the optimum says so). The job stays
-    pending: the binding is not scheduled, its Scheduled condition says why, and each estimator's limit
-    says what stops a set there. Returns the condition and the counts."""
+    pending: the binding gets no cluster, its Scheduled condition is False with the scheduler's message,
+    and each estimator's limit says what stops a set there. Returns the condition and the counts."""
     name = "placed-nowhere"
     jobs.append(name)
     job, policy = placed_job(name, SCHEDULING[scheduling], taskmanagers=3)
@@ -397,6 +399,10 @@ def unplaceable(
     )
     for cluster, n in counts.items():
         assert n.answered == n.ours == n.optimum == 0, (cluster, n)
+        # the reason names what stops a set: three task managers where two fit
+        assert "taskmanager" in n.reason, (cluster, n)
+    assert world.placed_on(name) == []
+    assert scheduled["status"] == "False" and scheduled.get("message"), scheduled
     return scheduled, counts
 
 
