@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -28,6 +29,13 @@ from tests.e2e.scenario import (
     propagation_policy,
 )
 from tests.e2e.stack import BUCKET
+from tests.support.exact import exact_sets
+from tests.support.karmada_first_fit import karmada_first_fit
+from tests.support.witness import witness_problems
+from webhook.placement.cluster import cluster_from_kubectl
+from webhook.placement.components import load_workload
+from webhook.placement.estimate import estimate
+from webhook.placement.model import Cluster, Component
 
 
 def _start(world: World, name: str, shipped: str, purge_mode: str | None = None) -> tuple[str, object]:
@@ -243,23 +251,26 @@ def _percentile(values: list[float], q: int) -> float:
     return values[index]
 
 
-# --- placement by complete sets -------------------------------------------------------------------
+# --- placement by complete sets: the packing trap ------------------------------------------------
 
 
-def placed_job(name: str, scheduling: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def placed_job(
+    name: str, scheduling: dict[str, Any], taskmanagers: int = 2
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """A FlinkDeployment of two components, memory in both notations (the job manager's in Flink's:
-    2048m is 2 GiB; the task managers' in Kubernetes': 4Gi), and the shipped policy with ``scheduling``
-    as its replicaScheduling. Against ``stack.NODES`` no set fits member1 (pod slots), one fits member2,
-    though Karmada's totals and resource models count one on both."""
+    2048m is 2 GiB; the task managers' in Kubernetes': 4Gi), a job manager of 1 cpu and task managers
+    of 2, and the shipped policy with ``scheduling`` as its replicaScheduling. Against ``stack.NODES``
+    and ``stack.LOAD`` (two task managers) one set fits member2 only by packing (Karmada's first fit
+    finds none) and none fits member1, though Karmada's totals and resource models count one there."""
     job = flink_job(name)
-    job["spec"]["jobManager"]["resource"] = {"cpu": 2, "memory": "2048m"}
-    job["spec"]["taskManager"] = {"replicas": 2, "resource": {"cpu": 2, "memory": "4Gi"}}
+    job["spec"]["jobManager"]["resource"] = {"cpu": 1, "memory": "2048m"}
+    job["spec"]["taskManager"] = {"replicas": taskmanagers, "resource": {"cpu": 2, "memory": "4Gi"}}
     policy = propagation_policy("propagationpolicy-cluster-failover.yaml", [name])
     policy["spec"]["placement"]["replicaScheduling"] = scheduling
     return job, policy
 
 
-SCHEDULING = {
+SCHEDULING: dict[str, dict[str, Any]] = {
     "Duplicated": {"replicaSchedulingType": "Duplicated"},
     "Divided-dynamic-weight": {
         "replicaSchedulingType": "Divided",
@@ -270,30 +281,129 @@ SCHEDULING = {
 }
 
 
-def placement(world: World, jobs: list[str], scheduling: str) -> tuple[list[str], dict[str, int]]:
-    """The real scheduler, the shipped components customization and the product's estimators: the
-    binding's components as Karmada built them, the sets each estimator answered, where Karmada put it."""
+@dataclass(frozen=True)
+class SetCounts:
+    """One member's complete sets of a binding's components, four ways, on the nodes and pods it has."""
+
+    answered: int  # what the product's estimator answered the real scheduler (its "estimated" log line)
+    ours: int  # the product's placement (webhook/placement) on the member's objects, witness checked
+    first_fit: int  # Karmada's own estimator (tests/support/karmada_first_fit.py, its SimulateScheduling)
+    optimum: int  # exhaustive search (tests/support/exact.py)
+    reason: str  # the product's limit: why not one set more
+
+    def line(self) -> str:
+        return f"ours {self.ours} / first fit {self.first_fit} / optimum {self.optimum}"
+
+
+@dataclass(frozen=True)
+class Placement:
+    placed: list[str]  # the clusters of the binding as the real scheduler wrote them
+    counts: dict[str, SetCounts]  # per member
+
+    def fits(self, count: str) -> list[str]:
+        """The members where ``count`` (a SetCounts field) finds at least one set."""
+        return [c for c, n in sorted(self.counts.items()) if getattr(n, count) > 0]
+
+
+def member_cluster(world: World, cluster: str) -> Cluster:
+    """A member's nodes (listed by name: the order Karmada's estimator walks them here) and its pods,
+    read as ``kubectl get nodes,pods -A -o json`` is read, so as the estimators read them."""
+    api = world.stack.member_api(cluster)
+    items = [{**n, "kind": "Node"} for n in api.get("/api/v1/nodes")["items"]]
+    items += [{**p, "kind": "Pod"} for p in api.get("/api/v1/pods")["items"]]
+    return cluster_from_kubectl({"kind": "List", "items": items}, cluster, cluster)
+
+
+def set_counts(
+    world: World, components: tuple[Component, ...], answered: dict[str, int]
+) -> dict[str, SetCounts]:
+    counts = {}
+    for name in sorted(world.operators):
+        cluster = member_cluster(world, name)
+        ours = estimate(cluster, components)
+        assert witness_problems(cluster, components, ours.sets, ours.assignment) == [], name
+        counts[name] = SetCounts(
+            answered.get(name, -1),
+            ours.sets,
+            karmada_first_fit(cluster, components),
+            exact_sets(cluster, components),
+            ours.limit.message,
+        )
+    return counts
+
+
+def _binding_components(world: World, name: str) -> tuple[dict[str, Any], tuple[Component, ...]]:
+    binding = world.binding(name) or {}
+    components = {c["name"]: c for c in binding["spec"].get("components") or []}
+    assert sorted(components) == ["jobmanager", "taskmanager"]
+    return components, load_workload(binding, "binding")
+
+
+def placement(world: World, jobs: list[str], scheduling: str) -> Placement:
+    """The real scheduler, the shipped components customization and the product's estimators place the
+    packing trap: the binding's components as Karmada built them, the sets each estimator answered
+    beside the product's, Karmada's first fit's and the optimum's counts on the members' objects, and
+    where Karmada put it."""
     name = f"placed-{scheduling.lower()}"
     jobs.append(name)
     job, policy = placed_job(name, SCHEDULING[scheduling])
     world.submit([job], policy)
     wait_until(f"{name} scheduled", lambda: bool(world.placed_on(name)), 120)
-    binding = world.binding(name) or {}
-    components = {c["name"]: c for c in binding["spec"].get("components") or []}
+    raw, components = _binding_components(world, name)
     wait_until(f"both estimators asked about {name}", lambda: len(world.estimates(name)) == 2, 60)
-    estimates = world.estimates(name)
-    placed = world.placed_on(name)
+    result = Placement(world.placed_on(name), set_counts(world, components, world.estimates(name)))
     world.record(
-        f"placement, {scheduling}: on {','.join(placed)}; the estimators' sets "
-        + ", ".join(f"{c} {estimates.get(c)}" for c in sorted(world.operators))
+        f"packing trap, {scheduling}: placed on {','.join(result.placed)}; complete sets "
+        + "; ".join(f"{c} {n.line()}" for c, n in result.counts.items())
+        + f"; Karmada's first fit would fit it {' '.join(result.fits('first_fit')) or 'nowhere'}"
     )
-    assert sorted(components) == ["jobmanager", "taskmanager"]
-    jm, tm = components["jobmanager"], components["taskmanager"]
+    jm, tm = raw["jobmanager"], raw["taskmanager"]
     assert (jm["replicas"], tm["replicas"]) == (1, 2)
-    assert quantities(jm["replicaRequirements"]["resourceRequest"]) == {"cpu": 2, "memory": 2 * 2**30}
+    assert quantities(jm["replicaRequirements"]["resourceRequest"]) == {"cpu": 1, "memory": 2 * 2**30}
     assert quantities(tm["replicaRequirements"]["resourceRequest"]) == {"cpu": 2, "memory": 4 * 2**30}
-    assert estimates == {"member1": 0, "member2": 1}
-    return placed, estimates
+    for cluster, n in result.counts.items():
+        # the estimator answered the scheduler what the product counts on what the member holds, and
+        # that is the optimum, its witness checked
+        assert n.answered == n.ours == n.optimum, (cluster, n)
+    # the trap is set: the optimum fits member2 only, where Karmada's first fit finds no set
+    assert result.fits("optimum") == ["member2"] and result.fits("first_fit") == [], result.counts
+    # and the binding follows ours: where Karmada's first fit counts no set anywhere
+    assert result.placed == ["member2"] == result.fits("ours"), result
+    return result
+
+
+def unplaceable(
+    world: World, jobs: list[str], scheduling: str
+) -> tuple[dict[str, Any], dict[str, SetCounts]]:
+    """The trap's job with three task managers: no set fits anywhere (the optimum says so). The job stays
+    pending: the binding gets no cluster, its Scheduled condition is False with the scheduler's message,
+    and each estimator's limit says what stops a set there. Returns the condition and the counts."""
+    name = "placed-nowhere"
+    jobs.append(name)
+    job, policy = placed_job(name, SCHEDULING[scheduling], taskmanagers=3)
+    world.submit([job], policy)
+
+    def condition() -> dict[str, Any]:
+        conditions = ((world.binding(name) or {}).get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c.get("type") == "Scheduled"), {})
+
+    wait_until(f"{name} tried by the scheduler", lambda: bool(condition()), 120)
+    _, components = _binding_components(world, name)
+    wait_until(f"both estimators asked about {name}", lambda: len(world.estimates(name)) == 2, 60)
+    counts = set_counts(world, components, world.estimates(name))
+    scheduled = condition()
+    world.record(
+        f"fits nowhere, {scheduling}: placed on {','.join(world.placed_on(name)) or 'no cluster'}; "
+        f"Scheduled={scheduled.get('status')} {scheduled.get('reason')}: {scheduled.get('message')}; "
+        + "; ".join(f"{c} {n.line()} ({n.reason})" for c, n in counts.items())
+    )
+    for cluster, n in counts.items():
+        assert n.answered == n.ours == n.optimum == 0, (cluster, n)
+        # the reason names what stops a set: three task managers where two fit
+        assert "taskmanager" in n.reason, (cluster, n)
+    assert world.placed_on(name) == []
+    assert scheduled["status"] == "False" and scheduled.get("message"), scheduled
+    return scheduled, counts
 
 
 def quantities(requests: dict[str, str]) -> dict[str, Decimal]:

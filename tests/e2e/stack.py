@@ -180,17 +180,34 @@ def stack(assets: Assets, version: str, folder: Path, tools: Tools, product: boo
         yield st
 
 
-# Each member's nodes (nothing runs on them: the objects are what Karmada and the estimators read): room
-# for every ordinary job of the scenarios (a job manager and a task manager), and for the placement
-# scenario (flows.placed_job: three pods of 2 cpu) room by the totals on both, but on member1 only one pod
-# slot per node (a node's maxPods used up, or capped as EKS caps it by its network interfaces) and one
-# node too small, so no complete set fits there; member2 fits one. Each node sits at the bottom of one of
-# Karmada's default resource-model grades, so the general estimator's model nodes are the nodes (a node
-# above its grade's minimum is modelled smaller, and the general estimator then refuses sets that fit).
+# Each member's nodes and load (nothing runs on them: the Node and Pod objects are what Karmada and the
+# estimators read; a load pod is bound to its node as a kubelet-run pod is, and holds its requests there).
+# Room for every ordinary job of the scenarios (a job manager and a task manager of 1 cpu) on both; for
+# the placement scenario (flows.placed_job: a job manager of 1 cpu, two task managers of 2 cpu) the
+# packing trap on member2: uniform 4-cpu nodes under uneven load leave 2, 2 and 1 cpu free, so one set
+# fits (the job manager on m2-c, a task manager on each of the others), but Karmada's first fit puts
+# the job manager on m2-a, the first node it fits, and then finds room for one task manager only: 0
+# sets. On member1 no set fits at all, though Karmada's totals and resource models count one: its large
+# nodes have one pod slot left each (maxPods used up by a node agent, as a DaemonSet's pod uses it) and
+# m1-c has half a cpu left. Each node's free capacity sits at the bottom of one of Karmada's default
+# resource-model grades (cpu 1 / 4Gi, 2 / 16Gi, 8 / 64Gi; m1-c below grade 1), so the general estimator's
+# model nodes are the free capacity (a node above its grade's minimum is modelled smaller, and the
+# general estimator then refuses sets that fit). Node names sort in creation order: Karmada's estimator
+# walks one zone's nodes in the order its informer added them (listed by name).
 NODES = {
-    "member1": [("m1-a", "8", "64Gi", "1"), ("m1-b", "8", "64Gi", "1"), ("m1-c", "1", "4Gi", "1")],
-    "member2": [("m2-a", "2", "16Gi", "110"), ("m2-b", "4", "32Gi", "110")],
+    "member1": [("m1-a", "8", "64Gi", "2"), ("m1-b", "8", "64Gi", "2"), ("m1-c", "1", "4Gi", "110")],
+    "member2": [("m2-a", "4", "32Gi", "110"), ("m2-b", "4", "32Gi", "110"), ("m2-c", "4", "32Gi", "110")],
 }
+# node -> the requests of the one pod bound to it (empty: a pod without requests, holding a pod slot)
+LOAD = {
+    "member1": {"m1-a": {}, "m1-b": {}, "m1-c": {"cpu": "500m", "memory": "2Gi"}},
+    "member2": {
+        "m2-a": {"cpu": "2", "memory": "16Gi"},
+        "m2-b": {"cpu": "2", "memory": "16Gi"},
+        "m2-c": {"cpu": "3", "memory": "28Gi"},
+    },
+}
+LOAD_NAMESPACE = "kube-system"
 
 
 def _nodes(st: Stack) -> None:
@@ -215,6 +232,22 @@ def _nodes(st: Stack) -> None:
                 t for t in updated["spec"].get("taints") or [] if t["key"] != "node.kubernetes.io/not-ready"
             ]
             api.replace(f"/api/v1/nodes/{name}", updated)
+        for node, requests in LOAD[cluster].items():
+            _load_pod(api, node, requests)
+
+
+def _load_pod(api: Rest, node: str, requests: dict[str, str]) -> None:
+    """A running pod bound to ``node`` (as the scheduler binds one and the kubelet reports it)."""
+    container: dict[str, Any] = {"name": "load", "image": "registry.k8s.io/pause:3.9"}
+    if requests:
+        container["resources"] = {"requests": dict(requests)}
+    name = f"load-{node}"
+    created = api.create(
+        f"/api/v1/namespaces/{LOAD_NAMESPACE}/pods",
+        {"metadata": {"name": name}, "spec": {"nodeName": node, "containers": [container]}},
+    )
+    created["status"] = {"phase": "Running"}
+    api.replace(f"/api/v1/namespaces/{LOAD_NAMESPACE}/pods/{name}/status", created)
 
 
 def _users(st: Stack) -> None:

@@ -3,10 +3,12 @@ from __future__ import annotations
 import itertools
 
 from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from tests.placement import validator
 from tests.placement.strategies import instances, shared_instances
 from tests.support.exact import exact_sets
+from tests.support.karmada_first_fit import karmada_first_fit
 from tests.support.witness import witness_problems
 from webhook.placement.bounds import LimitCode
 from webhook.placement.estimate import estimate
@@ -233,3 +235,12 @@ def test_shared_nodes_without_requests_or_pod_limits_stay_fast_and_sound() -> No
     result = estimate(c, with_cpu, max_sets=50)
     assert result.sets == 6  # a is limited by cpu: 4 + 2
     validator.check(c, with_cpu, result.sets, result.assignment)
+
+
+@SETTINGS
+@given(st.one_of(instances(), shared_instances()))
+def test_first_fit_is_karmadas(case: tuple[Cluster, tuple[Component, ...]]) -> None:
+    """The floor (a cursor per component, linear) counts what Karmada's SimulateScheduling counts
+    (re-walking the nodes for every component, transcribed in tests/support/karmada_first_fit.py)."""
+    c, comps = case
+    assert first_fit_sets(c, comps) == karmada_first_fit(c, comps, 10**6)
