@@ -82,7 +82,7 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("metadata", "outcome"),  # Flink's _metadata read from bytes; what a decision is (pure)
         ("updates", "checks"),  # what an UPDATE keeps; is a snapshot restorable (both pure)
         # the decision; what a full check found, kept (pure); S3 HEADs by presigned URL (storage's fast path)
-        ("restore", "failover", "verdict", "s3heads"),
+        ("restore", "failover", "verdict", "presigned"),
         (
             "storage",
             "sessions",

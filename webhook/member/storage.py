@@ -32,7 +32,7 @@ import fsspec
 
 from webhook.common.flink import is_job_id, is_savepoint_of
 from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath, StoragePathError
-from webhook.member import s3heads
+from webhook.member import presigned
 from webhook.member.checks import NamedFiles, judge, missing, named_files
 from webhook.member.compat import Target, cannot_read
 from webhook.member.metadata import (
@@ -468,8 +468,8 @@ class CheckpointStorage:
         self.write_verdicts = write_verdicts
         self._writes: list[concurrent.futures.Future[Any]] = []
         self._own: dict[tuple[str, str, str, int], fsspec.AbstractFileSystem] = {}  # per lane and storage
-        # per S3 scheme: the pooled client of presigned HEADs (member/s3heads.py), None where s3fs asks
-        self._head_clients: dict[str, s3heads.HeadClient | None] = {}
+        # per S3 scheme: the pooled client of presigned HEADs (member/presigned.py), None where s3fs asks
+        self._head_clients: dict[str, presigned.HeadClient | None] = {}
 
     def _fs_options(self, path: StoragePath) -> dict[str, Any]:
         """The options ``path``'s filesystem is built from: the network defaults, then the policy's."""
@@ -901,7 +901,7 @@ class CheckpointStorage:
         self, paths: tuple[StoragePath, ...], lookup: _Lookup, cursor: _Cursor
     ) -> list[tuple[StoragePath, tuple[concurrent.futures.Future[Any], _Cursor]]]:
         """A HEAD of each of ``paths``, side by side: on S3 by presigned URL over a pooled client where
-        that asks what s3fs would (member/s3heads.py), else through the path's filesystem."""
+        that asks what s3fs would (member/presigned.py), else through the path's filesystem."""
         client = (
             self._head_client(paths[0]) if paths and all(p.scheme == paths[0].scheme for p in paths) else None
         )
@@ -909,7 +909,7 @@ class CheckpointStorage:
             return [(p, lookup.request(functools.partial(self._head_file, p), cursor)) for p in paths]
         lookup.deadline.check()
         try:
-            urls = s3heads.presign(
+            urls = presigned.presign(
                 self.filesystem(paths[0]), [p.fs_path for p in paths], lookup.deadline.remaining()
             )
         except Exception as exc:
@@ -919,7 +919,7 @@ class CheckpointStorage:
             for p, url in zip(paths, urls, strict=True)
         ]
 
-    def _head_client(self, path: StoragePath) -> s3heads.HeadClient | None:
+    def _head_client(self, path: StoragePath) -> presigned.HeadClient | None:
         """The presigned-HEAD client of ``path``'s scheme (None: ask through s3fs), made once."""
         if path.protocol != "s3":
             return None
@@ -929,12 +929,12 @@ class CheckpointStorage:
         options = self._fs_options(path)
         fs = self.filesystem(path)
         client = None
-        if s3heads.usable(options, fs):
+        if presigned.usable(options, fs):
             config = options.get("config_kwargs") or {}
             verify = (options.get("client_kwargs") or {}).get(
                 "verify", os.environ.get("AWS_CA_BUNDLE") or None
             )
-            client = s3heads.HeadClient(
+            client = presigned.HeadClient(
                 int(config.get("max_pool_connections", 10)),
                 float(config.get("connect_timeout", 60)),
                 float(config.get("read_timeout", 60)),
@@ -944,7 +944,7 @@ class CheckpointStorage:
             return self._head_clients.setdefault(path.scheme, client)
 
     def _head_url(
-        self, path: StoragePath, url: str, client: s3heads.HeadClient, deadline: Deadline, cursor: _Cursor
+        self, path: StoragePath, url: str, client: presigned.HeadClient, deadline: Deadline, cursor: _Cursor
     ) -> int | bool | None:
         """``_head_file`` by presigned URL: one HEAD, within the lookup's deadline."""
         cursor.head()

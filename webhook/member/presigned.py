@@ -7,9 +7,11 @@ credentials, region and endpoint, through s3fs's own ``_url``) signs all of them
 loop, and plain HEADs go out over a urllib3 pool: an answer is a status line and a Content-Length.
 
 Used only where a presigned URL asks exactly what ``head_object`` would (``usable``): no
-requester-pays or extra request parameters (SSE-C keys travel as headers), no proxy, a plain http(s)
-endpoint. Anywhere else ``member/storage.py`` asks through s3fs as before. Every request has the
-client's connect and read timeouts and never outlives the lookup's deadline.
+requester-pays or extra request parameters (SSE-C keys travel as headers), no proxy, an http endpoint
+or an https one with a CA bundle named (``client_kwargs.verify``, ``AWS_CA_BUNDLE``) or a system trust
+store (botocore brings its own bundle; urllib3 has none). Anywhere else ``member/storage.py`` asks
+through s3fs as before. Every request has the client's connect and read timeouts and never outlives
+the lookup's deadline.
 """
 
 from __future__ import annotations
@@ -107,15 +109,11 @@ class HeadClient:
         with self._lock:
             if self._pool is None or self._pid != os.getpid():
                 self._pid = os.getpid()
-                tls: dict[str, Any] = {}
+                tls: dict[str, Any] = {}  # the system's trust store (``usable`` made sure it has one)
                 if self.verify is False:
                     tls = {"cert_reqs": "CERT_NONE"}
                 elif isinstance(self.verify, str):
                     tls = {"ca_certs": self.verify}
-                else:
-                    from botocore.httpsession import get_cert_path
-
-                    tls = {"ca_certs": get_cert_path(True)}
                 self._pool = urllib3.PoolManager(num_pools=8, maxsize=self.connections, block=False, **tls)
             return self._pool
 
