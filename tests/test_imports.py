@@ -82,7 +82,8 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("policy",),  # the restore policy, declared once
         ("metadata", "outcome"),  # Flink's _metadata read from bytes; what a decision is (pure)
         ("updates", "checks"),  # what an UPDATE keeps; is a snapshot restorable (both pure)
-        ("restore", "failover", "verdict"),  # the decision; what a full check found, kept (pure)
+        # the decision; what a full check found, kept (pure); S3 HEADs by presigned URL (storage's fast path)
+        ("restore", "failover", "verdict", "presigned"),
         (
             "storage",
             "sessions",

@@ -32,6 +32,7 @@ import fsspec
 
 from webhook.common.flink import is_job_id, is_savepoint_of
 from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath, StoragePathError
+from webhook.member import presigned
 from webhook.member.checks import NamedFiles, judge, missing, named_files
 from webhook.member.compat import Target, cannot_read
 from webhook.member.metadata import (
@@ -467,18 +468,25 @@ class CheckpointStorage:
         self.write_verdicts = write_verdicts
         self._writes: list[concurrent.futures.Future[Any]] = []
         self._own: dict[tuple[str, str, str, int], fsspec.AbstractFileSystem] = {}  # per lane and storage
+        # per S3 scheme: the pooled client of presigned HEADs (member/presigned.py), None where s3fs asks
+        self._head_clients: dict[str, presigned.HeadClient | None] = {}
 
-    def filesystem(
-        self, path: StoragePath, lane: str = "", connections: int = 0
-    ) -> fsspec.AbstractFileSystem:
-        """``lane``: an instance of that lane's own for ``path``'s storage (bucket), with ``connections``
-        connections on S3, not the one everything else on the scheme shares (the fencing heartbeats')."""
+    def _fs_options(self, path: StoragePath) -> dict[str, Any]:
+        """The options ``path``'s filesystem is built from: the network defaults, then the policy's."""
         # A deep copy: botocore rewrites the nested retries mapping in place when it connects.
         options: dict[str, Any] = copy.deepcopy(_NETWORK_DEFAULTS.get(path.protocol, {}))
         options.update(self._options.get(path.protocol, {}))
         options.update(self._options.get(path.scheme, {}))
         if path.protocol in _LISTING_CACHES:
             options["use_listings_cache"] = False
+        return options
+
+    def filesystem(
+        self, path: StoragePath, lane: str = "", connections: int = 0
+    ) -> fsspec.AbstractFileSystem:
+        """``lane``: an instance of that lane's own for ``path``'s storage (bucket), with ``connections``
+        connections on S3, not the one everything else on the scheme shares (the fencing heartbeats')."""
+        options = self._fs_options(path)
         # keyed by process too: an instance made before a fork is not used after it (as fsspec's cache)
         own = (lane, path.scheme, path.authority, os.getpid()) if lane else None
         if own is not None:
@@ -809,7 +817,7 @@ class CheckpointStorage:
             lookup.tree(tree_path, cursor)
         for folder_path in todo.folders:
             lookup.folder(folder_path, cursor)
-        heads = [(p, lookup.request(functools.partial(self._head_file, p), cursor)) for p in todo.heads]
+        heads = self._start_heads(todo.heads, lookup, cursor)
         for folder_path in todo.folders:
             found = lookup.listing(folder_path, cursor)
             seen.setdefault(folder_path, {}).update({k: v[0] for k, v in (found or {}).items()})
@@ -888,6 +896,62 @@ class CheckpointStorage:
         with self._lock:
             writes = list(self._writes)
         concurrent.futures.wait(writes, timeout=timeout)
+
+    def _start_heads(
+        self, paths: tuple[StoragePath, ...], lookup: _Lookup, cursor: _Cursor
+    ) -> list[tuple[StoragePath, tuple[concurrent.futures.Future[Any], _Cursor]]]:
+        """A HEAD of each of ``paths``, side by side: on S3 by presigned URL over a pooled client where
+        that asks what s3fs would (member/presigned.py), else through the path's filesystem."""
+        client = (
+            self._head_client(paths[0]) if paths and all(p.scheme == paths[0].scheme for p in paths) else None
+        )
+        if client is None:
+            return [(p, lookup.request(functools.partial(self._head_file, p), cursor)) for p in paths]
+        lookup.deadline.check()
+        try:
+            urls = presigned.presign(
+                self.filesystem(paths[0]), [p.fs_path for p in paths], lookup.deadline.remaining()
+            )
+        except Exception as exc:
+            raise _storage_error("checking", paths[0], exc) from None
+        return [
+            (p, lookup.request(functools.partial(self._head_url, p, url, client, lookup.deadline), cursor))
+            for p, url in zip(paths, urls, strict=True)
+        ]
+
+    def _head_client(self, path: StoragePath) -> presigned.HeadClient | None:
+        """The presigned-HEAD client of ``path``'s scheme (None: ask through s3fs), made once."""
+        if path.protocol != "s3":
+            return None
+        with self._lock:
+            if path.scheme in self._head_clients:
+                return self._head_clients[path.scheme]
+        options = self._fs_options(path)
+        fs = self.filesystem(path)
+        client = None
+        if presigned.usable(options, fs):
+            config = options.get("config_kwargs") or {}
+            verify = (options.get("client_kwargs") or {}).get(
+                "verify", os.environ.get("AWS_CA_BUNDLE") or None
+            )
+            client = presigned.HeadClient(
+                int(config.get("max_pool_connections", 10)),
+                float(config.get("connect_timeout", 60)),
+                float(config.get("read_timeout", 60)),
+                verify,
+            )
+        with self._lock:
+            return self._head_clients.setdefault(path.scheme, client)
+
+    def _head_url(
+        self, path: StoragePath, url: str, client: presigned.HeadClient, deadline: Deadline, cursor: _Cursor
+    ) -> int | bool | None:
+        """``_head_file`` by presigned URL: one HEAD, within the lookup's deadline."""
+        cursor.head()
+        try:
+            return client.head(url, deadline.remaining())
+        except Exception as exc:
+            raise _storage_error("checking", path, exc) from None
 
     def _head_file(self, path: StoragePath, cursor: _Cursor) -> int | bool | None:
         """One file's size (None: the store gives none), False when it is not there: one HEAD."""
