@@ -99,7 +99,7 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
             "flinkapi",
             "renewer",
         ),  # the webhook's side; the agent's Kubernetes edge; the heartbeat loop
-        ("command",),  # what the fencing commands do first
+        ("command", "executors"),  # what the fencing commands do first; the calls that carry out effects
         ("agent", "status"),  # the loops that execute plans; every job's fencing state
         ("runner", "release", "http"),  # one agent per server; the release command; /fencing/status
     ),
