@@ -14,7 +14,9 @@ Three loops share one event loop (``run``), so none of them waits for another:
 - the **heartbeat loop** (``renewer.Renewer``): renews the running copies' heartbeats and steps a copy
   down the moment its renew deadline passes.
 
-After every poll it reports its health (``Health``) for the webhook's admissions and the metrics.
+A poll reads each copy's records through ``reads.PollReads`` and shows what it found through
+``report.Report``: after every poll the agent's health (``report.Health``) for the webhook's admissions,
+and the metrics.
 """
 
 from __future__ import annotations
