@@ -100,8 +100,10 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
             "gate",
             "flinkapi",
             "renewer",
-        ),  # the webhook's side; the agent's Kubernetes edge; the heartbeat loop
-        ("command",),  # what the fencing commands do first
+            "reads",
+        ),  # the webhook's side; the agent's Kubernetes edge; the heartbeat loop; what a poll reads
+        # what the fencing commands do first; the calls that carry out effects; what a poll shows
+        ("command", "executors", "report"),
         ("agent", "status"),  # the loops that execute plans; every job's fencing state
         ("runner", "release", "http"),  # one agent per server; the release command; /fencing/status
     ),

@@ -29,8 +29,9 @@ from tests.support.s3 import moto_server, s3_options
 from webhook.cli import main
 from webhook.common.admission import parse_review
 from webhook.common.kubeclient import ClientConfig
-from webhook.member.fencing.agent import FencingAgent, Step
+from webhook.member.fencing.agent import FencingAgent
 from webhook.member.fencing.flinkapi import FlinkApi, ThreadedApi
+from webhook.member.fencing.report import Step
 from webhook.member.handler import MemberHandler
 from webhook.member.policy import FencingPolicy, FencingStorageError, RestorePolicy
 from webhook.member.storage import CheckpointStorage

@@ -375,6 +375,6 @@ def test_the_fencing_agents_resume_skips_what_flink_cannot_restore(tmp_path: Pat
     obj = running_deployment(each.job_id)
     obj["spec"]["flinkVersion"] = flink_version(each.flink)  # its own Flink: what it wrote, it reads
     copy = read_copy(obj, policy)
-    assert asyncio.run(agent._resume(copy)) is None
+    assert asyncio.run(agent.executors.resume(copy)) is None
     job = patched[-1]["spec"]["job"]
     assert job["initialSavepointPath"] == f"{url}/ck/{each.job_id}/chk-{below}"

@@ -197,6 +197,21 @@ def read_copy(obj: Mapping[str, Any], policy: RestorePolicy) -> Copy:
     )
 
 
+def with_children(found: list[Copy]) -> list[Copy]:
+    """A held FlinkBlueGreenDeployment knows the children the operator created for it (its release
+    starts them)."""
+    children: dict[Workload, list[str]] = {}
+    for copy in found:
+        if copy.target is not None:
+            children.setdefault(copy.workload, []).append(copy.target.name)
+    return [
+        replace(c, children=tuple(sorted(children.get(c.workload, ()))))
+        if c.workload.kind == BLUE_GREEN and c.target is None
+        else c
+        for c in found
+    ]
+
+
 def stop_mode(resource: FlinkResource) -> str:
     """The upgradeMode under which ``state: suspended`` stops a copy without a savepoint.
 

@@ -30,9 +30,10 @@ from dataclasses import asdict, dataclass
 from webhook.common.events import EventRecorder
 from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.common.kubeobjects import EVENTS, KubeObjects
-from webhook.member.fencing.agent import FencingAgent, Health
+from webhook.member.fencing.agent import FencingAgent
 from webhook.member.fencing.flinkapi import FlinkApi, ThreadedApi, stops_client
 from webhook.member.fencing.lanes import process_lanes
+from webhook.member.fencing.report import Health
 from webhook.member.policy import RestorePolicy
 from webhook.member.storage import CheckpointStorage
 
