@@ -38,7 +38,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from bench._procstat import machine_busy, process_tree
+from bench._procstat import machine_busy, process_tree, rss_mib
 from tests.e2e import flows
 from tests.e2e.apiserver import ADMIN_TOKEN
 from tests.e2e.informer import Informer
@@ -89,20 +89,9 @@ class Memory:
 
     def sample(self) -> None:
         for process in list(self.world.stack.procs.started):
-            mib = sum(_rss_mib(pid) for pid in process_tree(process.popen.pid))
+            mib = rss_mib(process_tree(process.popen.pid))
             self.now[process.name] = mib
             self.peak[process.name] = max(mib, self.peak.get(process.name, 0.0))
-
-
-def _rss_mib(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def roles(world: World) -> dict[str, list[str]]:
