@@ -66,7 +66,10 @@ class OperatorDouble:
     _halt: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _checkpointer: threading.Thread | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)  # jobs, and a job's end vs its checkpoint
+    _lock: threading.Lock = field(default_factory=threading.Lock)  # the records of jobs
+    # a job's end vs its checkpoint being written, per job (one lock for all, held through a storage
+    # write after another, starved every other reader of the records at a fleet's size)
+    _ending: dict[str, threading.Lock] = field(default_factory=dict)
     _by_key: dict[Key, list[Job]] = field(default_factory=dict)
     _snapshot: dict[Key, dict[str, Any]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
@@ -181,8 +184,12 @@ class OperatorDouble:
 
     def _end(self, key: Key) -> None:
         job = self._current.pop(key, None)
-        with self._lock:  # not while its checkpoint is being written: the write completes first
-            if job is not None and job.ended is None:
+        if job is None:
+            return
+        with self._ending.setdefault(
+            job.job_id, threading.Lock()
+        ):  # a checkpoint being written completes first
+            if job.ended is None:
                 job.ended = time.monotonic()
 
     def _checkpoint(self, objects: dict[Key, dict[str, Any]], now: float) -> None:
@@ -195,7 +202,7 @@ class OperatorDouble:
             folder = checkpoint_dir(objects[key])
             if not folder:
                 continue
-            with self._lock:
+            with self._ending.setdefault(job.job_id, threading.Lock()):
                 if job.ended is not None:
                     continue
                 try:
