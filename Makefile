@@ -102,6 +102,15 @@ proto: $(STAMP)
 bench: $(STAMP) moto-venv azurite
 	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server $(BIN)/python -m bench
 
+# A fleet of JOBS FlinkDeployments evicted at once on the end-to-end tier's real Karmada (bench/karmada_fleet.py;
+# tens of minutes at 2,000: run it alone, e.g. under flock on a shared machine).
+JOBS ?= 2000
+SOAK_TIMEOUT ?= 2700
+.PHONY: soak-e2e
+soak-e2e: $(STAMP) moto-venv azurite
+	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server FLINK_FAILOVER_E2E_ASSETS=$(E2E_ASSETS) \
+	  $(BIN)/python -m bench karmada_fleet --jobs $(JOBS) --timeout $(SOAK_TIMEOUT) $(SOAK_ARGS)
+
 soak: $(STAMP) moto-venv
 	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server $(BIN)/python -m bench soak
 

@@ -41,6 +41,18 @@ def cpu_seconds(pids: Sequence[int]) -> float:
     return total / TICKS
 
 
+def rss_mib(pids: Sequence[int]) -> float:
+    """Resident memory of ``pids`` together, MiB (a process gone meanwhile counts 0)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                total += next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+        except OSError:
+            continue
+    return total / 1024
+
+
 def machine_busy() -> tuple[float, float]:
     """(busy, total) jiffies of the whole machine, to show what else ran during a measurement."""
     with open("/proc/stat") as f:

@@ -12,7 +12,7 @@ import contextlib
 import os
 import shutil
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -92,8 +92,15 @@ def tools() -> Tools:
 
 
 @contextlib.contextmanager
-def _world(assets: Assets, version: str, folder: Path, tools: Tools, via_guide: bool) -> Iterator[World]:
-    with stack(assets, version, folder, tools, product=not via_guide) as st:
+def _world(
+    assets: Assets,
+    version: str,
+    folder: Path,
+    tools: Tools,
+    via_guide: bool,
+    fencing: dict[str, float] | None = None,
+) -> Iterator[World]:
+    with stack(assets, version, folder, tools, product=not via_guide, fencing=fencing) as st:
         write = checkpoint_writer(st)
         operators = {
             name: OperatorDouble(name, st.member_api(name), write).start() for name in st.karmada.members
@@ -127,12 +134,19 @@ def _run_folder(version: str) -> Path:
     return folder
 
 
-def world_for(version: str, assets: Assets, tools: Tools, via_guide: bool = False) -> Iterator[World]:
+def world_for(
+    version: str,
+    assets: Assets,
+    tools: Tools,
+    via_guide: bool = False,
+    fencing: dict[str, float] | None = None,
+) -> Generator[World]:
     """One stack for a package of scenarios (each version's package asks for its own and frees it when
     its scenarios are done, so two stacks never run at once); ``via_guide``: the product installed by
-    running docs/guide-flink-on-karmada.md as written (``tests/e2e/guide.py``), its failover included."""
+    running docs/guide-flink-on-karmada.md as written (``tests/e2e/guide.py``), its failover included;
+    ``fencing``: the member role's timings instead of the tier's (a run at scale: bench/karmada_fleet.py)."""
     folder = _run_folder(version)
-    with _world(assets, version, folder, tools, via_guide) as world:
+    with _world(assets, version, folder, tools, via_guide, fencing) as world:
         yield world
     if not world.failed and os.environ.get("FLINK_FAILOVER_E2E_KEEP") != "1":
         shutil.rmtree(folder, ignore_errors=True)

@@ -316,24 +316,35 @@ class World:
         return {cluster: operator.jobs_of(*key) for cluster, operator in self.operators.items()}
 
     def work_webhook_lines(self) -> dict[str, int]:
-        """How many lines each control-plane pod's log has now: audit lines after these are a burst's."""
+        """How many lines each product pod's log has now (the control plane's among them): audit lines
+        after these are a burst's."""
         return {
-            pod.name: _line_count(pod.process.log) for pod in self.stack.releases["control-plane"].replicas()
+            pod.name: _line_count(pod.process.log)
+            for release in self.stack.releases.values()
+            for pod in release.replicas()
         }
 
-    def work_webhook_latencies(self, since: dict[str, int]) -> list[tuple[float, str]]:
-        """Server-side milliseconds of every Work admission logged after ``since`` (the audit line's ``ms``),
-        each with where its binding came from (``cache``, ``api``, or ``-`` without a Flink manifest read)."""
-        out: list[tuple[float, str]] = []
-        for pod in self.stack.releases["control-plane"].replicas():
+    def admissions(self, release: str, since: dict[str, int], kind: str) -> list[dict[str, Any]]:
+        """The audit lines of ``kind`` (Work, FlinkDeployment) every pod of ``release`` logged after
+        ``since`` (from :meth:`work_webhook_lines`), each as the server wrote it (``ms``: server-side)."""
+        out: list[dict[str, Any]] = []
+        for pod in self.stack.releases[release].replicas():
             lines = pod.process.log.read_text(errors="replace").splitlines()[since.get(pod.name, 0) :]
             for line in lines:
                 if '"msg":"admission"' not in line or not line.startswith("{"):
                     continue
                 entry = json.loads(line)
-                if entry.get("kind") == "Work":
-                    sources = {m.get("bindingFrom", "") for m in entry.get("manifests") or []} or {"-"}
-                    out.append((float(entry["ms"]), ",".join(sorted(sources))))
+                if entry.get("kind") == kind:
+                    out.append(entry)
+        return out
+
+    def work_webhook_latencies(self, since: dict[str, int]) -> list[tuple[float, str]]:
+        """Server-side milliseconds of every Work admission logged after ``since`` (the audit line's ``ms``),
+        each with where its binding came from (``cache``, ``api``, or ``-`` without a Flink manifest read)."""
+        out: list[tuple[float, str]] = []
+        for entry in self.admissions("control-plane", since, "Work"):
+            sources = {m.get("bindingFrom", "") for m in entry.get("manifests") or []} or {"-"}
+            out.append((float(entry["ms"]), ",".join(sorted(sources))))
         return out
 
     def estimates(self, workload: str, namespace: str = NAMESPACE) -> dict[str, int]:

@@ -70,10 +70,12 @@ class Stack:
     # every storage server of the stack by its backend's name (s3, gcs, azure), each with BUCKET made
     storages: dict[str, Running] = field(default_factory=dict)
     missing: dict[str, str] = field(default_factory=dict)  # backend name -> why its server is not here
+    # the member role's fencing timings (FENCING unless a run at scale asks for slower polls: bench/)
+    fencing_values: dict[str, float] = field(default_factory=lambda: dict(FENCING))
 
     @property
     def fencing(self) -> dict[str, float]:
-        return dict(FENCING)
+        return dict(self.fencing_values)
 
     def storage(self, backend: str) -> Running:
         """The running server of ``backend`` (s3, gcs, azure); a missing one skips the test that asks
@@ -112,7 +114,10 @@ class Stack:
 
 
 def storage_values(
-    endpoint: str, s3a_endpoint: str = "", others: dict[str, dict[str, Any]] | None = None
+    endpoint: str,
+    s3a_endpoint: str = "",
+    others: dict[str, dict[str, Any]] | None = None,
+    fencing: dict[str, float] | None = None,
 ) -> dict[str, Any]:
     """The policy and the member pods' credentials for the tier's S3, as docs/install.md shows them, and
     ``others``' storageOptions (scheme -> options: the tier's GCS and Azure Blob) beside them."""
@@ -120,7 +125,7 @@ def storage_values(
     options.update(others or {})
     return {
         "image": {"repository": IMAGE},
-        "policy": {"storageOptions": options, "fencing": dict(FENCING)},
+        "policy": {"storageOptions": options, "fencing": dict(fencing or FENCING)},
         "member": {
             "extraEnv": [
                 {
@@ -147,8 +152,16 @@ def _credentials_secret() -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def stack(assets: Assets, version: str, folder: Path, tools: Tools, product: bool = True) -> Iterator[Stack]:
-    """The stack; without ``product`` Karmada, the members, S3 and the nodes only (the guide installs it)."""
+def stack(
+    assets: Assets,
+    version: str,
+    folder: Path,
+    tools: Tools,
+    product: bool = True,
+    fencing: dict[str, float] | None = None,
+) -> Iterator[Stack]:
+    """The stack; without ``product`` Karmada, the members, S3 and the nodes only (the guide installs it);
+    ``fencing``: the member role's timings instead of FENCING."""
     procs = Processes(folder / "logs")
     with contextlib.ExitStack() as exits:
         exits.callback(procs.stop_all)
@@ -163,6 +176,7 @@ def stack(assets: Assets, version: str, folder: Path, tools: Tools, product: boo
         _make_bucket(endpoint)
         port = int(endpoint.rsplit(":", 1)[1])
         st = Stack(version, folder, procs, karmada, endpoint, tools, exits.enter_context(tcp_proxy(port)))
+        st.fencing_values = dict(fencing or FENCING)
         st.storages["s3"] = Running(by_name("s3"), endpoint)
         for name in ("gcs", "azure"):
             try:
@@ -291,7 +305,7 @@ def _karmada_policies(st: Stack) -> None:
 
 
 def _install_product(st: Stack) -> None:
-    values = storage_values(st.s3_endpoint, others=st.other_storage_options())
+    values = storage_values(st.s3_endpoint, others=st.other_storage_options(), fencing=st.fencing)
     work = st.folder / "product"
     helm, kubectl = st.tools.helm, st.tools.kubectl
     karmada_api = st.karmada.api
@@ -322,7 +336,7 @@ def _install_product(st: Stack) -> None:
         )
         apply(kubectl, api.kubeconfig, [_credentials_secret()])
         through = st.s3a_proxy.endpoint if name == "member2" and st.s3a_proxy is not None else ""
-        chosen = storage_values(st.s3_endpoint, through, st.other_storage_options())
+        chosen = storage_values(st.s3_endpoint, through, st.other_storage_options(), st.fencing)
         member_values = yaml.safe_load(yaml.safe_dump(chosen))
         member_values["role"] = "member"
         member_values["member"]["fencing"] = {"cluster": name}

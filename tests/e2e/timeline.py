@@ -31,6 +31,9 @@ class Sample:
 class Timeline:
     members: dict[str, Rest]
     samples: list[Sample] = field(default_factory=list)
+    # the same samples by job: a fleet of thousands asks per job, and a scan of all samples each time
+    # grew with the square of the fleet
+    by_key: dict[Key, list[Sample]] = field(default_factory=dict)
     informers: dict[str, Informer] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -60,12 +63,13 @@ class Timeline:
             )
             with self._lock:
                 self.samples.append(sample)
+                self.by_key.setdefault(sample.key, []).append(sample)
 
         return record
 
     def of(self, key: Key, cluster: str | None = None) -> list[Sample]:
         with self._lock:
-            return [s for s in self.samples if s.key == key and (cluster is None or s.cluster == cluster)]
+            return [s for s in self.by_key.get(key, ()) if cluster is None or s.cluster == cluster]
 
     def running_intervals(
         self, key: Key, cluster: str, until: float | None = None

@@ -90,7 +90,8 @@ def presign(filesystem: Any, keys: Sequence[str], seconds_left: float) -> list[s
             )
         )
 
-    return sync(filesystem.loop, sign_all, timeout=max(seconds_left, 0.001))
+    signed: list[str] = sync(filesystem.loop, sign_all, timeout=max(seconds_left, 0.001))
+    return signed
 
 
 class HeadClient:

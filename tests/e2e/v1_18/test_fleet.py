@@ -1,4 +1,8 @@
-"""A fleet evicted at once on Karmada v1.18.2: every job restored, none twice, the Work webhook fast."""
+"""A fleet evicted at once on Karmada v1.18.2: every job restored from its newest checkpoint, none twice.
+
+The Work webhook's p50/p99 are recorded among the figures, not asserted (speed is bench/'s:
+``python -m bench karmada_fleet`` runs the same fleet at thousands of jobs, docs/performance.md).
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,7 @@ from tests.e2e import flows
 from tests.e2e.scenario import World
 
 FLEET = 50
-P99_MS = 50.0
 
 
 def test_a_fleet_evicted_at_once(world: World, jobs: list[str]) -> None:
-    _, _, p99 = flows.fleet(world, jobs, FLEET)
-    assert p99 < P99_MS, f"the Work webhook's p99 was {p99:.1f} ms with {FLEET} jobs evicted at once"
+    flows.fleet(world, jobs, FLEET)
