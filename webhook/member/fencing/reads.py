@@ -57,9 +57,10 @@ class PollReads:
 
     async def records(self, copy: Copy, shared: bool) -> Read:
         """``shared``: from the poll's one listing of the copy's storage, else a listing of its folder."""
-        assert copy.folder is not None and copy.clock is not None  # the agent skips a copy without them
         storage_now = None
         listed_at = _mono()
+        if copy.folder is None or copy.clock is None:  # the agent skips such a copy: never read as empty
+            return Read(Unreadable("the copy names no fencing folder"), listed_at, storage_now)
         try:
             if copy.state is CopyState.HELD:
                 storage_now = await self._storage_now(copy.clock)
