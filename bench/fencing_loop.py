@@ -37,11 +37,11 @@ from tests.support.objects import FLINK_METADATA, JOB_ID, flink_deployment, make
 from tests.support.s3 import moto_server, s3_options
 from tests.support.tcpproxy import TcpProxy
 from webhook.common.kubeclient import ClientConfig
-from webhook.member.fencing.agent import FencingAgent
-from webhook.member.fencing.flinkapi import FlinkApi, ThreadedApi
-from webhook.member.fencing.runner import run_agent
-from webhook.member.policy import FencingPolicy, RestorePolicy
-from webhook.member.storage import CheckpointStorage
+from webhook.fencing.agent import FencingAgent
+from webhook.fencing.flinkapi import FlinkApi, ThreadedApi
+from webhook.fencing.runner import run_agent
+from webhook.restore.policy import FencingPolicy, RestorePolicy
+from webhook.restore.storage import CheckpointStorage
 
 P = "flink-failover.io"
 FENCING = FencingPolicy(lease_seconds=30, poll_seconds=5, renew_deadline_seconds=10, stop_margin_seconds=10)

@@ -52,12 +52,12 @@ from tests.support.s3 import moto_server, s3_options
 from tests.support.server import generate_certs, serve
 from webhook.common.admission import parse_review
 from webhook.common.kubeclient import ClientConfig
-from webhook.member.fencing.agent import FencingAgent
-from webhook.member.fencing.flinkapi import FlinkApi, ThreadedApi
-from webhook.member.fencing.runner import run_agent
+from webhook.fencing.agent import FencingAgent
+from webhook.fencing.flinkapi import FlinkApi, ThreadedApi
+from webhook.fencing.runner import run_agent
 from webhook.member.handler import MemberHandler
-from webhook.member.policy import FencingPolicy, RestorePolicy
-from webhook.member.storage import CheckpointStorage
+from webhook.restore.policy import FencingPolicy, RestorePolicy
+from webhook.restore.storage import CheckpointStorage
 
 P = "flink-failover.io"
 NS = "analytics"

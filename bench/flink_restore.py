@@ -57,9 +57,9 @@ from pathlib import Path
 from typing import Any
 
 from webhook.common.flink import FlinkResource
-from webhook.member.policy import RestorePolicy
-from webhook.member.restore import RestoreOutcome, decide_restore
-from webhook.member.storage import CheckpointStorage, Deadline
+from webhook.restore.decide import RestoreOutcome, decide_restore
+from webhook.restore.policy import RestorePolicy
+from webhook.restore.storage import CheckpointStorage, Deadline
 
 RUN_BY_DEFAULT = False
 REPO = Path(__file__).resolve().parent.parent
@@ -191,7 +191,7 @@ def one_version(python: str) -> int:
 
 def rocksdb(python: str) -> int:
     """Steps 5-8: RocksDB incremental checkpoints, checked to their files, restored by real Flink."""
-    from webhook.member.metadata import Metadata, read_metadata
+    from webhook.restore.metadata import Metadata, read_metadata
 
     version = _version(python)
     with tempfile.TemporaryDirectory(prefix="flink-restore-rocksdb-") as tmp:

@@ -41,15 +41,15 @@ from tests.support.production import wait_for
 from tests.support.s3 import moto_server, s3_options
 from webhook.common.kubeclient import ClientConfig
 from webhook.common.paths import StoragePath
-from webhook.member.fencing import flinkapi
-from webhook.member.fencing.agent import FencingAgent
-from webhook.member.fencing.flinkapi import FlinkApi, ThreadedApi
-from webhook.member.fencing.lanes import Lanes
-from webhook.member.fencing.layout import Workload
-from webhook.member.fencing.records import FencingStore, heartbeat_body
-from webhook.member.fencing.runner import run_agent
-from webhook.member.policy import FencingPolicy, RestorePolicy
-from webhook.member.storage import CheckpointStorage
+from webhook.fencing import flinkapi
+from webhook.fencing.agent import FencingAgent
+from webhook.fencing.flinkapi import FlinkApi, ThreadedApi
+from webhook.fencing.lanes import Lanes
+from webhook.fencing.layout import Workload
+from webhook.fencing.records import FencingStore, heartbeat_body
+from webhook.fencing.runner import run_agent
+from webhook.restore.policy import FencingPolicy, RestorePolicy
+from webhook.restore.storage import CheckpointStorage
 
 P = "flink-failover.io"
 NS = "analytics"

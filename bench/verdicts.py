@@ -32,8 +32,8 @@ from tests.support.jobtrees import lookup
 from tests.support.s3 import CREDENTIALS, moto_server, s3_options
 from tests.support.tcpproxy import TcpProxy, tcp_proxy
 from webhook.member.handler import MemberHandler
-from webhook.member.policy import RestorePolicy
-from webhook.member.storage import CheckpointStorage
+from webhook.restore.policy import RestorePolicy
+from webhook.restore.storage import CheckpointStorage
 
 RTT = 0.020
 RUNS, WARM = 20, 3

@@ -1,8 +1,8 @@
 """docs/architecture.md names only code that exists and is called (issue 24: it named
 ``CheckpointStorage.savepoint``, which nothing calls).
 
-Every module path in a code span (``member/restore.py``, ``controlplane/karmada``) must be a module of
-``webhook``; the names written right after it (```member/restore.py` `decide_restore```), and every
+Every module path in a code span (``restore/decide.py``, ``controlplane/karmada``) must be a module of
+``webhook``; the names written right after it (```restore/decide.py` `decide_restore```), and every
 dotted ``Class.member`` after it in the same table cell, must be attributes of that module; and each
 such name must be used somewhere in ``webhook/`` besides its own definition (a method: called as
 ``.name(``). Its table "Inside each package" writes each package's layers and pure modules exactly as
@@ -28,7 +28,7 @@ DOTTED = re.compile(r"^[A-Z][A-Za-z0-9]*\.[a-z_][a-z0-9_]*$")
 
 
 def module_of(span: str) -> str | None:
-    """The dotted module a span like ``member/restore.py`` names, when it is one of ``webhook``."""
+    """The dotted module a span like ``restore/decide.py`` names, when it is one of ``webhook``."""
     if "/" not in span:
         return None
     found = MODULE.match(span)

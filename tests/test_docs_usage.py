@@ -8,8 +8,8 @@ import re
 
 from tests.conftest import REPO
 from webhook.controlplane.audit import WorkDecision
-from webhook.member.policy import POLICY
-from webhook.member.restore import RestoreOutcome
+from webhook.restore.decide import RestoreOutcome
+from webhook.restore.policy import POLICY
 
 README = (REPO / "README.md").read_text()
 

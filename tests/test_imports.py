@@ -22,6 +22,8 @@ PACKAGE = REPO / "webhook"
 
 ROLES = ("webhook.member", "webhook.controlplane", "webhook.estimator")
 COMPOSITION_ROOT = "webhook.roles"
+# Capabilities the roles use, bottom first: each imports no role and only the rooms below it.
+ROOMS = ("webhook.placement", "webhook.restore", "webhook.fencing")
 # Libraries that do I/O (storage, HTTP, Kubernetes, serving, metrics) and the stdlib's network modules.
 IO_LIBRARIES = (
     "fsspec", "s3fs", "gcsfs", "adlfs", "boto3", "botocore", "flask", "werkzeug", "gunicorn",
@@ -36,21 +38,21 @@ PURE_CORE = (
     "webhook.common.patch",
     "webhook.common.untyped",
     "webhook.common.paths",
-    "webhook.member.backend_options",
-    "webhook.member.schema",
-    "webhook.member.metadata",
-    "webhook.member.compat",
-    "webhook.member.outcome",
-    "webhook.member.updates",
-    "webhook.member.checks",
-    "webhook.member.verdict",
-    "webhook.member.restore",
+    "webhook.restore.backend_options",
+    "webhook.restore.schema",
+    "webhook.restore.metadata",
+    "webhook.restore.compat",
+    "webhook.restore.outcome",
+    "webhook.restore.updates",
+    "webhook.restore.checks",
+    "webhook.restore.verdict",
+    "webhook.restore.decide",
+    "webhook.fencing.protocol",
+    "webhook.fencing.operator",
+    "webhook.fencing.layout",
+    "webhook.fencing.copies",
+    "webhook.fencing.decide",
     "webhook.member.failover",
-    "webhook.member.fencing.protocol",
-    "webhook.member.fencing.operator",
-    "webhook.member.fencing.layout",
-    "webhook.member.fencing.copies",
-    "webhook.member.fencing.decide",
     "webhook.controlplane.audit",
     "webhook.controlplane.binding",
     "webhook.controlplane.work",
@@ -76,23 +78,24 @@ KNOWN_CROSS_ROLE: set[tuple[str, str]] = set()
 # Inside a role, bottom first: a module imports only from lower layers (a name may be a subpackage; its
 # modules may import each other). A module placed nowhere fails the test: add it where it belongs.
 ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
+    # The member role's admission glue over the restore and fencing rooms.
     "webhook.member": (
+        ("failover", "identity", "sessions"),  # review's failover CREATE; who releases; session clusters
+        ("handler", "options"),  # the admission answer; the serve options
+    ),
+    # A checkpoint listed, verified, chosen: the pure core below, storage (the I/O edge) on top.
+    "webhook.restore": (
         # what each fsspec backend takes; how a policy field is declared; which Flink reads what
         ("backend_options", "schema", "compat"),
         ("policy",),  # the restore policy, declared once
         ("metadata", "outcome"),  # Flink's _metadata read from bytes; what a decision is (pure)
         ("updates", "checks"),  # what an UPDATE keeps; is a snapshot restorable (both pure)
         # the decision; what a full check found, kept (pure); S3 HEADs by presigned URL (storage's fast path)
-        ("restore", "failover", "verdict", "presigned"),
-        (
-            "storage",
-            "sessions",
-            "identity",
-        ),  # the checkpoint listing (fsspec), session clusters, who releases
-        ("fencing",),  # one running copy: ownership records, the webhook's gate, the agent
-        ("handler", "options"),  # the admission answer; the serve options
+        ("decide", "verdict", "presigned"),
+        ("storage",),  # the checkpoint listing and search, through fsspec
     ),
-    "webhook.member.fencing": (
+    # One running copy: who may run (pure) below, the records, the agent and its commands above.
+    "webhook.fencing": (
         ("protocol", "operator", "layout", "metrics"),  # who may run, what the operator reports, names
         ("copies", "lanes"),  # a Flink object as fencing sees it; storage calls with a deadline
         ("decide", "records"),  # the agent's plans (pure); the records read and written
@@ -190,6 +193,10 @@ def _within(name: str, package: str) -> bool:
     return name == package or name.startswith(package + ".")
 
 
+def _room_of(name: str) -> str | None:
+    return next((room for room in ROOMS if _within(name, room)), None)
+
+
 def _role_of(name: str) -> str | None:
     return next((role for role in ROLES if _within(name, role)), None)
 
@@ -210,8 +217,12 @@ def violations(graph: Mapping[str, set[str]]) -> list[str]:
                 out.append(f"{module} -> {name}: the server knows no role")
             if _within(module, "webhook.common") and not _within(name, "webhook.common"):
                 out.append(f"{module} -> {name}: shared code imports only shared code")
-            if _within(module, "webhook.placement") and role is not None:
-                out.append(f"{module} -> {name}: placement is used by roles and imports none")
+            room = _room_of(module)
+            if room is not None and role is not None:
+                out.append(f"{module} -> {name}: a room ({room}) is used by roles and imports none")
+            other_room = _room_of(name)
+            if room is not None and other_room is not None and ROOMS.index(other_room) > ROOMS.index(room):
+                out.append(f"{module} -> {name}: a room imports only rooms below it ({' < '.join(ROOMS)})")
             if (
                 own_role is not None
                 and role is not None
@@ -303,7 +314,7 @@ def test_the_control_plane_and_placement_stay_within_their_floors() -> None:
     [
         ({"webhook.controlplane.watch": {"webhook.controlplane.handler"}}, "only from lower layers"),
         ({"webhook.controlplane.leader": {"webhook.controlplane.watch"}}, "only from lower layers"),
-        ({"webhook.member.restore": {"webhook.member.storage"}}, "only from lower layers"),
+        ({"webhook.restore.decide": {"webhook.restore.storage"}}, "only from lower layers"),
         ({"webhook.estimator.state": {"webhook.estimator.grpcserver"}}, "only from lower layers"),
         ({"webhook.estimator.cache": set()}, "not placed"),
         ({"webhook.placement.model": {"webhook.placement.estimate"}}, "only from lower layers"),
@@ -337,15 +348,17 @@ def test_known_cross_role_imports_still_exist() -> None:
     ("graph", "rule"),
     [
         ({"webhook.server.app": {"webhook.member.handler"}}, "the server knows no role"),
-        ({"webhook.common.flink": {"webhook.member.policy"}}, "shared code imports only shared code"),
+        ({"webhook.common.flink": {"webhook.restore.policy"}}, "shared code imports only shared code"),
         ({"webhook.member.handler": {"webhook.controlplane.work"}}, "a role imports no other role"),
-        ({"webhook.placement.api": {"webhook.controlplane.binding"}}, "placement is used by roles"),
+        ({"webhook.placement.api": {"webhook.controlplane.binding"}}, "is used by roles and imports none"),
+        ({"webhook.fencing.agent": {"webhook.member.sessions"}}, "is used by roles and imports none"),
+        ({"webhook.restore.storage": {"webhook.fencing.lanes"}}, "a room imports only rooms below it"),
         (
             {"webhook.review": {"webhook.member.handler", "webhook.controlplane.offline"}},
             f"only {COMPOSITION_ROOT} wires several roles",
         ),
         (
-            {"webhook.member.restore": {"webhook.member.storage"}, "webhook.member.storage": {"fsspec"}},
+            {"webhook.restore.decide": {"webhook.restore.storage"}, "webhook.restore.storage": {"fsspec"}},
             "the pure core reaches no I/O library",
         ),
     ],

@@ -84,7 +84,7 @@ def test_member_with_kubeconfig_and_cluster_gets_a_fencing_target(monkeypatch: p
     """The member role's options: --cluster runs the fencing agent (on --kubeconfig, else in-cluster),
     --kubeconfig alone reads only session clusters, neither is the webhook alone; a policy with fencing
     off never fences."""
-    from webhook.member.policy import FencingPolicy, RestorePolicy
+    from webhook.restore.policy import FencingPolicy, RestorePolicy
 
     monkeypatch.delenv("FLINK_FAILOVER_CLUSTER", raising=False)  # --cluster's default
 
@@ -122,7 +122,7 @@ def test_the_agent_users_come_from_the_environment_and_the_options_alike(
 ) -> None:
     """``$FLINK_FAILOVER_AGENT_USERS`` (comma-separated, the chart's) through ``add_env_option``, each
     ``--agent-user`` added to it; ``$FLINK_FAILOVER_CLUSTER`` is ``--cluster``'s default."""
-    from webhook.member.policy import RestorePolicy
+    from webhook.restore.policy import RestorePolicy
 
     monkeypatch.setenv("FLINK_FAILOVER_AGENT_USERS", "system:serviceaccount:ff:agent, ops")
     monkeypatch.setenv("FLINK_FAILOVER_CLUSTER", "member2")

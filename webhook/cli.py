@@ -25,7 +25,7 @@ def _commands() -> dict[str, ModuleType]:
     """The command modules, imported when the parser is built, not when ``webhook.cli`` is imported."""
     from webhook import review, roles
     from webhook.certs import cli as certs
-    from webhook.member.fencing import release, status
+    from webhook.fencing import release, status
     from webhook.placement import cli as placement
 
     return {

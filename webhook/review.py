@@ -30,7 +30,7 @@ from webhook.common.admission import AdmissionRequest, AdmissionResponse, BadRev
 from webhook.common.contract import Contract
 from webhook.common.envoptions import positive_int
 from webhook.member.failover import NotRunning, failover_create
-from webhook.member.policy import PolicyError, load_policy, policy_notes, policy_source
+from webhook.restore.policy import PolicyError, load_policy, policy_notes, policy_source
 from webhook.roles import ROLES, review_handler
 from webhook.server.config import MAX_BODY_BYTES
 
@@ -336,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
             "pip install 'flink-failover[review]'"
         )
     if args.cluster:
-        from webhook.member.fencing.layout import ClusterNameError, check_cluster_name
+        from webhook.fencing.layout import ClusterNameError, check_cluster_name
 
         try:
             check_cluster_name(args.cluster)

@@ -22,7 +22,7 @@ from webhook.controlplane import options as control_plane_options
 from webhook.estimator import options as estimator_options  # options only: no gRPC loaded here
 from webhook.member import options as member_options
 from webhook.member.options import MemberOptions
-from webhook.member.policy import PolicyError, RestorePolicy, load_policy, policy_notes, policy_source
+from webhook.restore.policy import PolicyError, RestorePolicy, load_policy, policy_notes, policy_source
 from webhook.server import logs
 from webhook.server import run as server
 from webhook.server.config import Endpoint, Ready, ServerConfig
@@ -106,7 +106,7 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
     fencing = options.fencing
     events = None
     if options.events is not None:
-        from webhook.member.fencing.runner import recorder
+        from webhook.fencing.runner import recorder
 
         events = recorder(options.events, fencing.cluster if fencing else "")
     identity = options.identity()
@@ -114,8 +114,8 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
         identity.announce()  # once per worker: whose release markers a held job accepts
     vouch = lanes = None
     if fencing is not None:
-        from webhook.member.fencing import runner
-        from webhook.member.fencing.lanes import process_lanes
+        from webhook.fencing import runner
+        from webhook.fencing.lanes import process_lanes
 
         lanes = process_lanes(options.policy.fencing.call_timeout)
         lease = options.policy.fencing.lease_seconds
@@ -136,7 +136,7 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
     if fencing is not None:
         agent = runner.AgentOptions(fencing.cluster, fencing.client.kubeconfig, fencing.client.context)
         runner.start(agent, options.policy)
-        from webhook.member.fencing.http import status_blueprint
+        from webhook.fencing.http import status_blueprint
 
         # /readyz is the webhook's own readiness only: a restore the agent cannot vouch for is admitted
         # held with the reason, so an agent in trouble never blocks admission (failurePolicy: Fail).
@@ -171,7 +171,7 @@ def _serve_member(args: argparse.Namespace) -> int:
     options = member_options.from_args(args, policy)
     if isinstance(options, str):
         return _usage(options)
-    from webhook.member.storage import missing_backends
+    from webhook.restore.storage import missing_backends
 
     notes = tuple(m.message() for m in missing_backends(policy.allowed_schemes))
     for note in notes:

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from webhook.member.policy import DEFAULT_POLICY_FILE, load_policy, policy_from_dict
+from webhook.restore.policy import DEFAULT_POLICY_FILE, load_policy, policy_from_dict
 
 CHART = REPO / "charts" / "flink-failover"
 NS = "flink-failover"
@@ -227,7 +227,7 @@ def test_every_manifest_validates(rendered: dict[str, list[dict[str, Any]]], com
         ({"member": {"extraVolumes": [{"configMap": {"name": "x"}}]}}, "/member/extraVolumes/0"),
         ({"controlPlane": {"priorityClassName": "Not_A_Name"}}, "/controlPlane/priorityClassName"),
         ({"controlPlane": {"leaderElection": {"leaseDurationSeconds": 0}}}, "/controlPlane/leaderElection"),
-        ({"member": {"fencing": {"cluster": "Member_1"}}}, "/member/fencing/cluster"),
+        ({"member": {"fencing": {"cluster": "Member_1"}}}, "/fencing/cluster"),
         ({"policy": {"fencing": {"leaseSecond": 30}}}, "additional properties 'leaseSecond' not allowed"),
         ({"policy": {"fencing": {"onStorageError": "retry"}}}, "/policy/fencing/onStorageError"),
     ],

@@ -66,7 +66,7 @@ def test_prometheus_rule_has_the_documented_alerts(rendered: dict[str, list[dict
         assert alert in install, f"{alert} is not described in docs/install.md"
 
 
-# The metrics the fencing agent exports (webhook/member/fencing/metrics.py), one alert each at least.
+# The metrics the fencing agent exports (fencing/metrics.py), one alert each at least.
 FENCING_METRICS = {
     "FlinkFailoverFencingAgentNotPolling": "flink_failover_fencing_last_poll_timestamp_seconds",
     "FlinkFailoverFencingAgentNotReady": "flink_failover_fencing_agent_ready",

@@ -104,8 +104,8 @@ def test_extras_build_argument_selects_the_storage_backends() -> None:
     import tomllib
 
     from webhook.common.paths import FSSPEC_PROTOCOL
-    from webhook.member.policy import DEFAULT_ALLOWED_SCHEMES
-    from webhook.member.storage import BACKENDS
+    from webhook.restore.policy import DEFAULT_ALLOWED_SCHEMES
+    from webhook.restore.storage import BACKENDS
 
     text = (REPO / "Dockerfile").read_text()
     default = re.search(r"^ARG EXTRAS=(\S*)$", text, re.M)

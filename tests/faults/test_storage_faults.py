@@ -34,8 +34,8 @@ from tests.support.production import wait_for
 from tests.support.server import ApiServerClient
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
-from webhook.member.policy import RestorePolicy
-from webhook.member.storage import CheckpointStorage, DeadlineExceeded
+from webhook.restore.policy import RestorePolicy
+from webhook.restore.storage import CheckpointStorage, DeadlineExceeded
 
 # Concurrent admissions on hung storage: more than the server's 2 x 8 worker threads. The deadline runs
 # from when a worker thread takes a request, so without the member handler failing fast on storage that
@@ -213,7 +213,7 @@ def test_permission_denied_on_local_storage(faults: FaultStack, tmp_path: Path) 
         "import json, sys\n"
         "from webhook.common.admission import parse_review\n"
         "from webhook.member.handler import MemberHandler\n"
-        "from webhook.member.policy import RestorePolicy\n"
+        "from webhook.restore.policy import RestorePolicy\n"
         f"h = MemberHandler.from_policy(RestorePolicy(deadline_seconds={DEADLINE}))\n"
         "body = json.load(open(sys.argv[1]))\n"
         "resp = h(parse_review(body)).to_review()['response']\n"
@@ -355,8 +355,8 @@ def test_thousands_of_checkpoints_one_listing_and_the_deadline_held(
         calls["info"] += 1
         return real_info(self, *a, **kw)
 
-    monkeypatch.setattr("webhook.member.storage.os.listdir", listdir)
-    monkeypatch.setattr("webhook.member.storage.os.scandir", scandir)
+    monkeypatch.setattr("webhook.restore.storage.os.listdir", listdir)
+    monkeypatch.setattr("webhook.restore.storage.os.scandir", scandir)
     monkeypatch.setattr(fsspec.implementations.local.LocalFileSystem, "ls", ls)
     monkeypatch.setattr(fsspec.implementations.local.LocalFileSystem, "info", info)
     handler = MemberHandler.from_policy(RestorePolicy(deadline_seconds=120))

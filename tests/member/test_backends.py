@@ -17,8 +17,8 @@ from tests.support.backends import BACKEND_NAMES, Running
 from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment, flink_metadata, review
 from tests.support.server import ApiServerClient, executable, generate_certs, serve
 from webhook.common.paths import FSSPEC_PROTOCOL
-from webhook.member.policy import DEFAULT_ALLOWED_SCHEMES, DEFAULT_POLICY_FILE, KNOWN_SCHEMES
-from webhook.member.storage import BACKENDS, CheckpointStorage, missing_backends
+from webhook.restore.policy import DEFAULT_ALLOWED_SCHEMES, DEFAULT_POLICY_FILE, KNOWN_SCHEMES
+from webhook.restore.storage import BACKENDS, CheckpointStorage, missing_backends
 
 MODULES = {"gs": "gcsfs", "abfs": "adlfs", "oss": "ossfs", "hdfs": "pyarrow", "s3": "s3fs"}
 
@@ -141,7 +141,7 @@ def _shared_object(tmp: Path, name: str) -> Path:
 
 
 def test_hdfs_without_a_jvm_is_not_ready(tmp_path: Path) -> None:
-    from webhook.member.storage import hadoop_client_problem
+    from webhook.restore.storage import hadoop_client_problem
 
     assert "no loadable JVM (libjvm.so) (JAVA_HOME is not set)" in hadoop_client_problem({})
     java = tmp_path / "jdk"
@@ -182,7 +182,7 @@ def test_each_backend_round_trips_through_its_real_server(storage_backend: Runni
     """The support module's servers answer as the product reads them: what the test's client writes,
     the product's CheckpointStorage (built from the policy's storageOptions) lists, with a storage time."""
     from webhook.common.paths import StoragePath
-    from webhook.member.storage import CheckpointStorage, modified_time
+    from webhook.restore.storage import CheckpointStorage, modified_time
 
     root = storage_backend.bucket("roundtrip")
     storage_backend.write(f"{root}/job/chk-1/_metadata", b"flink")
@@ -250,8 +250,8 @@ def test_fencing_listings_see_what_another_cluster_wrote_after_the_first(storage
     heartbeat and fence written in between were never seen. Another client writes them, as another
     cluster does."""
     from webhook.common.paths import StoragePath
-    from webhook.member.fencing.records import FencingStore, Workload, fence_name, heartbeat_name
-    from webhook.member.storage import CheckpointStorage
+    from webhook.fencing.records import FencingStore, Workload, fence_name, heartbeat_name
+    from webhook.restore.storage import CheckpointStorage
 
     root = StoragePath.parse(storage_backend.bucket("records"))
     store = FencingStore(CheckpointStorage(storage_backend.storage_options()), "member1")
@@ -283,7 +283,7 @@ def test_the_checkpoint_lookup_sees_a_checkpoint_another_client_wrote_after_the_
     (the stale copy's newest checkpoint) must restore it, not the one a cached listing showed."""
     from webhook.common.admission import parse_review
     from webhook.member.handler import MemberHandler
-    from webhook.member.policy import RestorePolicy
+    from webhook.restore.policy import RestorePolicy
 
     root = storage_backend.bucket("fresh")
     _checkpoints(storage_backend, f"{root}/ckpt/{JOB_ID}", [41])
@@ -313,9 +313,9 @@ def test_a_lease_never_runs_from_before_the_heartbeat_could_have_been_written(
     clock of 12:00:30, 29.1 s after the renewal (released up to a second early). Heartbeats and fences on
     those backends now count from the end of their second; GCS and local times keep their fraction."""
     from webhook.common.paths import StoragePath
-    from webhook.member.fencing.protocol import HoldOutcome, judge_hold
-    from webhook.member.fencing.records import FencingStore, Workload
-    from webhook.member.storage import CheckpointStorage, modified_time
+    from webhook.fencing.protocol import HoldOutcome, judge_hold
+    from webhook.fencing.records import FencingStore, Workload
+    from webhook.restore.storage import CheckpointStorage, modified_time
 
     root = StoragePath.parse(storage_backend.bucket("times"))
     folder = Workload("FlinkDeployment", "analytics", "orders").folder(root)
@@ -383,9 +383,9 @@ def test_fencing_calls_through_a_proxy_in_front_of_each_server_fail_within_their
     3 times)."""
     from tests.support.tcpproxy import tcp_proxy
     from webhook.common.paths import StoragePath
-    from webhook.member.fencing.lanes import Lanes
-    from webhook.member.fencing.records import FencingStore, Workload
-    from webhook.member.restore import StorageError
+    from webhook.fencing.lanes import Lanes
+    from webhook.fencing.records import FencingStore, Workload
+    from webhook.restore.decide import StorageError
 
     root = StoragePath.parse(storage_backend.bucket("proxied"))
     folder = Workload("FlinkDeployment", "analytics", "orders").folder(root)

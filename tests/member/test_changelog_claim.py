@@ -21,7 +21,8 @@ from tests.support.objects import apply, decode_patch, flink_deployment, flink_v
 from tests.support.server import generate_certs, serve
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource
-from webhook.member.compat import (
+from webhook.member.handler import MemberHandler
+from webhook.restore.compat import (
     CHANGELOG_HANDLES,
     NOT_STATED,
     HandleMet,
@@ -30,9 +31,8 @@ from webhook.member.compat import (
     is_target_problem,
     target_of,
 )
-from webhook.member.handler import MemberHandler
-from webhook.member.policy import RestorePolicy
-from webhook.member.restore import restoring_flink
+from webhook.restore.decide import restoring_flink
+from webhook.restore.policy import RestorePolicy
 
 P = "flink-failover.io"
 CHANGELOG = ("1.20.5-changelog", "2.0.2-changelog", "2.3.0-changelog")

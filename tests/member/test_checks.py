@@ -4,9 +4,9 @@ them, each found in its folder's listing at its length, the checkpoint id its di
 from __future__ import annotations
 
 from webhook.common.paths import StoragePath
-from webhook.member.checks import judge, missing, named_files
-from webhook.member.metadata import FileScope, Metadata, NamedFile, NewerFormat, Unreadable
-from webhook.member.policy import DEFAULT_ALLOWED_SCHEMES, NewerMetadata
+from webhook.restore.checks import judge, missing, named_files
+from webhook.restore.metadata import FileScope, Metadata, NamedFile, NewerFormat, Unreadable
+from webhook.restore.policy import DEFAULT_ALLOWED_SCHEMES, NewerMetadata
 
 SNAPSHOT = StoragePath.parse("s3a://state/ck/job/chk-4")
 

@@ -21,8 +21,8 @@ from tests.support.kube import write_kubeconfig
 from tests.support.production import wait_for
 from tests.support.server import RunningServer, serve
 from webhook.cli import build_parser, main
-from webhook.member.fencing.flinkapi import PLURALS
-from webhook.member.policy import RestorePolicy, load_policy
+from webhook.fencing.flinkapi import PLURALS
+from webhook.restore.policy import RestorePolicy, load_policy
 from webhook.server.config import MAX_BODY_BYTES
 
 

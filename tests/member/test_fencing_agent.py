@@ -29,12 +29,12 @@ from tests.support.s3 import moto_server, s3_options
 from webhook.cli import main
 from webhook.common.admission import parse_review
 from webhook.common.kubeclient import ClientConfig
-from webhook.member.fencing.agent import FencingAgent
-from webhook.member.fencing.flinkapi import FlinkApi, ThreadedApi
-from webhook.member.fencing.report import Step
+from webhook.fencing.agent import FencingAgent
+from webhook.fencing.flinkapi import FlinkApi, ThreadedApi
+from webhook.fencing.report import Step
 from webhook.member.handler import MemberHandler
-from webhook.member.policy import FencingPolicy, FencingStorageError, RestorePolicy
-from webhook.member.storage import CheckpointStorage
+from webhook.restore.policy import FencingPolicy, FencingStorageError, RestorePolicy
+from webhook.restore.storage import CheckpointStorage
 
 P = "flink-failover.io"
 HOLD, RELEASED, FENCED = f"{P}/hold", f"{P}/released", f"{P}/fenced"

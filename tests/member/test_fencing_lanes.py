@@ -1,4 +1,4 @@
-"""Storage calls whose deadlines hold (``member/fencing/lanes.py``), against an S3 endpoint that accepts
+"""Storage calls whose deadlines hold (``fencing/lanes.py``), against an S3 endpoint that accepts
 connections and never answers, and against a lane whose threads are busy.
 
 Issue 28 measured, before: once 16 calls to a hung bucket were outstanding new ones were refused at
@@ -33,17 +33,17 @@ from tests.support.production import wait_for
 from tests.support.s3 import moto_server, s3_options
 from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.common.paths import StoragePath
-from webhook.member.fencing import lanes as lanes_module
-from webhook.member.fencing.agent import FencingAgent
-from webhook.member.fencing.copies import read_copy
-from webhook.member.fencing.decide import Stop
-from webhook.member.fencing.flinkapi import API_THREADS, STOP_THREADS, FlinkApi, ThreadedApi, stops_client
-from webhook.member.fencing.lanes import HEARTBEAT_THREADS, THREADS_PER_LANE, Call, Lanes
-from webhook.member.fencing.layout import Workload
-from webhook.member.fencing.protocol import Fence
-from webhook.member.fencing.records import FencingStore, heartbeat_body
-from webhook.member.policy import RestorePolicy
-from webhook.member.storage import CheckpointStorage, DeadlineExceeded
+from webhook.fencing import lanes as lanes_module
+from webhook.fencing.agent import FencingAgent
+from webhook.fencing.copies import read_copy
+from webhook.fencing.decide import Stop
+from webhook.fencing.flinkapi import API_THREADS, STOP_THREADS, FlinkApi, ThreadedApi, stops_client
+from webhook.fencing.lanes import HEARTBEAT_THREADS, THREADS_PER_LANE, Call, Lanes
+from webhook.fencing.layout import Workload
+from webhook.fencing.protocol import Fence
+from webhook.fencing.records import FencingStore, heartbeat_body
+from webhook.restore.policy import RestorePolicy
+from webhook.restore.storage import CheckpointStorage, DeadlineExceeded
 
 HUNG = StoragePath.parse("s3://hung-bucket/checkpoints/flink-failover/analytics/flinkdeployment/orders")
 

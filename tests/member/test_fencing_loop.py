@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from tests.support.simulation import LATENCY, Fault, SimFileSystem, World
-from webhook.member.fencing.decide import retry_seconds
-from webhook.member.policy import FencingPolicy, RestorePolicy
+from webhook.fencing.decide import retry_seconds
+from webhook.restore.policy import FencingPolicy, RestorePolicy
 
 FENCING = FencingPolicy(lease_seconds=30, poll_seconds=5, renew_deadline_seconds=10, stop_margin_seconds=10)
 POLICY = RestorePolicy(default_checkpoint_dir="s3://jobs/checkpoints", fencing=FENCING)
@@ -223,8 +223,8 @@ def test_a_blue_green_child_that_goes_leaves_the_heartbeat_of_the_child_that_run
     (before, its removal deleted the heartbeat the running child renews, until that child's next
     renewal: a failover in between was not held)."""
     from tests.support.objects import running_deployment
-    from webhook.member.fencing.copies import read_copy
-    from webhook.member.fencing.renewer import Renewer
+    from webhook.fencing.copies import read_copy
+    from webhook.fencing.renewer import Renewer
 
     def child(colour: str) -> Any:
         obj = running_deployment(name=f"orders-{colour}")
@@ -251,8 +251,8 @@ def test_a_stopping_or_ending_copy_whose_job_is_not_active_is_given_no_heartbeat
     that restarted mid-stop). A restore superseded while held never ran: a heartbeat for it would hold
     the newer restore for as long as it is listed."""
     from tests.support.objects import flink_deployment, running_deployment
-    from webhook.member.fencing.copies import CopyState, read_copy
-    from webhook.member.fencing.renewer import Renewer
+    from webhook.fencing.copies import CopyState, read_copy
+    from webhook.fencing.renewer import Renewer
 
     async def never(*_: Any) -> bool:
         return False

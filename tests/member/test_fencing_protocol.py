@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from tests.support.objects import JOB_ID, flink_deployment, running_deployment
 from tests.support.operator import running_status, stopped_status
-from webhook.member.fencing.copies import Copy, CopyState, read_copy
-from webhook.member.fencing.decide import (
+from webhook.fencing.copies import Copy, CopyState, read_copy
+from webhook.fencing.decide import (
     Action,
     KeepRenewing,
     StartFrom,
@@ -25,8 +25,8 @@ from webhook.member.fencing.decide import (
     resume_query,
     resume_start,
 )
-from webhook.member.fencing.operator import operator_report
-from webhook.member.fencing.protocol import (
+from webhook.fencing.operator import operator_report
+from webhook.fencing.protocol import (
     Ack,
     Fence,
     Heartbeat,
@@ -39,16 +39,16 @@ from webhook.member.fencing.protocol import (
     next_epoch,
     others_heartbeating,
 )
-from webhook.member.fencing.records import (
+from webhook.fencing.records import (
     ack_name,
     clock_name,
     fence_name,
     heartbeat_name,
     parse_listing,
 )
-from webhook.member.outcome import RestoreDecision, RestoreOutcome
-from webhook.member.policy import FencingPolicy, RestorePolicy
-from webhook.member.restore import Snapshots
+from webhook.restore.decide import Snapshots
+from webhook.restore.outcome import RestoreDecision, RestoreOutcome
+from webhook.restore.policy import FencingPolicy, RestorePolicy
 
 T0 = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
 LEASE = 30.0
@@ -306,7 +306,7 @@ def test_a_stale_copy_reads_high_availability_as_flink_and_the_restore_do() -> N
     `high-availability: kubernetes` stopped the copy as last-state while the restore read it as no HA."""
     from tests.support.objects import flink_deployment
     from webhook.common.flink import FlinkResource
-    from webhook.member.fencing.copies import stop_mode
+    from webhook.fencing.copies import stop_mode
 
     def mode(conf: dict[str, str]) -> str:
         obj = flink_deployment()

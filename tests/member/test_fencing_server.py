@@ -24,10 +24,10 @@ from tests.support.operator import operator_stops
 from tests.support.production import agent_polled, wait_for
 from tests.support.server import generate_certs, serve
 from webhook.common.kubeclient import ClientConfig
-from webhook.member.fencing.agent import FencingAgent
-from webhook.member.fencing.flinkapi import FlinkApi, ThreadedApi
-from webhook.member.policy import FencingPolicy, RestorePolicy
-from webhook.member.storage import CheckpointStorage
+from webhook.fencing.agent import FencingAgent
+from webhook.fencing.flinkapi import FlinkApi, ThreadedApi
+from webhook.restore.policy import FencingPolicy, RestorePolicy
+from webhook.restore.storage import CheckpointStorage
 
 P = "flink-failover.io"
 

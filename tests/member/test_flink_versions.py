@@ -1,7 +1,7 @@
 """The restoring side's Flink (issue 36 item 3): a snapshot the target's Flink cannot load is passed
 over for the newest one it can, or the job is held with the reason; never started to crash-loop.
 
-The table (``member/compat.py``) and its judgement, pure; then real ``_metadata`` written by Flink
+The table (``restore/compat.py``) and its judgement, pure; then real ``_metadata`` written by Flink
 2.3.0 and 1.20.5 (../shared/data/flink-real, tests/fixtures/flink) through the served webhook (gunicorn,
 TLS) and the member handler, for targets that say ``v1_19``, ``v1_20`` and ``v2_3``."""
 
@@ -21,8 +21,9 @@ from tests.support.objects import apply, decode_patch, flink_deployment, review
 from tests.support.server import generate_certs, serve
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource
-from webhook.member.checks import judge
-from webhook.member.compat import (
+from webhook.member.handler import MemberHandler
+from webhook.restore.checks import judge
+from webhook.restore.compat import (
     FLINK_READS,
     HANDLE_NAMES,
     HandleMet,
@@ -31,9 +32,9 @@ from webhook.member.compat import (
     is_target_problem,
     target_of,
 )
-from webhook.member.handler import MemberHandler
-from webhook.member.metadata import Metadata, read_metadata
-from webhook.member.policy import (
+from webhook.restore.decide import restoring_flink
+from webhook.restore.metadata import Metadata, read_metadata
+from webhook.restore.policy import (
     Fallback,
     NewerMetadata,
     PolicyError,
@@ -41,7 +42,6 @@ from webhook.member.policy import (
     Verify,
     policy_from_dict,
 )
-from webhook.member.restore import restoring_flink
 
 P = "flink-failover.io"
 JOB_2_3 = "61056cde07604699176df1284c1c5ede"  # ck-2.3.0: chk-8, chk-9, chk-11 (format 6)
@@ -352,9 +352,9 @@ def test_the_fencing_agents_resume_passes_over_what_its_flink_cannot_load(
 ) -> None:
     """A stepped-down copy resumes from its newest checkpoint its own Flink loads, as a restore does."""
     from tests.support.objects import running_deployment
-    from webhook.member.fencing.copies import read_copy
-    from webhook.member.fencing.decide import resume_query
-    from webhook.member.storage import CheckpointStorage, Deadline
+    from webhook.fencing.copies import read_copy
+    from webhook.fencing.decide import resume_query
+    from webhook.restore.storage import CheckpointStorage, Deadline
 
     ck = lay(shared_data, tmp_path, {11: "2.3.0", 9: "1.20.5"})
     obj = running_deployment(JOB, checkpoint_dir=str(ck))

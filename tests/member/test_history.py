@@ -29,10 +29,10 @@ from tests.support.s3 import moto_server, s3_options
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource
 from webhook.member.handler import MemberHandler
-from webhook.member.metadata import metadata_checkpoint_id
-from webhook.member.policy import Prefer, RestorePolicy
-from webhook.member.restore import RestoreDecision, decide_restore
-from webhook.member.storage import CheckpointStorage, Deadline
+from webhook.restore.decide import RestoreDecision, decide_restore
+from webhook.restore.metadata import metadata_checkpoint_id
+from webhook.restore.policy import Prefer, RestorePolicy
+from webhook.restore.storage import CheckpointStorage, Deadline
 
 BUCKET = "history"
 FAILOVER = "flink-failover.io/failover"

@@ -29,10 +29,10 @@ from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment,
 from tests.support.production import agent_polled, wait_for
 from tests.support.server import RunningServer, generate_certs, serve
 from webhook.common.flink import FlinkResource
-from webhook.member.fencing import copies
-from webhook.member.fencing.records import FencingStore, heartbeat_body
-from webhook.member.policy import RestorePolicy
-from webhook.member.storage import CheckpointStorage
+from webhook.fencing import copies
+from webhook.fencing.records import FencingStore, heartbeat_body
+from webhook.restore.policy import RestorePolicy
+from webhook.restore.storage import CheckpointStorage
 
 P = "flink-failover.io"
 FAILOVER, JOB_LABEL = f"{P}/failover", f"{P}/job-id"
@@ -299,9 +299,9 @@ def test_the_agent_judges_a_hold_under_its_own_fence_not_the_annotation(tmp_path
     released by that old ack; judged under member2's own fence it waits for member1."""
     from datetime import UTC, datetime, timedelta
 
-    from webhook.member.fencing.decide import Action, Times, decide
-    from webhook.member.fencing.protocol import Ack, Fence, Heartbeat, Ownership
-    from webhook.member.policy import FencingPolicy
+    from webhook.fencing.decide import Action, Times, decide
+    from webhook.fencing.protocol import Ack, Fence, Heartbeat, Ownership
+    from webhook.restore.policy import FencingPolicy
 
     obj = held(tmp_path)
     obj["metadata"]["annotations"][EPOCH] = "1"
@@ -328,8 +328,8 @@ def test_a_copied_epoch_on_a_copy_this_cluster_never_restored_does_not_shield_it
     annotation made it newer than every fence up to 5, and both ran."""
     from datetime import UTC, datetime
 
-    from webhook.member.fencing.decide import Action, Times, decide
-    from webhook.member.fencing.protocol import Fence, Ownership
+    from webhook.fencing.decide import Action, Times, decide
+    from webhook.fencing.protocol import Fence, Ownership
 
     obj = flink_deployment(annotations={EPOCH: "5"})
     obj["spec"]["job"]["state"] = "running"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.flinktrees import Tree, materialize, relocated, trees
-from webhook.member.metadata import (
+from webhook.restore.metadata import (
     FileScope,
     Metadata,
     NewerFormat,

@@ -11,7 +11,7 @@ from webhook.common.admission import AdmissionRequest, BadReview, parse_review
 from webhook.common.admission import review as handle
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.member.handler import internal_error
-from webhook.member.policy import (
+from webhook.restore.policy import (
     DEFAULT_POLICY_FILE,
     PolicyError,
     RestorePolicy,

@@ -1,4 +1,4 @@
-"""The S3 fast path of ``verify: files`` (member/presigned.py): the new files a verdict leaves are asked by
+"""The S3 fast path of ``verify: files`` (restore/presigned.py): the new files a verdict leaves are asked by
 presigned HEADs over a pooled client, and find what s3fs's HEADs found (a file gone, a file shorter than
 named) on moto; an answer other than 200 or 404, a hung server and a spent deadline become the same
 storage errors as before, from a real HTTP server answering each way."""
@@ -16,9 +16,9 @@ import pytest
 from tests.support.backends import Running
 from tests.support.jobtrees import JOB, SIZE, checkpoint, chosen, lookup, names, put, remove
 from webhook.common.paths import StoragePath
-from webhook.member import presigned
-from webhook.member.restore import StorageError
-from webhook.member.storage import CheckpointStorage, Deadline, _Cursor, _Ledger
+from webhook.restore import presigned
+from webhook.restore.decide import StorageError
+from webhook.restore.storage import CheckpointStorage, Deadline, _Cursor, _Ledger
 
 S3 = pytest.mark.parametrize("storage_backend", ["s3"], indirect=True)
 

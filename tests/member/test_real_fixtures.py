@@ -17,7 +17,7 @@ import re
 import pytest
 
 from tests.support.flinktrees import Census, Tree, census, trees
-from webhook.member.metadata import FileScope, Metadata, Unreadable, read_metadata
+from webhook.restore.metadata import FileScope, Metadata, Unreadable, read_metadata
 
 TREES = trees()
 

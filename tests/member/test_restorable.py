@@ -24,8 +24,8 @@ from tests.support.s3 import moto_server, s3_options
 from tests.support.server import executable, generate_certs, serve
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
-from webhook.member.metadata import Metadata, read_metadata
-from webhook.member.policy import NewerMetadata, RestorePolicy, Verify
+from webhook.restore.metadata import Metadata, read_metadata
+from webhook.restore.policy import NewerMetadata, RestorePolicy, Verify
 
 P = "flink-failover.io"
 INCREMENTAL = ("1.20.5-rocksdb-incremental", "2.3.0-rocksdb-incremental")
@@ -347,9 +347,9 @@ def test_the_served_webhook_and_review_refuse_the_same_cut_checkpoint(tmp_path: 
 
 def test_the_fencing_agents_resume_skips_what_flink_cannot_restore(tmp_path: Path) -> None:
     from tests.support.objects import running_deployment
-    from webhook.member.fencing.agent import FencingAgent
-    from webhook.member.fencing.copies import read_copy
-    from webhook.member.storage import CheckpointStorage
+    from webhook.fencing.agent import FencingAgent
+    from webhook.fencing.copies import read_copy
+    from webhook.restore.storage import CheckpointStorage
 
     each = tree("2.3.0-rocksdb-incremental")
     url = spelled(materialize(each, tmp_path))

@@ -19,7 +19,7 @@ import yaml
 from tests.conftest import REPO
 from tests.samples.make_storage import RESTORABLE, make
 from tests.support.server import executable
-from webhook.member.policy import DEFAULT_POLICY_FILE, RestorePolicy, load_policy, policy_from_dict
+from webhook.restore.policy import DEFAULT_POLICY_FILE, RestorePolicy, load_policy, policy_from_dict
 
 SAMPLES = REPO / "tests" / "samples"
 CKPT = "file:///tmp/flink-failover-samples/checkpoints"

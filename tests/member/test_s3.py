@@ -22,7 +22,7 @@ from tests.support.objects import (
 from tests.support.s3 import moto_server, s3_options
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
-from webhook.member.policy import RestorePolicy
+from webhook.restore.policy import RestorePolicy
 
 BUCKET = "flink-state"
 
@@ -132,8 +132,8 @@ def test_one_listing_of_a_storage_reads_each_workloads_records_as_its_own_listin
     filesystem's walk) gives every workload the records its own folder's listing gives, times included;
     a workload without records has none, and a tree that does not exist yet is empty."""
     from webhook.common.paths import StoragePath
-    from webhook.member.fencing.records import FencingStore, Workload
-    from webhook.member.storage import CheckpointStorage
+    from webhook.fencing.records import FencingStore, Workload
+    from webhook.restore.storage import CheckpointStorage
 
     endpoint, _ = s3
     base = f"s3://{BUCKET}/tree-{tmp_path.name}" if where == "s3" else str(tmp_path / "ckpt")

@@ -13,8 +13,8 @@ from tests.support.jobtrees import JOB, checkpoint, chosen, lookup, names, remov
 from tests.support.objects import apply, decode_patch, flink_deployment, review
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
-from webhook.member.policy import RestorePolicy
-from webhook.member.storage import CheckpointStorage
+from webhook.restore.policy import RestorePolicy
+from webhook.restore.storage import CheckpointStorage
 
 PARALLELISM = 128
 TASK_MANAGERS = 8

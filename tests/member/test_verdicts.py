@@ -1,4 +1,4 @@
-"""A verdict (member/verdict.py) spares the next check the files it confirmed, and never more: a
+"""A verdict (restore/verdict.py) spares the next check the files it confirmed, and never more: a
 ``_metadata`` replaced since, a verdict too old, a verdict of another job, a file it holds shorter than
 now named, a new file gone: each is checked, and a missing file passes the checkpoint over. On every
 backend's real server (tests/support/backends.py)."""
@@ -13,9 +13,9 @@ import pytest
 from tests.support.backends import BACKEND_NAMES, Running
 from tests.support.jobtrees import JOB, SIZE, checkpoint, chosen, lookup, names, put, remove
 from webhook.common.paths import StoragePath
-from webhook.member.checks import NamedFiles, Needed
-from webhook.member.storage import CheckpointStorage
-from webhook.member.verdict import (
+from webhook.restore.checks import NamedFiles, Needed
+from webhook.restore.storage import CheckpointStorage
+from webhook.restore.verdict import (
     HEADS_PER_UNIT,
     MAX_AGE,
     VERDICT_NAME,
@@ -215,7 +215,7 @@ def test_plan_asks_few_new_files_by_head_many_folders_by_prefix_many_files_by_li
 )
 def test_named_files_parse_a_folder_once_with_the_same_answer(uri: str) -> None:
     from webhook.common.paths import StoragePathError
-    from webhook.member.checks import _parse
+    from webhook.restore.checks import _parse
 
     def outcome(parse: object) -> object:
         try:

@@ -19,8 +19,8 @@ from typing import Any
 from tests.controlplane.fakeapi import Refused
 from tests.support.objects import apply, decode_patch, review
 from webhook.common.admission import parse_review
-from webhook.member.fencing.agent import FencingAgent
-from webhook.member.fencing.report import Step
+from webhook.fencing.agent import FencingAgent
+from webhook.fencing.report import Step
 
 
 class SteppedLoop(asyncio.SelectorEventLoop):

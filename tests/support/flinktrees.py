@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.repo import REPO
-from webhook.member.metadata import Metadata
+from webhook.restore.metadata import Metadata
 
 FIXTURES = REPO / "tests" / "fixtures" / "flink"
 
@@ -199,10 +199,10 @@ FAMILIES = {
 
 
 def census(data: bytes) -> Census:
-    """Read ``data`` with the product's reader (``webhook/member/metadata.py``), counting on the way
+    """Read ``data`` with the product's reader (``webhook/restore/metadata.py``), counting on the way
     each handle type, master state, coordinator state, channel state and finished operator or subtask it
     reads past: a fixture is then checked to hold what it was made for, by the code that reads it."""
-    from webhook.member import metadata as m
+    from webhook.restore import metadata as m
 
     types: Counter[int] = Counter()
     families: set[str] = set()

@@ -42,14 +42,14 @@ from tests.support.objects import JOB_ID, flink_deployment, flink_metadata
 from tests.support.operator import running_status, stopped_status
 from webhook.common.kubeclient import ApiFailure
 from webhook.common.paths import StoragePath
-from webhook.member.fencing import copies
-from webhook.member.fencing.agent import FencingAgent
-from webhook.member.fencing.lanes import Lanes
-from webhook.member.fencing.layout import Workload
-from webhook.member.fencing.protocol import HoldOutcome, judge_admission
-from webhook.member.fencing.records import fence_name, heartbeat_name, parse_listing
-from webhook.member.policy import RestorePolicy
-from webhook.member.storage import CheckpointStorage
+from webhook.fencing import copies
+from webhook.fencing.agent import FencingAgent
+from webhook.fencing.lanes import Lanes
+from webhook.fencing.layout import Workload
+from webhook.fencing.protocol import HoldOutcome, judge_admission
+from webhook.fencing.records import fence_name, heartbeat_name, parse_listing
+from webhook.restore.policy import RestorePolicy
+from webhook.restore.storage import CheckpointStorage
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 P = "flink-failover.io"

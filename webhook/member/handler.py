@@ -25,11 +25,10 @@ from webhook.common.events import NORMAL, WARNING, EventSink, NoEvents, Occurren
 from webhook.common.flink import GROUP, KINDS, FlinkResource, job_path
 from webhook.common.patch import object_ops
 from webhook.common.paths import StoragePath
-from webhook.member.fencing.gate import FencingGate
-from webhook.member.fencing.lanes import Lanes
+from webhook.fencing.gate import FencingGate
+from webhook.fencing.lanes import Lanes
 from webhook.member.identity import AgentIdentity
-from webhook.member.policy import RestorePolicy
-from webhook.member.restore import (
+from webhook.restore.decide import (
     RELEASE_IGNORED,
     RestoreDecision,
     RestoreOutcome,
@@ -41,8 +40,9 @@ from webhook.member.restore import (
     decide_restore,
     triggered,
 )
-from webhook.member.storage import CheckpointStorage, Deadline, DeadlineExceeded
-from webhook.member.updates import keep_child_held
+from webhook.restore.policy import RestorePolicy
+from webhook.restore.storage import CheckpointStorage, Deadline, DeadlineExceeded
+from webhook.restore.updates import keep_child_held
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class MemberHandler:
             storage.warm(policy.allowed_schemes)  # each worker's clients before its first admission
         gate = None
         if cluster and policy.fencing.enabled:
-            from webhook.member.fencing.records import FencingStore
+            from webhook.fencing.records import FencingStore
 
             store = FencingStore(storage, cluster, lanes)
             if not daemon_lookups and policy.default_checkpoint_dir:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from webhook.common.envoptions import add_env_option
 from webhook.common.kubeclient import ClientConfig
 from webhook.member.identity import AgentIdentity, token_subject
-from webhook.member.policy import RestorePolicy
+from webhook.restore.policy import RestorePolicy
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def from_args(args: argparse.Namespace, policy: RestorePolicy) -> MemberOptions 
     client = ClientConfig(kubeconfig=args.kubeconfig, context=args.context)
     fencing = None
     if args.cluster:
-        from webhook.member.fencing.layout import ClusterNameError, check_cluster_name
+        from webhook.fencing.layout import ClusterNameError, check_cluster_name
 
         try:
             check_cluster_name(args.cluster)

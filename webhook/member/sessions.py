@@ -12,16 +12,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from webhook.common import documents
-from webhook.common.flink import BLUE_GREEN, GROUP, FlinkResource
+from webhook.common.flink import GROUP, FlinkResource
+from webhook.common.flinkresources import BLUE_GREENS as BLUE_GREENS
+from webhook.common.flinkresources import DEPLOYMENTS
 from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.common.kubeobjects import KubeObjects, Resource
-from webhook.member.restore import SessionCluster
-
-VERSION = "v1beta1"
-PLURAL = "flinkdeployments"
-DEPLOYMENTS = Resource(GROUP, VERSION, PLURAL, "FlinkDeployment")
-# A blue/green child's parent: its hold holds the child (member/updates.py keep_child_held).
-BLUE_GREENS = Resource(GROUP, VERSION, "flinkbluegreendeployments", BLUE_GREEN)
+from webhook.restore.decide import SessionCluster
 
 
 class KubeSessionClusters:

@@ -348,7 +348,7 @@ affinity:
 {{- end -}}
 
 {{/* policy.storageOptions: every option name one its backend takes, else the server's message with
-the option it most likely meant (the rule of webhook/member/backend_options.py closest: the same but for case,
+the option it most likely meant (the rule of webhook/restore/backend_options.py closest: the same but for case,
 _ and -, else the nearest within an edit distance of max(2, len/3), the first of equals). The names
 are generated from the server's model into _storage-options.tpl. */}}
 {{- define "ff.checkStorageOptions" -}}

@@ -25,9 +25,9 @@ from webhook.common.events import NORMAL, WARNING, EventSink, Occurrence, Regard
 from webhook.common.flink import BLUE_GREEN
 from webhook.common.kubeclient import ApiFailure
 from webhook.common.paths import StoragePath
-from webhook.member.fencing import copies, metrics
-from webhook.member.fencing.copies import Copy
-from webhook.member.fencing.decide import (
+from webhook.fencing import copies, metrics
+from webhook.fencing.copies import Copy
+from webhook.fencing.decide import (
     Acknowledge,
     KeepRenewing,
     MarkStopping,
@@ -44,15 +44,15 @@ from webhook.member.fencing.decide import (
     resume_start,
     retry_seconds,
 )
-from webhook.member.fencing.flinkapi import MemberApi
-from webhook.member.fencing.lanes import Call
-from webhook.member.fencing.layout import Workload
-from webhook.member.fencing.protocol import ReleaseCause
-from webhook.member.fencing.records import FencingStore, fence_body
-from webhook.member.fencing.renewer import Renewer
-from webhook.member.policy import RestorePolicy
-from webhook.member.restore import SnapshotQuery, Snapshots, StorageError, decide_restore
-from webhook.member.storage import CheckpointStorage, Deadline
+from webhook.fencing.flinkapi import MemberApi
+from webhook.fencing.lanes import Call
+from webhook.fencing.layout import Workload
+from webhook.fencing.protocol import ReleaseCause
+from webhook.fencing.records import FencingStore, fence_body
+from webhook.fencing.renewer import Renewer
+from webhook.restore.decide import SnapshotQuery, Snapshots, StorageError, decide_restore
+from webhook.restore.policy import RestorePolicy
+from webhook.restore.storage import CheckpointStorage, Deadline
 
 log = logging.getLogger(__name__)
 

@@ -30,12 +30,12 @@ from dataclasses import asdict, dataclass
 from webhook.common.events import EventRecorder
 from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.common.kubeobjects import EVENTS, KubeObjects
-from webhook.member.fencing.agent import FencingAgent
-from webhook.member.fencing.flinkapi import FlinkApi, ThreadedApi, stops_client
-from webhook.member.fencing.lanes import process_lanes
-from webhook.member.fencing.report import Health
-from webhook.member.policy import RestorePolicy
-from webhook.member.storage import CheckpointStorage
+from webhook.fencing.agent import FencingAgent
+from webhook.fencing.flinkapi import FlinkApi, ThreadedApi, stops_client
+from webhook.fencing.lanes import process_lanes
+from webhook.fencing.report import Health
+from webhook.restore.policy import RestorePolicy
+from webhook.restore.storage import CheckpointStorage
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def _wait_then_run(options: AgentOptions, policy: RestorePolicy, stop: threading
                 write_health(Health(False, f"cannot build its Kubernetes client: {api.message}", 0.0))
                 stop.wait(policy.fencing.poll_seconds)
                 continue
-            storage = CheckpointStorage(policy.storage_options, write_verdicts=True)  # member/verdict.py
+            storage = CheckpointStorage(policy.storage_options, write_verdicts=True)  # restore/verdict.py
             events = recorder(api.objects, options.cluster)
             calls = ThreadedApi(api, policy.fencing.call_timeout, stops=stops_client(config))
             lanes = process_lanes(policy.fencing.call_timeout)

@@ -34,7 +34,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from webhook.common.flink import BLUE_GREEN
-from webhook.member.fencing.copies import (
+from webhook.fencing.copies import (
     Copy,
     CopyState,
     checkpoint_dir_of,
@@ -43,7 +43,7 @@ from webhook.member.fencing.copies import (
     savepoint_dir_of,
     stop_mode,
 )
-from webhook.member.fencing.protocol import (
+from webhook.fencing.protocol import (
     Fence,
     HoldOutcome,
     HoldVerdict,
@@ -53,9 +53,9 @@ from webhook.member.fencing.protocol import (
     judge_hold,
     superseding,
 )
-from webhook.member.outcome import RestoreDecision, RestoreOutcome
-from webhook.member.policy import FencingPolicy, FencingStorageError, Prefer, RenewFailure, RestorePolicy
-from webhook.member.restore import SnapshotQuery, Snapshots, checked_as, choose, newest, restoring_flink
+from webhook.restore.decide import SnapshotQuery, Snapshots, checked_as, choose, newest, restoring_flink
+from webhook.restore.outcome import RestoreDecision, RestoreOutcome
+from webhook.restore.policy import FencingPolicy, FencingStorageError, Prefer, RenewFailure, RestorePolicy
 
 
 class Action(StrEnum):

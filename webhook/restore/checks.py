@@ -1,8 +1,8 @@
 """Is a snapshot one Flink can restore? Its ``_metadata`` as read, and the files it names, judged.
 
-Pure: ``member/storage.py`` reads the bytes and lists the folders; these functions say what that shows.
+Pure: ``restore/storage.py`` reads the bytes and lists the folders; these functions say what that shows.
 A snapshot is passed over, with the reason the decision tells, when its ``_metadata`` cannot be loaded
-(``member/metadata.py``) or cannot be by the Flink that will restore it (``member/compat.py``), says
+(``restore/metadata.py``) or cannot be by the Flink that will restore it (``restore/compat.py``), says
 another checkpoint id than its ``chk-N`` directory, or names a file its folder's listing does not hold
 (or holds shorter than the handle reads).
 """
@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from webhook.common.paths import StoragePath, StoragePathError
-from webhook.member.compat import NOT_STATED, Target, cannot_read
-from webhook.member.metadata import FileScope, Metadata, MetadataRead, NewerFormat, Unreadable
-from webhook.member.policy import NewerMetadata
+from webhook.restore.compat import NOT_STATED, Target, cannot_read
+from webhook.restore.metadata import FileScope, Metadata, MetadataRead, NewerFormat, Unreadable
+from webhook.restore.policy import NewerMetadata
 
 
 @dataclass(frozen=True)

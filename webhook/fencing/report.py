@@ -14,11 +14,11 @@ from datetime import datetime
 
 from webhook.common.events import NORMAL, WARNING
 from webhook.common.kubeclient import ApiFailure
-from webhook.member.fencing import metrics
-from webhook.member.fencing.copies import Copy, CopyState
-from webhook.member.fencing.decide import Action, Trouble
-from webhook.member.fencing.flinkapi import OPTIONAL_KINDS, PLURALS
-from webhook.member.fencing.layout import Workload
+from webhook.fencing import metrics
+from webhook.fencing.copies import Copy, CopyState
+from webhook.fencing.decide import Action, Trouble
+from webhook.fencing.flinkapi import OPTIONAL_KINDS, PLURALS
+from webhook.fencing.layout import Workload
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What a full check of a checkpoint found, kept so the next check looks only at what changed.
 
-Pure: ``member/storage.py`` reads and writes the bytes; this module says what they mean. A verdict is
+Pure: ``restore/storage.py`` reads and writes the bytes; this module says what they mean. A verdict is
 one JSON object in the job's checkpoint directory (``<jobId>/flink-failover-verdict.json``), written
 after a check that confirmed every file a ``chk-N`` names (the fencing agent's lookups write it; the
 webhook's member role only reads storage). It records the ``_metadata`` it read (size and storage
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from webhook.common.paths import StoragePath, StoragePathError
-from webhook.member.checks import NamedFiles, Needed
+from webhook.restore.checks import NamedFiles, Needed
 
 VERDICT_NAME = "flink-failover-verdict.json"
 KIND = "flink-failover-verdict"

@@ -29,8 +29,8 @@ from typing import Any
 from fsspec.asyn import AsyncFileSystem
 
 from webhook.common.paths import StoragePath, StoragePathError
-from webhook.member.fencing.lanes import HEARTBEAT_THREADS, HEARTBEATS, Call, Lanes
-from webhook.member.fencing.layout import (
+from webhook.fencing.lanes import HEARTBEAT_THREADS, HEARTBEATS, Call, Lanes
+from webhook.fencing.layout import (
     EPOCH_RE,
     FOLDER,
     NAME_RE,
@@ -43,9 +43,9 @@ from webhook.member.fencing.layout import (
     heartbeat_name,
     stopping_name,
 )
-from webhook.member.fencing.protocol import Ack, Fence, Heartbeat, Ownership, Stopping
-from webhook.member.restore import StorageError
-from webhook.member.storage import CheckpointStorage, DeadlineExceeded, modified_time
+from webhook.fencing.protocol import Ack, Fence, Heartbeat, Ownership, Stopping
+from webhook.restore.decide import StorageError
+from webhook.restore.storage import CheckpointStorage, DeadlineExceeded, modified_time
 
 __all__ = [
     "FOLDER",

@@ -25,14 +25,14 @@ from webhook.common.contract import (
     RESTORED_JOB_ID,
 )
 from webhook.common.flink import FlinkResource
-from webhook.member.outcome import (
+from webhook.restore.outcome import (
     RestoreDecision,
     RestoreOutcome,
     decision_annotations,
     restored,
     triggered,
 )
-from webhook.member.policy import RestorePolicy
+from webhook.restore.policy import RestorePolicy
 
 
 def carry_over(

@@ -26,12 +26,12 @@ from typing import TypeVar
 
 from webhook.common.flink import FlinkResource
 from webhook.common.paths import StoragePath
-from webhook.member.fencing import copies, metrics
-from webhook.member.fencing.lanes import Call
-from webhook.member.fencing.protocol import HoldOutcome, judge_admission, next_epoch
-from webhook.member.fencing.records import FencingStore, Listing, fence_body, heartbeat_body
-from webhook.member.policy import FencingStorageError, RestorePolicy
-from webhook.member.restore import RestoreDecision, StorageError
+from webhook.fencing import copies, metrics
+from webhook.fencing.lanes import Call
+from webhook.fencing.protocol import HoldOutcome, judge_admission, next_epoch
+from webhook.fencing.records import FencingStore, Listing, fence_body, heartbeat_body
+from webhook.restore.decide import RestoreDecision, StorageError
+from webhook.restore.policy import FencingStorageError, RestorePolicy
 
 log = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ from dataclasses import asdict
 from flask import Blueprint, Response, request
 
 from webhook.common.kubeclient import ApiFailure, ClientConfig
-from webhook.member.fencing.flinkapi import PLURALS, FlinkApi
-from webhook.member.fencing.lanes import Lanes
-from webhook.member.fencing.records import FencingStore
-from webhook.member.fencing.status import collect
-from webhook.member.policy import RestorePolicy
-from webhook.member.storage import CheckpointStorage
+from webhook.fencing.flinkapi import PLURALS, FlinkApi
+from webhook.fencing.lanes import Lanes
+from webhook.fencing.records import FencingStore
+from webhook.fencing.status import collect
+from webhook.restore.policy import RestorePolicy
+from webhook.restore.storage import CheckpointStorage
 
 
 def status_blueprint(config: ClientConfig, cluster: str, policy: RestorePolicy) -> Blueprint:

@@ -14,21 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
-from webhook.common.flink import BLUE_GREEN, GROUP
+from webhook.common.flink import BLUE_GREEN
+from webhook.common.flinkresources import PLURALS as PLURALS
+from webhook.common.flinkresources import RESOURCES
 from webhook.common.kubeclient import ApiFailure, ClientConfig
-from webhook.common.kubeobjects import KubeObjects, Resource
-from webhook.member.sessions import DEPLOYMENTS, VERSION
+from webhook.common.kubeobjects import KubeObjects
 
-PLURALS = {
-    "FlinkDeployment": "flinkdeployments",
-    "FlinkSessionJob": "flinksessionjobs",
-    BLUE_GREEN: "flinkbluegreendeployments",
-}
-RESOURCES = {
-    "FlinkDeployment": DEPLOYMENTS,
-    "FlinkSessionJob": Resource(GROUP, VERSION, PLURALS["FlinkSessionJob"], "FlinkSessionJob"),
-    BLUE_GREEN: Resource(GROUP, VERSION, PLURALS[BLUE_GREEN], BLUE_GREEN),
-}
 T = TypeVar("T")
 
 OPTIONAL_KINDS = (BLUE_GREEN,)  # operator 1.14+: a cluster without its CRD is usual, not a fault

@@ -20,8 +20,8 @@ import sys
 
 from webhook.common.contract import HOLD, RELEASE, RELEASE_REQUESTED_BY
 from webhook.common.kubeclient import ApiFailure
-from webhook.member.fencing import command
-from webhook.member.fencing.flinkapi import PLURALS
+from webhook.fencing import command
+from webhook.fencing.flinkapi import PLURALS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -11,8 +11,8 @@ import sys
 from dataclasses import dataclass
 
 from webhook.common.kubeclient import ApiFailure, ClientConfig
-from webhook.member.fencing.flinkapi import FlinkApi
-from webhook.member.policy import PolicyError, RestorePolicy, load_policy, policy_source
+from webhook.fencing.flinkapi import FlinkApi
+from webhook.restore.policy import PolicyError, RestorePolicy, load_policy, policy_source
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser, policy_use: str) -> None:

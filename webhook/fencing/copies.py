@@ -30,11 +30,11 @@ from webhook.common.contract import (
 from webhook.common.flink import BLUE_GREEN, FlinkResource
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.common.untyped import as_map
-from webhook.member.fencing.layout import FOLDER, Workload
-from webhook.member.fencing.operator import OperatorReport, operator_report
-from webhook.member.fencing.protocol import Fence, HoldVerdict, Ownership, ReleaseCause, Waiting
-from webhook.member.policy import RestorePolicy
-from webhook.member.restore import RestoreDecision, RestoreOutcome
+from webhook.fencing.layout import FOLDER, Workload
+from webhook.fencing.operator import OperatorReport, operator_report
+from webhook.fencing.protocol import Fence, HoldVerdict, Ownership, ReleaseCause, Waiting
+from webhook.restore.decide import RestoreDecision, RestoreOutcome
+from webhook.restore.policy import RestorePolicy
 
 NOT_REPORTED = OperatorReport(False, "")
 HELD_DECISION = RestoreOutcome.HELD.value

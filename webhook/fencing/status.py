@@ -26,15 +26,15 @@ from webhook.common.contract import (
 from webhook.common.envoptions import CLUSTER_ENV, add_env_option
 from webhook.common.kubeclient import ApiFailure
 from webhook.common.paths import StoragePath
-from webhook.member.fencing import command, copies
-from webhook.member.fencing.copies import Copy, CopyState
-from webhook.member.fencing.flinkapi import OPTIONAL_KINDS, PLURALS, FlinkApi
-from webhook.member.fencing.protocol import HoldOutcome, Ownership, judge_hold
-from webhook.member.policy import RestorePolicy
-from webhook.member.restore import StorageError
+from webhook.fencing import command, copies
+from webhook.fencing.copies import Copy, CopyState
+from webhook.fencing.flinkapi import OPTIONAL_KINDS, PLURALS, FlinkApi
+from webhook.fencing.protocol import HoldOutcome, Ownership, judge_hold
+from webhook.restore.decide import StorageError
+from webhook.restore.policy import RestorePolicy
 
 if TYPE_CHECKING:  # storage (fsspec) is loaded when a command runs, not when the CLI parses
-    from webhook.member.fencing.records import FencingStore
+    from webhook.fencing.records import FencingStore
 
 _REPORTED = (CopyState.STOPPING, CopyState.FENCED, CopyState.ENDING)  # whose operator report is shown
 
@@ -259,7 +259,7 @@ PROG = "flink-failover status"
 def run(args: argparse.Namespace) -> int:
     cluster = args.cluster or ""
     if cluster:
-        from webhook.member.fencing.layout import ClusterNameError, check_cluster_name
+        from webhook.fencing.layout import ClusterNameError, check_cluster_name
 
         try:
             check_cluster_name(cluster)
@@ -271,9 +271,9 @@ def run(args: argparse.Namespace) -> int:
         return started
     policy, api = started.policy, started.api
     target = (args.kind, *started.target) if started.target is not None else None
-    from webhook.member.fencing.lanes import Lanes
-    from webhook.member.fencing.records import FencingStore
-    from webhook.member.storage import CheckpointStorage
+    from webhook.fencing.lanes import Lanes
+    from webhook.fencing.records import FencingStore
+    from webhook.restore.storage import CheckpointStorage
 
     lanes = Lanes(max(policy.fencing.call_timeout, 5.0))
     try:

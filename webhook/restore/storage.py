@@ -6,7 +6,7 @@ has ``_metadata`` (normally the first); one listing of the savepoint directory, 
 lookup per savepoint named after the job; the snapshot the job started from only when nothing of
 its own is restorable. Each metadata lookup is one small read (the 16-byte header).
 
-With ``verify: files`` the files a ``_metadata`` names are asked as ``member/verdict.py`` plans it: the
+With ``verify: files`` the files a ``_metadata`` names are asked as ``restore/verdict.py`` plans it: the
 job's verdict (one read beside the job directory's listing) spares the files a recent full check
 confirmed, the rest go by HEAD, prefix listing or folder listing, side by side (``_files``); a storage
 that may write (the fencing agent's) leaves a verdict after a check that confirmed every file.
@@ -32,19 +32,19 @@ import fsspec
 
 from webhook.common.flink import is_job_id, is_savepoint_of
 from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath, StoragePathError
-from webhook.member import presigned
-from webhook.member.checks import NamedFiles, judge, missing, named_files
-from webhook.member.compat import Target, cannot_read
-from webhook.member.metadata import (
+from webhook.restore import presigned
+from webhook.restore.checks import NamedFiles, judge, missing, named_files
+from webhook.restore.compat import Target, cannot_read
+from webhook.restore.decide import Candidate, SnapshotQuery, Snapshots, StorageError, Trips
+from webhook.restore.metadata import (
     METADATA_HEADER_BYTES,
     METADATA_MIN_BYTES,
     metadata_checkpoint_id,
     metadata_problem,
     read_metadata,
 )
-from webhook.member.policy import Verify
-from webhook.member.restore import Candidate, SnapshotQuery, Snapshots, StorageError, Trips
-from webhook.member.verdict import VERDICT_NAME, Verdict, budget_units, coverage, decode, encode, made, plan
+from webhook.restore.policy import Verify
+from webhook.restore.verdict import VERDICT_NAME, Verdict, budget_units, coverage, decode, encode, made, plan
 
 log = logging.getLogger(__name__)
 
@@ -395,7 +395,7 @@ class _Lookup:
         self._folders: dict[StoragePath, tuple[concurrent.futures.Future[_Listing | None], _Cursor]] = {}
         self._trees: dict[StoragePath, tuple[concurrent.futures.Future[_Listing | None], _Cursor]] = {}
         self._lock = threading.Lock()
-        # The job directory's verdict (member/verdict.py) when one was read and can be used.
+        # The job directory's verdict (restore/verdict.py) when one was read and can be used.
         self.verdict: Verdict | None = None
         self.job_dir: StoragePath | None = None
 
@@ -463,12 +463,12 @@ class CheckpointStorage:
     ) -> None:
         self._options = {k: dict(v) for k, v in (storage_options or {}).items()}
         self._lock = threading.Lock()
-        # Write a verdict (member/verdict.py) after a full check of a chk-N passed: the fencing agent's
+        # Write a verdict (restore/verdict.py) after a full check of a chk-N passed: the fencing agent's
         # storage does, it writes to the checkpoint storage anyway; the webhook's only reads.
         self.write_verdicts = write_verdicts
         self._writes: list[concurrent.futures.Future[Any]] = []
         self._own: dict[tuple[str, str, str, int], fsspec.AbstractFileSystem] = {}  # per lane and storage
-        # per S3 scheme: the pooled client of presigned HEADs (member/presigned.py), None where s3fs asks
+        # per S3 scheme: the pooled client of presigned HEADs (restore/presigned.py), None where s3fs asks
         self._head_clients: dict[str, presigned.HeadClient | None] = {}
 
     def _fs_options(self, path: StoragePath) -> dict[str, Any]:
@@ -795,7 +795,7 @@ class CheckpointStorage:
         cursor: _Cursor,
     ) -> str:
         """Why a named file is not there ("" when all are): the ones a verdict does not cover are
-        checked by the fewest requests (member/verdict.py ``plan``), made side by side."""
+        checked by the fewest requests (restore/verdict.py ``plan``), made side by side."""
         job_dir = lookup.job_dir if directory_id is not None else None
         verdict = lookup.verdict if job_dir is not None and snapshot.parent.canonical == job_dir else None
         covers = coverage(named, verdict, snapshot, entry[0], entry[1], datetime.now(UTC))
@@ -901,7 +901,7 @@ class CheckpointStorage:
         self, paths: tuple[StoragePath, ...], lookup: _Lookup, cursor: _Cursor
     ) -> list[tuple[StoragePath, tuple[concurrent.futures.Future[Any], _Cursor]]]:
         """A HEAD of each of ``paths``, side by side: on S3 by presigned URL over a pooled client where
-        that asks what s3fs would (member/presigned.py), else through the path's filesystem."""
+        that asks what s3fs would (restore/presigned.py), else through the path's filesystem."""
         client = (
             self._head_client(paths[0]) if paths and all(p.scheme == paths[0].scheme for p in paths) else None
         )

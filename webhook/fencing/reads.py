@@ -18,12 +18,12 @@ from datetime import datetime
 from typing import Any
 
 from webhook.common.paths import StoragePath
-from webhook.member.fencing import metrics
-from webhook.member.fencing.copies import Copy, CopyState
-from webhook.member.fencing.decide import Unreadable
-from webhook.member.fencing.protocol import Ownership
-from webhook.member.fencing.records import FencingStore, Listing
-from webhook.member.restore import StorageError
+from webhook.fencing import metrics
+from webhook.fencing.copies import Copy, CopyState
+from webhook.fencing.decide import Unreadable
+from webhook.fencing.protocol import Ownership
+from webhook.fencing.records import FencingStore, Listing
+from webhook.restore.decide import StorageError
 
 
 @dataclass(frozen=True)

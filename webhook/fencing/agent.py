@@ -30,9 +30,9 @@ from typing import Any
 from webhook.common.events import EventSink, NoEvents
 from webhook.common.flink import BLUE_GREEN
 from webhook.common.kubeclient import ApiFailure
-from webhook.member.fencing import copies, metrics
-from webhook.member.fencing.copies import Copy, CopyState
-from webhook.member.fencing.decide import (
+from webhook.fencing import copies, metrics
+from webhook.fencing.copies import Copy, CopyState
+from webhook.fencing.decide import (
     WAITING,
     Acknowledge,
     Action,
@@ -55,17 +55,17 @@ from webhook.member.fencing.decide import (
     retry_seconds,
     trouble_of,
 )
-from webhook.member.fencing.executors import Executors, StorageProblem
-from webhook.member.fencing.flinkapi import PLURALS, MemberApi
-from webhook.member.fencing.lanes import Lanes
-from webhook.member.fencing.protocol import Ownership
-from webhook.member.fencing.reads import PollReads
-from webhook.member.fencing.records import FencingStore, Workload
-from webhook.member.fencing.renewer import Renewer, pause
-from webhook.member.fencing.report import Health, Report, Step, list_problem
-from webhook.member.policy import RestorePolicy
-from webhook.member.restore import StorageError
-from webhook.member.storage import CheckpointStorage
+from webhook.fencing.executors import Executors, StorageProblem
+from webhook.fencing.flinkapi import PLURALS, MemberApi
+from webhook.fencing.lanes import Lanes
+from webhook.fencing.protocol import Ownership
+from webhook.fencing.reads import PollReads
+from webhook.fencing.records import FencingStore, Workload
+from webhook.fencing.renewer import Renewer, pause
+from webhook.fencing.report import Health, Report, Step, list_problem
+from webhook.restore.decide import StorageError
+from webhook.restore.policy import RestorePolicy
+from webhook.restore.storage import CheckpointStorage
 
 log = logging.getLogger(__name__)
 

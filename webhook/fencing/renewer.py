@@ -18,9 +18,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 
 from webhook.common.paths import StoragePath
-from webhook.member.fencing import metrics
-from webhook.member.fencing.copies import Copy, CopyState
-from webhook.member.fencing.decide import (
+from webhook.fencing import metrics
+from webhook.fencing.copies import Copy, CopyState
+from webhook.fencing.decide import (
     KeepRenewing,
     Renewal,
     Renewing,
@@ -29,10 +29,10 @@ from webhook.member.fencing.decide import (
     retry_seconds,
     step_down_reason,
 )
-from webhook.member.fencing.layout import Workload
-from webhook.member.fencing.records import FencingStore, heartbeat_body
-from webhook.member.policy import FencingPolicy
-from webhook.member.restore import StorageError
+from webhook.fencing.layout import Workload
+from webhook.fencing.records import FencingStore, heartbeat_body
+from webhook.restore.decide import StorageError
+from webhook.restore.policy import FencingPolicy
 
 log = logging.getLogger(__name__)
 

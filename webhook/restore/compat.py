@@ -3,7 +3,7 @@ handle types its ``Checkpoints.loadCheckpointMetadata`` accepts, and the judgeme
 against the Flink that will restore it.
 
 Pure: a table and comparisons. A snapshot written by a newer Flink passes every check of its own
-(``member/checks.py``) and still fails the job on an older one: Flink 1.20 refuses a format version 5
+(``restore/checks.py``) and still fails the job on an older one: Flink 1.20 refuses a format version 5
 or 6 ("Unrecognized checkpoint version number"), Flink 1.19 a handle of type 15 ("Unknown
 implementation of StreamStateHandle, code: 15"). Read from the ``flink-dist`` jar of each minor's
 newest patch release (``MetadataSerializers``' registered serializers, ``MetadataV2V3SerializerBase``'s
@@ -233,7 +233,7 @@ def _claim_problem(target: Target, handles: tuple[HandleMet, ...]) -> str:
 
 
 # Every reason :func:`cannot_read` gives holds this: a snapshot passed over for it is one the restoring
-# Flink cannot load (``member/restore.py`` holds the job when that leaves none).
+# Flink cannot load (``restore/decide.py`` holds the job when that leaves none).
 TARGET_CANNOT_READ = "cannot load it:"
 
 

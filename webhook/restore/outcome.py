@@ -1,6 +1,6 @@
 """What a restore decision is, and the fields a restore writes on the object.
 
-Pure: the values ``decide_restore`` (``member/restore.py``) and the UPDATE rules (``member/updates.py``)
+Pure: the values ``decide_restore`` (``restore/decide.py``) and the UPDATE rules (``restore/updates.py``)
 both return, and the spec.job fields and annotations a restore from a path puts on the object.
 """
 
@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from webhook.common.contract import RESTORE_DECISION, RESTORED_FROM, RESTORED_JOB_ID
 from webhook.common.flink import FlinkResource
-from webhook.member.policy import RestorePolicy, StatePolicy, UpgradeModePolicy
+from webhook.restore.policy import RestorePolicy, StatePolicy, UpgradeModePolicy
 
 
 class RestoreOutcome(StrEnum):

@@ -1,6 +1,6 @@
 """Flink's ``_metadata`` file, read from its bytes as Flink reads it (no I/O: the caller reads them).
 
-Pure: ``member/storage.py`` hands it the bytes it read. Flink restores by reading the whole file
+Pure: ``restore/storage.py`` hands it the bytes it read. Flink restores by reading the whole file
 (``Checkpoints.loadCheckpointMetadata``): the magic, the format version, then that version's serializer
 (``MetadataV2V3SerializerBase`` and ``MetadataV<N>Serializer`` in flink-runtime): the checkpoint id,
 the master states, the operator states with each subtask's state handles, and from version 4 on the
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from dataclasses import field as default_factory_field
 from enum import StrEnum
 
-from webhook.member.compat import HandleMet
+from webhook.restore.compat import HandleMet
 
 # Flink's checkpoint metadata file (org.apache.flink.runtime.checkpoint.Checkpoints) starts with this
 # 4-byte big-endian magic number, then a 4-byte metadata version (serializers V1..V7 so far: 4 from

@@ -20,14 +20,14 @@ from webhook.common.flink import (
     snapshot_job,
 )
 from webhook.common.paths import StoragePath, StoragePathError
-from webhook.member.compat import NOT_STATED, Target, is_target_problem, target_of
-from webhook.member.outcome import RestoreDecision as RestoreDecision
-from webhook.member.outcome import RestoreOutcome as RestoreOutcome
-from webhook.member.outcome import decision_annotations, restored
-from webhook.member.outcome import job_id_label as job_id_label
-from webhook.member.outcome import last_state_accepted as last_state_accepted
-from webhook.member.outcome import triggered as triggered
-from webhook.member.policy import (
+from webhook.restore.compat import NOT_STATED, Target, is_target_problem, target_of
+from webhook.restore.outcome import RestoreDecision as RestoreDecision
+from webhook.restore.outcome import RestoreOutcome as RestoreOutcome
+from webhook.restore.outcome import decision_annotations, restored
+from webhook.restore.outcome import job_id_label as job_id_label
+from webhook.restore.outcome import last_state_accepted as last_state_accepted
+from webhook.restore.outcome import triggered as triggered
+from webhook.restore.policy import (
     DEFAULT_ALLOWED_SCHEMES,
     Fallback,
     NewerMetadata,
@@ -35,11 +35,11 @@ from webhook.member.policy import (
     RestorePolicy,
     Verify,
 )
-from webhook.member.updates import RELEASE_IGNORED as RELEASE_IGNORED
-from webhook.member.updates import carry_over, held_before, keep_fenced
+from webhook.restore.updates import RELEASE_IGNORED as RELEASE_IGNORED
+from webhook.restore.updates import carry_over, held_before, keep_fenced
 
 # RestoreDecision, RestoreOutcome, triggered and RELEASE_IGNORED are still imported from here by the
-# handler and the fencing modules (their homes are member/outcome.py and member/updates.py).
+# handler and the fencing modules (their homes are restore/outcome.py and restore/updates.py).
 
 
 class StorageError(Exception):
@@ -76,7 +76,7 @@ class SnapshotQuery:
     budget: int = 100  # storage requests the lookup may make; past it: unchecked, held
     allowed_schemes: tuple[str, ...] = DEFAULT_ALLOWED_SCHEMES  # where named files may be checked
     # The Flink that will restore it (its spec.flinkVersion, its image): a snapshot it cannot load is
-    # passed over (member/compat.py); unknown: not judged.
+    # passed over (restore/compat.py); unknown: not judged.
     target: Target = NOT_STATED
 
 
