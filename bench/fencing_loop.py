@@ -41,7 +41,7 @@ from webhook.fencing.agent import FencingAgent
 from webhook.fencing.flinkapi import FlinkApi, ThreadedApi
 from webhook.fencing.runner import run_agent
 from webhook.restore.policy import FencingPolicy, RestorePolicy
-from webhook.restore.storage import CheckpointStorage
+from webhook.restore.storage.search import CheckpointStorage
 
 P = "flink-failover.io"
 FENCING = FencingPolicy(lease_seconds=30, poll_seconds=5, renew_deadline_seconds=10, stop_margin_seconds=10)

@@ -57,7 +57,7 @@ from webhook.fencing.flinkapi import FlinkApi, ThreadedApi
 from webhook.fencing.runner import run_agent
 from webhook.member.handler import MemberHandler
 from webhook.restore.policy import FencingPolicy, RestorePolicy
-from webhook.restore.storage import CheckpointStorage
+from webhook.restore.storage.search import CheckpointStorage
 
 P = "flink-failover.io"
 NS = "analytics"

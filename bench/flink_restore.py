@@ -57,9 +57,11 @@ from pathlib import Path
 from typing import Any
 
 from webhook.common.flink import FlinkResource
-from webhook.restore.decide import RestoreOutcome, decide_restore
+from webhook.restore.decide import decide_restore
+from webhook.restore.outcome import RestoreOutcome
 from webhook.restore.policy import RestorePolicy
-from webhook.restore.storage import CheckpointStorage, Deadline
+from webhook.restore.storage.backends import Deadline
+from webhook.restore.storage.search import CheckpointStorage
 
 RUN_BY_DEFAULT = False
 REPO = Path(__file__).resolve().parent.parent

@@ -33,7 +33,7 @@ from tests.support.s3 import CREDENTIALS, moto_server, s3_options
 from tests.support.tcpproxy import TcpProxy, tcp_proxy
 from webhook.member.handler import MemberHandler
 from webhook.restore.policy import RestorePolicy
-from webhook.restore.storage import CheckpointStorage
+from webhook.restore.storage.search import CheckpointStorage
 
 RTT = 0.020
 RUNS, WARM = 20, 3

@@ -19,7 +19,7 @@ PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["
 EXTRA_USERS = {
     "review": {"webhook/review.py"},
     # the JSON-only gcsfs class for a gs endpoint other than Google's, imported when such a policy asks for it
-    "gcs": {"webhook/restore/storage.py"},
+    "gcs": {"webhook/restore/storage/backends.py"},
 }
 # Runtime dependencies no module imports by name: fsspec loads them for a scheme (s3://).
 LOADED_BY_NAME = {"s3fs": "fsspec's backend for s3, s3a and s3p"}

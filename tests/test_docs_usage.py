@@ -8,7 +8,7 @@ import re
 
 from tests.conftest import REPO
 from webhook.controlplane.audit import WorkDecision
-from webhook.restore.decide import RestoreOutcome
+from webhook.restore.outcome import RestoreOutcome
 from webhook.restore.policy import POLICY
 
 README = (REPO / "README.md").read_text()

@@ -30,7 +30,8 @@ from webhook.common.admission import AdmissionRequest, AdmissionResponse, BadRev
 from webhook.common.contract import Contract
 from webhook.common.envoptions import positive_int
 from webhook.member.failover import NotRunning, failover_create
-from webhook.restore.policy import PolicyError, load_policy, policy_notes, policy_source
+from webhook.restore.policy import PolicyError
+from webhook.restore.policy_file import load_policy, policy_notes, policy_source
 from webhook.roles import ROLES, review_handler
 from webhook.server.config import MAX_BODY_BYTES
 

@@ -22,7 +22,8 @@ from webhook.controlplane import options as control_plane_options
 from webhook.estimator import options as estimator_options  # options only: no gRPC loaded here
 from webhook.member import options as member_options
 from webhook.member.options import MemberOptions
-from webhook.restore.policy import PolicyError, RestorePolicy, load_policy, policy_notes, policy_source
+from webhook.restore.policy import PolicyError, RestorePolicy
+from webhook.restore.policy_file import load_policy, policy_notes, policy_source
 from webhook.server import logs
 from webhook.server import run as server
 from webhook.server.config import Endpoint, Ready, ServerConfig
@@ -171,7 +172,7 @@ def _serve_member(args: argparse.Namespace) -> int:
     options = member_options.from_args(args, policy)
     if isinstance(options, str):
         return _usage(options)
-    from webhook.restore.storage import missing_backends
+    from webhook.restore.storage.backends import missing_backends
 
     notes = tuple(m.message() for m in missing_backends(policy.allowed_schemes))
     for note in notes:

@@ -30,7 +30,8 @@ from tests.support import guide
 from tests.support.crds import crd_validator
 from tests.support.karmada_lua import karmada_lua
 from tests.support.karmada_results import convert
-from webhook.restore.policy import load_policy, policy_from_dict
+from webhook.restore.policy import policy_from_dict
+from webhook.restore.policy_file import load_policy
 
 GUIDE = REPO / "docs" / "guide-flink-on-karmada.md"
 STEPS = guide.steps(GUIDE)

@@ -105,7 +105,7 @@ def test_extras_build_argument_selects_the_storage_backends() -> None:
 
     from webhook.common.paths import FSSPEC_PROTOCOL
     from webhook.restore.policy import DEFAULT_ALLOWED_SCHEMES
-    from webhook.restore.storage import BACKENDS
+    from webhook.restore.storage.backends import BACKENDS
 
     text = (REPO / "Dockerfile").read_text()
     default = re.search(r"^ARG EXTRAS=(\S*)$", text, re.M)

@@ -17,13 +17,8 @@ import yaml
 from tests.chart.schema import SCHEMA_PATH, generated
 from tests.chart.schema import render as render_schema
 from tests.chart.test_chart import one, template
-from webhook.restore.policy import (
-    DEFAULT_POLICY_FILE,
-    RestorePolicy,
-    json_schema,
-    load_policy,
-    policy_from_dict,
-)
+from webhook.restore.policy import RestorePolicy, json_schema, policy_from_dict
+from webhook.restore.policy_file import DEFAULT_POLICY_FILE, load_policy
 from webhook.restore.schema import PolicyError
 
 

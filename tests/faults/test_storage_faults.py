@@ -35,7 +35,8 @@ from tests.support.server import ApiServerClient
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
 from webhook.restore.policy import RestorePolicy
-from webhook.restore.storage import CheckpointStorage, DeadlineExceeded
+from webhook.restore.storage.backends import DeadlineExceeded
+from webhook.restore.storage.search import CheckpointStorage
 
 # Concurrent admissions on hung storage: more than the server's 2 x 8 worker threads. The deadline runs
 # from when a worker thread takes a request, so without the member handler failing fast on storage that
@@ -355,8 +356,8 @@ def test_thousands_of_checkpoints_one_listing_and_the_deadline_held(
         calls["info"] += 1
         return real_info(self, *a, **kw)
 
-    monkeypatch.setattr("webhook.restore.storage.os.listdir", listdir)
-    monkeypatch.setattr("webhook.restore.storage.os.scandir", scandir)
+    monkeypatch.setattr("webhook.restore.storage.listings.os.listdir", listdir)
+    monkeypatch.setattr("webhook.restore.storage.listings.os.scandir", scandir)
     monkeypatch.setattr(fsspec.implementations.local.LocalFileSystem, "ls", ls)
     monkeypatch.setattr(fsspec.implementations.local.LocalFileSystem, "info", info)
     handler = MemberHandler.from_policy(RestorePolicy(deadline_seconds=120))

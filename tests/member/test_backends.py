@@ -17,8 +17,10 @@ from tests.support.backends import BACKEND_NAMES, Running
 from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment, flink_metadata, review
 from tests.support.server import ApiServerClient, executable, generate_certs, serve
 from webhook.common.paths import FSSPEC_PROTOCOL
-from webhook.restore.policy import DEFAULT_ALLOWED_SCHEMES, DEFAULT_POLICY_FILE, KNOWN_SCHEMES
-from webhook.restore.storage import BACKENDS, CheckpointStorage, missing_backends
+from webhook.restore.policy import DEFAULT_ALLOWED_SCHEMES, KNOWN_SCHEMES
+from webhook.restore.policy_file import DEFAULT_POLICY_FILE
+from webhook.restore.storage.backends import BACKENDS, missing_backends
+from webhook.restore.storage.search import CheckpointStorage
 
 MODULES = {"gs": "gcsfs", "abfs": "adlfs", "oss": "ossfs", "hdfs": "pyarrow", "s3": "s3fs"}
 
@@ -141,7 +143,7 @@ def _shared_object(tmp: Path, name: str) -> Path:
 
 
 def test_hdfs_without_a_jvm_is_not_ready(tmp_path: Path) -> None:
-    from webhook.restore.storage import hadoop_client_problem
+    from webhook.restore.storage.backends import hadoop_client_problem
 
     assert "no loadable JVM (libjvm.so) (JAVA_HOME is not set)" in hadoop_client_problem({})
     java = tmp_path / "jdk"
@@ -182,7 +184,8 @@ def test_each_backend_round_trips_through_its_real_server(storage_backend: Runni
     """The support module's servers answer as the product reads them: what the test's client writes,
     the product's CheckpointStorage (built from the policy's storageOptions) lists, with a storage time."""
     from webhook.common.paths import StoragePath
-    from webhook.restore.storage import CheckpointStorage, modified_time
+    from webhook.restore.storage.backends import modified_time
+    from webhook.restore.storage.search import CheckpointStorage
 
     root = storage_backend.bucket("roundtrip")
     storage_backend.write(f"{root}/job/chk-1/_metadata", b"flink")
@@ -251,7 +254,7 @@ def test_fencing_listings_see_what_another_cluster_wrote_after_the_first(storage
     cluster does."""
     from webhook.common.paths import StoragePath
     from webhook.fencing.records import FencingStore, Workload, fence_name, heartbeat_name
-    from webhook.restore.storage import CheckpointStorage
+    from webhook.restore.storage.search import CheckpointStorage
 
     root = StoragePath.parse(storage_backend.bucket("records"))
     store = FencingStore(CheckpointStorage(storage_backend.storage_options()), "member1")
@@ -315,7 +318,8 @@ def test_a_lease_never_runs_from_before_the_heartbeat_could_have_been_written(
     from webhook.common.paths import StoragePath
     from webhook.fencing.protocol import HoldOutcome, judge_hold
     from webhook.fencing.records import FencingStore, Workload
-    from webhook.restore.storage import CheckpointStorage, modified_time
+    from webhook.restore.storage.backends import modified_time
+    from webhook.restore.storage.search import CheckpointStorage
 
     root = StoragePath.parse(storage_backend.bucket("times"))
     folder = Workload("FlinkDeployment", "analytics", "orders").folder(root)
@@ -385,7 +389,7 @@ def test_fencing_calls_through_a_proxy_in_front_of_each_server_fail_within_their
     from webhook.common.paths import StoragePath
     from webhook.fencing.lanes import Lanes
     from webhook.fencing.records import FencingStore, Workload
-    from webhook.restore.decide import StorageError
+    from webhook.restore.snapshots import StorageError
 
     root = StoragePath.parse(storage_backend.bucket("proxied"))
     folder = Workload("FlinkDeployment", "analytics", "orders").folder(root)

@@ -34,7 +34,7 @@ from webhook.fencing.flinkapi import FlinkApi, ThreadedApi
 from webhook.fencing.report import Step
 from webhook.member.handler import MemberHandler
 from webhook.restore.policy import FencingPolicy, FencingStorageError, RestorePolicy
-from webhook.restore.storage import CheckpointStorage
+from webhook.restore.storage.search import CheckpointStorage
 
 P = "flink-failover.io"
 HOLD, RELEASED, FENCED = f"{P}/hold", f"{P}/released", f"{P}/fenced"

@@ -43,7 +43,8 @@ from webhook.fencing.layout import Workload
 from webhook.fencing.protocol import Fence
 from webhook.fencing.records import FencingStore, heartbeat_body
 from webhook.restore.policy import RestorePolicy
-from webhook.restore.storage import CheckpointStorage, DeadlineExceeded
+from webhook.restore.storage.backends import DeadlineExceeded
+from webhook.restore.storage.search import CheckpointStorage
 
 HUNG = StoragePath.parse("s3://hung-bucket/checkpoints/flink-failover/analytics/flinkdeployment/orders")
 

@@ -27,7 +27,7 @@ from webhook.common.kubeclient import ClientConfig
 from webhook.fencing.agent import FencingAgent
 from webhook.fencing.flinkapi import FlinkApi, ThreadedApi
 from webhook.restore.policy import FencingPolicy, RestorePolicy
-from webhook.restore.storage import CheckpointStorage
+from webhook.restore.storage.search import CheckpointStorage
 
 P = "flink-failover.io"
 

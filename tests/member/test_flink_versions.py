@@ -354,7 +354,8 @@ def test_the_fencing_agents_resume_passes_over_what_its_flink_cannot_load(
     from tests.support.objects import running_deployment
     from webhook.fencing.copies import read_copy
     from webhook.fencing.decide import resume_query
-    from webhook.restore.storage import CheckpointStorage, Deadline
+    from webhook.restore.storage.backends import Deadline
+    from webhook.restore.storage.search import CheckpointStorage
 
     ck = lay(shared_data, tmp_path, {11: "2.3.0", 9: "1.20.5"})
     obj = running_deployment(JOB, checkpoint_dir=str(ck))

@@ -32,7 +32,7 @@ from webhook.common.flink import FlinkResource
 from webhook.fencing import copies
 from webhook.fencing.records import FencingStore, heartbeat_body
 from webhook.restore.policy import RestorePolicy
-from webhook.restore.storage import CheckpointStorage
+from webhook.restore.storage.search import CheckpointStorage
 
 P = "flink-failover.io"
 FAILOVER, JOB_LABEL = f"{P}/failover", f"{P}/job-id"

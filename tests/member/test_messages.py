@@ -61,12 +61,12 @@ def test_path_errors_name_their_setting_and_the_allowed_schemes(ckpt: Path) -> N
 def test_storage_error_is_said_once(ckpt: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """It used to read "storage error: storage error listing ...": the listing failure and the decision
     each prefixed it."""
-    import webhook.restore.storage
+    import webhook.restore.storage.listings
 
     def reset(*_: object) -> list[str]:
         raise OSError("Connection reset by peer")
 
-    monkeypatch.setattr(webhook.restore.storage, "_entry_names", reset)
+    monkeypatch.setattr(webhook.restore.storage.listings, "entry_names", reset)
     obj = flink_deployment(checkpoint_dir=str(ckpt), labels=labels())
     message = answer(POLICY, review(obj))["status"]["message"]
     assert message.count("storage error") == 1, message

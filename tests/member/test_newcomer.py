@@ -123,7 +123,7 @@ def test_well_typed_storage_options_load() -> None:
 
 
 def test_job_id_labels_without_the_control_planes_label_are_warned() -> None:
-    from webhook.restore.policy import policy_notes
+    from webhook.restore.policy_file import policy_notes
 
     own = policy_from_dict({"jobIdLabels": ["application.karmada.io/failover-jobid"]})
     (note,) = policy_notes(own)

@@ -1,7 +1,7 @@
-"""The S3 fast path of ``verify: files`` (restore/presigned.py): the new files a verdict leaves are asked by
-presigned HEADs over a pooled client, and find what s3fs's HEADs found (a file gone, a file shorter than
-named) on moto; an answer other than 200 or 404, a hung server and a spent deadline become the same
-storage errors as before, from a real HTTP server answering each way."""
+"""The S3 fast path of ``verify: files`` (restore/storage/presigned.py): the new files a verdict leaves are
+asked by presigned HEADs over a pooled client, and find what s3fs's HEADs found (a file gone, a file
+shorter than named) on moto; an answer other than 200 or 404, a hung server and a spent deadline become
+the same storage errors as before, from a real HTTP server answering each way."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ import pytest
 from tests.support.backends import Running
 from tests.support.jobtrees import JOB, SIZE, checkpoint, chosen, lookup, names, put, remove
 from webhook.common.paths import StoragePath
-from webhook.restore import presigned
-from webhook.restore.decide import StorageError
-from webhook.restore.storage import CheckpointStorage, Deadline, _Cursor, _Ledger
+from webhook.restore.snapshots import StorageError
+from webhook.restore.storage import presigned
+from webhook.restore.storage.backends import Deadline
+from webhook.restore.storage.requests import Cursor, Ledger
+from webhook.restore.storage.search import CheckpointStorage
 
 S3 = pytest.mark.parametrize("storage_backend", ["s3"], indirect=True)
 
@@ -36,7 +38,7 @@ def test_new_files_asked_by_presigned_head_find_one_gone_and_one_shorter(storage
     reader = CheckpointStorage(storage_backend.storage_options())
     found = lookup(reader, job_dir)
     assert chosen(found) == f"{job_dir}/chk-2" and found.trips.requests == 4 + len(new)
-    assert reader._head_clients["s3"] is not None  # the presigned path answered them
+    assert reader.files.head_clients["s3"] is not None  # the presigned path answered them
     put(storage_backend, {new[2]: bytes(SIZE - 1)})
     found = lookup(CheckpointStorage(storage_backend.storage_options()), job_dir)
     assert chosen(found) == f"{job_dir}/chk-1"
@@ -91,7 +93,7 @@ def _head(url: str, seconds: float = 30) -> int | bool | None:
     storage = CheckpointStorage()
     client = presigned.HeadClient(4, connect_timeout=2, read_timeout=1, verify=None)
     path = StoragePath.parse("s3://bucket/ck/job/shared/file")
-    return storage._head_url(path, url, client, Deadline(seconds), _Cursor(_Ledger(100)))
+    return storage.files.head_url(path, url, client, Deadline(seconds), Cursor(Ledger(100)))
 
 
 def test_a_head_answers_a_size_or_not_there(answering: str) -> None:

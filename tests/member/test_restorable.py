@@ -349,7 +349,7 @@ def test_the_fencing_agents_resume_skips_what_flink_cannot_restore(tmp_path: Pat
     from tests.support.objects import running_deployment
     from webhook.fencing.agent import FencingAgent
     from webhook.fencing.copies import read_copy
-    from webhook.restore.storage import CheckpointStorage
+    from webhook.restore.storage.search import CheckpointStorage
 
     each = tree("2.3.0-rocksdb-incremental")
     url = spelled(materialize(each, tmp_path))

@@ -19,7 +19,8 @@ import yaml
 from tests.conftest import REPO
 from tests.samples.make_storage import RESTORABLE, make
 from tests.support.server import executable
-from webhook.restore.policy import DEFAULT_POLICY_FILE, RestorePolicy, load_policy, policy_from_dict
+from webhook.restore.policy import RestorePolicy, policy_from_dict
+from webhook.restore.policy_file import DEFAULT_POLICY_FILE, load_policy
 
 SAMPLES = REPO / "tests" / "samples"
 CKPT = "file:///tmp/flink-failover-samples/checkpoints"

@@ -133,7 +133,7 @@ def test_one_listing_of_a_storage_reads_each_workloads_records_as_its_own_listin
     a workload without records has none, and a tree that does not exist yet is empty."""
     from webhook.common.paths import StoragePath
     from webhook.fencing.records import FencingStore, Workload
-    from webhook.restore.storage import CheckpointStorage
+    from webhook.restore.storage.search import CheckpointStorage
 
     endpoint, _ = s3
     base = f"s3://{BUCKET}/tree-{tmp_path.name}" if where == "s3" else str(tmp_path / "ckpt")

@@ -14,7 +14,7 @@ from tests.support.objects import apply, decode_patch, flink_deployment, review
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
 from webhook.restore.policy import RestorePolicy
-from webhook.restore.storage import CheckpointStorage
+from webhook.restore.storage.search import CheckpointStorage
 
 PARALLELISM = 128
 TASK_MANAGERS = 8

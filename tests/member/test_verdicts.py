@@ -14,7 +14,7 @@ from tests.support.backends import BACKEND_NAMES, Running
 from tests.support.jobtrees import JOB, SIZE, checkpoint, chosen, lookup, names, put, remove
 from webhook.common.paths import StoragePath
 from webhook.restore.checks import NamedFiles, Needed
-from webhook.restore.storage import CheckpointStorage
+from webhook.restore.storage.search import CheckpointStorage
 from webhook.restore.verdict import (
     HEADS_PER_UNIT,
     MAX_AGE,

@@ -15,9 +15,10 @@ from pathlib import Path
 from tests.support.backends import Running
 from tests.support.flinktrees import incremental_metadata
 from webhook.common.paths import StoragePath
-from webhook.restore.decide import SnapshotQuery, Snapshots
 from webhook.restore.policy import Verify
-from webhook.restore.storage import CheckpointStorage, Deadline
+from webhook.restore.snapshots import SnapshotQuery, Snapshots
+from webhook.restore.storage.backends import Deadline
+from webhook.restore.storage.search import CheckpointStorage
 
 JOB = "5f3c0de8a1b24c6d9e7f00112233aabb"
 SIZE = 16

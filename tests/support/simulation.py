@@ -49,7 +49,8 @@ from webhook.fencing.layout import Workload
 from webhook.fencing.protocol import HoldOutcome, judge_admission
 from webhook.fencing.records import fence_name, heartbeat_name, parse_listing
 from webhook.restore.policy import RestorePolicy
-from webhook.restore.storage import CheckpointStorage
+from webhook.restore.storage.backends import Filesystems
+from webhook.restore.storage.search import CheckpointStorage
 
 T0 = datetime(2026, 12, 1, tzinfo=UTC)
 P = "flink-failover.io"
@@ -173,13 +174,19 @@ class SimFileSystem:
         return None
 
 
-class SimStorage(CheckpointStorage):
+class SimFilesystems(Filesystems):
     def __init__(self, store: Store) -> None:
         super().__init__({})
         self.store = store
 
     def filesystem(self, path: StoragePath, lane: str = "", connections: int = 0) -> Any:
         return SimFileSystem(self.store)  # one store, whichever lane's instance
+
+
+class SimStorage(CheckpointStorage):
+    def __init__(self, store: Store) -> None:
+        super().__init__(filesystems=SimFilesystems(store))
+        self.store = store
 
 
 @dataclass(frozen=True)

@@ -63,9 +63,9 @@ from webhook.fencing.reads import PollReads
 from webhook.fencing.records import FencingStore, Workload
 from webhook.fencing.renewer import Renewer, pause
 from webhook.fencing.report import Health, Report, Step, list_problem
-from webhook.restore.decide import StorageError
 from webhook.restore.policy import RestorePolicy
-from webhook.restore.storage import CheckpointStorage
+from webhook.restore.snapshots import StorageError
+from webhook.restore.storage.search import CheckpointStorage
 
 log = logging.getLogger(__name__)
 

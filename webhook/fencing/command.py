@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.fencing.flinkapi import FlinkApi
-from webhook.restore.policy import PolicyError, RestorePolicy, load_policy, policy_source
+from webhook.restore.policy import PolicyError, RestorePolicy
+from webhook.restore.policy_file import load_policy, policy_source
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser, policy_use: str) -> None:

@@ -33,7 +33,7 @@ from webhook.common.untyped import as_map
 from webhook.fencing.layout import FOLDER, Workload
 from webhook.fencing.operator import OperatorReport, operator_report
 from webhook.fencing.protocol import Fence, HoldVerdict, Ownership, ReleaseCause, Waiting
-from webhook.restore.decide import RestoreDecision, RestoreOutcome
+from webhook.restore.outcome import RestoreDecision, RestoreOutcome
 from webhook.restore.policy import RestorePolicy
 
 NOT_REPORTED = OperatorReport(False, "")

@@ -53,9 +53,10 @@ from webhook.fencing.protocol import (
     judge_hold,
     superseding,
 )
-from webhook.restore.decide import SnapshotQuery, Snapshots, checked_as, choose, newest, restoring_flink
+from webhook.restore.decide import restoring_flink
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
 from webhook.restore.policy import FencingPolicy, FencingStorageError, Prefer, RenewFailure, RestorePolicy
+from webhook.restore.snapshots import SnapshotQuery, Snapshots, checked_as, choose, newest
 
 
 class Action(StrEnum):

@@ -50,9 +50,11 @@ from webhook.fencing.layout import Workload
 from webhook.fencing.protocol import ReleaseCause
 from webhook.fencing.records import FencingStore, fence_body
 from webhook.fencing.renewer import Renewer
-from webhook.restore.decide import SnapshotQuery, Snapshots, StorageError, decide_restore
+from webhook.restore.decide import decide_restore
 from webhook.restore.policy import RestorePolicy
-from webhook.restore.storage import CheckpointStorage, Deadline
+from webhook.restore.snapshots import SnapshotQuery, Snapshots, StorageError
+from webhook.restore.storage.backends import Deadline
+from webhook.restore.storage.search import CheckpointStorage
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,9 @@ from webhook.fencing import copies, metrics
 from webhook.fencing.lanes import Call
 from webhook.fencing.protocol import HoldOutcome, judge_admission, next_epoch
 from webhook.fencing.records import FencingStore, Listing, fence_body, heartbeat_body
-from webhook.restore.decide import RestoreDecision, StorageError
+from webhook.restore.outcome import RestoreDecision
 from webhook.restore.policy import FencingStorageError, RestorePolicy
+from webhook.restore.snapshots import StorageError
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from webhook.fencing.lanes import Lanes
 from webhook.fencing.records import FencingStore
 from webhook.fencing.status import collect
 from webhook.restore.policy import RestorePolicy
-from webhook.restore.storage import CheckpointStorage
+from webhook.restore.storage.search import CheckpointStorage
 
 
 def status_blueprint(config: ClientConfig, cluster: str, policy: RestorePolicy) -> Blueprint:

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from webhook.common.paths import StoragePath
-from webhook.restore.decide import StorageError
-from webhook.restore.storage import DeadlineExceeded
+from webhook.restore.snapshots import StorageError
+from webhook.restore.storage.backends import DeadlineExceeded
 
 T = TypeVar("T")
 

@@ -23,7 +23,7 @@ from webhook.fencing.copies import Copy, CopyState
 from webhook.fencing.decide import Unreadable
 from webhook.fencing.protocol import Ownership
 from webhook.fencing.records import FencingStore, Listing
-from webhook.restore.decide import StorageError
+from webhook.restore.snapshots import StorageError
 
 
 @dataclass(frozen=True)

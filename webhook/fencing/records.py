@@ -44,8 +44,9 @@ from webhook.fencing.layout import (
     stopping_name,
 )
 from webhook.fencing.protocol import Ack, Fence, Heartbeat, Ownership, Stopping
-from webhook.restore.decide import StorageError
-from webhook.restore.storage import CheckpointStorage, DeadlineExceeded, modified_time
+from webhook.restore.snapshots import StorageError
+from webhook.restore.storage.backends import DeadlineExceeded, modified_time
+from webhook.restore.storage.search import CheckpointStorage
 
 __all__ = [
     "FOLDER",

@@ -31,8 +31,8 @@ from webhook.fencing.decide import (
 )
 from webhook.fencing.layout import Workload
 from webhook.fencing.records import FencingStore, heartbeat_body
-from webhook.restore.decide import StorageError
 from webhook.restore.policy import FencingPolicy
+from webhook.restore.snapshots import StorageError
 
 log = logging.getLogger(__name__)
 

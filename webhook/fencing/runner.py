@@ -35,7 +35,7 @@ from webhook.fencing.flinkapi import FlinkApi, ThreadedApi, stops_client
 from webhook.fencing.lanes import process_lanes
 from webhook.fencing.report import Health
 from webhook.restore.policy import RestorePolicy
-from webhook.restore.storage import CheckpointStorage
+from webhook.restore.storage.search import CheckpointStorage
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from webhook.fencing import command, copies
 from webhook.fencing.copies import Copy, CopyState
 from webhook.fencing.flinkapi import OPTIONAL_KINDS, PLURALS, FlinkApi
 from webhook.fencing.protocol import HoldOutcome, Ownership, judge_hold
-from webhook.restore.decide import StorageError
 from webhook.restore.policy import RestorePolicy
+from webhook.restore.snapshots import StorageError
 
 if TYPE_CHECKING:  # storage (fsspec) is loaded when a command runs, not when the CLI parses
     from webhook.fencing.records import FencingStore
@@ -273,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
     target = (args.kind, *started.target) if started.target is not None else None
     from webhook.fencing.lanes import Lanes
     from webhook.fencing.records import FencingStore
-    from webhook.restore.storage import CheckpointStorage
+    from webhook.restore.storage.search import CheckpointStorage
 
     lanes = Lanes(max(policy.fencing.call_timeout, 5.0))
     try:

@@ -28,21 +28,13 @@ from webhook.common.paths import StoragePath
 from webhook.fencing.gate import FencingGate
 from webhook.fencing.lanes import Lanes
 from webhook.member.identity import AgentIdentity
-from webhook.restore.decide import (
-    RELEASE_IGNORED,
-    RestoreDecision,
-    RestoreOutcome,
-    SessionCluster,
-    SessionClusterLookup,
-    SnapshotQuery,
-    Snapshots,
-    StorageError,
-    decide_restore,
-    triggered,
-)
+from webhook.restore.decide import SessionCluster, SessionClusterLookup, decide_restore
+from webhook.restore.outcome import RestoreDecision, RestoreOutcome, triggered
 from webhook.restore.policy import RestorePolicy
-from webhook.restore.storage import CheckpointStorage, Deadline, DeadlineExceeded
-from webhook.restore.updates import keep_child_held
+from webhook.restore.snapshots import SnapshotQuery, Snapshots, StorageError
+from webhook.restore.storage.backends import Deadline, DeadlineExceeded
+from webhook.restore.storage.search import CheckpointStorage
+from webhook.restore.updates import RELEASE_IGNORED, keep_child_held
 
 log = logging.getLogger(__name__)
 

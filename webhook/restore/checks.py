@@ -1,6 +1,6 @@
 """Is a snapshot one Flink can restore? Its ``_metadata`` as read, and the files it names, judged.
 
-Pure: ``restore/storage.py`` reads the bytes and lists the folders; these functions say what that shows.
+Pure: ``restore/storage/`` reads the bytes and lists the folders; these functions say what that shows.
 A snapshot is passed over, with the reason the decision tells, when its ``_metadata`` cannot be loaded
 (``restore/metadata.py``) or cannot be by the Flink that will restore it (``restore/compat.py``), says
 another checkpoint id than its ``chk-N`` directory, or names a file its folder's listing does not hold

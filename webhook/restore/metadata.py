@@ -1,6 +1,6 @@
 """Flink's ``_metadata`` file, read from its bytes as Flink reads it (no I/O: the caller reads them).
 
-Pure: ``restore/storage.py`` hands it the bytes it read. Flink restores by reading the whole file
+Pure: ``restore/storage/search.py`` hands it the bytes it read. Flink restores by reading the whole file
 (``Checkpoints.loadCheckpointMetadata``): the magic, the format version, then that version's serializer
 (``MetadataV2V3SerializerBase`` and ``MetadataV<N>Serializer`` in flink-runtime): the checkpoint id,
 the master states, the operator states with each subtask's state handles, and from version 4 on the

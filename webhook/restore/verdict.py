@@ -1,6 +1,6 @@
 """What a full check of a checkpoint found, kept so the next check looks only at what changed.
 
-Pure: ``restore/storage.py`` reads and writes the bytes; this module says what they mean. A verdict is
+Pure: ``restore/storage/verify.py`` reads and writes the bytes; this module says what they mean. A verdict is
 one JSON object in the job's checkpoint directory (``<jobId>/flink-failover-verdict.json``), written
 after a check that confirmed every file a ``chk-N`` names (the fencing agent's lookups write it; the
 webhook's member role only reads storage). It records the ``_metadata`` it read (size and storage

@@ -9,7 +9,7 @@ loop, and plain HEADs go out over a urllib3 pool: an answer is a status line and
 Used only where a presigned URL asks exactly what ``head_object`` would (``usable``): no
 requester-pays or extra request parameters (SSE-C keys travel as headers), no proxy, an http endpoint
 or an https one with a CA bundle named (``client_kwargs.verify``, ``AWS_CA_BUNDLE``) or a system trust
-store (botocore brings its own bundle; urllib3 has none). Anywhere else ``restore/storage.py`` asks
+store (botocore brings its own bundle; urllib3 has none). Anywhere else ``verify.py`` asks
 through s3fs as before. Every request has the client's connect and read timeouts and never outlives
 the lookup's deadline.
 """

@@ -1,0 +1,233 @@
+"""Are the files a ``_metadata`` names there? The job's verdict spares the ones a recent full check
+confirmed; the rest are asked by the fewest requests ``restore/verdict.py`` ``plan`` names (HEADs, prefix
+listings, folder listings), side by side, on S3 by presigned URL (``presigned.py``). A storage that may
+write (the fencing agent's) leaves a verdict after a check that confirmed every file.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import logging
+import os
+import stat
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+from webhook.common.paths import StoragePath
+from webhook.restore.checks import NamedFiles, missing
+from webhook.restore.storage import presigned
+from webhook.restore.storage.backends import Deadline, Filesystems, storage_error
+from webhook.restore.storage.listings import Lookup, below
+from webhook.restore.storage.requests import REQUESTS, Cursor, Listing
+from webhook.restore.verdict import VERDICT_NAME, Verdict, coverage, decode, encode, made, plan
+
+log = logging.getLogger(__name__)
+
+
+class FileCheck:
+    """The named-file check of one process's lookups, its presigned-HEAD clients and its verdict writes."""
+
+    def __init__(self, filesystems: Filesystems, write_verdicts: bool = False) -> None:
+        self.filesystems = filesystems
+        # Write a verdict (restore/verdict.py) after a full check of a chk-N passed: the fencing agent's
+        # storage does, it writes to the checkpoint storage anyway; the webhook's only reads.
+        self.write_verdicts = write_verdicts
+        self._lock = threading.Lock()
+        self._writes: list[concurrent.futures.Future[Any]] = []
+        # per S3 scheme: the pooled client of presigned HEADs (presigned.py), None where s3fs asks
+        self.head_clients: dict[str, presigned.HeadClient | None] = {}
+
+    def files(
+        self,
+        named: NamedFiles,
+        snapshot: StoragePath,
+        entry: tuple[int | None, datetime | None],
+        directory_id: int | None,
+        own: Listing | None,
+        lookup: Lookup,
+        cursor: Cursor,
+    ) -> str:
+        """Why a named file is not there ("" when all are): the ones a verdict does not cover are
+        checked by the fewest requests (restore/verdict.py ``plan``), made side by side."""
+        job_dir = lookup.job_dir if directory_id is not None else None
+        verdict = lookup.verdict if job_dir is not None and snapshot.parent.canonical == job_dir else None
+        covers = coverage(named, verdict, snapshot, entry[0], entry[1], datetime.now(UTC))
+        if covers.note:
+            log.info("%s", covers.note)
+        known = {f: len(n) for f, n in verdict.files.items()} if verdict is not None else {}
+        todo = plan(covers.unchecked, (snapshot.canonical,), lookup.trees(), known, job_dir or snapshot)
+        seen: dict[StoragePath, dict[str, int | None]] = {}
+        verified = verdict.files if verdict is not None else {}  # what is covered, a verdict names
+        for needed in covers.covered:
+            seen.setdefault(needed.path.parent, {})[needed.path.name] = verified[needed.path.parent][
+                needed.path.name
+            ]
+        if own is not None:
+            seen.setdefault(snapshot.canonical, {}).update({k: v[0] for k, v in own.items()})
+        if todo.trees or todo.folders or todo.heads:
+            lookup.ledger.check(f"the files of {snapshot}")
+        for tree_path in todo.trees:
+            lookup.tree(tree_path, cursor)
+        for folder_path in todo.folders:
+            lookup.folder(folder_path, cursor)
+        heads = self.start_heads(todo.heads, lookup, cursor)
+        for folder_path in todo.folders:
+            found = lookup.listing(folder_path, cursor)
+            seen.setdefault(folder_path, {}).update({k: v[0] for k, v in (found or {}).items()})
+        unchecked = {f.path.parent for f in covers.unchecked}
+        for tree_path in lookup.trees():
+            if not any(folder.is_within(tree_path) for folder in unchecked):
+                continue
+            listed = lookup.tree_listing(tree_path, cursor) or {}
+            for rel, (size, _) in listed.items():
+                path = below(tree_path, rel)
+                if path is not None and path.parent in unchecked:
+                    seen.setdefault(path.parent, {})[path.name] = size
+        for path, (future, started) in heads:
+            size = lookup.wait(future)
+            cursor.join(started)
+            if size is not False:
+                seen.setdefault(path.parent, {})[path.name] = size
+        why = missing(named, seen)
+        size, time = entry
+        fresh = covers.unchecked or verdict is None or verdict.checkpoint != snapshot.canonical
+        if not why and fresh and self.write_verdicts and job_dir is not None and size is not None and time:
+            sizes = {f.path: seen[f.path.parent][f.path.name] for f in named.files}
+            confirmed = {p: s for p, s in sizes.items() if s is not None}
+            carried = verdict if covers.covered else None
+            self.write_verdict(
+                job_dir, made(snapshot, size, time, named, confirmed, datetime.now(UTC), carried)
+            )
+        return why
+
+    def read_verdict(self, job_dir: StoragePath, cursor: Cursor) -> Verdict | None:
+        """The job directory's verdict when there is one this lookup can use (one read)."""
+        path = job_dir.child(VERDICT_NAME)
+        cursor.step()
+        try:
+            if path.protocol == "file":
+                with open(path.path, "rb") as f:
+                    data = f.read()
+            elif path.protocol == "s3":
+                data = bytes(self.filesystems.filesystem(path).cat_file(path.fs_path, max_concurrency=1))
+            else:
+                data = bytes(self.filesystems.filesystem(path).cat_file(path.fs_path))
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+        except Exception as exc:  # a verdict that cannot be read is no verdict: the full check runs
+            log.info("verdict %s not read: %s", path, storage_error("reading", path, exc))
+            return None
+        found = decode(data, job_dir)
+        if isinstance(found, str):
+            log.info("verdict %s not used: %s", path, found)
+            return None
+        return found
+
+    def write_verdict(self, job_dir: StoragePath, verdict: Verdict) -> None:
+        """Write ``verdict`` beside the job's checkpoints, off the lookup's path (a failure is logged)."""
+        path = job_dir.child(VERDICT_NAME)
+        data = encode(verdict)
+
+        def write() -> None:
+            try:
+                if path.protocol == "file":
+                    temporary = f"{path.path}.{os.getpid()}.{threading.get_ident()}"
+                    with open(temporary, "wb") as f:
+                        f.write(data)
+                    os.replace(temporary, path.path)
+                else:
+                    self.filesystems.filesystem(path).pipe_file(path.fs_path, data)
+            except Exception as exc:
+                log.warning("verdict %s not written: %s", path, storage_error("writing", path, exc))
+
+        with self._lock:
+            self._writes = [w for w in self._writes if not w.done()]
+            self._writes.append(REQUESTS.submit(write))
+
+    def settle(self, timeout: float = 10.0) -> None:
+        """Wait for the verdicts being written (tests, benchmarks, a stopping agent)."""
+        with self._lock:
+            writes = list(self._writes)
+        concurrent.futures.wait(writes, timeout=timeout)
+
+    def start_heads(
+        self, paths: tuple[StoragePath, ...], lookup: Lookup, cursor: Cursor
+    ) -> list[tuple[StoragePath, tuple[concurrent.futures.Future[Any], Cursor]]]:
+        """A HEAD of each of ``paths``, side by side: on S3 by presigned URL over a pooled client where
+        that asks what s3fs would (restore/presigned.py), else through the path's filesystem."""
+        client = (
+            self.head_client(paths[0]) if paths and all(p.scheme == paths[0].scheme for p in paths) else None
+        )
+        if client is None:
+            return [(p, lookup.request(functools.partial(self.head_file, p), cursor)) for p in paths]
+        lookup.deadline.check()
+        try:
+            urls = presigned.presign(
+                self.filesystems.filesystem(paths[0]), [p.fs_path for p in paths], lookup.deadline.remaining()
+            )
+        except Exception as exc:
+            raise storage_error("checking", paths[0], exc) from None
+        return [
+            (p, lookup.request(functools.partial(self.head_url, p, url, client, lookup.deadline), cursor))
+            for p, url in zip(paths, urls, strict=True)
+        ]
+
+    def head_client(self, path: StoragePath) -> presigned.HeadClient | None:
+        """The presigned-HEAD client of ``path``'s scheme (None: ask through s3fs), made once."""
+        if path.protocol != "s3":
+            return None
+        with self._lock:
+            if path.scheme in self.head_clients:
+                return self.head_clients[path.scheme]
+        options = self.filesystems.options(path)
+        fs = self.filesystems.filesystem(path)
+        client = None
+        if presigned.usable(options, fs):
+            config = options.get("config_kwargs") or {}
+            verify = (options.get("client_kwargs") or {}).get(
+                "verify", os.environ.get("AWS_CA_BUNDLE") or None
+            )
+            client = presigned.HeadClient(
+                int(config.get("max_pool_connections", 10)),
+                float(config.get("connect_timeout", 60)),
+                float(config.get("read_timeout", 60)),
+                verify,
+            )
+        with self._lock:
+            return self.head_clients.setdefault(path.scheme, client)
+
+    def head_url(
+        self, path: StoragePath, url: str, client: presigned.HeadClient, deadline: Deadline, cursor: Cursor
+    ) -> int | bool | None:
+        """``head_file`` by presigned URL: one HEAD, within the lookup's deadline."""
+        cursor.head()
+        try:
+            return client.head(url, deadline.remaining())
+        except Exception as exc:
+            raise storage_error("checking", path, exc) from None
+
+    def head_file(self, path: StoragePath, cursor: Cursor) -> int | bool | None:
+        """One file's size (None: the store gives none), False when it is not there: one HEAD."""
+        cursor.head()
+        try:
+            if path.protocol == "file":
+                st = os.stat(path.path)
+                return st.st_size if stat.S_ISREG(st.st_mode) else False
+            fs = self.filesystems.filesystem(path)
+            if path.protocol == "s3":
+                bucket, _, key = path.fs_path.partition("/")
+                # s3fs's info() lists the prefix after a 404 (is it a folder?): a second request
+                answer = fs.call_s3("head_object", Bucket=bucket, Key=key)
+                size = answer.get("ContentLength")
+            else:
+                info = fs.info(path.fs_path)
+                if info.get("type") not in (None, "file"):
+                    return False
+                size = info.get("size")
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        except Exception as exc:
+            raise storage_error("checking", path, exc) from None
+        return size if isinstance(size, int) else None
