@@ -33,7 +33,7 @@ from webhook.fencing.agent import FencingAgent
 from webhook.fencing.flinkapi import FlinkApi, ThreadedApi
 from webhook.fencing.report import Step
 from webhook.member.handler import MemberHandler
-from webhook.restore.policy import FencingPolicy, FencingStorageError, RestorePolicy
+from webhook.restore.policy import MAX_DEADLINE_SECONDS, FencingPolicy, FencingStorageError, RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage
 
 P = "flink-failover.io"
@@ -138,6 +138,9 @@ def policy_for(site: Site, **fencing: Any) -> RestorePolicy:
     return RestorePolicy(
         default_checkpoint_dir=site.root,
         storage_options=site.options,
+        # The longest admission deadline the API server allows: at a load average of 18 on two cores a
+        # failover CREATE's lookup and fence on moto passed the default 10 s, and was (rightly) refused.
+        deadline_seconds=MAX_DEADLINE_SECONDS,
         fencing=replace(FencingPolicy(lease_seconds=LEASE), **fencing),
     )
 

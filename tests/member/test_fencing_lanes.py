@@ -279,3 +279,17 @@ def test_the_webhook_builds_the_heartbeats_client_of_its_default_storage_before_
         assert getattr(heartbeats, "_s3", None) is not None  # s3fs's client, made by connect()
         other = storage.filesystem(StoragePath.parse("s3://other/x"), lanes_module.HEARTBEATS)
         assert getattr(other, "_s3", None) is None
+
+
+def test_a_call_after_the_lanes_closed_is_a_deadline_not_a_crash_of_the_poll() -> None:
+    """A poll under way while the process stops asked a closed lane, and the agent logged "fencing poll
+    failed" with a RuntimeError from the executor; now the call fails as any dropped call does."""
+    path = StoragePath.parse("s3://bucket/checkpoints")
+    lanes = Lanes(5.0)
+    assert lanes.call(Call(path, "before", lambda left: "answered")) == "answered"
+    lanes.close()
+    with pytest.raises(DeadlineExceeded, match="lanes closed"):
+        lanes.call(Call(path, "after", lambda left: "never"))
+    with pytest.raises(DeadlineExceeded, match="lanes closed"):
+        asyncio.run(lanes.run(Call(path, "polled", lambda left: "never")))
+    assert lanes.outstanding(path) == 0

@@ -163,7 +163,11 @@ class Lanes:
                 with self._lock:
                     running.pop(token, None)
 
-        future = pool.submit(started)
+        try:
+            future = pool.submit(started)
+        except RuntimeError:  # closed: the process is stopping, and a poll still under way asks
+            self._done(lane)
+            raise DeadlineExceeded(f"{call.what}: dropped (lanes closed)") from None
         future.add_done_callback(lambda _f: self._done(lane))  # also when cancelled
         return future
 
