@@ -9,6 +9,10 @@ beside it the same job without a verdict (the full check, as before verdicts). T
 merging at parallelism 128 (a folder per subtask under ``shared/``, 8 under ``taskowned/``) and S3
 entropy injection (each of 500 files below a random prefix of its own), no verdict, default budget.
 
+Beside the job without a verdict, the same admission with key ranges off (``FileCheck.ranged`` False:
+``shared/`` listed by prefix through s3fs, page after page, as before range listings): before and after
+in one run.
+
 ``VERDICTS_LARGE=100000`` adds the job of 100,000 files (its upload takes minutes on moto; 5 admissions
 with the verdict, 2 without, after one warm-up each). Per row also the CPU of this process (the product
 and its storage client) and of moto per admission, from /proc: on moto, every listing costs the server
@@ -34,6 +38,7 @@ from tests.support.tcpproxy import TcpProxy, tcp_proxy
 from webhook.member.handler import MemberHandler
 from webhook.restore.policy import RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage
+from webhook.restore.storage.verify import FileCheck
 
 RTT = 0.020
 RUNS, WARM = 20, 3
@@ -109,11 +114,19 @@ def _p(values: list[float], q: float) -> float:
 
 
 def _case(
-    name: str, policy: RestorePolicy, bucket: str, proxy: TcpProxy, runs: int = RUNS, warm: int = WARM
+    name: str,
+    policy: RestorePolicy,
+    bucket: str,
+    proxy: TcpProxy,
+    runs: int = RUNS,
+    warm: int = WARM,
+    ranged: bool = True,
 ) -> str:
     """One row: wall clock p50/p99, and per admission the CPU of this process (the product and its
-    storage client) and of moto (the store), p50, from /proc."""
+    storage client) and of moto (the store), p50, from /proc; ``ranged`` False: no key ranges."""
     handler = MemberHandler.from_policy(policy)
+    if not ranged:
+        FileCheck.ranged = lambda self, path: False  # type: ignore[method-assign]
     moto = _moto_pids()
     try:
         times, ours, theirs, fields, path, sent = [], [], [], {}, "", 0
@@ -127,12 +140,16 @@ def _case(
                 theirs.append((cpu_seconds(moto) - store) * 1000)
     finally:
         handler.close()
+        FileCheck.ranged = _RANGED  # type: ignore[method-assign]
     chosen = path.rsplit("/", 1)[-1] or "(held)"
     return (
         f"| {name} | {chosen} | {_p(times, 0.5):.0f} | {_p(times, 0.99):.0f} | {_p(ours, 0.5):.0f} "
         f"| {_p(theirs, 0.5):.0f} | {fields.get('storageRoundTrips', 0)} "
         f"| {fields.get('storageRequests', 0)} | {sent} |"
     )
+
+
+_RANGED = FileCheck.ranged
 
 
 def main() -> int:
@@ -160,11 +177,17 @@ def main() -> int:
             )
             print("|---|---|---|---|---|---|---|---|---|")
             for files in sizes:
-                for kind, label in (("verdict", f"verdict of chk-2, {NEW} new"), ("full", "no verdict")):
+                for kind, label, ranged in (
+                    ("verdict", f"verdict of chk-2, {NEW} new", True),
+                    ("full", "no verdict", True),
+                    ("full", "no verdict, key ranges off (before)", False),
+                ):
                     name = f"restore, verify: files, {files:,} files, {label}"
                     runs, warm = (RUNS, WARM) if files <= 10_000 else (5 if kind == "verdict" else 2, 1)
-                    print(_case(name, wide, f"{kind}-{files}", proxy, runs, warm), flush=True)
+                    print(_case(name, wide, f"{kind}-{files}", proxy, runs, warm, ranged), flush=True)
             print(_case("file merging, parallelism 128, default policy", default, "merging-128", proxy))
+            merging = "file merging, parallelism 128, default policy, key ranges off (before)"
+            print(_case(merging, default, "merging-128", proxy, ranged=False))
             print(_case("entropy injection, 500 files, default policy", default, "entropy-500", proxy))
     return 0
 

@@ -1,4 +1,5 @@
-"""HEADs of many S3 objects by presigned URL over one pooled HTTP client (``verify: files`` on S3).
+"""HEADs of many S3 objects by presigned URL over one pooled HTTP client (``verify: files`` on S3); the
+same client GETs the range listings of ``ranges.py``.
 
 A verdict leaves a few hundred new files to ask one by one. Through s3fs each HEAD is a botocore call
 (signing, event hooks, parsing: 2-4 ms of CPU) and a hop to fsspec's event loop; 200 of them cost the
@@ -118,14 +119,9 @@ class HeadClient:
                 self._pool = urllib3.PoolManager(num_pools=8, maxsize=self.connections, block=False, **tls)
             return self._pool
 
-    def head(self, url: str, seconds_left: float) -> int | bool | None:
-        """The object's size (None: no Content-Length), False when there is none (404).
-
-        One retry on a dropped connection or a 5xx answer (botocore's standard mode tries twice too);
-        neither the connection nor the answer may take longer than the client's timeouts or the time left.
-        """
+    def _timeouts(self, seconds_left: float, method: str) -> tuple[urllib3.Timeout, urllib3.Retry]:
         if seconds_left <= 0:
-            raise TimeoutError("no time left for the HEAD")
+            raise TimeoutError(f"no time left for the {method}")
         timeout = urllib3.Timeout(
             connect=min(self.connect_timeout, seconds_left),
             read=min(self.read_timeout, seconds_left),
@@ -139,8 +135,23 @@ class HeadClient:
             status_forcelist=(500, 502, 503, 504),
             backoff_factor=0,
             raise_on_status=False,
-            allowed_methods=frozenset({"HEAD"}),
+            allowed_methods=frozenset({method}),
         )
+        return timeout, retries
+
+    def get(self, url: str, seconds_left: float) -> tuple[int, bytes]:
+        """A GET's status and body (a listing page: ``ranges.py``), retried and timed as ``head``."""
+        timeout, retries = self._timeouts(seconds_left, "GET")
+        answer = self._manager().request("GET", url, timeout=timeout, retries=retries)
+        return answer.status, answer.data
+
+    def head(self, url: str, seconds_left: float) -> int | bool | None:
+        """The object's size (None: no Content-Length), False when there is none (404).
+
+        One retry on a dropped connection or a 5xx answer (botocore's standard mode tries twice too);
+        neither the connection nor the answer may take longer than the client's timeouts or the time left.
+        """
+        timeout, retries = self._timeouts(seconds_left, "HEAD")
         answer = self._manager().request("HEAD", url, timeout=timeout, retries=retries, preload_content=False)
         try:
             status = answer.status

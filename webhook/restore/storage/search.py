@@ -251,9 +251,12 @@ class CheckpointStorage:
             if verdict is not None and VERDICT_NAME in names:
                 lookup.verdict = lookup.wait(verdict[0])
                 cursor.join(verdict[1])
-            if lookup.verdict is None:
-                for shared in ("shared", "taskowned"):  # where incremental checkpoints keep what they share
-                    if shared in names:  # by prefix: file merging keeps a folder per subtask below them
+            # With no verdict, the folders where incremental checkpoints keep what they share are listed
+            # by prefix now (file merging keeps a folder per subtask below them), except where key
+            # ranges list them side by side once the _metadata names their files (S3: ranges.py).
+            if lookup.verdict is None and not self.files.ranged(job_dir):
+                for shared in ("shared", "taskowned"):
+                    if shared in names:
                         lookup.tree(job_dir.child(shared), cursor)
         local_root = real(job_dir) if job_dir.protocol == "file" else None
         incomplete: list[int] = []
