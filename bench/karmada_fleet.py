@@ -69,6 +69,7 @@ class Memory:
     world: World
     now: dict[str, float] = field(default_factory=dict)
     peak: dict[str, float] = field(default_factory=dict)
+    load_peak: float = 0.0  # the highest 1-minute load average seen
     _halt: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -88,10 +89,13 @@ class Memory:
             self.sample()
 
     def sample(self) -> None:
-        for process in list(self.world.stack.procs.started):
-            mib = rss_mib(process_tree(process.popen.pid))
-            self.now[process.name] = mib
-            self.peak[process.name] = max(mib, self.peak.get(process.name, 0.0))
+        pids = {process.name: process.popen.pid for process in list(self.world.stack.procs.started)}
+        pids.update(self.world.stack.side_pids)  # the moto servers and their router at scale
+        self.load_peak = max(self.load_peak, os.getloadavg()[0])
+        for name, pid in pids.items():
+            mib = rss_mib(process_tree(pid))
+            self.now[name] = mib
+            self.peak[name] = max(mib, self.peak.get(name, 0.0))
 
 
 def roles(world: World) -> dict[str, list[str]]:
@@ -105,6 +109,10 @@ def roles(world: World) -> dict[str, list[str]]:
     for process in world.stack.procs.started:
         if process.name not in ours:
             out.setdefault(process.name, []).append(process.name)
+    side = world.stack.side_pids
+    if side:
+        out[f"S3: {len(side) - 1} moto servers"] = [n for n in side if n.startswith("moto-")]
+        out["S3: router"] = [n for n in side if not n.startswith("moto-")]
     return out
 
 
@@ -252,6 +260,7 @@ def measure(world: World, size: int, say: Any) -> dict[str, Any]:
         "apiserver_webhook_seconds": {name: _delta(after[name], before[name]) for name in servers},
         "rss_mib": rss,
         "machine_busy": (busy1[0] - busy0[0]) / max(1.0, busy1[1] - busy0[1]),
+        "load_peak": memory.load_peak,
         "operator_errors": {c: len(op.errors) for c, op in world.operators.items()},
     }
 
@@ -302,7 +311,10 @@ def report(figures: dict[str, Any]) -> str:
     lines.append("RSS MiB at the end (peak sampled every 2 s):")
     for group, (now, peak) in sorted(f["rss_mib"].items()):
         lines.append(f"  {group:48s} {now:8.0f} {peak:8.0f}")
-    lines.append(f"machine busy during the fleet: {100 * f['machine_busy']:.0f} % of both cores")
+    lines.append(
+        f"machine busy during the fleet: {100 * f['machine_busy']:.0f} % of both cores; 1-minute load "
+        f"average: peak {f['load_peak']:.1f}, at the end {f['load_after'][0]:.1f}"
+    )
     return "\n".join(lines)
 
 
@@ -334,6 +346,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--poll", type=float, default=0.0, help="fencing poll seconds (default jobs/25, >= 3)"
     )
+    parser.add_argument(
+        "--buckets",
+        type=int,
+        default=0,
+        help="S3 spread over this many moto servers, the jobs' checkpoints in a bucket each, behind one "
+        "router (default jobs/250, 1 to 8)",
+    )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     from tests.chart.conftest import ensure_binaries
@@ -342,22 +361,31 @@ def main(argv: list[str]) -> int:
     from tests.e2e.stack import Tools
 
     poll = args.poll or max(3.0, round(args.jobs / 25))
+    buckets = args.buckets or min(8, max(1, -(-args.jobs // 250)))
     started = time.monotonic()
 
     def say(text: str) -> None:
         print(f"[{time.monotonic() - started:7.1f} s] {text}", flush=True)
 
-    say(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}; fencing {fencing_for(poll)}")
+    say(
+        f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}; fencing {fencing_for(poll)}; "
+        f"S3 on {buckets} moto server(s)"
+    )
     folder = ensure_binaries()
     tools = Tools(folder / "helm", folder / "kubectl")
     with deadline(args.timeout):
-        worlds = world_for(args.version, find_assets(), tools, fencing=fencing_for(poll))
+        worlds = world_for(args.version, find_assets(), tools, fencing=fencing_for(poll), buckets=buckets)
         try:
             world = next(worlds)
             say(f"stack up on Karmada {args.version} ({world.stack.folder})")
             figures = measure(world, args.jobs, say)
             figures.update(
-                {"version": args.version, "fencing": fencing_for(poll), "load_after": os.getloadavg()}
+                {
+                    "version": args.version,
+                    "fencing": fencing_for(poll),
+                    "s3_servers": buckets,
+                    "load_after": os.getloadavg(),
+                }
             )
             next(worlds, None)  # the stack stopped, its folder removed (FLINK_FAILOVER_E2E_KEEP=1 keeps it)
         except BaseException:
