@@ -282,9 +282,7 @@ def fleet_dirs(world: World, size: int) -> list[tuple[str, str]]:
     ]
 
 
-def _submit_all(
-    world: World, names: list[str], dirs: list[tuple[str, str]], threads: int = 8
-) -> None:
+def _submit_all(world: World, names: list[str], dirs: list[tuple[str, str]], threads: int = 8) -> None:
     """The policy, then every job (its checkpoint and savepoint directories ``dirs``), created on the
     Karmada API server a few at a time (kubectl applies one object after another: minutes at thousands)."""
     world.ensure_namespace(NAMESPACE)
@@ -294,7 +292,8 @@ def _submit_all(
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         created = pool.map(
             lambda n, d: api.create(
-                flink_path("FlinkDeployment", NAMESPACE), flink_job(n, checkpoint_dir=d[0], savepoint_dir=d[1])
+                flink_path("FlinkDeployment", NAMESPACE),
+                flink_job(n, checkpoint_dir=d[0], savepoint_dir=d[1]),
             ),
             names,
             dirs,
