@@ -183,7 +183,7 @@ def measure(world: World, size: int, say: Any) -> dict[str, Any]:
     before = {name: webhook_seconds(api) for name, api in servers.items()}
     busy0 = machine_busy()
     try:
-        run = flows.evict_fleet(world, jobs, size, say)
+        run = flows.evict_fleet(world, jobs, size, say, bound=300 + size)  # --timeout bounds the whole
     finally:
         memory.stop()
         works.informer.stop()
