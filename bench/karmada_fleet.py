@@ -1,6 +1,7 @@
 """A fleet soak on real Karmada: thousands of FlinkDeployments evicted at once, beside Karmada's own figures.
 
-``python -m bench karmada_fleet [--jobs 2000] [--version v1.18.2] [--timeout 2700] [--poll S] [--json F]``
+``python -m bench karmada_fleet [--jobs 2000] [--version v1.18.2] [--timeout 3000] [--poll S] [--buckets K]
+[--json F]``
 (``make soak-e2e JOBS=2000``; needs ``FLINK_FAILOVER_E2E_ASSETS`` and ``MOTO_SERVER``, which the target sets)
 
 The end-to-end tier's stack and fleet, unchanged (``tests/e2e``: real kube-apiservers, etcd, Karmada, the
@@ -14,11 +15,16 @@ product's share of that (its webhooks' summed time, as if every admission had be
 one after another: an upper bound); the RSS and peak RSS of every process, our roles and Karmada's
 components side by side, sampled every 2 s.
 
-The member role's fencing poll is slowed with the size (``--poll``, default ``max(3, jobs / 25)`` s, the
-renew deadline two polls, the lease what the chart's rules need): every running job's heartbeat is
-renewed by both replicas every poll, and the tier's S3 (moto, one Python process) answers 60-150 requests
-a second on the shared two cores; faster polls make healthy jobs step down for want of storage, as they
-should. Bounded: ``--timeout`` seconds in all (SIGALRM), every process stopped on any exit (Ctrl-C too).
+The store keeps up by two means together. S3 is spread over K moto servers (``--buckets``, default
+``jobs / 250``, 1 to 8): the jobs' checkpoint directories in K buckets, job i's in bucket i mod K, each
+bucket on its own moto server, behind one endpoint (``tests/support/s3router.py`` forwards each request by
+its bucket; the policy names one endpoint per scheme). One moto process is one Python interpreter on one
+core whose listings walk every key of a bucket: at 1,000 jobs it refused the member webhook's lookups on
+their 5 s deadline. And the member role's fencing poll is slowed with the size (``--poll``, default
+``max(3, jobs / 25)`` s, the renew deadline two polls, the lease what the chart's rules need): every running
+job's heartbeat is renewed by both replicas every poll; faster polls on a store that slow make healthy
+jobs step down, as they should. Each of the fleet's waits is bounded by ``300 + jobs`` s, the whole run by
+``--timeout`` seconds (SIGALRM), every process stopped on any exit (Ctrl-C too).
 """
 
 from __future__ import annotations
@@ -342,7 +348,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench karmada_fleet")
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--version", default="v1.18.2")
-    parser.add_argument("--timeout", type=float, default=2700.0, help="seconds for the whole run")
+    parser.add_argument("--timeout", type=float, default=3000.0, help="seconds for the whole run")
     parser.add_argument(
         "--poll", type=float, default=0.0, help="fencing poll seconds (default jobs/25, >= 3)"
     )
