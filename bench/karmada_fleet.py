@@ -324,6 +324,13 @@ def report(figures: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _publish(figures: dict[str, Any], path: Path | None) -> None:
+    print(report(figures), flush=True)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(figures, indent=1, default=str))
+
+
 class Overtime(Exception):
     pass
 
@@ -393,6 +400,7 @@ def main(argv: list[str]) -> int:
                     "load_after": os.getloadavg(),
                 }
             )
+            _publish(figures, args.json)  # before the stack stops: a failing stop loses no figure
             next(worlds, None)  # the stack stopped, its folder removed (FLINK_FAILOVER_E2E_KEEP=1 keeps it)
         except BaseException:
             world_failed = locals().get("world")
@@ -403,10 +411,6 @@ def main(argv: list[str]) -> int:
         finally:
             worlds.close()  # every process stopped, whatever happened
     say("stack stopped")
-    print(report(figures), flush=True)
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(figures, indent=1, default=str))
     ok = figures["restored_newest"] == args.jobs and figures["counted_once"] == args.jobs
     return 0 if ok and figures["two_running_seconds"] == 0.0 else 1
 
