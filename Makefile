@@ -105,7 +105,7 @@ bench: $(STAMP) moto-venv azurite
 # A fleet of JOBS FlinkDeployments evicted at once on the end-to-end tier's real Karmada (bench/karmada_fleet.py;
 # tens of minutes at 2,000: run it alone, e.g. under flock on a shared machine).
 JOBS ?= 2000
-SOAK_TIMEOUT ?= 2700
+SOAK_TIMEOUT ?= 3000
 .PHONY: soak-e2e
 soak-e2e: $(STAMP) moto-venv azurite
 	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server FLINK_FAILOVER_E2E_ASSETS=$(E2E_ASSETS) \

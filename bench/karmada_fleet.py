@@ -1,6 +1,7 @@
 """A fleet soak on real Karmada: thousands of FlinkDeployments evicted at once, beside Karmada's own figures.
 
-``python -m bench karmada_fleet [--jobs 2000] [--version v1.18.2] [--timeout 2700] [--poll S] [--json F]``
+``python -m bench karmada_fleet [--jobs 2000] [--version v1.18.2] [--timeout 3000] [--poll S] [--buckets K]
+[--json F]``
 (``make soak-e2e JOBS=2000``; needs ``FLINK_FAILOVER_E2E_ASSETS`` and ``MOTO_SERVER``, which the target sets)
 
 The end-to-end tier's stack and fleet, unchanged (``tests/e2e``: real kube-apiservers, etcd, Karmada, the
@@ -14,11 +15,16 @@ product's share of that (its webhooks' summed time, as if every admission had be
 one after another: an upper bound); the RSS and peak RSS of every process, our roles and Karmada's
 components side by side, sampled every 2 s.
 
-The member role's fencing poll is slowed with the size (``--poll``, default ``max(3, jobs / 25)`` s, the
-renew deadline two polls, the lease what the chart's rules need): every running job's heartbeat is
-renewed by both replicas every poll, and the tier's S3 (moto, one Python process) answers 60-150 requests
-a second on the shared two cores; faster polls make healthy jobs step down for want of storage, as they
-should. Bounded: ``--timeout`` seconds in all (SIGALRM), every process stopped on any exit (Ctrl-C too).
+The store keeps up by two means together. S3 is spread over K moto servers (``--buckets``, default
+``jobs / 250``, 1 to 8): the jobs' checkpoint directories in K buckets, job i's in bucket i mod K, each
+bucket on its own moto server, behind one endpoint (``tests/support/s3router.py`` forwards each request by
+its bucket; the policy names one endpoint per scheme). One moto process is one Python interpreter on one
+core whose listings walk every key of a bucket: at 1,000 jobs it refused the member webhook's lookups on
+their 5 s deadline. And the member role's fencing poll is slowed with the size (``--poll``, default
+``max(3, jobs / 25)`` s, the renew deadline two polls, the lease what the chart's rules need): every running
+job's heartbeat is renewed by both replicas every poll; faster polls on a store that slow make healthy
+jobs step down, as they should. Each of the fleet's waits is bounded by ``300 + jobs`` s, the whole run by
+``--timeout`` seconds (SIGALRM), every process stopped on any exit (Ctrl-C too).
 """
 
 from __future__ import annotations
@@ -69,6 +75,7 @@ class Memory:
     world: World
     now: dict[str, float] = field(default_factory=dict)
     peak: dict[str, float] = field(default_factory=dict)
+    load_peak: float = 0.0  # the highest 1-minute load average seen
     _halt: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
@@ -88,10 +95,13 @@ class Memory:
             self.sample()
 
     def sample(self) -> None:
-        for process in list(self.world.stack.procs.started):
-            mib = rss_mib(process_tree(process.popen.pid))
-            self.now[process.name] = mib
-            self.peak[process.name] = max(mib, self.peak.get(process.name, 0.0))
+        pids = {process.name: process.popen.pid for process in list(self.world.stack.procs.started)}
+        pids.update(self.world.stack.side_pids)  # the moto servers and their router at scale
+        self.load_peak = max(self.load_peak, os.getloadavg()[0])
+        for name, pid in pids.items():
+            mib = rss_mib(process_tree(pid))
+            self.now[name] = mib
+            self.peak[name] = max(mib, self.peak.get(name, 0.0))
 
 
 def roles(world: World) -> dict[str, list[str]]:
@@ -105,6 +115,10 @@ def roles(world: World) -> dict[str, list[str]]:
     for process in world.stack.procs.started:
         if process.name not in ours:
             out.setdefault(process.name, []).append(process.name)
+    side = world.stack.side_pids
+    if side:
+        out[f"S3: {len(side) - 1} moto servers"] = [n for n in side if n.startswith("moto-")]
+        out["S3: router"] = [n for n in side if not n.startswith("moto-")]
     return out
 
 
@@ -175,7 +189,7 @@ def measure(world: World, size: int, say: Any) -> dict[str, Any]:
     before = {name: webhook_seconds(api) for name, api in servers.items()}
     busy0 = machine_busy()
     try:
-        run = flows.evict_fleet(world, jobs, size, say)
+        run = flows.evict_fleet(world, jobs, size, say, bound=300 + size)  # --timeout bounds the whole
     finally:
         memory.stop()
         works.informer.stop()
@@ -252,6 +266,7 @@ def measure(world: World, size: int, say: Any) -> dict[str, Any]:
         "apiserver_webhook_seconds": {name: _delta(after[name], before[name]) for name in servers},
         "rss_mib": rss,
         "machine_busy": (busy1[0] - busy0[0]) / max(1.0, busy1[1] - busy0[1]),
+        "load_peak": memory.load_peak,
         "operator_errors": {c: len(op.errors) for c, op in world.operators.items()},
     }
 
@@ -302,8 +317,18 @@ def report(figures: dict[str, Any]) -> str:
     lines.append("RSS MiB at the end (peak sampled every 2 s):")
     for group, (now, peak) in sorted(f["rss_mib"].items()):
         lines.append(f"  {group:48s} {now:8.0f} {peak:8.0f}")
-    lines.append(f"machine busy during the fleet: {100 * f['machine_busy']:.0f} % of both cores")
+    lines.append(
+        f"machine busy during the fleet: {100 * f['machine_busy']:.0f} % of both cores; 1-minute load "
+        f"average: peak {f['load_peak']:.1f}, at the end {f['load_after'][0]:.1f}"
+    )
     return "\n".join(lines)
+
+
+def _publish(figures: dict[str, Any], path: Path | None) -> None:
+    print(report(figures), flush=True)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(figures, indent=1, default=str))
 
 
 class Overtime(Exception):
@@ -330,9 +355,16 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench karmada_fleet")
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--version", default="v1.18.2")
-    parser.add_argument("--timeout", type=float, default=2700.0, help="seconds for the whole run")
+    parser.add_argument("--timeout", type=float, default=3000.0, help="seconds for the whole run")
     parser.add_argument(
         "--poll", type=float, default=0.0, help="fencing poll seconds (default jobs/25, >= 3)"
+    )
+    parser.add_argument(
+        "--buckets",
+        type=int,
+        default=0,
+        help="S3 spread over this many moto servers, the jobs' checkpoints in a bucket each, behind one "
+        "router (default jobs/250, 1 to 8)",
     )
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -342,23 +374,33 @@ def main(argv: list[str]) -> int:
     from tests.e2e.stack import Tools
 
     poll = args.poll or max(3.0, round(args.jobs / 25))
+    buckets = args.buckets or min(8, max(1, -(-args.jobs // 250)))
     started = time.monotonic()
 
     def say(text: str) -> None:
         print(f"[{time.monotonic() - started:7.1f} s] {text}", flush=True)
 
-    say(f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}; fencing {fencing_for(poll)}")
+    say(
+        f"load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}; fencing {fencing_for(poll)}; "
+        f"S3 on {buckets} moto server(s)"
+    )
     folder = ensure_binaries()
     tools = Tools(folder / "helm", folder / "kubectl")
     with deadline(args.timeout):
-        worlds = world_for(args.version, find_assets(), tools, fencing=fencing_for(poll))
+        worlds = world_for(args.version, find_assets(), tools, fencing=fencing_for(poll), buckets=buckets)
         try:
             world = next(worlds)
             say(f"stack up on Karmada {args.version} ({world.stack.folder})")
             figures = measure(world, args.jobs, say)
             figures.update(
-                {"version": args.version, "fencing": fencing_for(poll), "load_after": os.getloadavg()}
+                {
+                    "version": args.version,
+                    "fencing": fencing_for(poll),
+                    "s3_servers": buckets,
+                    "load_after": os.getloadavg(),
+                }
             )
+            _publish(figures, args.json)  # before the stack stops: a failing stop loses no figure
             next(worlds, None)  # the stack stopped, its folder removed (FLINK_FAILOVER_E2E_KEEP=1 keeps it)
         except BaseException:
             world_failed = locals().get("world")
@@ -369,10 +411,6 @@ def main(argv: list[str]) -> int:
         finally:
             worlds.close()  # every process stopped, whatever happened
     say("stack stopped")
-    print(report(figures), flush=True)
-    if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(figures, indent=1, default=str))
     ok = figures["restored_newest"] == args.jobs and figures["counted_once"] == args.jobs
     return 0 if ok and figures["two_running_seconds"] == 0.0 else 1
 

@@ -99,8 +99,9 @@ def _world(
     tools: Tools,
     via_guide: bool,
     fencing: dict[str, float] | None = None,
+    buckets: int = 1,
 ) -> Iterator[World]:
-    with stack(assets, version, folder, tools, product=not via_guide, fencing=fencing) as st:
+    with stack(assets, version, folder, tools, product=not via_guide, fencing=fencing, buckets=buckets) as st:
         write = checkpoint_writer(st)
         operators = {
             name: OperatorDouble(name, st.member_api(name), write).start() for name in st.karmada.members
@@ -140,13 +141,15 @@ def world_for(
     tools: Tools,
     via_guide: bool = False,
     fencing: dict[str, float] | None = None,
+    buckets: int = 1,
 ) -> Generator[World]:
     """One stack for a package of scenarios (each version's package asks for its own and frees it when
     its scenarios are done, so two stacks never run at once); ``via_guide``: the product installed by
     running docs/guide-flink-on-karmada.md as written (``tests/e2e/guide.py``), its failover included;
-    ``fencing``: the member role's timings instead of the tier's (a run at scale: bench/karmada_fleet.py)."""
+    ``fencing``: the member role's timings instead of the tier's, ``buckets``: S3 spread over that many moto
+    servers (a run at scale: bench/karmada_fleet.py)."""
     folder = _run_folder(version)
-    with _world(assets, version, folder, tools, via_guide, fencing) as world:
+    with _world(assets, version, folder, tools, via_guide, fencing, buckets) as world:
         yield world
     if not world.failed and os.environ.get("FLINK_FAILOVER_E2E_KEEP") != "1":
         shutil.rmtree(folder, ignore_errors=True)

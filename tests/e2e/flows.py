@@ -217,7 +217,11 @@ class FleetRun:
 
 
 def evict_fleet(
-    world: World, jobs: list[str], size: int, say: Callable[[str], None] = lambda _: None
+    world: World,
+    jobs: list[str],
+    size: int,
+    say: Callable[[str], None] = lambda _: None,
+    bound: float = 0.0,
 ) -> FleetRun:
     """``size`` jobs on one member, evicted at once by a NoExecute taint, each restored on the other.
 
@@ -228,7 +232,8 @@ def evict_fleet(
     jobs.extend(names)
     keys = [(NAMESPACE, n) for n in names]
     source, target = sorted(world.operators)
-    bound = 300 + size * 0.6  # each wait's timeout: minutes at thousands of jobs on two shared cores
+    # each wait's timeout (``bound`` unless 0): minutes at thousands of jobs on two shared cores
+    bound = bound or 300 + size * 0.6
     phases: dict[str, float] = {}
 
     def phase(what: str, began: float) -> None:
@@ -237,7 +242,7 @@ def evict_fleet(
 
     world.taint(target, {"key": "e2e.flink-failover.io/not-yet", "effect": "NoSchedule"})
     began = time.monotonic()
-    _submit_all(world, names)
+    _submit_all(world, names, fleet_dirs(world, size))
     phase("submitted", began)
     began = time.monotonic()
     wait_until(f"{size} RUNNING on {source}", lambda: _running_all(world, source, keys), bound, interval=0.5)
@@ -270,16 +275,33 @@ def evict_fleet(
     return FleetRun(size, source, target, triggered, since, outcomes, phases)
 
 
-def _submit_all(world: World, names: list[str], threads: int = 8) -> None:
-    """The policy, then every job, created on the Karmada API server a few at a time (kubectl applies
-    one object after another: minutes at thousands)."""
+def fleet_dirs(world: World, size: int) -> list[tuple[str, str]]:
+    """Each job's checkpoint and savepoint directories: CHECKPOINTS and SAVEPOINTS in the tier; at scale,
+    with S3 spread over K buckets (``Stack.s3_buckets``), job i's in bucket i mod K."""
+    buckets = world.stack.s3_buckets
+    if buckets == [BUCKET]:
+        return [(CHECKPOINTS, SAVEPOINTS)] * size
+    return [
+        (f"s3://{buckets[i % len(buckets)]}/checkpoints", f"s3://{buckets[i % len(buckets)]}/savepoints")
+        for i in range(size)
+    ]
+
+
+def _submit_all(world: World, names: list[str], dirs: list[tuple[str, str]], threads: int = 8) -> None:
+    """The policy, then every job (its checkpoint and savepoint directories ``dirs``), created on the
+    Karmada API server a few at a time (kubectl applies one object after another: minutes at thousands)."""
     world.ensure_namespace(NAMESPACE)
     api = world.stack.karmada_api()
     policy = propagation_policy("propagationpolicy-cluster-failover.yaml", names)
     api.create(f"/apis/policy.karmada.io/v1alpha1/namespaces/{NAMESPACE}/propagationpolicies", policy)
     with concurrent.futures.ThreadPoolExecutor(threads) as pool:
         created = pool.map(
-            lambda n: api.create(flink_path("FlinkDeployment", NAMESPACE), flink_job(n)), names
+            lambda n, d: api.create(
+                flink_path("FlinkDeployment", NAMESPACE),
+                flink_job(n, checkpoint_dir=d[0], savepoint_dir=d[1]),
+            ),
+            names,
+            dirs,
         )
         for _ in created:  # an error fails the fleet here
             pass

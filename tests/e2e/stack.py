@@ -31,7 +31,8 @@ from tests.e2e.procs import Processes, wait_until
 from tests.e2e.rest import Rest
 from tests.support.backends import MissingServer, Running, by_name
 from tests.support.repo import REPO, shared_data_required
-from tests.support.s3 import CREDENTIALS, moto_server
+from tests.support.s3 import CREDENTIALS, moto_binary, moto_server
+from tests.support.s3router import s3_router
 from tests.support.server import free_port
 from tests.support.tcpproxy import TcpProxy, tcp_proxy
 
@@ -72,6 +73,11 @@ class Stack:
     missing: dict[str, str] = field(default_factory=dict)  # backend name -> why its server is not here
     # the member role's fencing timings (FENCING unless a run at scale asks for slower polls: bench/)
     fencing_values: dict[str, float] = field(default_factory=lambda: dict(FENCING))
+    # the S3 buckets the jobs' checkpoints may be spread over: BUCKET alone (the tier), or at scale
+    # (bench/) K buckets each on its own moto server behind one router (tests/support/s3router.py)
+    s3_buckets: list[str] = field(default_factory=lambda: [BUCKET])
+    # storage processes beside ``procs`` (moto servers and the router at scale): name -> pid, for RSS
+    side_pids: dict[str, int] = field(default_factory=dict)
 
     @property
     def fencing(self) -> dict[str, float]:
@@ -159,9 +165,11 @@ def stack(
     tools: Tools,
     product: bool = True,
     fencing: dict[str, float] | None = None,
+    buckets: int = 1,
 ) -> Iterator[Stack]:
     """The stack; without ``product`` Karmada, the members, S3 and the nodes only (the guide installs it);
-    ``fencing``: the member role's timings instead of FENCING."""
+    ``fencing``: the member role's timings instead of FENCING; ``buckets``: more than one spreads S3 over
+    that many moto servers, a bucket ``BUCKET-<i>`` each, behind one endpoint (a run at scale)."""
     procs = Processes(folder / "logs")
     with contextlib.ExitStack() as exits:
         exits.callback(procs.stop_all)
@@ -172,11 +180,19 @@ def stack(
         )
         for member in karmada.members.values():
             exits.callback(member.proxy.close)
-        endpoint = exits.enter_context(moto_server(folder / "logs" / "moto.log"))
-        _make_bucket(endpoint)
+        side: dict[str, int] = {}
+        if buckets <= 1:
+            endpoint = exits.enter_context(moto_server(folder / "logs" / "moto.log"))
+            names = [BUCKET]
+        else:
+            endpoint, names = _spread_s3(exits, folder / "logs", buckets, side)
+        for name in names:
+            _make_bucket(endpoint, name)
         port = int(endpoint.rsplit(":", 1)[1])
         st = Stack(version, folder, procs, karmada, endpoint, tools, exits.enter_context(tcp_proxy(port)))
         st.fencing_values = dict(fencing or FENCING)
+        st.s3_buckets = names
+        st.side_pids = side
         st.storages["s3"] = Running(by_name("s3"), endpoint)
         for name in ("gcs", "azure"):
             try:
@@ -290,11 +306,33 @@ def _users(st: Stack) -> None:
         st.apply_member(name, [role, binding])
 
 
-def _make_bucket(endpoint: str) -> None:
+def _make_bucket(endpoint: str, name: str = BUCKET) -> None:
     import s3fs
 
     fs = s3fs.S3FileSystem(endpoint_url=endpoint, key=CREDENTIALS["key"], secret=CREDENTIALS["secret"])
-    fs.mkdir(BUCKET)
+    fs.mkdir(name)
+
+
+def _spread_s3(
+    exits: contextlib.ExitStack, logs: Path, count: int, side: dict[str, int]
+) -> tuple[str, list[str]]:
+    """``count`` moto servers, bucket ``BUCKET-<i>`` on the i-th, behind one router: its endpoint and the
+    buckets. ``side`` gets each process's pid."""
+    from tests.support.storage_process import storage_process, url_answers
+
+    routes: dict[str, str] = {}
+    for i in range(count):
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        argv = [moto_binary(), "-H", "127.0.0.1", "-p", str(port)]
+        process = exits.enter_context(
+            storage_process(f"moto server {i}", argv, logs / f"moto-{i}.log", url_answers(f"{url}/moto-api/"))
+        )
+        routes[f"{BUCKET}-{i}"] = url
+        side[f"moto-{i}"] = process.pid
+    endpoint, pid = exits.enter_context(s3_router(routes, logs / "s3router.log"))
+    side["s3router"] = pid
+    return endpoint, list(routes)
 
 
 def _karmada_policies(st: Stack) -> None:

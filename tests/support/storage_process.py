@@ -69,4 +69,9 @@ def storage_process(
     finally:
         with suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
-        process.wait(10)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:  # a server holding a fleet's objects on a loaded machine
+            with suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait(10)
