@@ -6,7 +6,6 @@ the same storage errors as before, from a real HTTP server answering each way.""
 from __future__ import annotations
 
 import http.server
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import pytest
 
 from tests.support.backends import Running
+from tests.support.httpd import serving
 from tests.support.jobtrees import JOB, SIZE, checkpoint, chosen, lookup, names, put, remove
 from webhook.common.paths import StoragePath
 from webhook.restore.snapshots import StorageError
@@ -79,14 +79,8 @@ class _Answers(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def answering() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Answers)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Answers) as url:
+        yield url
 
 
 def _head(url: str, seconds: float = 30) -> int | bool | None:

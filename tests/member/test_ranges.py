@@ -8,13 +8,13 @@ real HTTP server, a listing that fails and the deadline."""
 from __future__ import annotations
 
 import http.server
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.support.backends import Running
+from tests.support.httpd import serving
 from tests.support.jobtrees import JOB, SIZE, checkpoint, chosen, lookup, put, remove
 from webhook.common.paths import StoragePath
 from webhook.restore import verdict
@@ -155,14 +155,8 @@ class _Lists(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def answering() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Lists)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(_Lists) as url:
+        yield url
 
 
 def _list(url: str, seconds: float = 30) -> dict[str, int | None]:
