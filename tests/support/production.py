@@ -147,12 +147,12 @@ class Production:
 
     def fail_over(self, server: RunningServer) -> dict[str, Any]:
         """What Karmada creates on member2, admitted by member2's served webhook and stored: labelled with
-        the jobId member1's copy reports now, as the control plane captures it. On a machine loaded past
+        the jobId of member1's last job, as the control plane captures it. On a machine loaded past
         what its storage answers in time, member1's agent steps its copy down and resumes it, and the
         operator runs each resume as a new job with a jobId of its own (the double, as Flink, continues
         the checkpoint ids); the test's first JOB_ID then names a job directory no longer written to."""
-        status = self.obj(self.member1).get("status") or {}
-        job_id = str((status.get("jobStatus") or {}).get("jobId") or JOB_ID)
+        # The last job member1 ran (its object may be gone already: the control plane keeps what it saw).
+        job_id = self.operator1.jobs[-1].job_id if self.operator1.jobs else JOB_ID
         obj = flink_deployment(
             labels={f"{P}/failover": "true", f"{P}/job-id": job_id},
             annotations={f"{P}/failover-count": "1", f"{P}/source-cluster": "member1"},
