@@ -189,46 +189,53 @@ class Lookup:
         self.verdict: Verdict | None = None
         self.job_dir: StoragePath | None = None
 
-    def tree(self, path: StoragePath, cursor: Cursor) -> concurrent.futures.Future[Listing | None]:
-        """Every file below ``path`` by its path relative to it (one prefix listing, started once)."""
+    def _once(
+        self,
+        started: dict[StoragePath, tuple[concurrent.futures.Future[Listing | None], Cursor]],
+        read: Callable[[StoragePath, Cursor], Listing | None],
+        path: StoragePath,
+        cursor: Cursor,
+    ) -> concurrent.futures.Future[Listing | None]:
+        """``read`` of ``path``, started now unless this lookup already started it."""
         key = path.canonical
         with self._lock:
-            known = self._trees.get(key)
+            known = started.get(key)
             if known is None:
-                started = cursor.fork()
+                forked = cursor.fork()
                 self.deadline.check()
-                future = REQUESTS.submit(lambda: self.listings.tree(key, started))
-                known = self._trees[key] = (future, started)
+                future = REQUESTS.submit(lambda: read(key, forked))
+                known = started[key] = (future, forked)
         return known[0]
+
+    def _waited(
+        self,
+        started: dict[StoragePath, tuple[concurrent.futures.Future[Listing | None], Cursor]],
+        future: concurrent.futures.Future[Listing | None],
+        path: StoragePath,
+        cursor: Cursor,
+    ) -> Listing | None:
+        found: Listing | None = self.wait(future)
+        with self._lock:
+            cursor.join(started[path.canonical][1])
+        return found
+
+    def tree(self, path: StoragePath, cursor: Cursor) -> concurrent.futures.Future[Listing | None]:
+        """Every file below ``path`` by its path relative to it (one prefix listing, started once)."""
+        return self._once(self._trees, self.listings.tree, path, cursor)
 
     def trees(self) -> tuple[StoragePath, ...]:
         with self._lock:
             return tuple(self._trees)
 
     def tree_listing(self, path: StoragePath, cursor: Cursor) -> Listing | None:
-        future = self.tree(path, cursor)
-        found: Listing | None = self.wait(future)
-        with self._lock:
-            cursor.join(self._trees[path.canonical][1])
-        return found
+        return self._waited(self._trees, self.tree(path, cursor), path, cursor)
 
     def folder(self, path: StoragePath, cursor: Cursor) -> concurrent.futures.Future[Listing | None]:
         """The listing of ``path`` (started now unless it already was); its cursor moves on the result."""
-        key = path.canonical
-        with self._lock:
-            known = self._folders.get(key)
-            if known is None:
-                started = cursor.fork()
-                self.deadline.check()
-                future = REQUESTS.submit(lambda: self.listings.folder(key, started))
-                known = self._folders[key] = (future, started)
-        return known[0]
+        return self._once(self._folders, self.listings.folder, path, cursor)
 
     def listing(self, path: StoragePath, cursor: Cursor) -> Listing | None:
-        future = self.folder(path, cursor)
-        found: Listing | None = self.wait(future)
-        self.joined(path, cursor)
-        return found
+        return self._waited(self._folders, self.folder(path, cursor), path, cursor)
 
     def joined(self, path: StoragePath, cursor: Cursor) -> None:
         """``cursor`` moved on past the listing of ``path`` (it waited for it)."""
