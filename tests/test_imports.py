@@ -46,6 +46,7 @@ PURE_CORE = (
     "webhook.restore.updates",
     "webhook.restore.checks",
     "webhook.restore.verdict",
+    "webhook.restore.fencing_policy",
     "webhook.restore.decide",
     "webhook.restore.snapshots",
     "webhook.fencing.protocol",
@@ -53,6 +54,7 @@ PURE_CORE = (
     "webhook.fencing.layout",
     "webhook.fencing.copies",
     "webhook.fencing.decide",
+    "webhook.fencing.verdicts",
     "webhook.member.failover",
     "webhook.controlplane.audit",
     "webhook.controlplane.binding",
@@ -88,6 +90,7 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     "webhook.restore": (
         # what each fsspec backend takes; how a policy field is declared; which Flink reads what
         ("backend_options", "schema", "compat"),
+        ("fencing_policy",),  # its fencing part (one running copy's timings), declared once
         ("policy",),  # the restore policy, declared once
         # Flink's _metadata read from bytes; what a decision is; what the decision asks storage (pure);
         # which policy file is read
@@ -107,7 +110,8 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     "webhook.fencing": (
         ("protocol", "operator", "layout", "metrics"),  # who may run, what the operator reports, names
         ("copies", "lanes"),  # a Flink object as fencing sees it; storage calls with a deadline
-        ("decide", "records"),  # the agent's plans (pure); the records read and written
+        # the agent's plans (pure); whose verdicts are due (pure); the records read and written
+        ("decide", "verdicts", "records"),
         (
             "gate",
             "flinkapi",

@@ -30,7 +30,7 @@ from typing import Any
 from webhook.common.events import EventSink, NoEvents
 from webhook.common.flink import BLUE_GREEN
 from webhook.common.kubeclient import ApiFailure
-from webhook.fencing import copies, metrics
+from webhook.fencing import copies, metrics, verdicts
 from webhook.fencing.copies import Copy, CopyState
 from webhook.fencing.decide import (
     WAITING,
@@ -218,12 +218,23 @@ class FencingAgent:
                 )
         present = {c.patched for c in found}
         self._inflight = {w: t for w, t in self._inflight.items() if w in present and not t.done()}
+        self._keep_verdicts(found, steps)
         self.report.polled(found, steps)
         self.report.health(started)
         self._urgent = {c.patched for c in found if c.state in _URGENT} | {
             s.workload for s in steps if s.action in (Action.STOPPING, Action.HELD)
         }
         return steps
+
+    def _keep_verdicts(self, found: list[Copy], steps: list[Step]) -> None:
+        """The running jobs whose verdict is due (``verdicts.due``) are checked in the background."""
+        beating = {s.workload for s in steps if s.action is Action.HEARTBEAT}
+        run = self.executors
+        running = (c for c in found if c.patched in beating)
+        for copy in verdicts.due(
+            running, run.verdict_kept, frozenset(run.verdicts_busy), self._mono(), self.policy
+        ):
+            run.keep_verdict(copy)
 
     async def _list(self) -> list[Copy] | None:
         """Each kind on its own, all at once; None when no kind could be listed."""
@@ -247,6 +258,8 @@ class FencingAgent:
         if copy.state is not CopyState.HELD:
             self.executors.hold_written.pop(copy.patched, None)
             self.executors.release_waited.pop(copy.patched, None)
+        if copy.state is not CopyState.RUNNING:  # started again: its verdict is checked at once
+            self.executors.verdict_kept.pop(copy.patched, None)
 
     async def _step(self, copy: Copy, started: float, shared: bool = False) -> Step:
         """``shared``: read the records from the poll's one listing of the copy's storage (a recheck,
@@ -333,6 +346,7 @@ class FencingAgent:
         await self.executors.settle()
 
     def close(self) -> None:
+        self.executors.cancel()
         self.lanes.close()
 
 

@@ -15,6 +15,7 @@ changes the object or ends a wait leaves a Kubernetes Event on it.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -50,6 +51,7 @@ from webhook.fencing.layout import Workload
 from webhook.fencing.protocol import ReleaseCause
 from webhook.fencing.records import FencingStore, fence_body
 from webhook.fencing.renewer import Renewer
+from webhook.fencing.verdicts import VERDICT_BUDGET_FACTOR, VERDICT_DEADLINE_SECONDS, VERDICTS_AT_ONCE
 from webhook.restore.decide import decide_restore
 from webhook.restore.policy import RestorePolicy
 from webhook.restore.snapshots import SnapshotQuery, Snapshots, StorageError
@@ -93,6 +95,10 @@ class Executors:
         self.hold_written: dict[Workload, float] = {}
         self.release_waited: dict[Workload, float] = {}
         self._background: set[asyncio.Task[None]] = set()
+        # running jobs' verdicts (verdicts.py): when each was last started (monotonic), which are under way
+        self.verdict_kept: dict[Workload, float] = {}
+        self.verdicts_busy: set[Workload] = set()
+        self._verdict_threads = concurrent.futures.ThreadPoolExecutor(VERDICTS_AT_ONCE, "fencing-verdict")
 
     # --- the storage's side ------------------------------------------------------------------------
     def keep_renewing(self, copy: Copy, effect: KeepRenewing, listed_at: float) -> None:
@@ -148,6 +154,47 @@ class Executors:
                 )
 
         task = asyncio.ensure_future(forget())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def keep_verdict(self, copy: Copy) -> None:
+        """Check a running job's newest checkpoint as a failover would, in the background: the storage
+        (``write_verdicts``) leaves the verdict. Its failures are logged, never the copy's trouble."""
+        query = resume_query(copy, self.policy)
+        if query is None:
+            return
+        query = replace(query, budget=query.budget * VERDICT_BUDGET_FACTOR)
+        workload = copy.patched
+        self.verdict_kept[workload] = _mono()
+        self.verdicts_busy.add(workload)
+
+        def check() -> Snapshots:
+            deadline = Deadline(VERDICT_DEADLINE_SECONDS)
+            found = self.storage.snapshots(query, deadline)
+            self.storage.settle(max(deadline.remaining(), 0.0))  # its verdict written: what "kept" counts
+            return found
+
+        async def keep() -> None:
+            loop = asyncio.get_running_loop()
+            try:
+                found = await loop.run_in_executor(self._verdict_threads, check)
+            except (StorageError, RuntimeError) as exc:  # RuntimeError: the threads shut down (stopping)
+                metrics.VERDICTS.labels("error").inc()
+                log.info("verdict not kept", extra={"fields": {"object": str(workload), "error": str(exc)}})
+                return
+            finally:
+                self.verdicts_busy.discard(workload)
+            result = "unchecked" if found.unchecked else "passed-over" if found.rejected else "restorable"
+            metrics.VERDICTS.labels(result).inc()
+            if found.unchecked or found.rejected:  # a failover now would pass over or hold as well
+                log.warning(
+                    "verdict check of a running job",
+                    extra={
+                        "fields": {"object": str(workload), "result": result, "why": resume_skipped(found)}
+                    },
+                )
+
+        task = asyncio.ensure_future(keep())
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
@@ -341,13 +388,15 @@ class Executors:
         return copies.format_time(self.clock())
 
     async def settle(self) -> None:
-        """Wait for the heartbeat removals already started (tests that drive one pass at a time)."""
+        """Wait for the heartbeat removals and verdict checks already started (tests that drive one pass
+        at a time)."""
         if self._background:
             await asyncio.wait(list(self._background))
 
     def cancel(self) -> None:
         for task in list(self._background):
             task.cancel()
+        self._verdict_threads.shutdown(wait=False, cancel_futures=True)
 
 
 def _mono() -> float:

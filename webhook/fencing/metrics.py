@@ -48,6 +48,12 @@ STEP_DOWNS = Counter(
 RESUMES = Counter(
     "flink_failover_fencing_resumes_total", "Stepped-down copies resumed when nobody took over meanwhile"
 )
+VERDICTS = Counter(
+    "flink_failover_fencing_verdict_checks_total",
+    "Running jobs' newest checkpoints checked to keep their verdict, by result (restorable: verdict kept; "
+    "passed-over: a checkpoint was not restorable; unchecked: budget or deadline; error)",
+    ["result"],
+)
 WAITING_FOR_OPERATOR = Gauge(
     "flink_failover_fencing_waiting_for_operator",
     "Stale copies asked to stop that their operator has not reported stopped yet (at the last poll)",

@@ -22,12 +22,18 @@ from webhook.common.contract import DEFAULT_JOB_ID_LABELS, DEFAULT_PREFIX, Contr
 from webhook.common.paths import FSSPEC_PROTOCOL
 from webhook.restore import backend_options
 from webhook.restore.compat import FLINK_READS
+from webhook.restore.fencing_policy import (  # declared beside its own rules; imported from here as before
+    FENCING as FENCING,
+)
+from webhook.restore.fencing_policy import MAX_LEASE_SECONDS as MAX_LEASE_SECONDS
+from webhook.restore.fencing_policy import MAX_VERDICT_SECONDS as MAX_VERDICT_SECONDS
+from webhook.restore.fencing_policy import FencingPolicy as FencingPolicy
+from webhook.restore.fencing_policy import FencingStorageError as FencingStorageError
+from webhook.restore.fencing_policy import RenewFailure as RenewFailure
 from webhook.restore.schema import (
-    AtMost,
     Block,
     Choice,
     Field,
-    Flag,
     Members,
     Names,
     NotWith,
@@ -67,7 +73,6 @@ UNFENCEABLE_SCHEMES: tuple[tuple[str, str], ...] = (
 DEFAULT_ALLOWED_SCHEMES: tuple[str, ...] = ("s3", "s3a", "s3p", "gs", "abfs", "abfss", "file")
 
 MAX_DEADLINE_SECONDS = 30  # kube-apiserver caps a webhook's timeoutSeconds at 30
-MAX_LEASE_SECONDS = 3600
 MAX_VERIFY_BUDGET = 100_000
 MIN_OPERATOR_VERSION = (1, 7)  # suspended first deployments (onMissingState: suspend) need 1.7+
 _PREFIX_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")
@@ -113,46 +118,6 @@ class NewerMetadata(StrEnum):
 class StatePolicy(StrEnum):
     KEEP = "keep"
     RUNNING = "running"
-
-
-class FencingStorageError(StrEnum):
-    """What a restore does when the ownership records cannot be read or written."""
-
-    HOLD = "hold"  # keep the restored job suspended until they can (nobody may be fenced yet)
-    PROCEED = "proceed"  # start it anyway: availability over a possible second copy
-
-
-class RenewFailure(StrEnum):
-    """What a running copy does when its heartbeat cannot be renewed for ``renewDeadlineSeconds``."""
-
-    STOP = "stop"  # step down (suspend without a savepoint) before anyone may take over
-    KEEP_RUNNING = "keep-running"  # availability: keep running, a second copy becomes possible
-
-
-@dataclass(frozen=True)
-class FencingPolicy:
-    """One running copy (member role with --cluster; docs/failover.md "One running copy").
-
-    ``lease_seconds`` is how long a heartbeat stays fresh unrenewed; it must span at least two polls, so
-    a live cluster always renews (or acknowledges) within one lease of a fence. A holder that has not
-    renewed for ``renew_deadline_seconds`` steps down (its heartbeat loop sends the suspend by the
-    deadline + one poll); that, the operator's stop margin and a poll of slack fit inside the lease, so
-    the holder's job has stopped before another cluster may start one (client-go's leader election:
-    RenewDeadline < LeaseDuration). ``FENCING.rules`` states the timings this needs.
-    """
-
-    enabled: bool = True
-    lease_seconds: float = 30.0
-    poll_seconds: float = 5.0
-    on_storage_error: FencingStorageError = FencingStorageError.HOLD
-    renew_deadline_seconds: float = 10.0
-    stop_margin_seconds: float = 10.0
-    on_renew_failure: RenewFailure = RenewFailure.STOP
-
-    @property
-    def call_timeout(self) -> float:
-        """The deadline of every storage and API call the agent makes: one poll."""
-        return self.poll_seconds
 
 
 @dataclass(frozen=True)
@@ -247,89 +212,6 @@ class ImageVersions:
             "additionalProperties": {"type": "string", "enum": list(FLINK_READS)},
         }
 
-
-def _seconds(maximum: float) -> Number:
-    return Number(0, maximum, f"must be a number of seconds in (0, {maximum:g}]")
-
-
-_LEASE = _seconds(MAX_LEASE_SECONDS)
-
-FENCING = Block(
-    FencingPolicy,
-    (
-        Field(
-            "enabled",
-            "enabled",
-            Flag(),
-            "fence when the member role runs with `--cluster` (without it, fencing is off whatever this "
-            "says)",
-        ),
-        Field(
-            "leaseSeconds",
-            "lease_seconds",
-            _LEASE,
-            "a heartbeat not renewed for this long (storage time) is a dead copy",
-        ),
-        Field(
-            "pollSeconds",
-            "poll_seconds",
-            _LEASE,
-            "how often the agent lists and decides and its heartbeat loop renews each running copy (the "
-            "loop looks every fifth of it, and retries a failed renewal then); also the deadline of every "
-            "storage and API call the agent makes",
-        ),
-        Field(
-            "onStorageError",
-            "on_storage_error",
-            Choice(FencingStorageError),
-            "the records cannot be read or written: `hold` the restored job (the agent retries every poll) "
-            "or `proceed` (start it: availability over a possible second copy)",
-        ),
-        Field(
-            "renewDeadlineSeconds",
-            "renew_deadline_seconds",
-            _LEASE,
-            "a running copy whose heartbeat could not be renewed for this long steps down (counted from "
-            "the start of its last renewal that succeeded)",
-        ),
-        Field(
-            "stopMarginSeconds",
-            "stop_margin_seconds",
-            _LEASE,
-            "how long the Flink operator may take to stop a job",
-        ),
-        Field(
-            "onRenewFailure",
-            "on_renew_failure",
-            Choice(RenewFailure),
-            "`stop`: step down (one running copy); `keep-running`: availability over a possible second copy",
-        ),
-    ),
-    rules=(
-        AtMost(
-            "pollSeconds",
-            ((2, "pollSeconds"),),
-            ((1, "leaseSeconds"),),
-            "a live cluster must renew its heartbeat at least twice per lease",
-        ),
-        AtMost(
-            "renewDeadlineSeconds",
-            ((2, "pollSeconds"),),
-            ((1, "renewDeadlineSeconds"),),
-            "a single renewal that fails (one poll's storage blip) would step a healthy job down",
-        ),
-        # deadline + one poll (when the heartbeat loop sends the suspend) + the operator's stop + one poll
-        # of slack for what delays a step-down from outside the agent (a stalled or CPU-throttled process,
-        # an API call answered at its deadline, clocks running at slightly different rates)
-        AtMost(
-            "renewDeadlineSeconds",
-            ((1, "renewDeadlineSeconds"), (2, "pollSeconds"), (1, "stopMarginSeconds")),
-            ((1, "leaseSeconds"),),
-            "a cluster that cannot renew must have stopped its copies before its lease runs out, with one "
-            "poll of slack",
-        ),
-    ),
-)
 
 _URI = StorageUri(KNOWN_SCHEMES)
 

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.restore.checks import NamedFiles, Needed
+from webhook.restore.fencing_policy import MAX_VERDICT_SECONDS
 
 VERDICT_NAME = "flink-failover-verdict.json"
 KIND = "flink-failover-verdict"
@@ -34,6 +35,10 @@ MAX_VERDICT_BYTES = 32 * 1024 * 1024
 # verdicts keeps the time of the oldest confirmation it carries over (``made``): whoever writes them
 # lists every file again at least this often, and a verdict older than this covers nothing.
 MAX_AGE = timedelta(minutes=30)
+# The writer (the fencing agent) trusts a verdict for less, and lists every file again once the verdict
+# it would build on is this old: kept every ``fencing.verdictSeconds`` (at most ``MAX_VERDICT_SECONDS``),
+# a running job's verdict is never past ``MAX_AGE`` when a failover reads it.
+WRITER_MAX_AGE = MAX_AGE - timedelta(seconds=MAX_VERDICT_SECONDS)
 # A verdict confirmed more than this in the reader's future (another clock, a forged one) covers nothing.
 MAX_SKEW = timedelta(minutes=5)
 
@@ -130,16 +135,18 @@ def coverage(
     metadata_size: int | None,
     metadata_modified: datetime | None,
     now: datetime,
+    max_age: timedelta = MAX_AGE,
 ) -> Coverage:
-    """Which of ``named`` (the files of ``snapshot``'s ``_metadata``) the verdict vouches for at ``now``."""
+    """Which of ``named`` (the files of ``snapshot``'s ``_metadata``) the verdict vouches for at ``now``
+    (``max_age``: the writer's is shorter, ``WRITER_MAX_AGE``)."""
     if verdict is None:
         return Coverage((), named.files)
-    if not now - MAX_AGE <= verdict.verified_at <= now + MAX_SKEW:
+    if not now - max_age <= verdict.verified_at <= now + MAX_SKEW:
         return Coverage(
             (),
             named.files,
             f"the verdict of {verdict.checkpoint} confirmed its files at {verdict.verified_at.isoformat()}, "
-            f"not within {int(MAX_AGE.total_seconds() // 60)} minutes: checked in full",
+            f"not within {int(max_age.total_seconds() // 60)} minutes: checked in full",
         )
     if verdict.checkpoint == snapshot.canonical and (
         metadata_size != verdict.metadata_size or metadata_modified != verdict.metadata_modified

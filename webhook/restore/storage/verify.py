@@ -23,7 +23,18 @@ from webhook.restore.storage import presigned, ranges
 from webhook.restore.storage.backends import Deadline, Filesystems, storage_error
 from webhook.restore.storage.listings import Lookup, below
 from webhook.restore.storage.requests import REQUESTS, Cursor, Listing
-from webhook.restore.verdict import VERDICT_NAME, Range, Verdict, coverage, decode, encode, made, plan
+from webhook.restore.verdict import (
+    MAX_AGE,
+    VERDICT_NAME,
+    WRITER_MAX_AGE,
+    Range,
+    Verdict,
+    coverage,
+    decode,
+    encode,
+    made,
+    plan,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +71,10 @@ class FileCheck:
         checked by the fewest requests (restore/verdict.py ``plan``), made side by side."""
         job_dir = lookup.job_dir if directory_id is not None else None
         verdict = lookup.verdict if job_dir is not None and snapshot.parent.canonical == job_dir else None
-        covers = coverage(named, verdict, snapshot, entry[0], entry[1], datetime.now(UTC))
+        max_age = (
+            WRITER_MAX_AGE if self.write_verdicts else MAX_AGE
+        )  # the writer renews before readers expire
+        covers = coverage(named, verdict, snapshot, entry[0], entry[1], datetime.now(UTC), max_age)
         if covers.note:
             log.info("%s", covers.note)
         known = {f: len(n) for f, n in verdict.files.items()} if verdict is not None else {}
