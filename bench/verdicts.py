@@ -5,7 +5,9 @@
 a time, the same rows as ``bench restore_trips``. A RocksDB job whose newest checkpoint ``chk-3`` names
 N shared files (UUID names under ``<jobId>/shared/``), 200 of them new since ``chk-2``, which a writer
 (a ``CheckpointStorage`` that may write, as the fencing agent's) checked in full and left a verdict for;
-beside it the same job without a verdict (the full check, as before verdicts). Then the shapes: file
+the same job whose ``chk-3`` the writer checked too (the fencing agent keeps a running job's verdict
+every ``fencing.verdictSeconds``: the common case of a failover); beside them the same job without a
+verdict (the full check, as before verdicts). Then the shapes: file
 merging at parallelism 128 (a folder per subtask under ``shared/``, 8 under ``taskowned/``) and S3
 entropy injection (each of 500 files below a random prefix of its own), no verdict, default budget.
 
@@ -64,7 +66,11 @@ def _checkpoints(fs: s3fs.S3FileSystem, bucket: str, shared: list[str], upto: in
     _upload(fs, blobs)
 
 
-def _job(fs: s3fs.S3FileSystem, endpoint: str, bucket: str, files: int, verdict: bool) -> None:
+def _job(
+    fs: s3fs.S3FileSystem, endpoint: str, bucket: str, files: int, verdict: bool, kept: bool = False
+) -> None:
+    """``verdict``: a writer checked chk-2 in full; ``kept``: then chk-3 too, as the fencing agent of
+    the member where the job runs does every ``fencing.verdictSeconds`` (fencing/verdicts.py)."""
     fs.mkdir(bucket)
     shared = [f"s3://{bucket}/ck/{JOB}/shared/{uuid.uuid4()}" for _ in range(files)]
     _upload(fs, {url.removeprefix("s3://"): bytes(16) for url in shared})
@@ -75,6 +81,10 @@ def _job(fs: s3fs.S3FileSystem, endpoint: str, bucket: str, files: int, verdict:
         assert found.checkpoint is not None and found.checkpoint.path.name == "chk-2", found
         writer.settle(600)
         _checkpoints(fs, bucket, shared, 3)
+        if kept:  # the agent's next check: the 200 new files, and a verdict of chk-3
+            found = lookup(writer, f"s3://{bucket}/ck/{JOB}", budget=10_000, seconds=600)
+            assert found.checkpoint is not None and found.checkpoint.path.name == "chk-3", found
+            writer.settle(600)
 
 
 def _merging(fs: s3fs.S3FileSystem, bucket: str) -> None:
@@ -162,6 +172,7 @@ def main() -> int:
         direct = s3fs.S3FileSystem(skip_instance_cache=True, **s3_options(endpoint))
         for files in sizes:
             _job(direct, endpoint, f"verdict-{files}", files, verdict=True)
+            _job(direct, endpoint, f"kept-{files}", files, verdict=True, kept=True)
             _job(direct, endpoint, f"full-{files}", files, verdict=False)
         _merging(direct, "merging-128")
         _entropy(direct, "entropy-500")
@@ -178,12 +189,13 @@ def main() -> int:
             print("|---|---|---|---|---|---|---|---|---|")
             for files in sizes:
                 for kind, label, ranged in (
+                    ("kept", "verdict of chk-3 kept by the agent", True),
                     ("verdict", f"verdict of chk-2, {NEW} new", True),
                     ("full", "no verdict", True),
                     ("full", "no verdict, key ranges off (before)", False),
                 ):
                     name = f"restore, verify: files, {files:,} files, {label}"
-                    runs, warm = (RUNS, WARM) if files <= 10_000 else (5 if kind == "verdict" else 2, 1)
+                    runs, warm = (RUNS, WARM) if files <= 10_000 else (2 if kind == "full" else 5, 1)
                     print(_case(name, wide, f"{kind}-{files}", proxy, runs, warm, ranged), flush=True)
             print(_case("file merging, parallelism 128, default policy", default, "merging-128", proxy))
             merging = "file merging, parallelism 128, default policy, key ranges off (before)"
