@@ -26,7 +26,12 @@ class Balancer(TcpProxy):
         for offset in range(len(self.backends)):
             port = self.backends[(first + offset) % len(self.backends)]
             try:
-                return socket.create_connection(("127.0.0.1", port), timeout=2)
+                upstream = socket.create_connection(("127.0.0.1", port), timeout=2)
             except OSError:
                 continue
+            # 2 s to connect, not to answer: a socket keeps its connect timeout, and a replica that took
+            # longer to answer (a failover CREATE reading storage) or a keep-alive connection idle for
+            # longer had the proxy close both sides: kube-apiserver's "failed calling webhook ... EOF"
+            upstream.settimeout(None)
+            return upstream
         return None

@@ -130,9 +130,11 @@ class TcpProxy:
 
     def _connect_upstream(self) -> socket.socket | None:
         try:
-            return socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
+            upstream = socket.create_connection(("127.0.0.1", self.target_port), timeout=5)
         except OSError:
             return None
+        upstream.settimeout(None)  # 5 s to connect; then as long as the server takes (see balancer.py)
+        return upstream
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         try:
