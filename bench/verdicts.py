@@ -76,7 +76,11 @@ def _job(
     _upload(fs, {url.removeprefix("s3://"): bytes(16) for url in shared})
     _checkpoints(fs, bucket, shared, 2 if verdict else 3)
     if verdict:  # a writer checks chk-2 in full as it completes, then chk-3 is written
-        writer = CheckpointStorage({"s3": s3_options(endpoint)}, write_verdicts=True)
+        # moto walks the whole bucket for every listing: at 100,000 keys one range listing took longer
+        # than the client's default read timeout, so the writer (setting up, not measured) waits longer
+        patient = {"read_timeout": 300, "retries": {"max_attempts": 1}}
+        slow = {**s3_options(endpoint), "config_kwargs": patient}
+        writer = CheckpointStorage({"s3": slow}, write_verdicts=True)
         found = lookup(writer, f"s3://{bucket}/ck/{JOB}", budget=10_000, seconds=600)
         assert found.checkpoint is not None and found.checkpoint.path.name == "chk-2", found
         writer.settle(600)
