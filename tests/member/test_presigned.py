@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.backends import Running
 from tests.support.httpd import serving
-from tests.support.jobtrees import JOB, SIZE, checkpoint, chosen, lookup, names, put, remove
+from tests.support.jobtrees import SIZE, checkpoint, chosen, lookup, put, remove, verified_job
 from webhook.common.paths import StoragePath
 from webhook.restore.snapshots import StorageError
 from webhook.restore.storage import presigned
@@ -27,12 +27,7 @@ S3 = pytest.mark.parametrize("storage_backend", ["s3"], indirect=True)
 
 @S3
 def test_new_files_asked_by_presigned_head_find_one_gone_and_one_shorter(storage_backend: Running) -> None:
-    job_dir = f"{storage_backend.bucket('heads')}/ck/{JOB}"
-    shared = [f"{job_dir}/shared/{n}" for n in names(30)]
-    checkpoint(storage_backend, job_dir, 1, shared)
-    writer = CheckpointStorage(storage_backend.storage_options(), write_verdicts=True)
-    assert chosen(lookup(writer, job_dir)) == f"{job_dir}/chk-1"
-    writer.settle()
+    job_dir, shared = verified_job(storage_backend)
     new = [f"{job_dir}/shared/new-{i}" for i in range(3)]
     checkpoint(storage_backend, job_dir, 2, shared + new)
     reader = CheckpointStorage(storage_backend.storage_options())

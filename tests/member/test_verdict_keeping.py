@@ -13,11 +13,20 @@ from typing import Any
 import pytest
 
 from tests.controlplane import fakeapi
-from tests.member.test_verdicts import reader, verdict_of
 from tests.support.agents import Driver
 from tests.support.backends import BACKEND_NAMES, Running
 from tests.support.events import Collected
-from tests.support.jobtrees import JOB, checkpoint, chosen, lookup, names, put
+from tests.support.jobtrees import (
+    JOB,
+    checkpoint,
+    chosen,
+    lookup,
+    names,
+    put,
+    reader,
+    verdict_of,
+    verified_job,
+)
 from tests.support.objects import running_deployment
 from webhook.common.kubeclient import ClientConfig
 from webhook.fencing import metrics
@@ -149,16 +158,12 @@ def test_the_writer_lists_everything_again_before_readers_stop_trusting_its_verd
 ) -> None:
     """A verdict between ``WRITER_MAX_AGE`` and ``MAX_AGE`` old: a reader still trusts it, the writer
     checks every file again and writes a verdict confirmed now (so a kept verdict never expires)."""
-    job_dir = f"{storage_backend.bucket('aged')}/ck/{JOB}"
-    shared = [f"{job_dir}/shared/{n}" for n in names(20)]
-    checkpoint(storage_backend, job_dir, 1, shared)
-    writer = CheckpointStorage(storage_backend.storage_options(), write_verdicts=True)
-    assert chosen(lookup(writer, job_dir)) == f"{job_dir}/chk-1"
-    writer.settle()
+    job_dir, _ = verified_job(storage_backend, 20)
     age = (WRITER_MAX_AGE + MAX_AGE) / 2
     aged = replace(verdict_of(storage_backend, job_dir), verified_at=datetime.now(UTC) - age)
     put(storage_backend, {f"{job_dir}/{VERDICT_NAME}": encode(aged)})
     assert lookup(reader(storage_backend), job_dir).trips.requests == 4  # trusted: nothing asked
+    writer = CheckpointStorage(storage_backend.storage_options(), write_verdicts=True)
     found = lookup(writer, job_dir)
     writer.settle()
     assert found.trips.requests > 4  # the writer asked the files again

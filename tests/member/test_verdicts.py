@@ -11,16 +11,25 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.support.backends import BACKEND_NAMES, Running
-from tests.support.jobtrees import JOB, SIZE, checkpoint, chosen, lookup, names, put, remove
+from tests.support.jobtrees import (
+    JOB,
+    SIZE,
+    checkpoint,
+    chosen,
+    lookup,
+    put,
+    reader,
+    remove,
+    verdict_of,
+    verified_job,
+)
 from webhook.common.paths import StoragePath
 from webhook.restore.checks import NamedFiles, Needed
-from webhook.restore.storage.search import CheckpointStorage
 from webhook.restore.verdict import (
     HEADS_PER_UNIT,
     MAX_AGE,
     VERDICT_NAME,
     Plan,
-    Verdict,
     budget_units,
     coverage,
     decode,
@@ -32,32 +41,11 @@ from webhook.restore.verdict import (
 BACKENDS = pytest.mark.parametrize("storage_backend", BACKEND_NAMES, indirect=True)
 
 
-def job(running: Running, old: int = 30) -> tuple[str, list[str]]:
-    """A job whose chk-1 names ``old`` shared files; a writer's lookup restores it and leaves a verdict."""
-    job_dir = f"{running.bucket('verdict')}/ck/{JOB}"
-    shared = [f"{job_dir}/shared/{n}" for n in names(old)]
-    checkpoint(running, job_dir, 1, shared)
-    writer = CheckpointStorage(running.storage_options(), write_verdicts=True)
-    assert chosen(lookup(writer, job_dir)) == f"{job_dir}/chk-1"
-    writer.settle()
-    return job_dir, shared
-
-
-def verdict_of(running: Running, job_dir: str) -> Verdict:
-    found = decode(running.read(f"{job_dir}/{VERDICT_NAME}"), StoragePath.parse(job_dir))
-    assert isinstance(found, Verdict), found
-    return found
-
-
-def reader(running: Running) -> CheckpointStorage:
-    return CheckpointStorage(running.storage_options())  # the webhook's: reads verdicts, writes none
-
-
 @BACKENDS
 def test_a_full_check_leaves_a_verdict_and_the_next_check_asks_only_the_new_files(
     storage_backend: Running,
 ) -> None:
-    job_dir, shared = job(storage_backend)
+    job_dir, shared = verified_job(storage_backend)
     verdict = verdict_of(storage_backend, job_dir)
     assert verdict.checkpoint == StoragePath.parse(f"{job_dir}/chk-1").canonical
     assert verdict.count == 30 + 2  # the shared files and the exclusive ones, each with its size
@@ -73,7 +61,7 @@ def test_a_full_check_leaves_a_verdict_and_the_next_check_asks_only_the_new_file
 
 @BACKENDS
 def test_a_new_file_gone_passes_the_checkpoint_over(storage_backend: Running) -> None:
-    job_dir, shared = job(storage_backend)
+    job_dir, shared = verified_job(storage_backend)
     new = [f"{job_dir}/shared/new-{i}" for i in range(3)]
     checkpoint(storage_backend, job_dir, 2, shared + new)
     remove(storage_backend, new[1])
@@ -87,7 +75,7 @@ def test_a_new_file_gone_passes_the_checkpoint_over(storage_backend: Running) ->
 def test_a_verdict_of_a_replaced_metadata_covers_nothing(storage_backend: Running) -> None:
     """The verdict was written for chk-1; then a shared file was lost and the ``_metadata`` written again
     (a copy tool, a restore from a backup): trusted blindly, the verdict would restore it."""
-    job_dir, shared = job(storage_backend)
+    job_dir, shared = verified_job(storage_backend)
     remove(storage_backend, shared[7])
     meta = f"{job_dir}/chk-1/_metadata"
     put(storage_backend, {meta: storage_backend.read(meta) + b"\0" * 8})  # Flink ignores the tail
@@ -99,7 +87,7 @@ def test_a_verdict_of_a_replaced_metadata_covers_nothing(storage_backend: Runnin
 @BACKENDS
 def test_a_verdict_older_than_its_age_covers_nothing(storage_backend: Running) -> None:
     """A file deleted after the verdict was written is found once the verdict is past ``MAX_AGE``."""
-    job_dir, shared = job(storage_backend)
+    job_dir, shared = verified_job(storage_backend)
     old = verdict_of(storage_backend, job_dir)
     aged = replace(old, verified_at=datetime.now(UTC) - MAX_AGE - timedelta(minutes=1))
     put(storage_backend, {f"{job_dir}/{VERDICT_NAME}": encode(aged)})
@@ -112,7 +100,7 @@ def test_a_verdict_older_than_its_age_covers_nothing(storage_backend: Running) -
 def test_another_jobs_verdict_copied_here_covers_nothing(storage_backend: Running) -> None:
     """A job directory copied with its verdict (a migration, a replica), or a verdict moved by hand:
     it speaks of another job's checkpoints, so it covers nothing here, and a file it claims is asked."""
-    job_dir, shared = job(storage_backend)
+    job_dir, shared = verified_job(storage_backend)
     never = f"{job_dir}/shared/never-written"
     other = StoragePath.parse(f"{job_dir[: -len(JOB)]}{'0' * 32}/chk-1")
     claims = NamedFiles(tuple(needed(StoragePath.parse(url)) for url in [*shared, never]))

@@ -19,6 +19,7 @@ from webhook.restore.policy import Verify
 from webhook.restore.snapshots import SnapshotQuery, Snapshots
 from webhook.restore.storage.backends import Deadline
 from webhook.restore.storage.search import CheckpointStorage
+from webhook.restore.verdict import VERDICT_NAME, Verdict, decode
 
 JOB = "5f3c0de8a1b24c6d9e7f00112233aabb"
 SIZE = 16
@@ -74,3 +75,26 @@ def lookup(storage: CheckpointStorage, job_dir: str, budget: int = 100, seconds:
 
 def chosen(found: Snapshots) -> str:
     return str(found.checkpoint.path) if found.checkpoint is not None else ""
+
+
+def verified_job(running: Running, old: int = 30) -> tuple[str, list[str]]:
+    """A job whose chk-1 names ``old`` shared files; a writer's lookup (the fencing agent's storage)
+    restores it and leaves a verdict."""
+    job_dir = f"{running.bucket('verdict')}/ck/{JOB}"
+    shared = [f"{job_dir}/shared/{n}" for n in names(old)]
+    checkpoint(running, job_dir, 1, shared)
+    writer = CheckpointStorage(running.storage_options(), write_verdicts=True)
+    assert chosen(lookup(writer, job_dir)) == f"{job_dir}/chk-1"
+    writer.settle()
+    return job_dir, shared
+
+
+def verdict_of(running: Running, job_dir: str) -> Verdict:
+    """The verdict the job directory holds (it must hold one)."""
+    found = decode(running.read(f"{job_dir}/{VERDICT_NAME}"), StoragePath.parse(job_dir))
+    assert isinstance(found, Verdict), found
+    return found
+
+
+def reader(running: Running) -> CheckpointStorage:
+    return CheckpointStorage(running.storage_options())  # the webhook's: reads verdicts, writes none
