@@ -135,6 +135,10 @@ def test_the_agent_keeps_a_running_jobs_verdict_and_a_failover_then_asks_no_file
     assert checks("passed-over") == passed_over + 1
     assert str(verdict_of(storage_backend, job_dir).checkpoint).endswith("/chk-2")  # chk-3 not vouched for
 
+    m.running.fake.delete("analytics", "orders")
+    assert m.tick() == {}
+    assert not m.agent.executors.verdict_kept  # a deleted job leaves nothing behind in the agent
+
 
 def test_nothing_is_kept_where_admissions_check_no_files_or_the_policy_says_never(
     tmp_path: Path, member: Any

@@ -227,9 +227,12 @@ class FencingAgent:
         return steps
 
     def _keep_verdicts(self, found: list[Copy], steps: list[Step]) -> None:
-        """The running jobs whose verdict is due (``verdicts.due``) are checked in the background."""
+        """The running jobs whose verdict is due (``verdicts.due``) are checked in the background; a
+        job gone from the listing leaves no time behind."""
         beating = {s.workload for s in steps if s.action is Action.HEARTBEAT}
         run = self.executors
+        for gone in run.verdict_kept.keys() - {c.patched for c in found}:
+            del run.verdict_kept[gone]
         running = (c for c in found if c.patched in beating)
         for copy in verdicts.due(
             running, run.verdict_kept, frozenset(run.verdicts_busy), self._mono(), self.policy
