@@ -114,7 +114,8 @@ soak-e2e: $(STAMP) moto-venv azurite
 soak: $(STAMP) moto-venv
 	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server $(BIN)/python -m bench soak
 
-# Real Flink from PyPI, one environment per version (not in git; Java 17 must be on the machine):
+# Real Flink from PyPI, one environment per version (not in git; Java 17 must be on the machine, a JDK
+# with javac for the masterhook fixtures):
 # 2.3.0 (format 6), 2.0.2 (format 5), 1.20.5 (format 4). bench/_make_flink_fixtures.py makes the
 # fixtures of tests/fixtures/flink/ with them (FIXTURES names the variants: see that file), and
 # flink-fixtures-check has each fixture's tree restored by the Flink that wrote it.

@@ -1,7 +1,8 @@
 """A small keyed-state Flink job that writes real checkpoints and savepoints, and restores from a path.
 
 Run by the Python of an environment with ``apache-flink`` (PyPI: 1.20.x or 2.x) and a Java 17 runtime
-(Debian: ``apt-get install openjdk-17-jre-headless``), NOT the project's own environment::
+(Debian: ``apt-get install openjdk-17-jre-headless``; ``--shape masterhook`` needs ``javac`` too:
+``openjdk-17-jdk-headless``), NOT the project's own environment::
 
     python bench/_flink_job.py make --out DIR [--seconds 18]
         # DIR/ck/<jobId>/chk-N/_metadata (a checkpoint every 2 s, 3 retained, kept on cancel)
@@ -17,7 +18,7 @@ Options of both commands (the defaults are the trees of ``../shared/data/flink-r
     --memory-threshold SIZE     (state.storage.fs.memory-threshold: "0" writes every handle to a file)
     --file-merging              (execution.checkpointing.file-merging.enabled, Flink 1.20+)
     --savepoints canonical,native   (make: one savepoint of each format named, spread over the run)
-    --shape counts|sources|backpressure|finished   (which job; counts is the default, described below)
+    --shape counts|sources|backpressure|finished|masterhook   (which job; counts is the default, below)
     --unaligned                 (unaligned checkpoints, at once: in-flight buffers become channel state)
     --changelog                 (the changelog state backend, its log files under DIR/changelog)
 
@@ -30,7 +31,13 @@ The shapes beside ``counts``, each to put one more kind of handle into ``_metada
   ``blackhole`` sink: coordinator state, split state as operator state, and with ``--unaligned`` the
   buffers in flight between them as channel state;
 - ``finished``: the counts and, in the same job, a bounded ``datagen`` (8 rows) into a ``print`` sink,
-  whose tasks finish while the job runs: the checkpoints after that hold finished operators.
+  whose tasks finish while the job runs: the checkpoints after that hold finished operators;
+- ``masterhook``: the counts with the rows of ``datagen`` passed through a Java identity map
+  (``bench/flink_hooks/MasterHookMap.java``, compiled here with ``javac`` against this Flink's jars
+  into a jar of a temporary directory) implementing ``WithMasterCheckpointHook``: its hook writes a
+  master state into every checkpoint (identifier ``flink-failover-masterhook``, the checkpoint id as 8
+  bytes) and, on a restore, prints ``{"masterHook": ..., "checkpoint": N, "restored": N}`` and fails
+  the restore unless it was handed the state of the checkpoint restored.
 
 ``restore`` runs with ``restart-strategy.type: none`` (a restore that fails fails the job) and reports the
 job's status before it cancels (``"status": "RUNNING"`` when the restore held); ``--claim`` restores in
@@ -48,10 +55,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
+import tempfile
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
+
+HOOKS = Path(__file__).resolve().parent / "flink_hooks"
 
 
 def _version() -> tuple[int, ...]:
@@ -107,15 +119,45 @@ def _environment(checkpoints: Path, savepoints: Path, args: argparse.Namespace, 
             )
             conf.set_string(mode, "CLAIM")
     settings = EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(conf).build()
-    if args.shape == "backpressure":  # a DataStream source: a StreamTableEnvironment over it
+    if args.shape in ("backpressure", "masterhook"):  # a DataStream in the job: a StreamTableEnvironment
         from pyflink.datastream import StreamExecutionEnvironment
         from pyflink.table import StreamTableEnvironment
 
         stream = StreamExecutionEnvironment.get_execution_environment(conf)
+        if args.shape == "masterhook":
+            stream.add_jars(_hook_jar(Path(args.jars)).as_uri())
         tables = StreamTableEnvironment.create(stream, settings)
         tables.stream = stream  # the source is added to this one
         return tables
     return TableEnvironment.create(settings)
+
+
+def _hook_jar(into: Path) -> Path:
+    """``bench/flink_hooks/*.java`` compiled against the jars of the Flink running here, as a jar in
+    ``into``."""
+    import pyflink
+
+    classes = into / "classes"
+    lib = Path(pyflink.__file__).resolve().parent / "lib"
+    sources = sorted(str(p) for p in HOOKS.glob("*.java"))
+    subprocess.run(["javac", "-cp", f"{lib}/*", "-d", str(classes), *sources], check=True)
+    jar = into / "flink-failover-hooks.jar"
+    with zipfile.ZipFile(jar, "w") as out:
+        out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+        for each in sorted(classes.rglob("*.class")):
+            out.write(each, str(each.relative_to(classes)))
+    return jar
+
+
+def _hooked(env: Any) -> None:
+    """The view ``src``: the rows of ``gen`` through the Java map whose master hook writes a master state
+    (``bench/flink_hooks/MasterHookMap.java``)."""
+    from pyflink.datastream import DataStream
+    from pyflink.java_gateway import get_gateway
+
+    rows = env.to_data_stream(env.from_path("gen"))._j_data_stream
+    hook = get_gateway().jvm.flinkfailover.bench.MasterHookMap()
+    env.create_temporary_view("src", env.from_data_stream(DataStream(rows.map(hook, rows.getType()))))
 
 
 def _counts(env: Any, shape: str, operators: int) -> str:
@@ -137,6 +179,12 @@ def _counts(env: Any, shape: str, operators: int) -> str:
             "'fields.n.kind' = 'sequence', 'fields.n.start' = '1', 'fields.n.end' = '400')"
         )
         env.execute_sql("CREATE TEMPORARY VIEW src AS SELECT CAST(MOD(n, 3) + 1 AS INT) AS k FROM gen")
+    elif shape == "masterhook":
+        env.execute_sql(
+            "CREATE TABLE gen (k INT) WITH ('connector' = 'datagen', 'rows-per-second' = '4', "
+            "'fields.k.kind' = 'random', 'fields.k.min' = '1', 'fields.k.max' = '3')"
+        )
+        _hooked(env)
     else:
         env.execute_sql(
             "CREATE TABLE src (k INT) WITH ('connector' = 'datagen', 'rows-per-second' = '4', "
@@ -236,11 +284,19 @@ def main(argv: list[str]) -> int:
         each.add_argument("--memory-threshold", default="")
         each.add_argument("--file-merging", action="store_true")
         each.add_argument(
-            "--shape", choices=("counts", "sources", "backpressure", "finished"), default="counts"
+            "--shape",
+            choices=("counts", "sources", "backpressure", "finished", "masterhook"),
+            default="counts",
         )
         each.add_argument("--unaligned", action="store_true")
         each.add_argument("--changelog", action="store_true")
     args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="flink-failover-jars-") as jars:  # the hook's jar (masterhook)
+        args.jars = jars
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     checkpoints, savepoints = args.out / "ck", args.out / "sp"
     checkpoints.mkdir(parents=True, exist_ok=True)
     savepoints.mkdir(parents=True, exist_ok=True)

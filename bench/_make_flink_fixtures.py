@@ -39,6 +39,7 @@ VARIANTS: dict[str, list[str]] = {
     "unaligned": ["--backend", "hashmap", "--shape", "backpressure", "--unaligned"],  # + coordinator state
     "changelog": ["--backend", "hashmap", "--changelog"],
     "finished": ["--backend", "hashmap", "--shape", "finished"],
+    "masterhook": ["--backend", "hashmap", "--shape", "masterhook"],  # a master state (a Java map's hook)
 }
 # Restored in CLAIM mode: in NO_CLAIM mode (the default) the first checkpoint after restoring a
 # changelog checkpoint fails the job (Flink 2.3.0: "ChangelogStateBackend does not support enforcing a

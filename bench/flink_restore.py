@@ -40,7 +40,9 @@ it (the environment of that version among FLINK_PYTHON and ``.venv-flink*``):
 9. the product chooses the fixture's newest checkpoint (``decide_restore``, checked to every file it
    names) and that Flink restores it with the job's own options (``restart-strategy.type: none``: a
    restore that fails fails the job): the job must still be running after 6 s, and the counts it
-   prints go on from the restored state.
+   prints go on from the restored state; a master hook's fixture (``masterhook``) must also have had its
+   hook handed the master state of the checkpoint chosen (the hook prints what it got, and fails the
+   restore on anything else).
 """
 
 from __future__ import annotations
@@ -311,6 +313,12 @@ def fixture(name: str, pythons: dict[str, str]) -> int:
     after = (
         f"first counts after it: {dict(sorted(first.items()))}" if first else "no counts printed (blackhole)"
     )
+    hooks = [line for line in lines if "masterHook" in line]
+    if each.info["variant"] == "masterhook":
+        if not any(h.get("checkpoint") == h.get("restored") == top for h in hooks):
+            raise AssertionError(f"{name}: the master hook was not handed chk-{top}'s state: {hooks}")
+        told = ", ".join(f"master hook {h['masterHook']} handed state {h['restored']}" for h in hooks)
+        after += f"; {told}"
     print(
         f"  {name}: Flink {each.flink} restored chk-{top} (the product's choice), {after}  [{seconds:.1f} s]"
     )
