@@ -94,6 +94,7 @@ class Metadata:
     size: int  # the file's length
     properties: str = ""  # the checkpoint properties' type (version 4 on): "Checkpoint", "Savepoint", ...
     handles: tuple[HandleMet, ...] = ()  # each handle type held, once, in the order first met
+    master_states: tuple[tuple[str, int], ...] = ()  # each master hook's (identifier, bytes of its state)
 
     @property
     def trailing(self) -> int:
@@ -210,6 +211,7 @@ class _Found:
     inline: int = 0
     subtasks: int = 0
     handles: dict[int, str] = default_factory_field(default_factory=dict)  # type byte -> where first met
+    masters: list[tuple[str, int]] = default_factory_field(default_factory=list)  # (identifier, bytes)
 
     def met(self, kind: int, where: str) -> None:
         self.handles.setdefault(kind, where)
@@ -269,6 +271,7 @@ class _Serializer:
         return Metadata(
             self.version, checkpoint_id, operators, f.subtasks, tuple(f.files), f.inline, r.pos, len(r.data),
             properties, tuple(HandleMet(code, where) for code, where in f.handles.items()),
+            tuple(f.masters),
         )  # fmt: skip
 
     def _count(self, what: str) -> int:
@@ -289,13 +292,14 @@ class _Serializer:
         blob = r.take(size)
         inner = _Reader(blob)
         try:
-            inner.i32()
-            inner.utf()
-            inner.take(inner.i32())
+            inner.i32()  # the hook serializer's version
+            name = inner.utf()  # the hook's identifier
+            state = len(inner.take(inner.i32()))
         except (_Short, _Invalid):
             raise _Invalid("holds a master state whose content is cut short") from None
         if inner.pos != len(blob):
             raise _Invalid("holds a master state with trailing bytes")
+        self.found.masters.append((name, state))
 
     def operator_state(self, number: int) -> None:
         r = self.r
