@@ -11,6 +11,11 @@ verdict (the full check, as before verdicts). Then the shapes: file
 merging at parallelism 128 (a folder per subtask under ``shared/``, 8 under ``taskowned/``) and S3
 entropy injection (each of 500 files below a random prefix of its own), no verdict, default budget.
 
+The proxy runs in a process of its own: its threads (four per connection, and moto opens a connection
+per request) would otherwise take CPU and the GIL from the process measured. The last row is the store's
+floor: the 200 new files' presigned HEADs sent straight to moto, 32 at a time, nothing else: what moto
+alone needs to answer them.
+
 Beside the job without a verdict, the same admission with key ranges off (``FileCheck.ranged`` False:
 ``shared/`` listed by prefix through s3fs, page after page, as before range listings): before and after
 in one run.
@@ -27,16 +32,18 @@ import os
 import tempfile
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import s3fs
+import urllib3
 
 from bench._procstat import cpu_seconds, process_tree
 from bench.restore_trips import _admission
 from tests.support.flinktrees import incremental_metadata
 from tests.support.jobtrees import lookup
 from tests.support.s3 import CREDENTIALS, moto_server, s3_options
-from tests.support.tcpproxy import TcpProxy, tcp_proxy
+from tests.support.tcpproxy import ProxyProcess, tcp_proxy_process
 from webhook.member.handler import MemberHandler
 from webhook.restore.policy import RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage
@@ -131,7 +138,7 @@ def _case(
     name: str,
     policy: RestorePolicy,
     bucket: str,
-    proxy: TcpProxy,
+    proxy: ProxyProcess,
     runs: int = RUNS,
     warm: int = WARM,
     ranged: bool = True,
@@ -166,6 +173,28 @@ def _case(
 _RANGED = FileCheck.ranged
 
 
+def _floor(fs: s3fs.S3FileSystem, bucket: str, runs: int = RUNS) -> str:
+    """The store alone: chk-3's ``NEW`` new files HEADed straight at moto (presigned, 32 at a time, no
+    round-trip time, no product): wall clock and moto's CPU per batch."""
+    named = sorted(fs.find(f"{bucket}/ck/{JOB}/shared"))[-NEW:]  # any NEW of them: moto's cost is per request
+    urls = [fs.url(key, expires=300, client_method="head_object") for key in named]
+    pool = urllib3.PoolManager(maxsize=32)
+    moto = _moto_pids()
+    times, theirs = [], []
+    with ThreadPoolExecutor(32) as lanes:
+        for i in range(WARM + runs):
+            started, store = time.perf_counter(), cpu_seconds(moto)
+            statuses = set(lanes.map(lambda url: pool.request("HEAD", url).status, urls))
+            assert statuses == {200}, statuses
+            if i >= WARM:
+                times.append((time.perf_counter() - started) * 1000)
+                theirs.append((cpu_seconds(moto) - store) * 1000)
+    return (
+        f"| the store alone: {NEW} presigned HEADs straight to moto, 32 at a time | - | {_p(times, 0.5):.0f} "
+        f"| {_p(times, 0.99):.0f} | - | {_p(theirs, 0.5):.0f} | - | {NEW} | - |"
+    )
+
+
 def main() -> int:
     sizes = [10_000] + ([int(os.environ["VERDICTS_LARGE"])] if os.environ.get("VERDICTS_LARGE") else [])
     with (
@@ -180,8 +209,7 @@ def main() -> int:
             _job(direct, endpoint, f"full-{files}", files, verdict=False)
         _merging(direct, "merging-128")
         _entropy(direct, "entropy-500")
-        with tcp_proxy(port) as proxy:
-            proxy.latency(float(os.environ.get("VERDICTS_RTT", RTT)))
+        with tcp_proxy_process(port, float(os.environ.get("VERDICTS_RTT", RTT))) as proxy:
             options = {"s3": {"endpoint_url": proxy.endpoint, **CREDENTIALS}}
             wide = RestorePolicy(storage_options=options, deadline_seconds=30, verify_budget=1000)
             default = RestorePolicy(storage_options=options)
@@ -205,6 +233,7 @@ def main() -> int:
             merging = "file merging, parallelism 128, default policy, key ranges off (before)"
             print(_case(merging, default, "merging-128", proxy, ranged=False))
             print(_case("entropy injection, 500 files, default policy", default, "entropy-500", proxy))
+            print(_floor(direct, "verdict-10000"))
     return 0
 
 

@@ -3,7 +3,10 @@ them, each found in its folder's listing at its length, the checkpoint id its di
 
 from __future__ import annotations
 
-from webhook.common.paths import StoragePath
+from hypothesis import given
+from hypothesis import strategies as st
+
+from webhook.common.paths import StoragePath, StoragePathError
 from webhook.restore.checks import judge, missing, named_files
 from webhook.restore.metadata import FileScope, Metadata, NamedFile, NewerFormat, Unreadable
 from webhook.restore.policy import DEFAULT_ALLOWED_SCHEMES, NewerMetadata
@@ -86,3 +89,39 @@ def test_a_newer_format_is_trusted_by_its_header_only_or_skipped() -> None:
         "_metadata is that of checkpoint 5"
     )
     assert judge(NewerFormat(8, 4), 4, NewerMetadata.SKIP).problem.endswith("(policy onNewerMetadata: skip)")
+
+
+# Names as a _metadata may carry them: schemes, folders and file names made of path-ish characters,
+# controls, dots and slashes, so that both the shortcut and its fall-backs to StoragePath.parse run.
+_PIECE = st.text(st.sampled_from([*"ab9-_.:/@", "\x00", "\x1f", "\x7f", "\u00e9", " "]), max_size=6)
+_URI = st.builds(
+    lambda scheme, parts: f"{scheme}{'/'.join(parts)}",
+    st.sampled_from(["s3://", "s3a://", "gs://", "file://", "file:/", "/", "ftp://", "s3:/", ""]),
+    st.lists(_PIECE, max_size=5),
+)
+
+
+@given(st.lists(_URI, min_size=1, max_size=6))
+def test_a_named_absolute_file_is_the_path_parse_makes_of_it_or_the_same_refusal(uris: list[str]) -> None:
+    """named_files parses each folder once and checks names by regex: the same places as parsing every
+    URI in full, canonically spelled, and a refusal exactly where parsing refuses."""
+    files = [NamedFile(uri, FileScope.ABSOLUTE, 1, "op") for uri in uris]
+    found = named_files(metadata(*files), SNAPSHOT, ("s3", "s3a", "gs", "file"))
+    expected: dict[StoragePath, None] = {}
+    for uri in uris:
+        try:
+            path = StoragePath.parse(uri)
+        except StoragePathError:
+            assert found.problem.startswith(f"_metadata names {uri[:200]!r}, which is no path"), found
+            return
+        if path.scheme not in ("s3", "s3a", "gs", "file"):
+            assert "allowedSchemes" in found.problem, found
+            return
+        expected[path.canonical] = None
+    assert found.problem == ""
+    assert [f.path for f in found.files] == list(expected)
+    for f in found.files:  # the parent and name kept on the path are what its text says
+        folder, _, name = f.path.path.rpartition("/")
+        parent = f.path.parent
+        assert (parent.path, parent.authority, f.path.name) == (folder or "/", f.path.authority, name)
+        assert f.path.canonical is f.path

@@ -86,7 +86,19 @@ def test_storage_paths(uri: str, text: str, protocol: str, fs_path: str) -> None
 
 
 @pytest.mark.parametrize(
-    "uri", ["", "s3://", "s3:///key", "ftp://h/x", "rel/path", "/a/../b", "file://host/x", "/a\x00b"]
+    "uri",
+    [
+        "",
+        "s3://",
+        "s3:///key",
+        "ftp://h/x",
+        "rel/path",
+        "/a/../b",
+        "file://host/x",
+        "/a\x00b",
+        "s3://b/x\x7fy",
+        "s3://b/x\x1fy",
+    ],
 )
 def test_bad_storage_paths(uri: str) -> None:
     with pytest.raises(StoragePathError):

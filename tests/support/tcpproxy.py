@@ -5,21 +5,27 @@ partition as the client sees it); ``slow(seconds)`` delays every chunk by that m
 (storage slower than any deadline); ``latency(rtt)`` delivers every chunk rtt/2 after it arrived, in
 each direction, without delaying the chunks behind it (a network round-trip time: a request and its
 answer take one ``rtt`` more, however many packets they are); ``heal()`` passes traffic again.
+``tcp_proxy_process`` runs a latency proxy in a process of its own, for benchmarks that measure the CPU
+of their own process.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import queue
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from typing import Any
 
 
 class TcpProxy:
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_port: int, counter: Any = None) -> None:
+        """``counter``: a ``multiprocessing.Value`` the requests are counted in (``tcp_proxy_process``)."""
         self.target_port = target_port
+        self._counter = counter
         self._listener = socket.socket()
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._listener.bind(("127.0.0.1", 0))
@@ -29,12 +35,16 @@ class TcpProxy:
         self._cut = False
         self._delay = 0.0
         self._one_way = 0.0
-        self.requests = 0  # HTTP requests seen from clients on delayed connections (latency mode)
+        self._requests = 0  # HTTP requests seen from clients on delayed connections (latency mode)
         self._open: set[socket.socket] = set()
         self._lock = threading.Lock()
         self._halt = threading.Event()
         self._thread = threading.Thread(target=self._accept, name="tcp-proxy", daemon=True)
         self._thread.start()
+
+    @property
+    def requests(self) -> int:
+        return int(self._counter.value) if self._counter is not None else self._requests
 
     @property
     def endpoint(self) -> str:
@@ -99,8 +109,12 @@ class TcpProxy:
                 while not self._halt.is_set():
                     data = source.recv(65536)
                     if counts and data.split(b" ", 1)[0] in _METHODS:
-                        with self._lock:
-                            self.requests += 1
+                        if self._counter is not None:
+                            with self._counter.get_lock():
+                                self._counter.value += 1
+                        else:
+                            with self._lock:
+                                self._requests += 1
                     chunks.put((time.monotonic() + one_way, data))
                     if not data:
                         return
@@ -169,6 +183,54 @@ def _close(sock: socket.socket) -> None:
 @contextmanager
 def tcp_proxy(target_port: int) -> Iterator[TcpProxy]:
     proxy = TcpProxy(target_port)
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
+class ProxyProcess:
+    """A latency proxy in a process of its own, so that its threads take no CPU (and no GIL) from the
+    process measured (``bench verdicts``): ``endpoint`` and ``requests`` as ``TcpProxy``'s."""
+
+    def __init__(self, target_port: int, rtt: float) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._counter = context.Value("q", 0)
+        port = context.Value("i", 0)
+        ready = context.Event()
+        self._process = context.Process(
+            target=_serve, args=(target_port, rtt, self._counter, port, ready), name="tcp-proxy", daemon=True
+        )
+        self._process.start()
+        if not ready.wait(30):
+            self._process.kill()
+            raise RuntimeError("the proxy process did not start within 30 s")
+        self.port = int(port.value)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def requests(self) -> int:
+        return int(self._counter.value)
+
+    def close(self) -> None:
+        self._process.kill()
+        self._process.join(5)
+
+
+def _serve(target_port: int, rtt: float, counter: Any, port: Any, ready: Any) -> None:
+    proxy = TcpProxy(target_port, counter)
+    proxy.latency(rtt)
+    port.value = proxy.port
+    ready.set()
+    threading.Event().wait()  # until killed
+
+
+@contextmanager
+def tcp_proxy_process(target_port: int, rtt: float) -> Iterator[ProxyProcess]:
+    proxy = ProxyProcess(target_port, rtt)
     try:
         yield proxy
     finally:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from webhook.common.paths import StoragePath, StoragePathError
+from webhook.common.paths import CONTROL_CHARACTERS, StoragePath, StoragePathError
 from webhook.restore.compat import NOT_STATED, Target, cannot_read
 from webhook.restore.metadata import FileScope, Metadata, MetadataRead, NewerFormat, Unreadable
 from webhook.restore.policy import NewerMetadata
@@ -113,17 +113,18 @@ def named_files(metadata: Metadata, snapshot: StoragePath, allowed_schemes: tupl
 
 
 def _parse(uri: str, folders: dict[str, StoragePath]) -> StoragePath:
-    """``StoragePath.parse(uri)``, its folder parsed once for all its files (same result, same errors)."""
+    """``StoragePath.parse(uri)`` (perhaps in its canonical spelling, which the caller takes anyway), its
+    folder parsed once for all its files (the same errors)."""
     head, _, name = uri.rpartition("/")
     _scheme, sep, rest = head.partition("://")
     if not sep or "/" not in rest or name in ("", ".", "..") or len(uri) > 4096:
         return StoragePath.parse(uri)
-    if any(ord(c) < 0x20 or c == "\x7f" for c in name):
+    if CONTROL_CHARACTERS.search(name):
         return StoragePath.parse(uri)
     folder = folders.get(head)
     if folder is None:
         try:
-            folder = folders[head] = StoragePath.parse(head)
+            folder = folders[head] = StoragePath.parse(head).canonical
         except StoragePathError:
             return StoragePath.parse(uri)
     return folder.child(name)
