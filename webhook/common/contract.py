@@ -25,6 +25,9 @@ STARTED_FROM = "started-from"  # annotation, optional: the snapshot the job name
 RESTORE_DECISION = "restore-decision"  # restored | held | suspended | stateless
 RESTORED_FROM = "restored-from"
 RESTORED_JOB_ID = "restored-job-id"
+# What the restore decided from (jobId, directories, parent, session cluster, Flink): the only source later
+# decisions read (restore/record.py); carried over from the old object on every UPDATE.
+RESTORE_RECORD = "restore-record"
 
 # One running copy (the member role's fencing agent, docs/failover.md).
 HOLD = "hold"  # annotation on a restored object held suspended: whom it waits for, until when

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from webhook.common.contract import FENCED, LAST_SAVEPOINT, STARTED_FROM
+from webhook.common.contract import FENCED, LAST_SAVEPOINT, RESTORE_RECORD, STARTED_FROM
 from webhook.common.flink import (
     CHECKPOINT_DIR_KEYS,
     SAVEPOINT_DIR_KEYS,
@@ -29,6 +29,7 @@ from webhook.restore.outcome import (
     triggered,
 )
 from webhook.restore.policy import Fallback, RestorePolicy
+from webhook.restore.record import make_record
 from webhook.restore.snapshots import (
     Candidate,
     SnapshotLookup,
@@ -39,7 +40,7 @@ from webhook.restore.snapshots import (
     choose,
     newest,
 )
-from webhook.restore.updates import carry_over, held_before, keep_fenced
+from webhook.restore.updates import carry_over, held_before, keep_fenced, refuse_held_change
 
 
 @dataclass(frozen=True)
@@ -78,14 +79,13 @@ def decide_restore(
     """
     if operation == "UPDATE" and old is not None and old.labels.get(policy.key(FENCED)):
         return keep_fenced(resource, old, policy)
-    if (
-        operation == "UPDATE"
-        and held_before(old, policy)
-        and resource.job is not None
-        and not resource.deleting
-    ):
+    if operation == "UPDATE" and held_before(old, policy) and not resource.deleting and old is not None:
         # Decided from the old object before the new one's labels: an edit that drops the trigger
-        # labels (a GitOps tool applying the base manifest) must not start a held job.
+        # labels (a GitOps tool applying the base manifest) must not start a held job, and one that
+        # moves where its state lives or who owns it is refused.
+        refused = None if from_agent else refuse_held_change(resource, old, policy)
+        if refused is not None:
+            return refused
         return carry_over(resource, old, policy, requester, from_agent, agent_unknown)
     if operation not in ("CREATE", "UPDATE") or not triggered(resource, policy):
         return RestoreDecision(RestoreOutcome.SKIP, "no failover label")
@@ -136,7 +136,12 @@ def decide_restore(
             # The session job's own settings win over the cluster's, as in the operator.
             merged = {**cluster.configuration, **resource.configuration}
             resource = replace(resource, configuration=merged)
-    return _resolve(resource, job_id, policy, lookup, warnings, own, cluster)
+    decision = _resolve(resource, job_id, policy, lookup, warnings, own, cluster)
+    if decision.outcome in (RestoreOutcome.RESTORED, RestoreOutcome.SUSPENDED):
+        record = make_record(own, resource, cluster, job_id, policy, requester)
+        annotations = {**decision.annotations, policy.key(RESTORE_RECORD): record.encode()}
+        decision = replace(decision, annotations=annotations)
+    return decision
 
 
 def restoring_flink(own: FlinkResource, cluster: FlinkResource | None, policy: RestorePolicy) -> Target:
@@ -182,8 +187,10 @@ def _resolve(
     if checkpoint_dir is None:
         checkpoint_from = ""
     target = restoring_flink(own, cluster, policy)
+    # A session job's directories may be its cluster's: it declares no state only when that was read.
+    all_read = own.kind != "FlinkSessionJob" or cluster is not None
     decision = _resolve_dirs(
-        resource, job_id, policy, lookup, warnings, checkpoint_dir, savepoint_dir, target
+        resource, job_id, policy, lookup, warnings, checkpoint_dir, savepoint_dir, target, all_read
     )
     return replace(decision, checkpoint_dir_from=checkpoint_from) if checkpoint_from else decision
 
@@ -197,6 +204,7 @@ def _resolve_dirs(
     checkpoint_dir: StoragePath | None,
     savepoint_dir: StoragePath | None,
     target: Target = NOT_STATED,
+    all_read: bool = True,
 ) -> RestoreDecision:
     job_dir: StoragePath | None = None
     if checkpoint_dir is not None and job_id:
@@ -207,6 +215,21 @@ def _resolve_dirs(
     started_from = _started_from(resource, job_id, roots, policy, warnings)
 
     if job_dir is None and savepoint is None and listed_dir is None and started_from is None:
+        no_dirs = checkpoint_dir is None and savepoint_dir is None
+        if no_dirs and all_read and resource.upgrade_mode == "stateless":
+            # It keeps no state anywhere and says so: nothing to wait for, nothing to lose.
+            why = (
+                "the job declares no state (upgradeMode stateless, no checkpoint or savepoint directory "
+                f"in {_checkpoint_dir_places(resource)}): started as declared, nothing to restore"
+            )
+            warnings.append(why)
+            return RestoreDecision(
+                RestoreOutcome.STATELESS,
+                why,
+                job_id=job_id,
+                warnings=tuple(warnings),
+                annotations=decision_annotations(policy, RestoreOutcome.STATELESS, job_id),
+            )
         if checkpoint_dir is None and savepoint_dir is None:
             why = f"no checkpoint directory configured ({_checkpoint_dir_places(resource)})"
         elif checkpoint_dir is None:

@@ -21,6 +21,7 @@ from webhook.common.contract import (
     RELEASE_REQUESTED_BY,
     RELEASED,
     RESTORE_DECISION,
+    RESTORE_RECORD,
     RESTORED_FROM,
     RESTORED_JOB_ID,
 )
@@ -33,6 +34,7 @@ from webhook.restore.outcome import (
     triggered,
 )
 from webhook.restore.policy import RestorePolicy
+from webhook.restore.record import RestoreRecord, record_of
 
 
 def carry_over(
@@ -87,6 +89,7 @@ def carry_over(
         if job_id:
             annotations[policy.key(RESTORED_JOB_ID)] = job_id
         _keep_epoch(resource, old, policy, annotations)
+        _keep_record(resource, old, policy, annotations)
         notes = list(decision.warnings)
         labels: dict[str, str] = {}
         if held:
@@ -115,7 +118,12 @@ def carry_over(
                 )
                 annotations[policy.key(RELEASED)] = old.annotations.get(policy.key(RELEASED), "")
             asked_by = policy.key(RELEASE_REQUESTED_BY)
-            if _release_asked(resource, old, policy):
+            template = _template_release(resource, old, policy, requester)
+            if template:
+                notes.append(template)
+                if resource.annotations.get(asked_by) or old.annotations.get(asked_by):
+                    annotations[asked_by] = old.annotations.get(asked_by, "")
+            elif _release_asked(resource, old, policy):
                 annotations[asked_by] = requester or "unknown"
             elif resource.annotations.get(asked_by) or old.annotations.get(asked_by):
                 annotations[asked_by] = old.annotations.get(asked_by, "")  # never set by the request itself
@@ -124,23 +132,137 @@ def carry_over(
         return replace(
             decision, spec_job=spec_job, annotations=annotations, labels=labels, warnings=tuple(notes)
         )
-    spec_job = {}
-    warnings: tuple[str, ...] = ()
-    if recorded == RestoreOutcome.SUSPENDED and not resource.initial_savepoint_path:
-        spec_job["state"] = "suspended"  # a re-applied template must not start the held job empty
-        warnings = (
-            "job stays held suspended (carried over from the previous object): nothing restorable was "
-            "found when it was created; set spec.job.initialSavepointPath or state: running by hand",
-        )
+    annotations = decision_annotations(policy, RestoreOutcome(recorded), job_id)
+    _keep_record(resource, old, policy, annotations)
+    if recorded == RestoreOutcome.SUSPENDED:
+        return _suspended(resource, old, policy, requester, job_id, annotations)
     return RestoreDecision(
         RestoreOutcome(recorded),
         "carried over from the previous object",
         job_id=job_id,
         carried=True,
-        warnings=warnings,
-        spec_job=spec_job,
-        annotations=decision_annotations(policy, RestoreOutcome(recorded), job_id),
+        annotations=annotations,
     )
+
+
+# How a job held for want of state is started by a person (the warning of every UPDATE that keeps it).
+SUSPENDED_WAYS_OUT = (
+    "set spec.job.initialSavepointPath to the snapshot it should start from, or start it without state "
+    "with the annotation {release}=true (flink-failover release); a re-applied template or state: running "
+    "alone keeps it suspended"
+)
+
+
+def _suspended(
+    resource: FlinkResource,
+    old: FlinkResource,
+    policy: RestorePolicy,
+    requester: str,
+    job_id: str,
+    annotations: dict[str, str],
+) -> RestoreDecision:
+    """A job held for want of state (nothing restorable when it was created) stays held through every
+    UPDATE but a person's way out, which is recorded: a restore path set on it (the decision becomes
+    ``restored`` from that path, so later re-applied templates keep it), or the release annotation (the
+    decision becomes ``stateless``: started empty, as asked)."""
+    who = requester or "an unknown user"
+    path = resource.initial_savepoint_path
+    if path and path != old.initial_savepoint_path:
+        note = f"started from spec.job.initialSavepointPath {path}, set by {who}"
+        annotations = {
+            **annotations,
+            policy.key(RESTORE_DECISION): RestoreOutcome.RESTORED.value,
+            policy.key(RESTORED_FROM): path,
+        }
+        return RestoreDecision(
+            RestoreOutcome.RESTORED,
+            note,
+            job_id=job_id,
+            path=path,
+            carried=True,
+            warnings=(note,),
+            annotations=annotations,
+        )
+    template = _template_release(resource, old, policy, requester)
+    if not template and _asked_now(resource, old, policy):
+        note = (
+            f"started without state: release asked by {who} (nothing restorable was found when it was "
+            "created)"
+        )
+        annotations = {
+            **annotations,
+            policy.key(RESTORE_DECISION): RestoreOutcome.STATELESS.value,
+            policy.key(RELEASED): f"manual: {note}",
+            policy.key(RELEASE): "",
+        }
+        return RestoreDecision(
+            RestoreOutcome.STATELESS,
+            note,
+            job_id=job_id,
+            carried=True,
+            warnings=(note,),
+            annotations=annotations,
+        )
+    ways = SUSPENDED_WAYS_OUT.format(release=policy.key(RELEASE))
+    warnings = [
+        "job stays held suspended (carried over from the previous object): nothing restorable was found "
+        f"when it was created; {ways}"
+    ]
+    if template:
+        warnings.append(template)
+    return RestoreDecision(
+        RestoreOutcome.SUSPENDED,
+        "carried over from the previous object",
+        job_id=job_id,
+        carried=True,
+        warnings=tuple(warnings),
+        spec_job={"state": "suspended"},
+        annotations=annotations,
+    )
+
+
+def refuse_held_change(
+    resource: FlinkResource, old: FlinkResource, policy: RestorePolicy
+) -> RestoreDecision | None:
+    """While a copy is held (its old copy not known stopped), an UPDATE that moves where its state lives
+    or who owns it is refused: the agent, its release and the fence all stand on what the restore saw.
+    None: nothing of that changed."""
+    changes: list[str] = []
+    if resource.job is None:
+        changes.append("removes spec.job")
+    for what, before, after in (
+        ("checkpoint directory", old.checkpoint_dir, resource.checkpoint_dir),
+        ("savepoint directory", old.savepoint_dir, resource.savepoint_dir),
+        (
+            "checkpoints' job subdirectory (create-subdir)",
+            old.checkpoints_in_job_subdir,
+            resource.checkpoints_in_job_subdir,
+        ),
+        ("session cluster (spec.deploymentName)", old.deployment_name, resource.deployment_name),
+        (
+            "FlinkBlueGreenDeployment owner (ownerReferences)",
+            old.blue_green_parent,
+            resource.blue_green_parent,
+        ),
+    ):
+        if resource.job is not None and before != after:
+            changes.append(f"changes its {what} from {str(before)[:200]!r} to {str(after)[:200]!r}")
+    for label in policy.job_id_labels:
+        before, after = old.labels.get(label, ""), resource.labels.get(label, "")
+        if after and after != before:
+            changes.append(f"changes label {label} from {before[:64]!r} to {after[:64]!r}")
+    if not changes:
+        return None
+    hold = old.annotations.get(policy.key(HOLD), "")
+    where = f"{old.kind} {old.namespace}/{old.name}"
+    message = (
+        f"{where} is held for fencing ({hold[:300]}); this update {'; '.join(changes)}: that moves where the "
+        "restored job's state lives or who owns it, which the hold and its release stand on. Put it back; "
+        f"or release the hold (flink-failover release {old.namespace}/{old.name}: the fencing agent starts "
+        "it from the newest checkpoint once the old copy has stopped, then change it); or abandon this "
+        "restore (delete the object)"
+    )
+    return RestoreDecision(RestoreOutcome.DENIED, message)
 
 
 def held_before(old: FlinkResource | None, policy: RestorePolicy) -> bool:
@@ -163,6 +285,46 @@ def _keep_epoch(
         annotations[key] = old.annotations[key]
     elif resource.annotations.get(key):
         annotations[key] = ""  # none was recorded: the request cannot make one up
+
+
+def _keep_record(
+    resource: FlinkResource, old: FlinkResource, policy: RestorePolicy, annotations: dict[str, str]
+) -> None:
+    """The restore record is the old object's, never the request's (it is what later decisions read). A
+    template's release, once the template no longer carries it, is no longer a template's."""
+    key = policy.key(RESTORE_RECORD)
+    recorded = old.annotations.get(key, "")
+    if recorded:
+        annotations[key] = recorded
+    elif resource.annotations.get(key):
+        annotations[key] = ""  # none was recorded: the request cannot make one up
+
+
+def _template_release(
+    resource: FlinkResource, old: FlinkResource, policy: RestorePolicy, requester: str
+) -> str:
+    """Why a ``release: "true"`` of this update is no request ("" when it may be one): the CREATE's
+    template carried it and the identity that created the object (Karmada) re-applies it."""
+    record = record_of(old, policy)
+    if not isinstance(record, RestoreRecord) or not record.template_release:
+        return ""
+    if resource.annotations.get(policy.key(RELEASE), "").strip().lower() != "true":
+        return ""
+    if record.created_by and requester != record.created_by:
+        return ""
+    return (
+        f"{policy.key(RELEASE)}=true re-applied by {requester or 'an unknown user'}, who created the object "
+        f"from a template that carries it, {RELEASE_IGNORED}: a release is asked by a person after the hold "
+        "(remove the annotation from the resource template)"
+    )
+
+
+def _asked_now(resource: FlinkResource, old: FlinkResource, policy: RestorePolicy) -> bool:
+    """``release: "true"`` set by this update (it was not set before)."""
+    key = policy.key(RELEASE)
+    return resource.annotations.get(key, "").strip().lower() == "true" and (
+        old.annotations.get(key, "").strip().lower() != "true"
+    )
 
 
 def _started(resource: FlinkResource) -> bool:
