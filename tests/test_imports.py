@@ -44,6 +44,7 @@ PURE_CORE = (
     "webhook.restore.compat",
     "webhook.restore.outcome",
     "webhook.restore.updates",
+    "webhook.restore.record",
     "webhook.restore.checks",
     "webhook.restore.verdict",
     "webhook.restore.fencing_policy",
@@ -93,8 +94,8 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("fencing_policy",),  # its fencing part (one running copy's timings), declared once
         ("policy",),  # the restore policy, declared once
         # Flink's _metadata read from bytes; what a decision is; what the decision asks storage (pure);
-        # which policy file is read
-        ("metadata", "outcome", "snapshots", "policy_file"),
+        # which policy file is read; what a restore decided from, kept on the object (pure)
+        ("metadata", "outcome", "snapshots", "policy_file", "record"),
         ("updates", "checks"),  # what an UPDATE keeps; is a snapshot restorable (both pure)
         ("decide", "verdict"),  # the decision; what a full check found, kept (both pure)
         ("storage",),  # the I/O edge: listed, verified, searched through fsspec

@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from webhook.common.events import EventSink, NoEvents
-from webhook.common.flink import BLUE_GREEN
+from webhook.common.flink import BLUE_GREEN, FlinkResource
 from webhook.common.kubeclient import ApiFailure
 from webhook.fencing import copies, metrics, verdicts
 from webhook.fencing.copies import Copy, CopyState
@@ -105,6 +105,8 @@ class FencingAgent:
         self._inflight: dict[Workload, asyncio.Task[Step]] = {}
         self._urgent: set[Workload] = set()  # stopping or held at the last poll: looked at between polls
         self._next_poll = 0.0
+        # The session clusters of the last listing: a session job's directories may be its cluster's.
+        self._sessions: copies.SessionClusters = {}
 
     @property
     def policy(self) -> RestorePolicy:
@@ -165,7 +167,7 @@ class FencingAgent:
         for workload, obj in zip(urgent, found, strict=True):
             if obj is None or isinstance(obj, ApiFailure):
                 continue
-            copy = copies.read_copy({**obj, "kind": workload.kind}, self.policy)
+            copy = copies.read_copy({**obj, "kind": workload.kind}, self.policy, self._sessions)
             if copy.workload.kind == BLUE_GREEN and copy.target is None:
                 continue  # a held parent needs its children's listing: the next poll
             if copy.state not in _URGENT and copy.state is not CopyState.FENCED:
@@ -253,7 +255,8 @@ class FencingAgent:
             objects += listed
         if not self.report.listed(kinds):
             return None
-        found = [copies.read_copy(obj, self.policy) for obj in objects]
+        self._sessions = _session_clusters(objects)
+        found = [copies.read_copy(obj, self.policy, self._sessions) for obj in objects]
         return copies.with_children(found)
 
     def _remember(self, copy: Copy, now: float) -> None:
@@ -351,6 +354,18 @@ class FencingAgent:
     def close(self) -> None:
         self.executors.cancel()
         self.lanes.close()
+
+
+def _session_clusters(objects: list[Mapping[str, Any]]) -> copies.SessionClusters:
+    """The listed FlinkDeployments without a job (session clusters), by namespace and name."""
+    found: dict[tuple[str, str], FlinkResource] = {}
+    for obj in objects:
+        if obj.get("kind") != "FlinkDeployment":
+            continue
+        resource = FlinkResource.from_object(obj)
+        if resource.job is None:
+            found[(resource.namespace, resource.name)] = resource
+    return found
 
 
 def _running(task: asyncio.Task[Step] | None) -> bool:

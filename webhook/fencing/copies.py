@@ -35,6 +35,7 @@ from webhook.fencing.operator import OperatorReport, operator_report
 from webhook.fencing.protocol import Fence, HoldVerdict, Ownership, ReleaseCause, Waiting
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
 from webhook.restore.policy import RestorePolicy
+from webhook.restore.record import RestoreRecord, record_of
 
 NOT_REPORTED = OperatorReport(False, "")
 HELD_DECISION = RestoreOutcome.HELD.value
@@ -74,6 +75,9 @@ class Copy:
     target: Workload | None = None
     # A held FlinkBlueGreenDeployment: its children the agent saw (a release starts them).
     children: tuple[str, ...] = ()
+    # A FlinkSessionJob's session cluster (its directories and Flink): as the restore recorded it, else as
+    # the agent's listing shows it; None when neither knows it.
+    session: FlinkResource | None = None
 
     @property
     def patched(self) -> Workload:
@@ -149,8 +153,51 @@ def workload_of(resource: FlinkResource) -> Workload:
     return Workload(resource.kind, resource.namespace, resource.name)
 
 
-def read_copy(obj: Mapping[str, Any], policy: RestorePolicy) -> Copy:
-    resource = FlinkResource.from_object(obj)
+# (namespace, name) -> a session cluster FlinkDeployment the agent listed
+SessionClusters = Mapping[tuple[str, str], FlinkResource]
+
+
+def as_restored(
+    resource: FlinkResource, policy: RestorePolicy, sessions: SessionClusters | None = None
+) -> tuple[FlinkResource, FlinkResource | None]:
+    """The object as its restore saw it (``restore/record.py``: the recorded jobId, directories, parent
+    and restoring Flink over whatever the object says now), with a session job's cluster settings merged
+    in; and that session cluster. An object without a record (never restored here) is read as it is."""
+    record = record_of(resource, policy)
+    listed = (sessions or {}).get((resource.namespace, resource.deployment_name))
+    if isinstance(record, RestoreRecord):
+        view = record.view(resource, policy)
+        session = None
+        if record.kind == "FlinkSessionJob" and record.session_cluster:
+            session = _recorded_cluster(record, resource.namespace) if not record.cluster_unread else listed
+        if session is not None and record.cluster_unread:
+            view = replace(view, configuration={**session.configuration, **view.configuration})
+        return view, session
+    if resource.kind == "FlinkSessionJob" and listed is not None:
+        return replace(resource, configuration={**listed.configuration, **resource.configuration}), listed
+    return resource, None
+
+
+def _recorded_cluster(record: RestoreRecord, namespace: str) -> FlinkResource:
+    """The session cluster as the restore read it: the Flink it runs (its directories are in the view)."""
+    return FlinkResource(
+        kind="FlinkDeployment",
+        namespace=namespace,
+        name=record.session_cluster,
+        labels={},
+        annotations={},
+        job=None,
+        configuration=dict(record.claim),
+        flink_version=record.flink_version,
+        image=record.image,
+    )
+
+
+def read_copy(obj: Mapping[str, Any], policy: RestorePolicy, sessions: SessionClusters | None = None) -> Copy:
+    """``sessions``: the session clusters the agent listed (a session job's directories may be its
+    cluster's). Where the copy's state lives, its jobId to restore and its parent are the restore
+    record's (``as_restored``)."""
+    resource, session = as_restored(FlinkResource.from_object(obj), policy, sessions)
     status = as_map(as_map(obj.get("status")).get("jobStatus"))
     job_id = str(status.get("jobId") or "")
     hold = resource.annotations.get(policy.key(HOLD), "")
@@ -194,6 +241,7 @@ def read_copy(obj: Mapping[str, Any], policy: RestorePolicy) -> Copy:
         str(as_map(obj.get("metadata")).get("uid") or ""),
         str(obj.get("apiVersion") or "flink.apache.org/v1beta1"),
         Workload(resource.kind, resource.namespace, resource.name) if resource.blue_green_parent else None,
+        session=session,
     )
 
 

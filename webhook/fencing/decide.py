@@ -481,7 +481,9 @@ def resume_query(copy: Copy, policy: RestorePolicy) -> SnapshotQuery | None:
         root,
         savepoint_dir_of(copy.resource, policy),
         copy.job_id,
-        target=restoring_flink(copy.resource, None, policy),  # what its Flink cannot load is passed over
+        target=restoring_flink(
+            copy.resource, copy.session, policy
+        ),  # what its Flink cannot load is passed over
     )
     return checked_as(query, policy)  # checked as a restore checks it (whole _metadata, named files)
 

@@ -52,7 +52,7 @@ from webhook.fencing.protocol import ReleaseCause
 from webhook.fencing.records import FencingStore, fence_body
 from webhook.fencing.renewer import Renewer
 from webhook.fencing.verdicts import VERDICT_BUDGET_FACTOR, VERDICT_DEADLINE_SECONDS, VERDICTS_AT_ONCE
-from webhook.restore.decide import decide_restore
+from webhook.restore.decide import SessionCluster, SessionClusterLookup, decide_restore
 from webhook.restore.policy import RestorePolicy
 from webhook.restore.snapshots import SnapshotQuery, Snapshots, StorageError
 from webhook.restore.storage.backends import Deadline
@@ -295,7 +295,11 @@ class Executors:
                 answered.append(found)
                 return found
 
-            decision = decide_restore("CREATE", copy.resource, None, self.policy, lookup)
+            # As the restore recorded it (copies.as_restored): its jobId, directories and Flink, and a
+            # session job's cluster, never what the object says now.
+            decision = decide_restore(
+                "CREATE", copy.resource, None, self.policy, lookup, _session_of(copy), from_agent=True
+            )
             return newest_known(decision, answered[-1] if answered else None, admitted)
 
         try:
@@ -397,6 +401,14 @@ class Executors:
         for task in list(self._background):
             task.cancel()
         self._verdict_threads.shutdown(wait=False, cancel_futures=True)
+
+
+def _session_of(copy: Copy) -> SessionClusterLookup | None:
+    """A session job's cluster as the copy knows it (recorded or listed); None for other kinds."""
+    if copy.resource.kind != "FlinkSessionJob":
+        return None
+    session = copy.session
+    return lambda _namespace, _name: SessionCluster(session)
 
 
 def _mono() -> float:

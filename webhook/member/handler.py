@@ -170,14 +170,29 @@ class MemberHandler:
         old = FlinkResource.from_object(request.old_object) if request.old_object is not None else None
         clusters: SessionClusterLookup | None = None
         source = self.session_clusters
+        session: SessionCluster | None = None
         if source is not None:
+            read: dict[tuple[str, str], SessionCluster] = {}
 
             def clusters(namespace: str, name: str) -> SessionCluster:
-                return source(namespace, name, max(deadline.remaining(), 0.001))
+                if (namespace, name) not in read:  # once per admission: the fence and the restore share it
+                    read[(namespace, name)] = source(namespace, name, max(deadline.remaining(), 0.001))
+                return read[(namespace, name)]
+
+            if (
+                resource.kind == "FlinkSessionJob"
+                and resource.deployment_name
+                and request.operation == "CREATE"
+            ):
+                session = clusters(resource.namespace, resource.deployment_name)
 
         known = self.identity.current()
         from_agent = known.accepts(request.user)
-        if resource.blue_green_parent and not triggered(resource, self.policy):
+        # A child is judged by the parent it had (an UPDATE that drops its ownerReferences is one).
+        child_of = (
+            old.blue_green_parent if old is not None and old.blue_green_parent else resource.blue_green_parent
+        )
+        if child_of and not triggered(resource, self.policy):
             kept = self._child_held(request, resource, old, from_agent, deadline)
             if kept is not None:
                 if not request.dry_run:
@@ -191,9 +206,11 @@ class MemberHandler:
             audit = RestoreAudit(reason=reason, path=resource.initial_savepoint_path)
             return allowed(request, RestoreOutcome.SKIP, audit)
         pending = None
+        # Fenced where its state lives: a session job's directories may be its session cluster's.
+        fenced = with_session_cluster(resource, session.resource if session is not None else None)
         if self.fencing is not None and _fences(request, resource, self.policy):
             # beside the lookup, on the storage's lane
-            pending = self.fencing.begin(resource, request.dry_run, self._pool, deadline.remaining())
+            pending = self.fencing.begin(fenced, request.dry_run, self._pool, deadline.remaining())
         decision = decide_restore(
             request.operation,
             resource,
@@ -208,7 +225,7 @@ class MemberHandler:
         if decision.storage_error:
             STORAGE_ERRORS.inc()
         if self.fencing is not None and pending is not None and decision.outcome is RestoreOutcome.RESTORED:
-            decision = self.fencing.admit(resource, decision, pending, deadline.remaining())
+            decision = self.fencing.admit(fenced, decision, pending, deadline.remaining())
         if not request.dry_run:
             for occurrence in admission_events(request, decision, self.policy):
                 self.events.record(occurrence)  # queued: never waits for the API server
@@ -227,9 +244,10 @@ class MemberHandler:
         API, and one that cannot be read holds the child (fail closed)."""
         if self.fencing is None or request.operation != "UPDATE" or old is None or from_agent:
             return None
-        if old.state != "suspended" or resource.state == "suspended":
-            return None  # not a start: nothing to read
-        name = resource.blue_green_parent
+        moved = bool(old.blue_green_parent) and resource.blue_green_parent != old.blue_green_parent
+        if old.state != "suspended" or (resource.state == "suspended" and not moved):
+            return None  # neither a start nor a move away from its parent: nothing to read
+        name = old.blue_green_parent or resource.blue_green_parent
         if self.blue_green_parents is None:
             found = SessionCluster(None, "this member role does not read its cluster's API")
         else:
@@ -293,6 +311,14 @@ class MemberHandler:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def with_session_cluster(resource: FlinkResource, cluster: FlinkResource | None) -> FlinkResource:
+    """A session job as its session cluster runs it: the cluster's configuration under the job's own (as
+    the operator submits it)."""
+    if cluster is None or resource.kind != "FlinkSessionJob":
+        return resource
+    return replace(resource, configuration={**cluster.configuration, **resource.configuration})
 
 
 def _fences(request: AdmissionRequest, resource: FlinkResource, policy: RestorePolicy) -> bool:

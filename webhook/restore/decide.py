@@ -111,7 +111,8 @@ def decide_restore(
     warnings: list[str] = []
     own = resource
     cluster: FlinkResource | None = None
-    needs_cluster = not (resource.checkpoint_dir and resource.savepoint_dir)
+    # Read whenever there is one: its directories, and the Flink that restores the job, are its.
+    needs_cluster = True
     if (
         resource.kind == "FlinkSessionJob"
         and not session_clusters

@@ -343,13 +343,28 @@ def keep_child_held(
     """A FlinkBlueGreenDeployment's child carries none of its parent's labels or annotations, so it is
     held by its parent's record: started by anyone but the agent while the parent is held (or cannot
     be read: ``problem``), it stays suspended. None: not held (a child whose parent is gone is not)."""
-    if from_agent or old is None or old.state != "suspended" or not _started(resource):
+    if from_agent or old is None or old.state != "suspended":
+        return None
+    moved = bool(old.blue_green_parent) and resource.blue_green_parent != old.blue_green_parent
+    if not _started(resource) and not moved:
         return None
     if parent is not None and not held_before(parent, policy):
         return None
+    # A parent gone is not held; the child is judged by the parent it had, never by a new reference.
     if parent is None and not problem:
         return None
-    name = f"FlinkBlueGreenDeployment {resource.namespace}/{resource.blue_green_parent}"
+    name = (
+        f"FlinkBlueGreenDeployment {resource.namespace}/{old.blue_green_parent or resource.blue_green_parent}"
+    )
+    if moved:
+        why = parent.annotations[policy.key(HOLD)] if parent is not None else f"unreadable: {problem[:200]}"
+        return RestoreDecision(
+            RestoreOutcome.DENIED,
+            f"{old.kind} {old.namespace}/{old.name} is a child of {name}, which is held ({why[:300]}); "
+            f"this update changes its ownerReferences (owner now {resource.blue_green_parent or 'none'!r}): "
+            "a held parent's child keeps its owner until the parent is released (flink-failover release "
+            f"{resource.namespace}/{old.blue_green_parent}) or deleted",
+        )
     why = (
         f"{name} is held: {parent.annotations[policy.key(HOLD)]}"
         if parent is not None
