@@ -7,9 +7,10 @@ wire), ``--print-object`` the object after the patch, or ``--diff`` the change a
 the input's form, YAML or JSON, unless ``-o`` says otherwise); a request left alone says why on
 standard error. A file larger than the server accepts (3 MiB, ``--max-bytes``) is refused unread. A
 ``kind: List`` (``kubectl get -o yaml``) is reviewed item by item. A FlinkSessionJob's session cluster is
-read from FILE itself (a FlinkDeployment beside its jobs) and from ``--objects FILE``. Exit 0 when every request was
-answered, 1 when ``--print-object`` or ``--diff`` met a denial, 2 on unusable input, and 2 at the end
-when a document could not be reviewed as asked (the others are answered first).
+read from FILE itself (a FlinkDeployment beside its jobs) and from ``--objects FILE``. Exit 0 when every
+request was answered, 1 when ``--print-object`` or ``--diff`` met a denial, 2 on unusable input, and 2 at
+the end when a document could not be reviewed as asked (the others are answered first; a session cluster
+under ``--as-failover`` is passed over, not an error).
 """
 
 from __future__ import annotations
