@@ -6,9 +6,11 @@ UPDATE of the object in ``--old FILE``. Prints the AdmissionReview answer (the p
 wire), ``--print-object`` the object after the patch, or ``--diff`` the change as a unified diff (both in
 the input's form, YAML or JSON, unless ``-o`` says otherwise); a request left alone says why on
 standard error. A file larger than the server accepts (3 MiB, ``--max-bytes``) is refused unread. A
-``kind: List`` (``kubectl get -o yaml``) is reviewed item by item. Exit 0 when every request was
-answered, 1 when ``--print-object`` or ``--diff`` met a denial, 2 on unusable input, and 2 at the end
-when a document could not be reviewed as asked (the others are answered first).
+``kind: List`` (``kubectl get -o yaml``) is reviewed item by item. A FlinkSessionJob's session cluster is
+read from FILE itself (a FlinkDeployment beside its jobs) and from ``--objects FILE``. Exit 0 when every
+request was answered, 1 when ``--print-object`` or ``--diff`` met a denial, 2 on unusable input, and 2 at
+the end when a document could not be reviewed as asked (the others are answered first; a session cluster
+under ``--as-failover`` is passed over, not an error).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from webhook.common.admission import AdmissionRequest, AdmissionResponse, BadRev
 from webhook.common.contract import Contract
 from webhook.common.envoptions import positive_int
 from webhook.member.failover import NotRunning, failover_create
+from webhook.member.sessions import StaticSessionClusters, is_session_cluster, review_session_clusters
 from webhook.restore.policy import PolicyError
 from webhook.restore.policy_file import load_policy, policy_notes, policy_source
 from webhook.roles import ROLES, review_handler
@@ -67,8 +70,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--old", metavar="FILE", help="for bare objects: the object before an UPDATE")
     parser.add_argument(
         "--objects",
-        help="objects standing in for the cluster (YAML stream): control-plane role, the ResourceBindings "
-        "Karmada would hold; member role, the session clusters' FlinkDeployments a FlinkSessionJob names",
+        help="objects standing in for the cluster (YAML stream or List): control-plane role, the "
+        "ResourceBindings Karmada would hold; member role, the session clusters' FlinkDeployments a "
+        "FlinkSessionJob names (other kinds there are passed over; a session cluster in the reviewed "
+        "file itself, beside its jobs, is read too, --objects winning on a clash)",
     )
     parser.add_argument(
         "--cluster",
@@ -174,6 +179,17 @@ class Unreviewable:
     problem: str
 
 
+@dataclass(frozen=True)
+class NotAJob:
+    """A session cluster under ``--as-failover`` (a FlinkDeployment without ``spec.job``): there is no job
+    to fail over, so it is passed over with one line, not an error; its jobs still read it."""
+
+    index: int
+    name: str
+
+    REASON = "session cluster (no spec.job): not a job to fail over"
+
+
 def _items(docs: Sequence[Any]) -> Sequence[Any]:
     """``kubectl get ... -o yaml`` of several objects is one ``kind: List``: its items, in order."""
     out: list[Any] = []
@@ -228,6 +244,9 @@ def requests_from(
                 f"{documents.display_name(args.file)}: document {index} is not an AdmissionReview "
                 "and not a Kubernetes object (apiVersion and kind)"
             )
+        if as_failover and is_session_cluster(doc):
+            bodies.append(NotAJob(index, _describe(doc)))
+            continue
         if as_failover:
             try:
                 doc = failover_create(doc, contract or Contract())
@@ -304,6 +323,43 @@ def unified_diff(answer: Reviewed, output: str) -> str:
     return "".join(difflib.unified_diff(before, after, f"{label} (request)", f"{label} (admitted)"))
 
 
+def _head(answer: Reviewed, numbered: bool) -> str:
+    if numbered:
+        return f"{PROG}: [{answer.index}] {answer.name} (uid {answer.request.uid})"
+    return f"{PROG}: {answer.name}"
+
+
+def session_cluster_note(
+    answer: Reviewed, clusters: StaticSessionClusters, file: str, objects: str | None
+) -> str | None:
+    """Where a FlinkSessionJob's session cluster was looked for and how to hand it over, when the answer
+    warns about it and review had none: the server would GET it from the member cluster, review reads
+    only FILE and ``--objects FILE``."""
+    obj = answer.request.object or {}
+    if obj.get("kind") != "FlinkSessionJob":
+        return None
+    spec = obj.get("spec")
+    name = str(spec.get("deploymentName") or "") if isinstance(spec, Mapping) else ""
+    meta = obj.get("metadata")
+    namespace = str((meta.get("namespace") if isinstance(meta, Mapping) else "") or answer.request.namespace)
+    namespace = namespace or "default"
+    where = f"FlinkDeployment {namespace}/{name}"
+    if not name or clusters.get(namespace, name) is not None:
+        return None
+    if not any(where in warning for warning in answer.response.warnings):
+        return None  # its directories were not needed from the cluster (or it was not restored)
+    shown = documents.display_name(file)
+    if objects:
+        return (
+            f"session cluster {where} was not found in the given objects (--objects {objects}) nor in "
+            f"{shown}: add its FlinkDeployment to either"
+        )
+    return (
+        f"session cluster {where} is not in {shown}: review reads a session job's cluster from the reviewed "
+        "file and from --objects FILE; give its FlinkDeployment with --objects FILE (or in the same file)"
+    )
+
+
 def explain(answer: Reviewed, numbered: bool = False) -> None:
     """What a person would otherwise have to guess: why nothing changed, or why not, and the warnings the
     API server would show (why a job is held, an ignored savepoint), whatever the output form.
@@ -312,9 +368,7 @@ def explain(answer: Reviewed, numbered: bool = False) -> None:
     answer in the output can be matched to its object.
     """
     response = answer.response
-    head = f"{PROG}: {answer.name}"
-    if numbered:
-        head = f"{PROG}: [{answer.index}] {answer.name} (uid {answer.request.uid})"
+    head = _head(answer, numbered)
     if not response.allowed:
         print(f"{head}: denied: {response.message}", file=sys.stderr)
     elif response.decision == "skip":
@@ -346,23 +400,38 @@ def run(args: argparse.Namespace) -> int:
     source = policy_source(args.policy, os.environ)
     try:
         policy = load_policy(source.path)
-        handler, on_error = review_handler(args, policy)
     except (PolicyError, documents.DocumentError) as exc:
         return _fail(f"policy {source.describe()}: {exc}" if isinstance(exc, PolicyError) else str(exc))
+    except (OSError, ValueError) as exc:
+        return _fail(str(exc))
+    try:
+        # Read before the handler is built: a session cluster in FILE stands in for the member cluster's.
+        loaded = documents.load_form(args.file, _limit(args))
+    except documents.TooLarge as exc:
+        return _fail(
+            f"{exc}: the server refuses requests over {MAX_BODY_BYTES} bytes (413); --max-bytes N reads more"
+        )
+    except documents.DocumentError as exc:
+        return _fail(str(exc))
+    clusters = None
+    try:
+        if args.role == "member":
+            clusters = review_session_clusters(_items(loaded.docs), getattr(args, "objects", None))
+            args.session_clusters = clusters  # the member role's offline handler reads them (roles.py)
+        handler, on_error = review_handler(args, policy)
     except (OSError, ValueError) as exc:
         return _fail(str(exc))
     print(f"{PROG}: policy {source.describe()}", file=sys.stderr)
     for note in policy_notes(policy):
         print(f"{PROG}: warning: {note}", file=sys.stderr)
     try:
-        loaded = documents.load_form(args.file, _limit(args))
         if args.output is None:
             args.output = "yaml" if (args.diff or args.print_object) and not loaded.json else "json"
         bodies = requests_from(args, policy.contract, loaded)
         answers = []
         unreviewable = [b for b in bodies if isinstance(b, Unreviewable)]
         for index, body in enumerate(bodies, 1):
-            if isinstance(body, Unreviewable):
+            if isinstance(body, (Unreviewable, NotAJob)):
                 continue
             try:
                 answers.append(Reviewed(*review(body, handler, on_error), index=index))
@@ -379,6 +448,16 @@ def run(args: argparse.Namespace) -> int:
     numbered = len(bodies) > 1
     for answer in answers:
         explain(answer, numbered=numbered)
+        hint = (
+            session_cluster_note(answer, clusters, args.file, getattr(args, "objects", None))
+            if clusters
+            else None
+        )
+        if hint:
+            print(f"{_head(answer, numbered)}: note: {hint}", file=sys.stderr)
+    for passed in (b for b in bodies if isinstance(b, NotAJob)):
+        where = f"[{passed.index}] {passed.name}" if numbered else passed.name
+        print(f"{PROG}: {where}: skipped: {NotAJob.REASON}", file=sys.stderr)
     for skipped in unreviewable:
         print(f"{PROG}: [{skipped.index}] cannot review as a failover: {skipped.problem}", file=sys.stderr)
     denied = any(not a.response.allowed for a in answers)

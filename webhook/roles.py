@@ -150,12 +150,11 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
 
 def _member_offline(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Handler, OnError]:
     """Writes nothing; with ``--cluster`` reads the ownership records as that cluster's server would
-    (the same hold); ``--objects`` may carry session clusters."""
+    (the same hold); the session clusters are review's, read from FILE itself and ``--objects``
+    (``member.sessions.review_session_clusters``)."""
     from webhook.member.handler import MemberHandler, internal_error
-    from webhook.member.sessions import load_session_clusters
 
-    objects = getattr(args, "objects", None)
-    clusters = load_session_clusters(objects) if objects else None
+    clusters = getattr(args, "session_clusters", None)
     cluster = getattr(args, "cluster", None) or ""
     # Offline no API server says who the agent is: its release markers count only from --agent-user.
     users = frozenset(getattr(args, "agent_user", None) or ())

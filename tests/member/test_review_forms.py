@@ -18,6 +18,7 @@ import yaml
 
 from tests.conftest import REPO
 from tests.samples.make_storage import RESTORABLE, make
+from tests.support.objects import JOB_ID, OTHER_JOB_ID, make_checkpoints
 from tests.support.server import executable
 from webhook.restore.policy import RestorePolicy, policy_from_dict
 from webhook.restore.policy_file import DEFAULT_POLICY_FILE, load_policy
@@ -265,3 +266,173 @@ def test_bare_work_for_the_control_plane(tmp_path: Path) -> None:
     assert yaml.safe_load(bare.stdout) == json.loads(wrapped.stdout)  # YAML in, YAML out (issue 30)
     manifest = yaml.safe_load(bare.stdout)["spec"]["workload"]["manifests"][0]
     assert manifest["metadata"]["labels"]["flink-failover.io/failover"] == "true"
+
+
+# --- Issue 45: review reads what users have (a session cluster and its jobs in one file) ------------------
+
+# The Flink operator's examples/basic-session-deployment-and-job.yaml, as a user has it, with the failover
+# labels Karmada's failover would carry and the checkpoint directory set on the session cluster only.
+OPERATOR_SESSION_EXAMPLE = """\
+apiVersion: flink.apache.org/v1beta1
+kind: FlinkDeployment
+metadata:
+  name: basic-session-deployment-example
+  labels: {labels}
+spec:
+  image: flink:1.20
+  flinkVersion: v1_20
+  jobManager:
+    resource:
+      memory: "2048m"
+      cpu: 1
+  taskManager:
+    resource:
+      memory: "2048m"
+      cpu: 1
+  serviceAccount: flink
+  flinkConfiguration:
+    execution.checkpointing.dir: {checkpoints}
+---
+apiVersion: flink.apache.org/v1beta1
+kind: FlinkSessionJob
+metadata:
+  name: basic-session-job-example
+  labels: {labels}
+spec:
+  deploymentName: basic-session-deployment-example
+  job:
+    jarURI: https://repo1.maven.org/maven2/org/apache/flink/flink-examples-streaming_2.12/1.16.1/flink-examples-streaming_2.12-1.16.1-TopSpeedWindowing.jar
+    parallelism: 4
+    upgradeMode: stateless
+"""
+FAILOVER_LABELS = json.dumps({"flink-failover.io/failover": "true", "flink-failover.io/job-id": JOB_ID})
+
+
+def operator_example(checkpoints: Path, labels: str = FAILOVER_LABELS) -> list[dict[str, Any]]:
+    text = OPERATOR_SESSION_EXAMPLE.format(labels=labels, checkpoints=f"file://{checkpoints}")
+    docs: list[dict[str, Any]] = list(yaml.safe_load_all(text))
+    return docs
+
+
+def restored_from(stdout: str, name: str = "basic-session-job-example") -> str:
+    objects = [d for d in yaml.safe_load_all(stdout) if d and d["metadata"]["name"] == name]
+    assert len(objects) == 1, stdout
+    return str(objects[0]["spec"]["job"].get("initialSavepointPath", ""))
+
+
+def test_a_session_cluster_and_its_job_in_one_file(tmp_path: Path) -> None:
+    """The operator's own example file: the job restores from the checkpoint directory set only on its
+    session cluster in the same file (before: the cluster was not read, the job held suspended with
+    'session cluster FlinkDeployment default/basic-session-deployment-example not read')."""
+    make_checkpoints(tmp_path / "ckpt" / JOB_ID, [3, 5])
+    path = tmp_path / "basic-session-deployment-and-job.yaml"
+    path.write_text(
+        OPERATOR_SESSION_EXAMPLE.format(labels=FAILOVER_LABELS, checkpoints=f"file://{tmp_path}/ckpt")
+    )
+    result = run(str(path), "--print-object")
+    assert result.returncode == 0, result.stderr
+    assert restored_from(result.stdout) == f"file://{tmp_path}/ckpt/{JOB_ID}/chk-5"
+    # The session cluster itself is answered as before: the webhook leaves it alone.
+    assert (
+        "[1] FlinkDeployment default/basic-session-deployment-example (uid 00000000-0000-4000-8000-"
+        "000000000001): skipped: session cluster without spec.job"
+    ) in result.stderr
+    assert "not read" not in result.stderr and "not found" not in result.stderr, result.stderr
+
+
+def test_objects_takes_a_list_or_stream_of_mixed_kinds(tmp_path: Path) -> None:
+    """--objects FILE: a `kind: List` of several kinds, or the operator's example file (a FlinkDeployment
+    and a FlinkSessionJob); the FlinkDeployments are read, the rest passed over (before: exit 2, "is not a
+    FlinkDeployment"). A file with no FlinkDeployment at all is still refused, naming it."""
+    make_checkpoints(tmp_path / "ckpt" / JOB_ID, [2, 4])
+    cluster, job = operator_example(tmp_path / "ckpt")
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(yaml.safe_dump(job))
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "b"}}
+    listed = tmp_path / "list.yaml"
+    listed.write_text(
+        yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [job, config_map, cluster]})
+    )
+    stream = tmp_path / "basic-session-deployment-and-job.yaml"
+    stream.write_text(yaml.safe_dump_all([cluster, job]))
+    for objects in (listed, stream):
+        result = run(str(job_file), "--objects", str(objects), "--print-object")
+        assert result.returncode == 0, result.stderr
+        assert restored_from(result.stdout) == f"file://{tmp_path}/ckpt/{JOB_ID}/chk-4"
+    jobs_only = tmp_path / "jobs-only.yaml"
+    jobs_only.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [job, config_map]}))
+    refused = run(str(job_file), "--objects", str(jobs_only))
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert f"{jobs_only}: no FlinkDeployment in it" in refused.stderr, refused.stderr
+
+
+def test_objects_and_the_reviewed_file_combined_objects_winning_on_a_clash(tmp_path: Path) -> None:
+    """Both sources are read: a cluster only in FILE serves its job (before: not read), and one cluster
+    named in both is taken from --objects."""
+    make_checkpoints(tmp_path / "in-file" / JOB_ID, [2])
+    make_checkpoints(tmp_path / "given" / JOB_ID, [7])
+    make_checkpoints(tmp_path / "second" / OTHER_JOB_ID, [11])
+    cluster, job = operator_example(tmp_path / "in-file")
+    second_cluster, second_job = operator_example(tmp_path / "second")
+    second_cluster["metadata"]["name"] = second_job["spec"]["deploymentName"] = "second-session"
+    second_job["metadata"]["name"] = "second-job"
+    second_job["metadata"]["labels"]["flink-failover.io/job-id"] = OTHER_JOB_ID
+    path = tmp_path / "both.yaml"
+    path.write_text(yaml.safe_dump_all([cluster, job, second_cluster, second_job]))
+    objects = tmp_path / "objects.yaml"
+    objects.write_text(yaml.safe_dump(operator_example(tmp_path / "given")[0]))
+    result = run(str(path), "--objects", str(objects), "--print-object")
+    assert result.returncode == 0, result.stderr
+    assert restored_from(result.stdout) == f"file://{tmp_path}/given/{JOB_ID}/chk-7"
+    assert restored_from(result.stdout, "second-job") == f"file://{tmp_path}/second/{OTHER_JOB_ID}/chk-11"
+
+
+def test_as_failover_passes_over_a_session_cluster_in_a_list(tmp_path: Path) -> None:
+    """`kubectl get flinkdeployment,flinksessionjob -o yaml` under --as-failover: the session cluster is
+    no job to fail over (one stderr line, not an error; before: exit 2, "needs a job that ran"), and its
+    job restores from the cluster's checkpoint directory."""
+    make_checkpoints(tmp_path / "ckpt" / JOB_ID, [8, 9])
+    cluster, job = operator_example(tmp_path / "ckpt", labels="{}")
+    cluster["status"] = {"jobManagerDeploymentStatus": "READY", "lifecycleState": "STABLE"}
+    job["status"] = {"jobStatus": {"jobId": JOB_ID, "state": "RUNNING"}, "lifecycleState": "STABLE"}
+    path = tmp_path / "got.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [cluster, job]}))
+    result = run(str(path), "--as-failover", "--print-object")
+    assert result.returncode == 0, result.stderr
+    assert restored_from(result.stdout) == f"file://{tmp_path}/ckpt/{JOB_ID}/chk-9"
+    skipped = [line for line in result.stderr.splitlines() if "not a job to fail over" in line]
+    assert skipped == [
+        "flink-failover review: [1] FlinkDeployment default/basic-session-deployment-example: skipped: "
+        "session cluster (no spec.job): not a job to fail over"
+    ], result.stderr
+    alone = tmp_path / "cluster.yaml"
+    alone.write_text(yaml.safe_dump(cluster))
+    only = run(str(alone), "--as-failover")
+    assert only.returncode == 0 and "skipped: session cluster (no spec.job)" in only.stderr, only.stderr
+
+
+@pytest.mark.parametrize("cluster", [[], ["--cluster", "member2"]])
+def test_a_missing_session_cluster_names_objects_as_the_fix(tmp_path: Path, cluster: list[str]) -> None:
+    """Before: "... reads it only with the chart value member.readSessionClusters (serve
+    --read-session-clusters) or with fencing (--cluster)", even when review was given --cluster."""
+    job = operator_example(tmp_path / "ckpt")[1]
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(job))
+    result = run(str(path), *cluster)
+    assert result.returncode == 0, result.stderr
+    assert (
+        "note: session cluster FlinkDeployment default/basic-session-deployment-example is not in "
+        f"{path}: review reads a session job's cluster from the reviewed file and from --objects FILE"
+    ) in result.stderr, result.stderr
+    assert "(--cluster)" not in result.stderr and "readSessionClusters" not in result.stderr
+    other = operator_example(tmp_path / "ckpt")[0]
+    other["metadata"]["name"] = "another-session-cluster"
+    objects = tmp_path / "objects.yaml"
+    objects.write_text(yaml.safe_dump(other))
+    given = run(str(path), *cluster, "--objects", str(objects))
+    assert given.returncode == 0, given.stderr
+    assert (
+        "note: session cluster FlinkDeployment default/basic-session-deployment-example was not found in "
+        f"the given objects (--objects {objects}) nor in {path}"
+    ) in given.stderr, given.stderr
+    assert "not read" not in given.stderr and "(--cluster)" not in given.stderr

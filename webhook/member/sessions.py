@@ -53,7 +53,8 @@ class KubeSessionClusters:
 
 
 class StaticSessionClusters:
-    """FlinkDeployments from a file standing in for the cluster (``review --objects FILE``)."""
+    """FlinkDeployments from files standing in for the cluster (``review --objects FILE``, and the
+    reviewed FILE itself: a session cluster beside its jobs)."""
 
     def __init__(self, objects: Iterable[Mapping[str, Any]]) -> None:
         self._by_name: dict[tuple[str, str], FlinkResource] = {}
@@ -62,20 +63,57 @@ class StaticSessionClusters:
             self._by_name[(resource.namespace or "default", resource.name)] = resource
 
     def __call__(self, namespace: str, name: str, _timeout: float) -> SessionCluster:
-        return SessionCluster(self._by_name.get((namespace or "default", name)))
+        return SessionCluster(self.get(namespace, name))
+
+    def get(self, namespace: str, name: str) -> FlinkResource | None:
+        return self._by_name.get((namespace or "default", name))
 
 
-def load_session_clusters(path: str) -> StaticSessionClusters:
-    """The FlinkDeployments in FILE (a YAML stream or a List); anything else is a ValueError (exit 2)."""
-    found = []
-    for obj in _flatten(documents.load(path)):
-        group = str(obj.get("apiVersion", "")).partition("/")[0]
-        if group != GROUP or obj.get("kind") != "FlinkDeployment":
-            raise ValueError(
-                f"{path}: {obj.get('kind')!r} ({obj.get('apiVersion')!r}) is not a FlinkDeployment"
-            )
-        found.append(obj)
-    return StaticSessionClusters(found)
+def is_flink_deployment(obj: Mapping[str, Any]) -> bool:
+    """A FlinkDeployment (what a FlinkSessionJob's ``spec.deploymentName`` names)."""
+    group = str(obj.get("apiVersion", "")).partition("/")[0]
+    return group == GROUP and obj.get("kind") == "FlinkDeployment"
+
+
+def is_session_cluster(obj: Mapping[str, Any]) -> bool:
+    """A FlinkDeployment without ``spec.job``: a session cluster, no job of its own (the webhook skips it)."""
+    spec = obj.get("spec")
+    return is_flink_deployment(obj) and not (isinstance(spec, Mapping) and spec.get("job"))
+
+
+def flink_deployments(docs: Iterable[Any]) -> list[Mapping[str, Any]]:
+    """The FlinkDeployments among ``docs`` (a ``List``'s items included); anything else is passed over."""
+    return [obj for obj in _flatten(docs) if is_flink_deployment(obj)]
+
+
+def load_session_clusters(path: str, limit: int | None = None) -> list[Mapping[str, Any]]:
+    """The FlinkDeployments in FILE (a YAML stream or a List, of any kinds: a session cluster and its
+    FlinkSessionJobs in one file, ``kubectl get flinkdeployment,flinksessionjob -o yaml``); the other
+    objects are passed over. A file without one is a ValueError naming it (exit 2)."""
+    objects = list(_flatten(documents.load(path, limit=limit)))
+    found = [obj for obj in objects if is_flink_deployment(obj)]
+    if not found:
+        shown = documents.display_name(path)
+        if not objects:
+            raise ValueError(f"{shown}: no objects, and no FlinkDeployment for the session clusters")
+        other = objects[0]
+        raise ValueError(
+            f"{shown}: no FlinkDeployment in it ({other.get('kind')!r} ({other.get('apiVersion')!r}) is not "
+            f"a FlinkDeployment{f', nor are the {len(objects) - 1} others' if len(objects) > 1 else ''}): "
+            "--objects holds the session clusters' FlinkDeployments a FlinkSessionJob names"
+        )
+    return found
+
+
+def review_session_clusters(
+    reviewed: Iterable[Any], objects: str | None = None, limit: int | None = None
+) -> StaticSessionClusters:
+    """What ``review`` reads session clusters from: the FlinkDeployments of the reviewed FILE itself (a
+    session cluster beside its jobs) and of ``--objects FILE``; on a clash (one namespace and name in
+    both) the one in ``--objects`` is used."""
+    own = flink_deployments(reviewed)
+    given = load_session_clusters(objects, limit) if objects else []
+    return StaticSessionClusters([*own, *given])
 
 
 def _flatten(docs: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
