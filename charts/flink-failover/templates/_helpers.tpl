@@ -135,21 +135,13 @@ shortened name is one the scheduler would never find. */}}
 {{- end -}}
 
 {{/* Namespaces never sent to the webhooks. The member role's own namespace is not among them: Flink
-jobs in it are protected like any other (its webhook rules name only Flink kinds, so its own pods never
-reach it, and ff.ownObjects keeps anything the chart labels as its own out). */}}
+jobs in it are protected like any other (its webhook rules name only Flink kinds, which the product never
+creates, so its own objects never reach it). */}}
 {{- define "ff.excludedNamespaces" -}}
 {{- $ns := list "kube-system" -}}
 {{- if ne .Values.role "member" }}{{- $ns = append $ns .Release.Namespace -}}{{- end -}}
 {{- range (include "ff.component" . | index .Values).webhook.excludeNamespaces }}{{- $ns = append $ns . -}}{{- end -}}
 {{- toJson (uniq $ns) -}}
-{{- end -}}
-
-{{/* An objectSelector expression that leaves out the objects this product labels as its own
-(app.kubernetes.io/name), whatever namespace they are in. */}}
-{{- define "ff.ownObjects" -}}
-- key: app.kubernetes.io/name
-  operator: NotIn
-  values: [{{ include "ff.name" . | quote }}]
 {{- end -}}
 
 {{/* The failover label's value that triggers the member webhook. */}}
