@@ -324,6 +324,18 @@ affinity:
 {{- if and (eq .Values.role "member") .Values.member.fencing.cluster .Values.policy.fencing.enabled -}}true{{- end -}}
 {{- end -}}
 
+{{/* The member webhook's failurePolicy, refused as Ignore with fencing: a job held for fencing stays held
+only while the webhook answers, and Ignore lets every held object through while it is down (the schema
+refuses it too; this covers --skip-schema-validation; the server refuses it at start from the env
+FLINK_FAILOVER_WEBHOOK_FAILURE_POLICY the Deployment sets from it). */}}
+{{- define "ff.memberFailurePolicy" -}}
+{{- $policy := .Values.member.webhook.failurePolicy -}}
+{{- if and (include "ff.memberFencing" .) (ne $policy "Fail") -}}
+{{- fail (printf "member.webhook.failurePolicy %s is refused with fencing on (member.fencing.cluster %s, policy.fencing.enabled): while the webhook is down every job held for fencing would be let through and could run beside its old copy; set member.webhook.failurePolicy: Fail" $policy .Values.member.fencing.cluster) -}}
+{{- end -}}
+{{- $policy -}}
+{{- end -}}
+
 {{/* Whether the member role writes Kubernetes Events (member.events, and always with its own cluster's API). */}}
 {{- define "ff.memberEvents" -}}
 {{- if and (eq .Values.role "member") (or .Values.member.events (include "ff.memberReadsApi" .)) -}}true{{- end -}}
