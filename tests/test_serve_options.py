@@ -132,3 +132,51 @@ def test_the_agent_users_come_from_the_environment_and_the_options_alike(
     assert options.agent_users == frozenset({"system:serviceaccount:ff:agent", "ops", "alice"})
     assert options.fencing is not None and options.fencing.cluster == "member2"
     assert roles.refused_options(roles.SERVED["member"], getattr(args, roles.GIVEN, {})) == []
+
+
+def test_fencing_refuses_to_start_under_a_webhook_registered_ignore(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 45: with fencing a held job stays held only while the webhook answers; a registration with
+    ``failurePolicy: Ignore`` lets every held object through while it is down. The chart tells the server
+    its registration's policy ($FLINK_FAILOVER_WEBHOOK_FAILURE_POLICY); with --cluster and the policy's
+    fencing on, Ignore is refused at start with one line saying what to set."""
+    monkeypatch.delenv("FLINK_FAILOVER_CLUSTER", raising=False)
+    monkeypatch.delenv(member_options.FAILURE_POLICY_ENV, raising=False)
+    err = refused(capsys, "--cluster", "member1", "--webhook-failure-policy", "Ignore")
+    (line,) = [line for line in err.splitlines() if line.startswith("flink-failover:")]
+    assert "--webhook-failure-policy Ignore with fencing (--cluster member1" in line
+    assert "member.webhook.failurePolicy: Fail" in line and "let through" in line
+    monkeypatch.setenv(member_options.FAILURE_POLICY_ENV, "Ignore")  # what the chart sets
+    assert "--webhook-failure-policy Ignore with fencing" in refused(capsys, "--cluster", "member1")
+    monkeypatch.setenv(member_options.FAILURE_POLICY_ENV, "ignore")  # argparse checks only what is given
+    assert "FLINK_FAILOVER_WEBHOOK_FAILURE_POLICY: 'ignore' is not one of Fail, Ignore" in refused(
+        capsys, "--cluster", "member1"
+    )
+
+
+def test_ignore_is_accepted_without_fencing_and_fail_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from webhook.restore.policy import FencingPolicy, RestorePolicy
+
+    monkeypatch.delenv("FLINK_FAILOVER_CLUSTER", raising=False)
+    monkeypatch.delenv(member_options.FAILURE_POLICY_ENV, raising=False)
+    parse = build_parser().parse_args
+    assert parse(["serve"]).webhook_failure_policy == "Fail"  # the default, as the chart's
+    alone = member_options.from_args(parse(["serve", "--webhook-failure-policy", "Ignore"]), RestorePolicy())
+    assert isinstance(alone, member_options.MemberOptions) and alone.fencing is None
+    off = RestorePolicy(fencing=FencingPolicy(enabled=False))
+    args = parse(["serve", "--cluster", "member1", "--webhook-failure-policy", "Ignore"])
+    unfenced = member_options.from_args(args, off)
+    assert isinstance(unfenced, member_options.MemberOptions) and unfenced.fencing is None
+    fenced = member_options.from_args(
+        parse(["serve", "--cluster", "member1", "--webhook-failure-policy", "Fail"]), RestorePolicy()
+    )
+    assert isinstance(fenced, member_options.MemberOptions) and fenced.fencing is not None
+    monkeypatch.setenv(member_options.FAILURE_POLICY_ENV, "Fail")
+    args = parse(["serve", "--cluster", "member1"])
+    assert isinstance(member_options.from_args(args, RestorePolicy()), member_options.MemberOptions)
+    assert roles.refused_options(roles.SERVED["member"], getattr(args, roles.GIVEN, {})) == []
+    given = parse(["serve", "--role", "control-plane", "--webhook-failure-policy", "Fail"])
+    assert roles.refused_options(roles.SERVED["control-plane"], getattr(given, roles.GIVEN, {})) == [
+        "--role control-plane does not use --webhook-failure-policy: it is an option of the member role"
+    ]

@@ -36,10 +36,23 @@ def evaluate(expression: str, activation: dict[str, Any]) -> bool:
     return bool(result)
 
 
+def selected(policy: dict[str, Any], old: dict[str, Any] | None, new: dict[str, Any]) -> bool:
+    """The policy's ``matchConstraints.objectSelector`` (none: every object): kube-apiserver matches it
+    against the new object and the old one, either suffices (k8s.io/apiserver pkg/admission/plugin/policy/
+    matching uses the webhooks' object matcher). Its bindings carry no ``matchResources``
+    (tests/chart/test_chart_guards.py)."""
+    selector = policy["spec"]["matchConstraints"].get("objectSelector") or {}
+    versions = [o for o in (old, new) if o is not None]
+    return any(selector_matches(selector, o["metadata"].get("labels") or {}) for o in versions)
+
+
 def admit(policy: dict[str, Any], obj: dict[str, Any]) -> str:
-    """'skipped' (a matchCondition is false), 'allowed' or 'denied', as kube-apiserver would decide."""
+    """'skipped' (not selected, or a matchCondition is false), 'allowed' or 'denied', as kube-apiserver
+    would decide."""
     spec = policy["spec"]
     activation = {"object": obj, "request": {"namespace": obj["metadata"].get("namespace", "")}}
+    if not selected(policy, None, obj):
+        return "skipped"
     if not all(evaluate(c["expression"], activation) for c in spec["matchConditions"]):
         return "skipped"
     if all(evaluate(v["expression"], activation) for v in spec["validations"]):
@@ -101,6 +114,17 @@ def backstop(helm: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
         (deleting(flink({"flink-failover.io/failover": "true"}, RUNNING)), "skipped"),
         (flink({"flink-failover.io/failover": "true"}, RUNNING, kind="FlinkSessionJob"), "denied"),
         (flink({"flink-failover.io/failover": "true"}, RESTORED, kind="FlinkSessionJob"), "allowed"),
+        # issue 45: the label the product's own objects carry takes a Flink object out of nothing
+        (
+            flink(
+                {"flink-failover.io/failover": "true", "app.kubernetes.io/name": "flink-failover"}, RUNNING
+            ),
+            "denied",
+        ),
+        (
+            flink({"flink-failover.io/job-id": JOB_ID, "app.kubernetes.io/name": "flink-failover"}, RUNNING),
+            "denied",
+        ),
     ],
 )
 def test_backstop_decisions(backstop: dict[str, Any], obj: dict[str, Any], expected: str) -> None:
@@ -279,6 +303,8 @@ def admit_update(policy: dict[str, Any], old: dict[str, Any], new: dict[str, Any
         "oldObject": old,
         "request": {"namespace": new["metadata"]["namespace"], "userInfo": {"username": user}},
     }
+    if not selected(policy, old, new):
+        return "skipped"
     if not all(evaluate(c["expression"], activation) for c in spec["matchConditions"]):
         return "skipped"
     if all(evaluate(v["expression"], activation) for v in spec["validations"]):
@@ -312,10 +338,32 @@ def test_hold_backstop_lets_what_keeps_the_hold_through(
     assert admit_update(hold, deleting(copy.deepcopy(old)), deleting(_edited(old)), "alice") == "skipped"
     binding = one(fencing_docs, "ValidatingAdmissionPolicyBinding", f"{FULLNAME}-{NS}-hold")
     assert binding["spec"] == {"policyName": hold["metadata"]["name"], "validationActions": ["Deny"]}
-    assert "objectSelector" in hold["spec"]["matchConstraints"]  # the product's own objects only
-    assert {e["key"] for e in hold["spec"]["matchConstraints"]["objectSelector"]["matchExpressions"]} == {
-        "app.kubernetes.io/name"
-    }  # never the trigger labels: an edit that drops them is judged too
+    # no label selects it (issue 45: app.kubernetes.io/name used to take an object out), never the
+    # trigger labels either: an edit that drops them is judged too
+    assert "objectSelector" not in hold["spec"]["matchConstraints"]
+
+
+OWN = {"app.kubernetes.io/name": "flink-failover", "app.kubernetes.io/instance": "ff"}
+
+
+@pytest.mark.parametrize("triggers", [True, False], ids=["with-trigger-labels", "bare"])
+def test_a_held_job_labelled_as_the_products_own_is_still_held(
+    fencing_docs: list[dict[str, Any]], triggers: bool
+) -> None:
+    """Issue 45: a held FlinkDeployment labelled ``app.kubernetes.io/name: flink-failover`` (before and
+    after the edit: kube-apiserver selects by either) and set running is refused by the hold policy and
+    sent to the webhook; before, that label took it out of both."""
+    hold = one(fencing_docs, "ValidatingAdmissionPolicy", f"{FULLNAME}-{NS}-hold")
+    mwc = one(fencing_docs, "MutatingWebhookConfiguration")
+    old = held_object()
+    if not triggers:  # a held object whose trigger labels are gone on both sides
+        old["metadata"]["labels"] = {"app": "orders"}
+    old["metadata"]["labels"].update(OWN)
+    new = _edited(old)
+    assert new["spec"]["job"]["state"] == "running" and new["metadata"]["labels"].items() >= OWN.items()
+    assert admit_update(hold, old, new, "alice") == "denied"
+    entry = "flink-failover-io-failover" if triggers else "flink-failover-io-held"
+    assert webhooks_called(mwc, old, new) == [f"{entry}.flink-failover.io"]
 
 
 def test_hold_backstop_is_rendered_with_fencing_only(helm: str, tmp_path: Path) -> None:

@@ -403,8 +403,7 @@ def test_member_webhook_registration(rendered: dict[str, list[dict[str, Any]]]) 
             ]
         }
     first = hooks[0]["objectSelector"]["matchExpressions"]
-    own = {"key": "app.kubernetes.io/name", "operator": "NotIn", "values": ["flink-failover"]}
-    assert first == [{"key": FAILOVER, "operator": "In", "values": ["true"]}, own]
+    assert first == [{"key": FAILOVER, "operator": "In", "values": ["true"]}]  # no opt-out label (issue 45)
     for hook, label in zip(hooks[1:], JOB_ID_LABELS, strict=True):
         assert {"key": label, "operator": "Exists"} in hook["objectSelector"]["matchExpressions"]
 

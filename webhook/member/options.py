@@ -14,6 +14,10 @@ from webhook.common.kubeclient import ClientConfig
 from webhook.member.identity import AgentIdentity, token_subject
 from webhook.restore.policy import RestorePolicy
 
+# The webhook registration's failurePolicy (the chart sets it from member.webhook.failurePolicy).
+FAILURE_POLICY_ENV = "FLINK_FAILOVER_WEBHOOK_FAILURE_POLICY"
+FAILURE_POLICIES = ("Fail", "Ignore")
+
 
 @dataclass(frozen=True)
 class FencingTarget:
@@ -78,6 +82,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "pod's service account; unknown: no one's",
         action="append",
     )
+    add_env_option(
+        member,
+        "--webhook-failure-policy",
+        FAILURE_POLICY_ENV,
+        "Fail",
+        "member role: the webhook registration's failurePolicy (chart: member.webhook.failurePolicy); "
+        "Ignore is refused with --cluster (fencing)",
+        choices=FAILURE_POLICIES,
+    )
 
 
 def from_args(args: argparse.Namespace, policy: RestorePolicy) -> MemberOptions | str:
@@ -92,6 +105,17 @@ def from_args(args: argparse.Namespace, policy: RestorePolicy) -> MemberOptions 
             return f"--cluster: {exc}"
         if policy.fencing.enabled:
             fencing = FencingTarget(client, args.cluster)
+    failure_policy = getattr(args, "webhook_failure_policy", None) or "Fail"
+    if failure_policy not in FAILURE_POLICIES:  # from the environment: argparse checks only what is given
+        return f"${FAILURE_POLICY_ENV}: {failure_policy!r} is not one of {', '.join(FAILURE_POLICIES)}"
+    if fencing is not None and failure_policy != "Fail":
+        return (
+            f"--webhook-failure-policy {failure_policy} with fencing (--cluster {args.cluster}, the policy's "
+            "fencing.enabled): while the webhook is down every held job would be let through and could run "
+            "beside its old copy; register the webhook with failurePolicy: Fail and set "
+            f"--webhook-failure-policy Fail (${FAILURE_POLICY_ENV}; chart: member.webhook.failurePolicy: "
+            "Fail)"
+        )
     own = client if args.kubeconfig or args.cluster or args.read_session_clusters else None
     named = list(getattr(args, "agent_user", None) or [])  # $FLINK_FAILOVER_AGENT_USERS, then each given
     token = token_subject() if not named and not args.kubeconfig else ""

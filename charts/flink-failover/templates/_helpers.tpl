@@ -135,21 +135,13 @@ shortened name is one the scheduler would never find. */}}
 {{- end -}}
 
 {{/* Namespaces never sent to the webhooks. The member role's own namespace is not among them: Flink
-jobs in it are protected like any other (its webhook rules name only Flink kinds, so its own pods never
-reach it, and ff.ownObjects keeps anything the chart labels as its own out). */}}
+jobs in it are protected like any other (its webhook rules name only Flink kinds, which the product never
+creates, so its own objects never reach it). */}}
 {{- define "ff.excludedNamespaces" -}}
 {{- $ns := list "kube-system" -}}
 {{- if ne .Values.role "member" }}{{- $ns = append $ns .Release.Namespace -}}{{- end -}}
 {{- range (include "ff.component" . | index .Values).webhook.excludeNamespaces }}{{- $ns = append $ns . -}}{{- end -}}
 {{- toJson (uniq $ns) -}}
-{{- end -}}
-
-{{/* An objectSelector expression that leaves out the objects this product labels as its own
-(app.kubernetes.io/name), whatever namespace they are in. */}}
-{{- define "ff.ownObjects" -}}
-- key: app.kubernetes.io/name
-  operator: NotIn
-  values: [{{ include "ff.name" . | quote }}]
 {{- end -}}
 
 {{/* The failover label's value that triggers the member webhook. */}}
@@ -330,6 +322,18 @@ affinity:
 {{/* Whether the member role runs its fencing agent (member.fencing.cluster set, policy.fencing on). */}}
 {{- define "ff.memberFencing" -}}
 {{- if and (eq .Values.role "member") .Values.member.fencing.cluster .Values.policy.fencing.enabled -}}true{{- end -}}
+{{- end -}}
+
+{{/* The member webhook's failurePolicy, refused as Ignore with fencing: a job held for fencing stays held
+only while the webhook answers, and Ignore lets every held object through while it is down (the schema
+refuses it too; this covers --skip-schema-validation; the server refuses it at start from the env
+FLINK_FAILOVER_WEBHOOK_FAILURE_POLICY the Deployment sets from it). */}}
+{{- define "ff.memberFailurePolicy" -}}
+{{- $policy := .Values.member.webhook.failurePolicy -}}
+{{- if and (include "ff.memberFencing" .) (ne $policy "Fail") -}}
+{{- fail (printf "member.webhook.failurePolicy %s is refused with fencing on (member.fencing.cluster %s, policy.fencing.enabled): while the webhook is down every job held for fencing would be let through and could run beside its old copy; set member.webhook.failurePolicy: Fail" $policy .Values.member.fencing.cluster) -}}
+{{- end -}}
+{{- $policy -}}
 {{- end -}}
 
 {{/* Whether the member role writes Kubernetes Events (member.events, and always with its own cluster's API). */}}
