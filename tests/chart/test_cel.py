@@ -150,6 +150,42 @@ def test_backstop_lets_a_policy_decided_empty_start_through(helm: str, tmp_path:
     assert admit(policy, flink(labels, RUNNING, annotations=stateless)) == "allowed"
 
 
+def test_backstop_lets_a_job_that_declares_no_state_start_as_declared(helm: str, tmp_path: Path) -> None:
+    """Issue 45: the webhook starts a job with upgradeMode stateless and no directory anywhere (decision
+    stateless): it has no state to lose. One that names a directory, flat or nested, is still refused."""
+    policy = one(render(helm, tmp_path), "ValidatingAdmissionPolicy")
+    labels, stateless = (
+        {"flink-failover.io/failover": "true"},
+        {"flink-failover.io/restore-decision": "stateless"},
+    )
+    job = {"jarURI": "local:///x.jar", "upgradeMode": "stateless", "state": "running"}
+    assert admit(policy, flink(labels, job, annotations=stateless)) == "allowed"
+    unset = {k: v for k, v in job.items() if k != "upgradeMode"}  # the operator's default: stateless
+    assert admit(policy, flink(labels, unset, annotations=stateless)) == "allowed"
+    assert admit(policy, flink(labels, job)) == "denied"  # not the webhook's decision
+    assert (
+        admit(policy, flink(labels, {**job, "upgradeMode": "savepoint"}, annotations=stateless)) == "denied"
+    )
+    for conf in (
+        {"execution.checkpointing.dir": "s3://b/c"},
+        {"state.savepoints.dir": "s3://b/s"},
+        {"execution": {"checkpointing": {"dir": "s3://b/c"}}},
+        {"state": {"checkpoints": {"dir": "s3://b/c"}}},
+    ):
+        obj = flink(labels, job, annotations=stateless)
+        obj["spec"]["flinkConfiguration"] = conf
+        assert admit(policy, obj) == "denied", conf
+    plain = flink(labels, job, annotations=stateless)
+    plain["spec"]["flinkConfiguration"] = {"execution": {"checkpointing": {"interval": "10s"}}, "a.b": "c"}
+    assert admit(policy, plain) == "allowed"
+    # with a policy directory every job keeps state somewhere: no such start
+    with_dir = one(
+        render(helm, tmp_path, {"policy": {"defaultCheckpointDir": "s3://b/c"}}),
+        "ValidatingAdmissionPolicy",
+    )
+    assert admit(with_dir, flink(labels, job, annotations=stateless)) == "denied"
+
+
 def test_backstop_on_recorded_karmada_member_object(backstop: dict[str, Any], shared_data: Path) -> None:
     """Karmada injected only its jobId label (scenario A3): without our webhook the job would start empty."""
     obj = json.loads(
@@ -416,6 +452,13 @@ def test_every_update_of_a_held_object_reaches_the_webhook_once(fencing_docs: li
     # what is neither: not sent
     assert webhooks_called(mwc, blue_green_child("running"), blue_green_child("running")) == []
     assert webhooks_called(mwc, blue_green_child("suspended"), blue_green_child("suspended")) == []
+    # a suspended child whose owner is removed or changed (issue 45): sent by the owner it had, started or not
+    orphan = blue_green_child("running")
+    del orphan["metadata"]["ownerReferences"]
+    assert webhooks_called(mwc, blue_green_child("suspended"), orphan) == [held_entry]
+    moved = blue_green_child("suspended")
+    moved["metadata"]["ownerReferences"][0]["name"] = "elsewhere"
+    assert webhooks_called(mwc, blue_green_child("suspended"), moved) == [held_entry]
     plain = flink({"app": "orders"}, {**RUNNING, "state": "suspended"})
     assert webhooks_called(mwc, plain, _edited(plain)) == []
     assert webhooks_called(mwc, None, flink(TRIGGER, RUNNING)) == [trigger_entry]

@@ -347,6 +347,22 @@ FLINK_FAILOVER_WEBHOOK_FAILURE_POLICY the Deployment sets from it). */}}
 {{- end -}}
 
 {{/* The backstop's test of one job (the CEL path of its spec.job): restored, or held suspended. */}}
+{{/* A job that declares no state (webhook/restore/decide.py): upgradeMode stateless (or none) and no
+checkpoint or savepoint directory in its flinkConfiguration, flat or nested (the keys of
+webhook/common/flink.py CHECKPOINT_DIR_KEYS and SAVEPOINT_DIR_KEYS). dict "spec" "job": CEL paths. */}}
+{{- define "ff.declaresNoStateCel" -}}
+{{- $c := printf "%s.flinkConfiguration" .spec -}}
+{{- $found := list -}}
+{{- range list "execution.checkpointing.dir" "state.checkpoints.dir" "state.backend.fs.checkpointdir" "execution.checkpointing.savepoint-dir" "state.savepoints.dir" "savepoints.state.backend.fs.dir" -}}
+{{- $parts := splitList "." . -}}
+{{- $chain := list -}}
+{{- $p := $c -}}
+{{- range $parts -}}{{- $p = printf "%s.%s" $p . -}}{{- $chain = append $chain (printf "has(%s)" $p) -}}{{- end -}}
+{{- $found = append $found (printf "'%s' in %s || (%s)" . $c (join " && " $chain)) -}}
+{{- end -}}
+(!has({{ .job }}.upgradeMode) || {{ .job }}.upgradeMode == 'stateless') && (!has({{ $c }}) || !({{ join " || " $found }}))
+{{- end -}}
+
 {{- define "ff.backstopRestored" -}}
 (has({{ . }}.initialSavepointPath) && {{ . }}.initialSavepointPath != '') || (has({{ . }}.state) && {{ . }}.state == 'suspended')
 {{- end -}}
