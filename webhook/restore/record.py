@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import MISSING, Field, dataclass, fields, replace
 from typing import Any
 
 from webhook.common.contract import LAST_SAVEPOINT, RELEASE, RESTORE_RECORD, STARTED_FROM
@@ -128,8 +128,8 @@ def decode(raw: str) -> RestoreRecord | RecordError:
             ):
                 return RecordError("claim: not a list of [key, value] pairs")
             values[f.name] = tuple((p[0], p[1]) for p in value)
-        elif not isinstance(value, type(f.default)):
-            return RecordError(f"{key}: not a {type(f.default).__name__}")
+        elif not isinstance(value, _type_of(f)):
+            return RecordError(f"{key}: not a {_type_of(f).__name__}")
         else:
             values[f.name] = value
     if not isinstance(values.get("kind"), str) or not values.get("kind"):
@@ -167,6 +167,11 @@ def make_record(
         created_by=requester,
         cluster_unread=cluster_unread,
     )
+
+
+def _type_of(f: Field[Any]) -> type:
+    """A field's JSON type: that of its default (``kind``, the one without, is a string)."""
+    return str if f.default is MISSING else type(f.default)
 
 
 def _camel(name: str) -> str:
