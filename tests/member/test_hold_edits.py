@@ -342,3 +342,198 @@ def test_a_copied_epoch_on_a_copy_this_cluster_never_restored_does_not_shield_it
         "member1", copy_, Ownership(fences=(Fence("member2", 1, now),)), Times(0.0, 0.0, now), policy.fencing
     )
     assert plan.action is Action.STOPPING, plan
+
+
+# --- issue 45: what the restore recorded is what later decisions read --------------------------------
+KARMADA = "system:serviceaccount:karmada-cluster:karmada-impersonator"  # who creates the objects
+
+
+def _refused(served: Served, new: dict[str, Any], old: dict[str, Any], user: str = ALICE) -> str:
+    answer = served.server.client().admit(review(new, operation="UPDATE", old=old, user=user))
+    response = answer["response"]
+    assert response["allowed"] is False, response
+    return str(response["status"]["message"])
+
+
+def _moved_dir(old: dict[str, Any]) -> dict[str, Any]:
+    new = _edit(old)
+    new["spec"]["flinkConfiguration"]["execution.checkpointing.dir"] = "file:///elsewhere/checkpoints"
+    return new
+
+
+def _relabelled(old: dict[str, Any]) -> dict[str, Any]:
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"][JOB_LABEL] = "b" * 32
+    return new
+
+
+def _without_job(old: dict[str, Any]) -> dict[str, Any]:
+    new = copy.deepcopy(old)
+    del new["spec"]["job"]
+    return new
+
+
+MOVES = {
+    # before: the agent read the records in the new folder and released with no-heartbeat
+    "checkpoint-dir": (_moved_dir, "checkpoint directory"),
+    # before: the new value was kept and the release resolved under it
+    "job-id-label": (_relabelled, f"label {JOB_LABEL}"),
+    # before: skipped as a session cluster, then put back running and admitted running
+    "spec-job-removed": (_without_job, "removes spec.job"),
+}
+
+
+@pytest.mark.parametrize("move", sorted(MOVES))
+def test_an_edit_that_moves_a_held_copys_state_or_owner_is_refused(served: Served, move: str) -> None:
+    old = held(served.root)
+    edit, named = MOVES[move]
+    message = _refused(served, edit(old), old)
+    assert named in message, message
+    # it says how to get out: put it back, release the hold, or abandon the restore
+    assert "Put it back" in message and "flink-failover release analytics/orders" in message, message
+    assert "delete the object" in message, message
+    # the agent itself is never refused (it changes none of these; its release goes through)
+    after, _ = served.admit(_relabelled(old), old, user=fakeapi.DEFAULT_USER)
+    assert after["spec"]["job"]["state"] == "suspended"
+
+
+def test_the_record_is_the_old_objects_whatever_the_request_says(served: Served) -> None:
+    old = held(served.root)
+    record = '{"jobId":"' + JOB_ID + '","kind":"FlinkDeployment","v":1}'
+    old["metadata"]["annotations"][f"{P}/restore-record"] = record
+    forged = _edit(old)
+    forged["metadata"]["annotations"][f"{P}/restore-record"] = record.replace(JOB_ID, "b" * 32)
+    after, _ = served.admit(forged, old)
+    assert after["metadata"]["annotations"][f"{P}/restore-record"] == record
+    removed = _edit(old, annotations=(f"{P}/restore-record",))
+    again, _ = served.admit(removed, old)
+    assert again["metadata"]["annotations"][f"{P}/restore-record"] == record
+
+
+def _heartbeat_of_member1(served: Served, obj: dict[str, Any]) -> None:
+    policy = RestorePolicy(default_checkpoint_dir=str(served.root))
+    folder = copies.ownership_folder(FlinkResource.from_object(obj), policy)
+    assert folder is not None
+    workload = copies.workload_of(FlinkResource.from_object(obj))
+    FencingStore(CheckpointStorage(), "member1").beat(
+        folder, heartbeat_body(workload, "member1", 0, JOB_ID, "2026-12-05T00:00:00Z"), 10
+    )
+
+
+def test_a_release_the_template_carries_is_never_a_request(served: Served) -> None:
+    """Before: the CREATE emptied it, Karmada's next re-apply brought it back and it was recorded as a
+    release asked by Karmada's identity: the agent released while member1's heartbeat was seconds old."""
+    name = "ledger"
+    obj = flink_deployment(
+        name=name,
+        labels={FAILOVER: "true", JOB_LABEL: JOB_ID},
+        annotations={f"{P}/failover-count": "1", f"{P}/release": "true"},
+    )
+    obj["spec"]["job"]["state"] = "running"
+    _heartbeat_of_member1(served, obj)
+    created, _ = served.admit(obj, user=KARMADA)
+    annotations = created["metadata"]["annotations"]
+    assert created["spec"]["job"]["state"] == "suspended" and annotations[HOLD]
+    assert annotations[f"{P}/release"] == ""  # emptied at CREATE
+    # Karmada re-applies its template: release "true" again, from the identity that created it
+    reapplied = copy.deepcopy(obj)
+    after, warnings = served.admit(reapplied, created, user=KARMADA)
+    assert after["spec"]["job"]["state"] == "suspended"
+    assert not after["metadata"]["annotations"].get(f"{P}/release-requested-by"), after["metadata"]
+    assert any("template" in w and "ignored" in w for w in warnings), warnings
+    assert wait_for(
+        lambda: any(
+            e["reason"] == "ReleaseIgnored" and "template" in e.get("note", "") for e in served.member.events
+        )
+    ), served.member.events
+    # a person asks after the hold: recorded, naming them
+    asked = copy.deepcopy(after)
+    asked["metadata"]["annotations"][f"{P}/release"] = "true"
+    by_alice, _ = served.admit(asked, after, user=ALICE)
+    assert by_alice["metadata"]["annotations"][f"{P}/release-requested-by"] == ALICE
+
+
+def test_a_job_that_declares_no_state_is_not_held(served: Served) -> None:
+    """Before: every stateless job without a checkpoint directory (19 of the operator's 25 example jobs)
+    was suspended at CREATE, and every later UPDATE put state: suspended back."""
+    obj = flink_deployment(
+        name="wordcount", labels={FAILOVER: "true"}, annotations={f"{P}/failover-count": "1"}
+    )
+    obj["spec"]["job"].update(state="running", upgradeMode="stateless")
+    answer = served.server.client().admit(review(obj, user=KARMADA))["response"]
+    # the served policy has a defaultCheckpointDir: this job keeps its state there, so it is restored
+    assert answer["allowed"] is True
+    from webhook.member.handler import MemberHandler
+
+    handler = MemberHandler.from_policy(RestorePolicy(), daemon_lookups=True)
+    try:
+        from webhook.common.admission import parse_review
+
+        response = handler(parse_review(review(obj))).to_review()["response"]
+    finally:
+        handler.close()
+    after = apply(obj, decode_patch(response))
+    assert after["spec"]["job"]["state"] == "running", after
+    assert after["metadata"]["annotations"][DECISION] == "stateless"
+    assert any("declares no state" in w for w in response.get("warnings", [])), response
+
+
+def _suspended_for_want_of_state(name: str) -> dict[str, Any]:
+    obj = flink_deployment(
+        name=name,
+        labels={FAILOVER: "true", JOB_LABEL: "c" * 32},
+        annotations={f"{P}/failover-count": "1", DECISION: "suspended", f"{P}/restored-job-id": "c" * 32},
+    )
+    obj["spec"]["job"].update(state="suspended", upgradeMode="savepoint")
+    return obj
+
+
+def test_a_job_held_for_want_of_state_starts_the_ways_its_warning_says(served: Served) -> None:
+    """Before: 'set spec.job.initialSavepointPath or state: running by hand' — setting running was
+    reverted, and so was release: "true"; a path set by hand started it, and the next re-applied
+    template (without the path) suspended it again."""
+    old = _suspended_for_want_of_state("audit")
+    reapplied = copy.deepcopy(old)
+    reapplied["spec"]["job"]["state"] = "running"
+    kept, warnings = served.admit(reapplied, old, user=KARMADA)
+    assert kept["spec"]["job"]["state"] == "suspended"
+    assert any("flink-failover release" in w and "initialSavepointPath" in w for w in warnings), warnings
+
+    asked = copy.deepcopy(reapplied)
+    asked["metadata"]["annotations"][f"{P}/release"] = "true"
+    started, _ = served.admit(asked, old, user=ALICE)
+    assert started["spec"]["job"]["state"] == "running"
+    annotations = started["metadata"]["annotations"]
+    assert annotations[DECISION] == "stateless" and ALICE in annotations[f"{P}/released"]
+    after_sync, _ = served.admit(reapplied, started, user=KARMADA)  # Karmada re-applies: stays running
+    assert after_sync["spec"]["job"]["state"] == "running"
+
+    path = str(served.root / JOB_ID / "chk-2")
+    given = copy.deepcopy(reapplied)
+    given["spec"]["job"]["initialSavepointPath"] = path
+    restored, _ = served.admit(given, old, user=ALICE)
+    assert restored["spec"]["job"]["state"] == "running"
+    assert restored["metadata"]["annotations"][DECISION] == "restored"
+    assert restored["metadata"]["annotations"][f"{P}/restored-from"] == path
+    synced, _ = served.admit(reapplied, restored, user=KARMADA)  # the template has no path: kept
+    assert synced["spec"]["job"]["initialSavepointPath"] == path
+    assert synced["spec"]["job"]["state"] == "running"
+
+
+def test_a_held_parents_child_may_not_leave_it(served: Served) -> None:
+    """Before: removing the child's ownerReferences (or pointing them at a parent that does not exist)
+    made it a child of nobody, and it started while its parent was held."""
+    parent = _blue_green(served.root, HOLD_TEXT)
+    parent["metadata"]["name"] = "refunds"
+    served.member.server.stores[BG].upsert(parent)
+    suspended = _child(parent, "suspended")
+    orphan = _child(parent, "running")
+    del orphan["metadata"]["ownerReferences"]
+    message = _refused(served, orphan, suspended)
+    assert "ownerReferences" in message and "refunds" in message, message
+    elsewhere = _child(parent, "running")
+    elsewhere["metadata"]["ownerReferences"][0]["name"] = "no-such-parent"
+    assert "refunds" in _refused(served, elsewhere, suspended)
+    still = _child(parent, "suspended")
+    del still["metadata"]["ownerReferences"]
+    assert "ownerReferences" in _refused(served, still, suspended)

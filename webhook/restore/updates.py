@@ -147,9 +147,8 @@ def carry_over(
 
 # How a job held for want of state is started by a person (the warning of every UPDATE that keeps it).
 SUSPENDED_WAYS_OUT = (
-    "set spec.job.initialSavepointPath to the snapshot it should start from, or start it without state "
-    "with the annotation {release}=true (flink-failover release); a re-applied template or state: running "
-    "alone keeps it suspended"
+    "start it with spec.job.initialSavepointPath (a snapshot) or {release}=true (flink-failover release: "
+    "no state); state: running alone is reverted"
 )
 
 
@@ -204,10 +203,7 @@ def _suspended(
             annotations=annotations,
         )
     ways = SUSPENDED_WAYS_OUT.format(release=policy.key(RELEASE))
-    warnings = [
-        "job stays held suspended (carried over from the previous object): nothing restorable was found "
-        f"when it was created; {ways}"
-    ]
+    warnings = [f"job stays suspended (nothing restorable when it was created): {ways}"]
     if template:
         warnings.append(template)
     return RestoreDecision(
