@@ -505,6 +505,11 @@ def test_a_job_held_for_want_of_state_starts_the_ways_its_warning_says(served: S
     assert started["spec"]["job"]["state"] == "running"
     annotations = started["metadata"]["annotations"]
     assert annotations[DECISION] == "stateless" and ALICE in annotations[f"{P}/released"]
+    assert wait_for(
+        lambda: any(
+            e["reason"] == "StartedByHand" and ALICE in e.get("note", "") for e in served.member.events
+        )
+    ), served.member.events
     after_sync, _ = served.admit(reapplied, started, user=KARMADA)  # Karmada re-applies: stays running
     assert after_sync["spec"]["job"]["state"] == "running"
 

@@ -12,18 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.controlplane import fakeapi
-from tests.member.test_fencing_agent import (  # noqa: F401 (fixtures)
-    AGENT,
-    Member,
-    Site,
-    failed_over,
-    local_site,
-    moto,
-    policy_for,
-    running_copy,
-    site,
-    world,
-)
+from tests.member import test_fencing_agent as harness
+from tests.member.test_fencing_agent import AGENT, Member, Site, failed_over, policy_for, running_copy
 from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment, make_checkpoints, review
 from tests.support.operator import set_status, stopped_status
 from webhook.common.admission import parse_review
@@ -36,6 +26,9 @@ P = "flink-failover.io"
 HOLD, RELEASED, RECORD = f"{P}/hold", f"{P}/released", f"{P}/restore-record"
 SESSION_JOBS = "/apis/flink.apache.org/v1beta1/flinksessionjobs"
 OTHER_JOB = "b" * 32
+
+# The two-member harness of the fencing agent's tests (fake API servers, the webhook's handler, storage).
+world, site, local_site, moto = harness.world, harness.site, harness.local_site, harness.moto
 
 
 def _jobs(member: Member) -> fakeapi.FakeKarmada:
@@ -197,7 +190,7 @@ def test_a_held_copy_whose_job_id_label_is_edited_is_released_from_the_job_it_re
 
 
 def test_the_record_is_written_at_the_restore_and_read_as_it_was(local_site: Site, world: Any) -> None:
-    m1, m2 = _held_on_member2(local_site, world)
+    _, m2 = _held_on_member2(local_site, world)
     raw = m2.obj()["metadata"]["annotations"][RECORD]
     record = decode(raw)
     assert isinstance(record, RestoreRecord)

@@ -404,6 +404,11 @@ def admission_events(
             found.append(Occurrence(regarding, WARNING, "NothingToRestore", "Restore", decision.reason))
         elif outcome is RestoreOutcome.DENIED:
             found.append(Occurrence(regarding, WARNING, "RestoreRefused", "Restore", decision.reason))
+    elif outcome in (RestoreOutcome.RESTORED, RestoreOutcome.STATELESS) and decision.reason.startswith(
+        "started "
+    ):
+        # a person's way out of a hold for want of state (restore/updates.py _suspended), recorded
+        found.append(Occurrence(regarding, NORMAL, "StartedByHand", "Release", decision.reason))
     for warning in decision.warnings:
         if RELEASE_IGNORED in warning:
             found.append(Occurrence(regarding, WARNING, "ReleaseIgnored", "Release", warning))
