@@ -19,7 +19,12 @@ WRITTEN_BY_CONTROL_PLANE = (
     contract.LAST_SAVEPOINT,
     contract.STARTED_FROM,
 )
-WRITTEN_BY_MEMBER = (contract.RESTORE_DECISION, contract.RESTORED_FROM, contract.RESTORED_JOB_ID)
+WRITTEN_BY_MEMBER = (
+    contract.RESTORE_DECISION,
+    contract.RESTORED_FROM,
+    contract.RESTORED_JOB_ID,
+    contract.RESTORE_RECORD,
+)
 
 
 def _readme_section(title: str) -> str:
