@@ -24,7 +24,8 @@ from tests.support.objects import (
     review,
     running_deployment,
 )
-from tests.support.operator import operator_stops
+from tests.support.operator import operator_stops, running_status, set_status, stopped_status
+from tests.support.production import wait_for
 from tests.support.s3 import moto_server, s3_options
 from webhook.cli import main
 from webhook.common.admission import parse_review
@@ -961,3 +962,89 @@ def test_a_stepped_down_copy_that_cannot_check_its_newest_checkpoint_stays_stopp
     assert m1.tick() == {"orders": "resumed"}
     job = m1.obj()["spec"]["job"]
     assert job["state"] == "running" and job["initialSavepointPath"].endswith(f"{JOB_ID}/chk-3")
+
+
+# --- stopped means stopped, and gone means gone (issue 45) -----------------------------------------
+
+SESSION_JOBS = "/apis/flink.apache.org/v1beta1/flinksessionjobs"
+HEARTBEAT1 = "heartbeat-member1.json"
+
+
+def record_names(site: Site, kind: str = "flinkdeployment", name: str = "orders") -> list[str]:
+    """The ownership records of one workload, as the storage lists them now."""
+    folder = f"{site.root}/flink-failover/analytics/{kind}/{name}"
+    if site.local is not None:
+        path = Path(folder)
+        return sorted(p.name for p in path.iterdir()) if path.is_dir() else []
+    import s3fs
+
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, **site.options["s3"])
+    try:
+        listed = fs.ls(folder.removeprefix("s3://"), detail=False, refresh=True)
+    except FileNotFoundError:
+        return []
+    return sorted(str(p).rstrip("/").rsplit("/", 1)[-1] for p in listed)
+
+
+def test_a_stale_copy_whose_job_is_suspended_keeps_its_heartbeat_and_is_not_acknowledged(
+    site: Site, world: Any
+) -> None:
+    """Flink's SUSPENDED is only locally terminal: the JobManager lost its leadership, and a new HA
+    leader resumes the job. A stale copy whose status says SUSPENDED (JobManager MISSING, the suspend
+    reconciled) has not stopped: it keeps its heartbeat, writes no ack, and the restore stays held
+    until the job is FINISHED. Before, it was acknowledged and the restore released."""
+    m1, m2 = stopping_pair(site, world)
+    suspended = stopped_status(m1.obj())
+    suspended["jobStatus"]["state"] = "SUSPENDED"
+    set_status(m1.running.fake, "analytics", "orders", suspended)
+    for _ in range(2):
+        assert m1.tick() == {"orders": "waiting-for-operator"}
+        assert m2.tick() == {"orders": "held"}
+        names = record_names(site)
+        assert HEARTBEAT1 in names and "ack-000000000001-member1.json" not in names, names
+    never_both_running(m1, m2)
+    m1.stop_completes()  # FINISHED: globally terminal
+    assert m2.tick() == {"orders": "released"}
+    assert m2.obj()["metadata"]["annotations"][RELEASED].startswith("ack at ")
+
+
+def session_job(name: str) -> dict[str, Any]:
+    """A running FlinkSessionJob (no JobManager of its own: it runs in its session cluster's)."""
+    job = flink_deployment(kind="FlinkSessionJob", name=name)
+    job["spec"]["job"]["state"] = "running"
+    job["status"] = {
+        k: v for k, v in running_status(JOB_ID, job["spec"]).items() if k != "jobManagerDeploymentStatus"
+    }
+    return job
+
+
+def test_a_session_job_being_deleted_keeps_its_heartbeat_until_its_job_has_ended_or_it_is_gone(
+    site: Site, world: Any
+) -> None:
+    """A FlinkSessionJob being deleted (the operator's finalizer kept) has no jobManagerDeploymentStatus:
+    only its job's state says whether the job still runs in the session cluster. It stays ``ending``
+    (its heartbeat renewed) until that state is globally terminal, or the object is gone. Before, a
+    deleted session job with SUSPENDED or no job state (the reconciled spec beside it) was idle at once
+    and its heartbeat removed while its job could still run."""
+    m1 = world("member1", policy_for(site))
+    sessions = m1.running.server.stores[SESSION_JOBS]
+    for name in ("orders", "payments"):
+        sessions.upsert(session_job(name))
+    assert m1.tick() == {"orders": "heartbeat", "payments": "heartbeat"}
+    for state in ("RUNNING", "CANCELLING", "SUSPENDED", ""):
+        for name in ("orders", "payments"):
+            deleting = sessions.get("analytics", name)
+            deleting["metadata"]["deletionTimestamp"] = "2026-12-01T15:00:00Z"
+            deleting["metadata"]["finalizers"] = ["flinksessionjobs.flink.apache.org/finalizer"]
+            deleting["status"]["jobStatus"] = {"jobId": JOB_ID, "state": state} if state else {}
+            sessions.upsert(deleting)
+        assert m1.tick() == {"orders": "ending", "payments": "ending"}, state
+        for name in ("orders", "payments"):
+            assert HEARTBEAT1 in record_names(site, "flinksessionjob", name), (state, name)
+    ended = sessions.get("analytics", "orders")
+    ended["status"]["jobStatus"] = {"jobId": JOB_ID, "state": "CANCELED"}
+    sessions.upsert(ended)  # the operator reports the job cancelled
+    sessions.delete("analytics", "payments")  # the cleanup completed, the finalizer removed
+    m1.tick()
+    for name in ("orders", "payments"):
+        assert wait_for(lambda n=name: HEARTBEAT1 not in record_names(site, "flinksessionjob", n), 30)

@@ -372,6 +372,54 @@ def test_a_copy_being_deleted_keeps_its_heartbeat_until_the_operator_has_stopped
     assert _copy_of(blank).state is CopyState.ENDING and not _copy_of(blank).operator.active
 
 
+def _with_job_state(obj: dict[str, Any], state: str) -> dict[str, Any]:
+    """The status the operator writes once a stop has completed, but with job state ``state``."""
+    status = stopped_status(obj)
+    status["jobStatus"] = {**status["jobStatus"], "state": state} if state else {"jobId": JOB_ID}
+    return {**obj, "status": status}
+
+
+def test_only_a_globally_terminal_job_state_is_a_stop() -> None:
+    """Flink's SUSPENDED is terminal only for the JobManager that wrote it (it lost its leadership): a
+    new HA leader resumes the job. Only FINISHED, CANCELED and FAILED (``isGloballyTerminalState``)
+    with the rest of a stop's status say stopped; SUSPENDED, a state this code does not know and no
+    state at all say the job may still run. Before, SUSPENDED or a missing job state with the JobManager
+    MISSING and the suspend reconciled was acknowledged as a stop."""
+    for kind in ("FlinkDeployment", "FlinkSessionJob"):
+        suspended = flink_deployment(kind=kind, checkpoint_dir="s3://jobs/checkpoints")
+        suspended["spec"]["job"]["state"] = "suspended"
+        for state in ("FINISHED", "CANCELED", "FAILED", "finished"):
+            assert operator_report(_with_job_state(suspended, state)).stopped, (kind, state)
+        for state in ("SUSPENDED", "RECONCILING", "RESTARTING", "A_STATE_OF_LATER_FLINK", ""):
+            report = operator_report(_with_job_state(suspended, state))
+            assert not report.stopped, (kind, state)
+            assert report.active == bool(state), (kind, state)  # a job that may still run, or resume
+        # A stale copy we asked to stop stays STOPPING (heartbeat kept, no ack) while it says SUSPENDED.
+        fenced = _with_job_state(suspended, "SUSPENDED")
+        fenced["metadata"]["labels"] = {"flink-failover.io/fenced": "1"}
+        assert _copy_of(fenced).state is CopyState.STOPPING, kind
+        assert _copy_of(_with_job_state(fenced, "FINISHED")).state is CopyState.FENCED, kind
+
+
+def test_a_session_job_being_deleted_ends_only_with_a_globally_terminal_job_state() -> None:
+    """A FlinkSessionJob has no JobManager of its own (it runs in its session cluster's): while it is
+    being deleted only its job's state says whether the job still runs. Before, any state not in the
+    active list (SUSPENDED, none at all beside the reconciled spec) made it idle at once."""
+    job = _deleted(flink_deployment(kind="FlinkSessionJob", checkpoint_dir="s3://jobs/checkpoints"))
+    job["spec"]["job"]["state"] = "running"
+    job["metadata"]["finalizers"] = ["flinksessionjobs.flink.apache.org/finalizer"]
+    reported = running_status(JOB_ID, job["spec"])
+    del reported["jobManagerDeploymentStatus"]  # a session job has no JobManager of its own
+
+    def state_of(state: str) -> CopyState:
+        return _copy_of({**job, "status": {**reported, "jobStatus": {"state": state}}}).state
+
+    for state in ("RUNNING", "CANCELLING", "SUSPENDED", ""):
+        assert state_of(state) is CopyState.ENDING, state
+    for state in ("CANCELED", "FINISHED", "FAILED"):
+        assert state_of(state) is CopyState.IDLE, state
+
+
 def test_a_copy_suspended_by_someone_else_is_idle_only_once_its_operator_reports_the_stop() -> None:
     obj = running_deployment(checkpoint_dir="s3://jobs/checkpoints")
     obj["spec"]["job"]["state"] = "suspended"  # kubectl patch: the job still runs by its status

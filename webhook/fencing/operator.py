@@ -13,6 +13,12 @@ A deleted object with the operator's finalizer stays (``deletionTimestamp`` set)
 cancels the job or deletes the Flink cluster, and its job runs all that time; the operator then
 removes the finalizer and the object goes. Its cleanup reconciles no suspend, so for a copy being
 deleted the job's state and the JobManager's say it, not the reconciled spec.
+
+Only a job state Flink calls *globally terminal* (``JobStatus.isGloballyTerminalState``: FINISHED,
+CANCELED, FAILED) is a stop: SUSPENDED is terminal only for the JobManager that wrote it (it lost its
+leadership), and a new HA leader resumes the job from the HA store. The operator writes FINISHED itself
+once it has deleted a Flink cluster whose job was in any other state. Every other state, an empty one or
+one this code does not know, says the job may still run.
 """
 
 from __future__ import annotations
@@ -24,17 +30,17 @@ from typing import Any
 
 from webhook.common.untyped import as_map
 
-# Flink's JobStatus values of a job that may still process records (or is about to again).
-ACTIVE_JOB_STATES = frozenset(
-    {"INITIALIZING", "CREATED", "RUNNING", "FAILING", "CANCELLING", "RESTARTING", "RECONCILING"}
-)
+# Flink's globally terminal JobStatus values: the job is complete, no standby JobManager recovers it.
+# Every other state (INITIALIZING, CREATED, RUNNING, FAILING, CANCELLING, RESTARTING, RECONCILING, and
+# SUSPENDED, only locally terminal) is of a job that may still process records, or is about to again.
+ENDED_JOB_STATES = frozenset({"FINISHED", "CANCELED", "FAILED"})
 
 
 @dataclass(frozen=True)
 class OperatorReport:
     stopped: bool
     detail: str  # what the status says, for the log and the hold text ("RUNNING, JobManager READY")
-    active: bool = False  # its status shows a job that may process records (RUNNING, RESTARTING, ...)
+    active: bool = False  # its status shows a job that may process records (RUNNING, SUSPENDED, ...)
     empty: bool = False  # its status says nothing at all (not reported yet, or wiped)
 
 
@@ -46,10 +52,12 @@ def operator_report(obj: Mapping[str, Any]) -> OperatorReport:
     reconciled = _reconciled_job_state(status)
     deleting = bool(as_map(obj.get("metadata")).get("deletionTimestamp"))
     parts = [f"job {job_state or 'without a state'}"]
-    if job_state in ACTIVE_JOB_STATES:
+    if job_state and job_state not in ENDED_JOB_STATES:  # SUSPENDED, or a state this code does not know
         return OperatorReport(False, ", ".join(parts), active=True)
     if not (job_state or jm or reconciled):
         return OperatorReport(False, "the operator has reported nothing yet (empty status)", empty=True)
+    if not job_state:  # the JobManager or the reconciled spec alone do not say the job has ended
+        return OperatorReport(False, ", ".join(parts))
     if obj.get("kind", "FlinkDeployment") == "FlinkDeployment":
         parts.append(f"JobManager {jm or 'unreported'}")
         if jm not in ("", "MISSING"):
