@@ -967,7 +967,7 @@ def test_a_stepped_down_copy_that_cannot_check_its_newest_checkpoint_stays_stopp
 # --- stopped means stopped, and gone means gone (issue 45) -----------------------------------------
 
 SESSION_JOBS = "/apis/flink.apache.org/v1beta1/flinksessionjobs"
-HEARTBEAT1 = "heartbeat-member1.json"
+HEARTBEAT1, HEARTBEAT2 = "heartbeat-member1.json", "heartbeat-member2.json"
 
 
 def record_names(site: Site, kind: str = "flinkdeployment", name: str = "orders") -> list[str]:
@@ -1048,3 +1048,65 @@ def test_a_session_job_being_deleted_keeps_its_heartbeat_until_its_job_has_ended
     m1.tick()
     for name in ("orders", "payments"):
         assert wait_for(lambda n=name: HEARTBEAT1 not in record_names(site, "flinksessionjob", n), 30)
+
+
+def test_a_released_copy_gone_before_any_poll_saw_it_run_drops_its_heartbeat(site: Site, world: Any) -> None:
+    """Measured on Karmada v1.18.2: the job failed over to member2, was released there (the release
+    writes member2's heartbeat first), then evicted by Karmada (purge mode Directly: the object
+    deleted) before any poll saw it run. Its heartbeat must go at member2's next poll, so the return
+    to member1 is released by no-heartbeat. Before, only the copies a poll had seen run were removed:
+    the heartbeat stayed, and the return waited for the whole lease (released by lease-expiry)."""
+    m1, m2 = stopping_pair(site, world)
+    m1.stop_completes()
+    assert m2.tick() == {"orders": "released"}
+    assert HEARTBEAT2 in record_names(site)
+    m2.running.fake.delete("analytics", "orders")  # evicted before member2's agent polls again
+    # The workload returns to member1: Karmada deletes the fenced copy there and creates it anew.
+    m1.running.fake.delete("analytics", "orders")
+    assert m1.tick() == {}
+    back = m1.admit(failed_over(2, "member2"))
+    assert back["spec"]["job"]["state"] == "suspended"
+    assert "waiting for member2" in back["metadata"]["annotations"][HOLD]  # its heartbeat is still there
+    assert m2.tick() == {}
+    assert wait_for(lambda: HEARTBEAT2 not in record_names(site), 30), record_names(site)
+    assert m1.tick() == {"orders": "released"}
+    assert m1.obj()["metadata"]["annotations"][RELEASED].startswith("no-heartbeat at ")
+
+
+def test_a_resumed_copy_gone_before_any_poll_saw_it_run_drops_its_heartbeat(site: Site, world: Any) -> None:
+    """A stepped-down copy resumes after its own heartbeat (a resume's beat), and is deleted before
+    the next poll sees it run: that heartbeat goes at the next poll too."""
+    m1 = world("member1", policy_for(site))
+    site.checkpoints([1, 2])
+    obj = running_copy()
+    obj["spec"]["job"]["state"] = "suspended"
+    obj["metadata"]["annotations"] = {f"{P}/stepped-down": "heartbeat not renewed for 15s; stopped ..."}
+    m1.put(obj)
+    assert m1.tick() == {"orders": "resumed"}
+    assert HEARTBEAT1 in record_names(site)
+    m1.running.fake.delete("analytics", "orders")
+    assert m1.tick() == {}
+    assert wait_for(lambda: HEARTBEAT1 not in record_names(site), 30), record_names(site)
+
+
+def test_a_kind_whose_listing_failed_is_not_gone(site: Site, world: Any) -> None:
+    """The FlinkDeployments cannot be listed (the API server answers 503) while the other kinds can:
+    none of their copies counts as gone, so no heartbeat of theirs is removed, neither one the
+    heartbeat loop renews nor one a release wrote. Before, a poll whose FlinkDeployment listing failed
+    removed the heartbeat of every running FlinkDeployment."""
+    m1, m2 = stopping_pair(site, world)
+    m1.stop_completes()
+    assert m2.tick() == {"orders": "released"}  # its heartbeat written by the release
+    m2.running.fake.fail_next_lists = 10**6
+    for _ in range(2):
+        assert m2.tick() == {}
+        assert HEARTBEAT2 in record_names(site)
+    m2.running.fake.fail_next_lists = 0
+    assert m2.tick() == {"orders": "heartbeat"}  # renewed by the heartbeat loop from now on
+    m2.running.fake.fail_next_lists = 10**6
+    for _ in range(2):
+        assert m2.tick() == {}
+        assert HEARTBEAT2 in record_names(site)
+    m2.running.fake.fail_next_lists = 0
+    assert m2.tick() == {"orders": "heartbeat"}
+    never_both_running(m1, m2)

@@ -274,3 +274,47 @@ def test_a_stopping_or_ending_copy_whose_job_is_not_active_is_given_no_heartbeat
     assert renewer.renewed(found[1].patched, -1.0) != -1.0  # the active one has an entry
     assert renewer.renewed(found[0].patched, -1.0) == -1.0
     assert renewer.renewed(found[2].patched, -1.0) == -1.0
+
+
+def test_a_heartbeat_no_entry_renews_is_removed_once_its_copy_is_gone_and_only_then() -> None:
+    """The heartbeats this agent wrote that the loop does not renew: a release's (or a resume's) own
+    beat before any poll saw the copy run, and a stepped-down copy's last renewal. Each is removed at
+    the first poll that lists no such copy, never at one whose listing of the copy's kind failed.
+    Before, only a copy a poll had seen run was ever removed: these were left for the whole lease."""
+    import asyncio
+
+    from tests.support.objects import running_deployment
+    from webhook.fencing.copies import CopyState, read_copy
+    from webhook.fencing.renewer import Renewer
+
+    class Store:  # a beat that always lands
+        class lanes:
+            @staticmethod
+            async def run(call: Any) -> None:
+                return None
+
+        @staticmethod
+        def beat_call(folder: Any, body: Any) -> None:
+            return None
+
+    async def stepped(*_: Any) -> bool:
+        return True
+
+    async def scenario() -> None:
+        renewer = Renewer("member1", FENCING, Store(), stepped, lambda: "")  # type: ignore[arg-type]
+        released = read_copy(running_deployment(name="released", checkpoint_dir=HEALTHY), POLICY)
+        await renewer.beat_now(released)  # a release's beat: no poll has seen it run
+        held = replace(released, state=CopyState.HELD)
+        assert renewer.observe([held], 0.0) == []  # still listed: kept
+        assert renewer.observe([], 5.0, kinds={"FlinkSessionJob"}) == []  # its kind not listed: kept
+        assert renewer.observe([], 10.0) == [(released.patched, released.folder)]
+        assert renewer.observe([], 15.0) == []  # once
+
+        down = read_copy(running_deployment(name="down", checkpoint_dir=HEALTHY), POLICY)
+        now = asyncio.get_running_loop().time()
+        assert renewer.observe([down], now - 100.0) == []  # seen long ago, never renewed: overdue
+        await asyncio.gather(*renewer.tick())  # stepped down
+        assert renewer.observe([replace(down, state=CopyState.STEPPED_DOWN)], now) == []
+        assert renewer.observe([], now + 5.0) == [(down.patched, down.folder)]
+
+    asyncio.run(scenario())

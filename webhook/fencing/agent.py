@@ -189,12 +189,14 @@ class FencingAgent:
     # --- one poll ------------------------------------------------------------------------------------
     async def poll(self) -> list[Step]:
         started = self._mono()
-        found = await self._list()
-        if found is None:
+        listing = await self._list()
+        if listing is None:
             self.report.health(started)
             return []
+        found, kinds = listing
         self.reads.begin(found)
-        for workload, folder in self.renewer.observe(found, started):
+        # A copy of a kind whose listing failed is not gone: only the kinds listed say what is.
+        for workload, folder in self.renewer.observe(found, started, kinds):
             self.executors.forget(workload, folder)
         submitted: dict[Workload, asyncio.Task[Step]] = {}
         unanswered: list[Awaitable[Step]] = []
@@ -241,8 +243,9 @@ class FencingAgent:
         ):
             run.keep_verdict(copy)
 
-    async def _list(self) -> list[Copy] | None:
-        """Each kind on its own, all at once; None when no kind could be listed."""
+    async def _list(self) -> tuple[list[Copy], frozenset[str]] | None:
+        """Each kind on its own, all at once: the copies and the kinds listed; None when no kind could
+        be listed."""
         listings = await asyncio.gather(*(self.api.list_kind(kind) for kind in KINDS))
         objects: list[Mapping[str, Any]] = []
         kinds: dict[str, str] = {}
@@ -257,7 +260,8 @@ class FencingAgent:
             return None
         self._sessions = _session_clusters(objects)
         found = [copies.read_copy(obj, self.policy, self._sessions) for obj in objects]
-        return copies.with_children(found)
+        answered = frozenset(kind for kind, state in kinds.items() if state == "ok")
+        return copies.with_children(found), answered
 
     def _remember(self, copy: Copy, now: float) -> None:
         self.report.seen(copy, now)

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, replace
 
 from webhook.common.paths import StoragePath
@@ -73,17 +73,28 @@ class Renewer:
         self._step_down = step_down
         self._written = written
         self._entries: dict[Workload, _Entry] = {}
-        self._beaten: dict[Workload, float] = {}  # renewed before the copy ran (a release's own beat)
+        # Heartbeats this agent wrote that no entry renews: a release's or a resume's own beat before a
+        # poll sees the copy run, a stepped-down copy's last one. When, and where: one whose copy goes
+        # (or is stopped) is removed at the next poll all the same.
+        self._beaten: dict[Workload, tuple[float, StoragePath]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._renewing: dict[Workload, asyncio.Task[None]] = {}  # the renewal in flight, per copy
 
     # --- what the poll tells it --------------------------------------------------------------------
-    def observe(self, found: list[Copy], now: float) -> list[tuple[Workload, StoragePath]]:
+    def observe(
+        self, found: list[Copy], now: float, kinds: Collection[str] | None = None
+    ) -> list[tuple[Workload, StoragePath]]:
         """The copies a poll listed: an entry for every running or stopping one (a new one, or one
         running again, counts as renewed ``first_seen``); the others are dropped. Returns where the
         heartbeats lie of the dropped copies that are gone or no longer ours to heartbeat (the agent
-        removes them)."""
+        removes them), and of the copies this agent beat for (a release, a resume) that went before a
+        poll saw them run. ``kinds``: the kinds the poll listed (None: every kind); a copy of a kind
+        whose listing failed is not gone, and is left as it was."""
         listed = {c.patched: c for c in found}
+
+        def unlisted(workload: Workload) -> bool:
+            return kinds is not None and workload.kind not in kinds
+
         for workload, copy in listed.items():
             kept = _KEPT.get(copy.state)
             if kept is None or copy.folder is None:
@@ -95,7 +106,8 @@ class Renewer:
                 # superseded while held, an object that never ran): it is not given a heartbeat.
                 continue
             if entry is None:
-                renewed = max(first_seen(now, self.policy), self._beaten.pop(workload, NEVER))
+                beaten = self._beaten.pop(workload, None)
+                renewed = max(first_seen(now, self.policy), beaten[0] if beaten else NEVER)
                 self._entries[workload] = _Entry(copy, Renewing(renewed, NEVER, may_step_down), beats)
                 continue
             renewed = entry.state.renewed
@@ -106,6 +118,8 @@ class Renewer:
             entry.state = replace(entry.state, may_step_down=may_step_down, renewed=renewed)
         dropped = []
         for workload in [w for w in self._entries if w not in listed or listed[w].state not in _KEPT]:
+            if workload not in listed and unlisted(workload):
+                continue  # its kind could not be listed: unknown, not gone
             entry = self._entries.pop(workload)
             after = listed.get(workload)
             if (
@@ -114,12 +128,20 @@ class Renewer:
                 and (after is None or after.state is CopyState.IDLE)
             ):
                 dropped.append((workload, entry.copy.folder))
+        # Beaten for (a release, a resume) and gone, or stopped, before any poll saw the copy run; or
+        # stepped down, and gone since.
+        for workload, (_, folder) in list(self._beaten.items()):
+            after = listed.get(workload)
+            if after is None and unlisted(workload):
+                continue
+            if after is None or after.state is CopyState.IDLE:
+                del self._beaten[workload]
+                dropped.append((workload, folder))
         # A blue/green child that goes (the operator deletes the old one after a transition) shares its
         # heartbeat with the child that runs on: that heartbeat stays.
         beating = {e.copy.folder for e in self._entries.values()}
-        dropped = [(w, folder) for w, folder in dropped if folder not in beating]
-        self._beaten = {w: t for w, t in self._beaten.items() if w in listed}
-        return dropped
+        beating |= {folder for _, folder in self._beaten.values()}
+        return [(w, folder) for w, folder in dropped if folder not in beating]
 
     def keep(self, copy: Copy, effect: KeepRenewing, listed_at: float) -> None:
         """A poll's plan: keep renewing the copy; ``confirmed``: its listing started at ``listed_at``
@@ -148,7 +170,7 @@ class Renewer:
             raise StorageError("no checkpoint directory")
         start = asyncio.get_running_loop().time()
         await self.store.lanes.run(self.store.beat_call(copy.folder, self._body(copy)))
-        self._renewed(copy.patched, start)
+        self._renewed(copy.patched, start, copy.folder)
 
     # --- the loop ----------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -227,11 +249,15 @@ class Renewer:
             return
         if self._entries.get(workload) is entry:
             del self._entries[workload]  # if it runs again (resumed elsewhere), it is a new sight
+            if entry.copy.folder is not None:  # its heartbeat stays until the copy is gone or stopped
+                self._beaten[workload] = (entry.state.renewed, entry.copy.folder)
 
-    def _renewed(self, workload: Workload, start: float) -> None:
+    def _renewed(self, workload: Workload, start: float, folder: StoragePath | None = None) -> None:
         entry = self._entries.get(workload)
         if entry is None:
-            self._beaten[workload] = max(self._beaten.get(workload, NEVER), start)
+            if folder is not None:  # a beat before the copy runs (a renewal has an entry, or is moot)
+                before = self._beaten.get(workload)
+                self._beaten[workload] = (max(before[0] if before else NEVER, start), folder)
             return
         entry.state = replace(entry.state, renewed=max(entry.state.renewed, start))
 
