@@ -171,6 +171,8 @@ def test_backstop_lets_a_job_that_declares_no_state_start_as_declared(helm: str,
         {"state.savepoints.dir": "s3://b/s"},
         {"execution": {"checkpointing": {"dir": "s3://b/c"}}},
         {"state": {"checkpoints": {"dir": "s3://b/c"}}},
+        {"execution": {"checkpointing": {"savepoint-dir": "s3://b/s"}}},
+        {"state": {"backend": {"fs": {"checkpointdir": "s3://b/c"}}}},
     ):
         obj = flink(labels, job, annotations=stateless)
         obj["spec"]["flinkConfiguration"] = conf

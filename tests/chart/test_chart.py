@@ -546,7 +546,12 @@ def test_backstop_policy(rendered: dict[str, list[dict[str, Any]]]) -> None:
     assert conditions["not-being-deleted"] == "!has(object.metadata.deletionTimestamp)"
     (validation,) = spec["validations"]
     assert "initialSavepointPath" in validation["expression"] and "'suspended'" in validation["expression"]
-    assert "stateless" not in validation["expression"]  # the default policy never lets a job start empty
+    # The default policy never lets a job start empty, but for one that declares no state at all
+    # (upgradeMode stateless, no directory: evaluated in tests/chart/test_cel.py).
+    expression = validation["expression"]
+    _, _, declared = expression.partition("restore-decision'] == 'stateless' &&")
+    assert declared and "restore-decision'] == 'stateless'" not in declared, expression
+    assert "upgradeMode == 'stateless'" in declared and "'execution.checkpointing.dir' in" in declared
     assert not find(rendered["member-vap-off"], "ValidatingAdmissionPolicy")
     assert not find(rendered["member-vap-off"], "ValidatingAdmissionPolicyBinding")
     assert not find(rendered["control-plane"], "ValidatingAdmissionPolicy")

@@ -357,7 +357,10 @@ webhook/common/flink.py CHECKPOINT_DIR_KEYS and SAVEPOINT_DIR_KEYS). dict "spec"
 {{- $parts := splitList "." . -}}
 {{- $chain := list -}}
 {{- $p := $c -}}
-{{- range $parts -}}{{- $p = printf "%s.%s" $p . -}}{{- $chain = append $chain (printf "has(%s)" $p) -}}{{- end -}}
+{{- $last := last $parts -}}
+{{- range initial $parts -}}{{- $p = printf "%s.%s" $p . -}}{{- $chain = append $chain (printf "has(%s)" $p) -}}{{- end -}}
+{{- /* the last key by index: savepoint-dir is no CEL identifier */ -}}
+{{- $chain = append $chain (printf "'%s' in %s" $last $p) -}}
 {{- $found = append $found (printf "'%s' in %s || (%s)" . $c (join " && " $chain)) -}}
 {{- end -}}
 (!has({{ .job }}.upgradeMode) || {{ .job }}.upgradeMode == 'stateless') && (!has({{ $c }}) || !({{ join " || " $found }}))
