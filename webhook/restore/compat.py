@@ -231,9 +231,10 @@ def _claim(readers: list[Reader], layers: tuple[Layer, ...], unread: str) -> tup
         source = f"{who} reads only {reading.keys[0]}: {source}" + (f"; {ignored[0]}" if ignored else "")
     elif not reading.keys:
         source = f"{who}: {source}"
-    keys = [f"{each.keys[0]}: CLAIM" for each in readings if each.keys]
+    unclaimed = [each for each, mode_found, _ in found if mode_found != "CLAIM"]
+    keys = [f"{each.keys[0]}: CLAIM" for each in unclaimed if each.keys]
     fix = f"set {' and '.join(dict.fromkeys(keys))}" if keys else ""
-    if any(not each.keys for each in readings):
+    if any(not each.keys for each in unclaimed):
         fix = "; ".join(
             f
             for f in (
@@ -385,21 +386,24 @@ class Unloadable:
 
 
 _FIXES = (
-    re.compile(r"; (set \S+: CLAIM(?: and \S+: CLAIM)?)"),
-    re.compile(r"; (run Flink 1\.15\+ with \S+: CLAIM)"),
-    re.compile(r"a Flink 1\.x that reads it loads it \((spec\.flinkVersion v\d+_\d+)\)"),
-    re.compile(r"\((Flink \d+\.\d+\+) reads it;"),
+    (re.compile(r"; (set \S+: CLAIM(?: and \S+: CLAIM)?)"), "{}"),
+    (re.compile(r"; (run Flink 1\.15\+ with \S+: CLAIM)"), "{}"),
+    (
+        re.compile(r"a Flink 1\.x that reads it loads it \((spec\.flinkVersion v\d+_\d+)\)"),
+        "run Flink 1.x ({})",
+    ),
+    (re.compile(r"\((Flink \d+\.\d+\+) reads it;"), "run {}"),
 )
 
 
 def what_loads(why: str) -> str:
     """What would load a snapshot passed over for ``why`` (a :func:`cannot_read` reason), in the few
-    words a held job's warning leads with: "set execution.savepoint-restore-mode: CLAIM", "Flink
-    2.1+", "spec.flinkVersion v1_20"; "" when the reason does not say."""
-    for pattern in _FIXES:
+    words a held job's warning leads with: "set execution.savepoint-restore-mode: CLAIM", "run Flink
+    2.1+", "run Flink 1.x (spec.flinkVersion v1_20)"; "" when the reason does not say."""
+    for pattern, said in _FIXES:
         found = pattern.search(why)
         if found:
-            return found.group(1)
+            return said.format(found.group(1))
     return ""
 
 

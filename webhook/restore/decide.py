@@ -339,7 +339,7 @@ def _from_snapshots(
     rewound = ""
     passed = _unloadable_newer(result, chosen, bool(lineage), policy.prefer)
     if passed:
-        left = _left_behind(passed, chosen, job_dir, resource, policy)
+        left = _left_behind(passed, chosen, bool(lineage), job_dir, resource, policy)
         if policy.on_unloadable is OnUnloadable.HOLD:
             return _fallback(Fallback.SUSPEND, left.held, job_id, warnings, policy)
         rewound = left.rewound
@@ -400,28 +400,31 @@ class _LeftBehind:
 def _left_behind(
     passed: list[Unloadable],
     chosen: Candidate,
+    floor: bool,
     job_dir: StoragePath | None,
     resource: FlinkResource,
     policy: RestorePolicy,
 ) -> _LeftBehind:
-    """What restoring ``chosen`` would leave behind, in the words of the hold and of the warning."""
+    """What restoring ``chosen`` would leave behind, in the words of the hold and of the warning: the
+    short names first (kubectl shows 240 characters), the paths and the reason after."""
     newest = passed[0]
-    fix = what_loads(newest.why) or "a Flink that loads it"
+    fix = what_loads(newest.why) or "run a Flink that loads it"
     shown = [_unloadable_name(u) for u in passed[:3]]
     more = f" and {len(passed) - 3} more" if len(passed) > 3 else ""
     count = f"{len(passed)} newer snapshot{'s' if len(passed) != 1 else ''}"
-    how_much = f"{count} ({', '.join(shown)}{more}{_age(passed, chosen, resource, policy)})"
-    older = f"{chosen.kind} {chosen.path}{_id_note(chosen)}"
+    how_much = f"{count} behind ({', '.join(shown)}{more}{_age(passed, chosen, resource, policy)})"
+    older = f"{'the snapshot it started from, ' if floor else ''}{chosen.path.name}{_id_note(chosen)}"
     newest_path = newest.name if newest.kind == "savepoint" or job_dir is None else job_dir.child(newest.name)
+    why = f"{_unloadable_name(newest)}: {newest.why}"
     held = (
-        f"held rather than rewound: the newest snapshot, {_unloadable_name(newest)}, needs {fix}; "
-        f"restoring the older {older} would leave {how_much} behind (policy onUnloadable: hold). To restore "
-        f"the newest: {fix}, then spec.job.initialSavepointPath {newest_path}; to restore the older: "
-        f"spec.job.initialSavepointPath {chosen.path}. {newest.name}: {newest.why}"
+        f"held rather than rewound: the newest snapshot, {_unloadable_name(newest)}, loads if you {fix}; restoring "
+        f"the older {older} would leave {how_much} (policy onUnloadable: hold). To restore the newest: "
+        f"{fix}, then spec.job.initialSavepointPath {newest_path}; to restore the older: "
+        f"spec.job.initialSavepointPath {chosen.path}. {why}"
     )
     rewound = (
-        f"rewound: {older} is restored, leaving {how_much} behind that the restoring Flink cannot load "
-        f"(the newest needs {fix}; policy onUnloadable: older): {newest.name}: {newest.why}"
+        f"rewound: restored the older {older}, leaving {how_much} that the restoring Flink cannot load "
+        f"(the newest loads if you {fix}; policy onUnloadable: older). {why}"
     )
     return _LeftBehind(held, rewound)
 
@@ -429,8 +432,8 @@ def _left_behind(
 def _unloadable_name(each: Unloadable) -> str:
     if each.kind == "checkpoint":
         return each.name
-    told = f", checkpoint id {each.checkpoint_id}" if each.checkpoint_id is not None else ""
-    return f"savepoint {each.name}{told}"
+    told = f" (checkpoint id {each.checkpoint_id})" if each.checkpoint_id is not None else ""
+    return f"{each.name.rpartition('/')[2]}{told}"
 
 
 def _age(passed: list[Unloadable], chosen: Candidate, resource: FlinkResource, policy: RestorePolicy) -> str:
