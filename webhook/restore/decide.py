@@ -341,7 +341,8 @@ def _from_snapshots(
     if passed:
         left = _left_behind(passed, chosen, bool(lineage), job_dir, resource, policy)
         if policy.on_unloadable is OnUnloadable.HOLD:
-            return _fallback(Fallback.SUSPEND, left.held, job_id, warnings, policy)
+            why = f"{left.held}; skipped {'; '.join(result.rejected)}"
+            return _fallback(Fallback.SUSPEND, why, job_id, warnings, policy)
         rewound = left.rewound
 
     path = str(chosen.path)
