@@ -27,7 +27,11 @@ from webhook.restore.policy import OnUnloadable, PolicyError, RestorePolicy, pol
 
 P = "flink-failover.io"
 CHANGELOG = ("1.20.5-changelog", "2.0.2-changelog", "2.3.0-changelog")
-OLDER = RestorePolicy(on_unloadable=OnUnloadable.OLDER)
+
+
+def older() -> RestorePolicy:
+    """The policy letting a restore rewind (onUnloadable: older)."""
+    return RestorePolicy(on_unloadable=OnUnloadable.OLDER)
 
 
 def url_of(root: Path) -> str:
@@ -99,7 +103,7 @@ def test_an_unclaimed_changelog_job_restores_its_canonical_savepoint_where_the_p
 ) -> None:
     each = tree(name)
     obj = deployment(each, tmp_path, **INTERVAL)
-    path, state, said, warnings = answered(obj, OLDER)
+    path, state, said, warnings = answered(obj, older())
     canonical = each.savepoint("canonical")
     assert (path, state) == (f"{url_of(tmp_path)}/sp/{canonical}", ""), said
     assert warnings[0] == f"restoring from savepoint {url_of(tmp_path)}/sp/{canonical} (checkpoint id 4)"
@@ -152,7 +156,7 @@ def test_a_2_3_job_on_a_1_20_member_is_held_rather_than_rewound(tmp_path: Path) 
     ) in said
     assert said.count("cannot load it: format version 6 (Flink 2.1+ reads it; 1.20 reads up to 4)") >= 3
     # Where the policy allows it, the 1.20 checkpoint is restored, and what is left behind is told.
-    path, state, said, warnings = answered(obj, OLDER)
+    path, state, said, warnings = answered(obj, older())
     assert (path, state) == (f"{job_dir}/chk-5", ""), said
     assert warnings[1].startswith("rewound: restored the older chk-5 (checkpoint id 5), leaving 3 newer")
     # The Flink that wrote the newest restores it.
@@ -176,7 +180,7 @@ def test_the_state_a_job_started_from_is_no_silent_rewind_either(tmp_path: Path)
         "held rather than rewound: the newest snapshot, chk-8, loads if you run Flink 2.1+; restoring the "
         "older the snapshot it started from, chk-8 (checkpoint id 8) would leave 5 newer snapshots behind"
     ), said
-    path, state, said, _ = answered(obj, OLDER)
+    path, state, said, _ = answered(obj, older())
     assert (path, state) == (floor, ""), said
     assert (
         "it was started from" in said and "rewound: restored the older the snapshot it started from" in said
@@ -193,7 +197,7 @@ def test_1_x_state_restored_by_flink_2_is_judged_and_held(version: str, tmp_path
     each = tree("1.20.5-hashmap-files")
     obj = deployment(each, tmp_path / version, version)
     release = f"{version[1]}.{version[3]}"
-    for policy in (RestorePolicy(), OLDER):
+    for policy in (RestorePolicy(), older()):
         path, state, said, warnings = answered(obj, policy)
         assert (path, state) == ("", "suspended"), said
         assert said.startswith(
