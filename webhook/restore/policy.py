@@ -240,9 +240,11 @@ class FlinkDefaults:
                 "must map Flink configuration keys to values, as the operator's "
                 "defaultConfiguration flink-conf does",
             )
-        for key in value:
+        for key, setting in value.items():
             if not isinstance(key, str) or not key.strip():
                 raise PolicyError(name, f"{key!r} is not a Flink configuration key")
+            if not isinstance(setting, str | int | float | bool | dict):
+                raise PolicyError(name, f"{key}: {setting!r} is not a Flink configuration value")
         return tuple(sorted(flatten_configuration(value).items()))
 
     def schema(self) -> Schema:
