@@ -110,8 +110,9 @@ def test_an_unclaimed_changelog_job_restores_its_canonical_savepoint_where_the_p
     rewound = (
         f"rewound: restored the older {canonical} (checkpoint id 4), leaving 4 newer snapshots behind "
         f"(chk-9, chk-8, {each.savepoint('native')} (checkpoint id 7) and 1 more; 5 checkpoint ids newer, "
-        "about 10 s at execution.checkpointing.interval 2 s) that the restoring Flink cannot load (the newest "
-        "loads if you set execution.state-recovery.claim-mode: CLAIM; policy onUnloadable: older). chk-9: "
+        "about 10 s at execution.checkpointing.interval 2 s) that the restoring Flink cannot load (the "
+        "newest loads if you set execution.state-recovery.claim-mode: CLAIM; policy onUnloadable: older). "
+        "chk-9: "
     )
     assert warnings[1].startswith(rewound[:200])
     assert f"; {rewound}" in said
@@ -198,7 +199,7 @@ def test_1_x_state_restored_by_flink_2_is_judged_and_held(version: str, tmp_path
     obj = deployment(each, tmp_path / version, version)
     release = f"{version[1]}.{version[3]}"
     for policy in (RestorePolicy(), older()):
-        path, state, said, warnings = answered(obj, policy)
+        path, state, said, _ = answered(obj, policy)
         assert (path, state) == ("", "suspended"), said
         assert said.startswith(
             f"the restoring Flink cannot load any snapshot left: chk-8: Flink {release} (spec.flinkVersion "
