@@ -336,7 +336,8 @@ POLICY = Block(
             ImageVersions(),
             'image patterns and the Flink version each runs, e.g. `{"*/flink:1.20*": v1_20}` (first '
             "match counts): with the object's `spec.flinkVersion`, which Flink restores it; a snapshot it "
-            "cannot load is passed over, and with none left the job is held "
+            "cannot load is passed over, and with none left (or only older state: `onUnloadable`) the job "
+            "is held "
             "([docs/flink.md](docs/flink.md#which-flink-reads-what))",
             shown_default="none",
         ),
