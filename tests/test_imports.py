@@ -46,6 +46,7 @@ PURE_CORE = (
     "webhook.restore.updates",
     "webhook.restore.record",
     "webhook.restore.checks",
+    "webhook.restore.restoring",
     "webhook.restore.verdict",
     "webhook.restore.fencing_policy",
     "webhook.restore.decide",
@@ -96,7 +97,8 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         # Flink's _metadata read from bytes; what a decision is; what the decision asks storage (pure);
         # which policy file is read; what a restore decided from, kept on the object (pure)
         ("metadata", "outcome", "snapshots", "policy_file", "record"),
-        ("updates", "checks"),  # what an UPDATE keeps; is a snapshot restorable (both pure)
+        # what an UPDATE keeps; is a snapshot restorable; which Flink restores it, what a rewind leaves
+        ("updates", "checks", "restoring"),
         ("decide", "verdict"),  # the decision; what a full check found, kept (both pure)
         ("storage",),  # the I/O edge: listed, verified, searched through fsspec
     ),

@@ -37,6 +37,7 @@ from webhook.restore.metadata import Metadata, read_metadata
 from webhook.restore.policy import (
     Fallback,
     NewerMetadata,
+    OnUnloadable,
     PolicyError,
     RestorePolicy,
     Verify,
@@ -269,18 +270,46 @@ def test_a_v1_20_target_with_only_a_2_3_checkpoint_is_held_with_the_reason(
 
 
 @pytest.mark.shared
-def test_a_v1_20_target_restores_the_1_20_checkpoint_below_a_2_3_one_with_a_warning(
+def test_a_v1_20_target_is_held_rather_than_rewound_below_a_2_3_checkpoint(
     served: Any, shared_data: Path, tmp_path: Path
 ) -> None:
+    """A 2.x job failing over to a 1.20 member: its newest checkpoint is one 1.20 cannot load, and the
+    1.20 one below it is older state. Held, naming what loads the newest (issue 46: no silent rewind)."""
     ck = lay(shared_data, tmp_path, {11: "2.3.0", 9: "1.20.5"})
     obj = obj_for(ck, "v1_20")
     response = served(obj)
+    assert restored(response, obj) == ("", "suspended")
+    assert response["warnings"][0].startswith(
+        "job held suspended: held rather than rewound: the newest snapshot, chk-11, loads if you run Flink "
+        "2.1+; restoring the older chk-9 (checkpoint id 9) would leave 1 newer snapshot behind (chk-11; 2 "
+        "checkpoint ids newer) (policy onUnl"
+    )
+    said = audited(RestorePolicy(), obj)
+    assert (
+        "(policy onUnloadable: hold). To restore the newest: run Flink 2.1+, "
+        f"then spec.job.initialSavepointPath {ck}/{JOB}/chk-11; to restore the older: "
+        f"spec.job.initialSavepointPath {ck}/{JOB}/chk-9. chk-11: Flink 1.20 (spec.flinkVersion v1_20) "
+        "cannot load it: format version 6 (Flink 2.1+ reads it; 1.20 reads up to 4)"
+    ) in said
+
+
+@pytest.mark.shared
+def test_a_v1_20_target_restores_the_1_20_checkpoint_below_a_2_3_one_where_the_policy_allows(
+    shared_data: Path, tmp_path: Path
+) -> None:
+    ck = lay(shared_data, tmp_path, {11: "2.3.0", 9: "1.20.5"})
+    obj = obj_for(ck, "v1_20")
+    response, _ = answered(RestorePolicy(on_unloadable=OnUnloadable.OLDER), obj)
     assert restored(response, obj) == (f"{ck}/{JOB}/chk-9", "")
-    assert response["warnings"][:2] == [
-        f"restoring from checkpoint {ck}/{JOB}/chk-9 (checkpoint id 9)",
+    assert response["warnings"][0] == f"restoring from checkpoint {ck}/{JOB}/chk-9 (checkpoint id 9)"
+    assert response["warnings"][1].startswith(
+        "rewound: restored the older chk-9 (checkpoint id 9), leaving 1 newer snapshot behind (chk-11; 2 "
+        "checkpoint ids newer) that the restoring Flink cannot load (the newest loads if you run Flink 2.1+; "
+    )
+    assert response["warnings"][2] == (
         "skipped chk-11: Flink 1.20 (spec.flinkVersion v1_20) cannot load it: format version 6 (Flink 2.1+ "
-        "reads it; 1.20 reads up to 4)",
-    ]
+        "reads it; 1.20 reads up to 4)"
+    )
 
 
 @pytest.mark.shared
@@ -339,9 +368,13 @@ def test_no_flink_version_restores_as_before_with_a_warning(
 def test_a_header_check_judges_the_format_version(shared_data: Path, tmp_path: Path) -> None:
     ck = lay(shared_data, tmp_path, {11: "2.3.0", 9: "1.20.5"})
     obj = obj_for(ck, "v1_20")
-    said = audited(RestorePolicy(verify=Verify.HEADER), obj)
-    assert said == (
-        f"restoring from checkpoint {ck}/{JOB}/chk-9; skipped chk-11: Flink 1.20 (spec.flinkVersion v1_20) "
+    assert audited(RestorePolicy(verify=Verify.HEADER), obj).startswith(
+        "held rather than rewound: the newest snapshot, chk-11, loads if you run Flink 2.1+; "
+    )
+    said = audited(RestorePolicy(verify=Verify.HEADER, on_unloadable=OnUnloadable.OLDER), obj)
+    assert said.startswith(f"restoring from checkpoint {ck}/{JOB}/chk-9; rewound: ")
+    assert said.endswith(
+        "; skipped chk-11: Flink 1.20 (spec.flinkVersion v1_20) "
         "cannot load it: format version 6 (Flink 2.1+ reads it; 1.20 reads up to 4)"
     )
 

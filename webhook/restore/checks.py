@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from webhook.common.paths import CONTROL_CHARACTERS, StoragePath, StoragePathError
-from webhook.restore.compat import NOT_STATED, Target, cannot_read
+from webhook.restore.compat import NOT_STATED, SNAPSHOT_ID, Target, cannot_read
 from webhook.restore.metadata import FileScope, Metadata, MetadataRead, NewerFormat, Unreadable
 from webhook.restore.policy import NewerMetadata
 
@@ -35,19 +35,22 @@ def judge(
     to be restored by ``target`` (its format version and handle types; unknown: not judged)."""
     if isinstance(read, Unreadable):
         return Judged(read.reason)
+    # Damage first: a snapshot passed over for damage is passed over whatever Flink restores it; one
+    # only the restoring Flink cannot load holds the job rather than rewind it (restore/decide.py).
+    if directory_id is not None and read.checkpoint_id is not None and read.checkpoint_id != directory_id:
+        return Judged(_other_id(read.checkpoint_id, directory_id))
     why = cannot_read(target, read.version, read.handles if isinstance(read, Metadata) else ())
     if why:
+        # A savepoint's name says no id: the decision needs it to tell how much newer it is.
+        if directory_id is None and read.checkpoint_id is not None:
+            why = f"{why}{SNAPSHOT_ID.format(read.checkpoint_id)}"
         return Judged(why)
     if isinstance(read, NewerFormat):
         what = f"_metadata is in format version {read.version}, newer than this release reads"
         if newer is NewerMetadata.SKIP:
             return Judged(f"{what} (policy onNewerMetadata: skip)")
-        if directory_id is not None and read.checkpoint_id is not None and read.checkpoint_id != directory_id:
-            return Judged(_other_id(read.checkpoint_id, directory_id))
         note = f"{what}: only its header was checked (policy onNewerMetadata: trust)"
         return Judged(note=note, checkpoint_id=read.checkpoint_id)
-    if directory_id is not None and read.checkpoint_id != directory_id:
-        return Judged(_other_id(read.checkpoint_id, directory_id))
     note = ""
     if read.trailing:
         note = (

@@ -19,7 +19,7 @@ from webhook.common.flink import (
     snapshot_job,
 )
 from webhook.common.paths import StoragePath, StoragePathError
-from webhook.restore.compat import NOT_STATED, Target, is_target_problem, target_of
+from webhook.restore.compat import NOT_STATED, Target, is_target_problem
 from webhook.restore.outcome import (
     RestoreDecision,
     RestoreOutcome,
@@ -28,10 +28,11 @@ from webhook.restore.outcome import (
     restored,
     triggered,
 )
-from webhook.restore.policy import Fallback, RestorePolicy
+from webhook.restore.policy import Fallback, OnUnloadable, RestorePolicy
 from webhook.restore.record import make_record
+from webhook.restore.restoring import id_note, left_behind, unloadable_newer
+from webhook.restore.restoring import restoring_flink as restoring_flink  # where fencing/ takes it from
 from webhook.restore.snapshots import (
-    Candidate,
     SnapshotLookup,
     SnapshotQuery,
     Snapshots,
@@ -143,21 +144,6 @@ def decide_restore(
         annotations = {**decision.annotations, policy.key(RESTORE_RECORD): record.encode()}
         decision = replace(decision, annotations=annotations)
     return decision
-
-
-def restoring_flink(own: FlinkResource, cluster: FlinkResource | None, policy: RestorePolicy) -> Target:
-    """The Flink that will load the snapshot: the object's own ``spec.flinkVersion`` and image, or for a
-    FlinkSessionJob its session cluster's (when it was read)."""
-    if own.kind == "FlinkSessionJob":
-        if cluster is None:
-            return Target(
-                unknown="a FlinkSessionJob runs the Flink of its session cluster, which was not read"
-            )
-        where = f"session cluster FlinkDeployment {cluster.namespace}/{cluster.name} "
-        # The job's own settings over its cluster's, as the operator submits it.
-        configuration = {**cluster.configuration, **own.configuration}
-        return target_of(cluster.flink_version, cluster.image, policy.flink_versions, where, configuration)
-    return target_of(own.flink_version, own.image, policy.flink_versions, configuration=own.configuration)
 
 
 def _resolve(
@@ -310,11 +296,22 @@ def _from_snapshots(
         why = "checkpoint outside the job directory"
         return _fallback(policy.on_storage_error, why, job_id, warnings, policy, True)
 
+    # No silent rewind: a newer snapshot passed over only because the restoring Flink cannot load it
+    # (not for damage) holds the job, unless the policy lets it restore the older one.
+    passed = unloadable_newer(result, chosen, bool(lineage), policy.prefer)
+    left = left_behind(passed, chosen, bool(lineage), job_dir, resource, policy) if passed else None
+    if left is not None and policy.on_unloadable is OnUnloadable.HOLD:
+        why = f"{left.held}; skipped {'; '.join(result.rejected)}"
+        return _fallback(Fallback.SUSPEND, why, job_id, warnings, policy)
+    rewound = left.rewound if left is not None else ""
+
     path = str(chosen.path)
     if lineage:
         warnings.append(f"restoring from the state the old job started from: {lineage}")
     else:
-        warnings.append(f"restoring from {chosen.kind} {path}{_id_note(chosen)}")
+        warnings.append(f"restoring from {chosen.kind} {path}{id_note(chosen)}")
+    if rewound:
+        warnings.append(rewound)
     if chosen.note:
         warnings.append(f"{chosen.kind} {path}: {chosen.note}")
     if not found.target.known:
@@ -326,13 +323,11 @@ def _from_snapshots(
     decision = restored(resource, job_id, path, chosen.kind, policy, found.has_savepoint_dir, tuple(warnings))
     if lineage:
         decision = replace(decision, lineage=lineage, reason=f"{decision.reason}: {lineage}")
+    if rewound:
+        decision = replace(decision, reason=f"{decision.reason}; {rewound}")
     if result.rejected:
         decision = replace(decision, reason=f"{decision.reason}; skipped {'; '.join(result.rejected)}")
     return decision
-
-
-def _id_note(candidate: Candidate) -> str:
-    return f" (checkpoint id {candidate.checkpoint_id})" if candidate.checkpoint_id is not None else ""
 
 
 def _fallback(

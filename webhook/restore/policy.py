@@ -19,6 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from webhook.common.contract import DEFAULT_JOB_ID_LABELS, DEFAULT_PREFIX, Contract
+from webhook.common.flink import flatten_configuration
 from webhook.common.paths import FSSPEC_PROTOCOL
 from webhook.restore import backend_options
 from webhook.restore.compat import FLINK_READS
@@ -115,6 +116,14 @@ class NewerMetadata(StrEnum):
     SKIP = "skip"  # pass it over like an unreadable one
 
 
+class OnUnloadable(StrEnum):
+    """The newest complete snapshot is one the restoring Flink cannot load (its version, its claim mode,
+    1.x state into 2.x) while an older one it can load is there (docs/flink.md "No silent rewind")."""
+
+    HOLD = "hold"  # hold the job (suspended), naming the version or key that loads the newest
+    OLDER = "older"  # restore the older one, warning how much newer state is left behind
+
+
 class StatePolicy(StrEnum):
     KEEP = "keep"
     RUNNING = "running"
@@ -146,6 +155,10 @@ class RestorePolicy:
     # Image patterns (fnmatch, first match) and the Flink version each runs ("v1_20"): which snapshots
     # an object whose image matches can load, beside its spec.flinkVersion (restore/compat.py).
     flink_versions: tuple[tuple[str, str], ...] = ()
+    on_unloadable: OnUnloadable = OnUnloadable.HOLD
+    # The operator's defaultConfiguration (its flink-conf), flat "key" -> "value", as far as the member
+    # role should know it (the claim mode a job restores in); None: not stated, so not known.
+    flink_defaults: tuple[tuple[str, str], ...] | None = None
 
     @functools.cached_property
     def contract(self) -> Contract:
@@ -210,6 +223,35 @@ class ImageVersions:
             "type": "object",
             "propertyNames": {"minLength": 1},
             "additionalProperties": {"type": "string", "enum": list(FLINK_READS)},
+        }
+
+
+@dataclass(frozen=True)
+class FlinkDefaults:
+    """The Flink configuration the operator's ``defaultConfiguration`` gives every job (its flink-conf:
+    flat keys or nested YAML, values as Flink reads them)."""
+
+    def read(self, name: str, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, dict):
+            raise PolicyError(
+                name,
+                "must map Flink configuration keys to values, as the operator's "
+                "defaultConfiguration flink-conf does",
+            )
+        for key, setting in value.items():
+            if not isinstance(key, str) or not key.strip():
+                raise PolicyError(name, f"{key!r} is not a Flink configuration key")
+            if not isinstance(setting, str | int | float | bool | dict):
+                raise PolicyError(name, f"{key}: {setting!r} is not a Flink configuration value")
+        return tuple(sorted(flatten_configuration(value).items()))
+
+    def schema(self) -> Schema:
+        return {
+            "type": "object",
+            "propertyNames": {"minLength": 1},
+            "additionalProperties": {"type": ["string", "number", "boolean", "object"]},
         }
 
 
@@ -294,8 +336,30 @@ POLICY = Block(
             ImageVersions(),
             'image patterns and the Flink version each runs, e.g. `{"*/flink:1.20*": v1_20}` (first '
             "match counts): with the object's `spec.flinkVersion`, which Flink restores it; a snapshot it "
-            "cannot load is passed over, and with none left the job is held "
+            "cannot load is passed over, and with none left (or only older state: `onUnloadable`) the job "
+            "is held "
             "([docs/flink.md](docs/flink.md#which-flink-reads-what))",
+            shown_default="none",
+        ),
+        Field(
+            "onUnloadable",
+            "on_unloadable",
+            Choice(OnUnloadable),
+            "the newest complete snapshot is one the restoring Flink cannot load (its `flinkVersion`, its "
+            "claim mode, 1.x state into Flink 2) while an older one it can is there: `hold` the job, "
+            "naming the version or key that loads the newest, or restore the `older` one with a warning "
+            "saying how much newer state is left behind; a damaged snapshot is passed over either way "
+            "([docs/flink.md](docs/flink.md#no-silent-rewind))",
+        ),
+        Field(
+            "flinkDefaults",
+            "flink_defaults",
+            FlinkDefaults(),
+            "the Flink configuration the operator's `defaultConfiguration` gives every job (mirror its "
+            "flink-conf), under the job's own and its session cluster's: read for the claim mode a job "
+            "restores in (`execution.state-recovery.claim-mode`, `execution.savepoint-restore-mode`); "
+            "without it the operator's defaults are not known, and the warning says so "
+            "([docs/flink.md](docs/flink.md#claim-mode-as-the-restoring-flink-reads-it))",
             shown_default="none",
         ),
         Field(
