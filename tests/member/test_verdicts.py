@@ -1,7 +1,10 @@
 """A verdict (restore/verdict.py) spares the next check the files it confirmed, and never more: a
 ``_metadata`` replaced since, a verdict too old, a verdict of another job, a file it holds shorter than
-now named, a new file gone: each is checked, and a missing file passes the checkpoint over. On every
-backend's real server (tests/support/backends.py)."""
+now named, a new file gone: each is checked, and a missing file passes the checkpoint over. Issue 46,
+on the real Flink 2.3.0 RocksDB tree: a verdict covers only the newest complete checkpoint, a listing of
+the lookup that lacks a covered file wins, the window is the store's clock from when the files were
+seen, and anything odd in a verdict is no verdict. On every backend's real server
+(tests/support/backends.py)."""
 
 from __future__ import annotations
 
