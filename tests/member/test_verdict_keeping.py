@@ -4,9 +4,10 @@ poll; and ``verdicts.due`` (pure) says whose verdict is due."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from tests.support.backends import BACKEND_NAMES, Running
 from tests.support.events import Collected
 from tests.support.jobtrees import (
     JOB,
+    aged,
     checkpoint,
     chosen,
     lookup,
@@ -36,7 +38,7 @@ from webhook.fencing.flinkapi import FlinkApi, ThreadedApi
 from webhook.fencing.verdicts import VERDICTS_QUEUED, due
 from webhook.restore.policy import MAX_DEADLINE_SECONDS, FencingPolicy, RestorePolicy, Verify
 from webhook.restore.storage.search import CheckpointStorage
-from webhook.restore.verdict import MAX_AGE, VERDICT_NAME, WRITER_MAX_AGE, encode
+from webhook.restore.verdict import MAX_AGE, VERDICT_NAME, WRITER_MAX_AGE
 
 BACKENDS = pytest.mark.parametrize("storage_backend", BACKEND_NAMES, indirect=True)
 POLL = 30.0
@@ -140,6 +142,29 @@ def test_the_agent_keeps_a_running_jobs_verdict_and_a_failover_then_asks_no_file
     assert not m.agent.executors.verdict_kept  # a deleted job leaves nothing behind in the agent
 
 
+@BACKENDS
+def test_the_agent_writes_over_a_verdict_whose_time_has_no_utc_offset(
+    storage_backend: Running, member: Any
+) -> None:
+    """Issue 46: such a verdict denied every failover of the job (a TypeError comparing times, told as a
+    storage error) and the agent's check failed on it too, so nothing ever wrote over it. Now it is no
+    verdict: the agent's check confirms every file and writes a good one."""
+    job_dir, _ = verified_job(storage_backend, 10)
+    url = f"{job_dir}/{VERDICT_NAME}"
+    odd = json.loads(storage_backend.read(url))
+    odd["verifiedAt"] = odd["verifiedAt"].replace("+00:00", "")
+    put(storage_backend, {url: json.dumps(odd).encode()})
+    assert chosen(lookup(reader(storage_backend), job_dir)).endswith("/chk-1")  # the full check, no error
+    m = member(policy_for(job_dir.rsplit("/", 1)[0], storage_backend.storage_options()))
+    m.running.fake.upsert(flink23(running_deployment(job_id=JOB)))
+    restorable = checks("restorable")
+    assert m.tick() == {"orders": "heartbeat"}
+    assert checks("restorable") == restorable + 1
+    kept = json.loads(storage_backend.read(url))
+    assert datetime.fromisoformat(kept["verifiedAt"]).tzinfo is not None
+    assert str(verdict_of(storage_backend, job_dir).checkpoint).endswith("/chk-1")
+
+
 def test_nothing_is_kept_where_admissions_check_no_files_or_the_policy_says_never(
     tmp_path: Path, member: Any
 ) -> None:
@@ -163,15 +188,15 @@ def test_the_writer_lists_everything_again_before_readers_stop_trusting_its_verd
     """A verdict between ``WRITER_MAX_AGE`` and ``MAX_AGE`` old: a reader still trusts it, the writer
     checks every file again and writes a verdict confirmed now (so a kept verdict never expires)."""
     job_dir, _ = verified_job(storage_backend, 20)
-    age = (WRITER_MAX_AGE + MAX_AGE) / 2
-    aged = replace(verdict_of(storage_backend, job_dir), verified_at=datetime.now(UTC) - age)
-    put(storage_backend, {f"{job_dir}/{VERDICT_NAME}": encode(aged)})
+    aged(storage_backend, job_dir, (WRITER_MAX_AGE + MAX_AGE) / 2)
     assert lookup(reader(storage_backend), job_dir).trips.requests == 4  # trusted: nothing asked
     writer = CheckpointStorage(storage_backend.storage_options(), write_verdicts=True)
     found = lookup(writer, job_dir)
     writer.settle()
     assert found.trips.requests > 4  # the writer asked the files again
-    assert datetime.now(UTC) - verdict_of(storage_backend, job_dir).verified_at < timedelta(minutes=1)
+    kept = verdict_of(storage_backend, job_dir)
+    assert kept.carried_seen is None and kept.seen is not None and kept.stored_at is not None
+    assert kept.stored_at - kept.seen < timedelta(minutes=1)  # its files seen now, on the store's clock
 
 
 # --- verdicts.due, pure ------------------------------------------------------------------------------

@@ -10,16 +10,20 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
 from tests.support.backends import Running
-from tests.support.flinktrees import incremental_metadata
+from tests.support.flinktrees import Tree, incremental_metadata, tree
 from webhook.common.paths import StoragePath
+from webhook.restore.checks import named_files
+from webhook.restore.metadata import Metadata, read_metadata
 from webhook.restore.policy import Verify
 from webhook.restore.snapshots import SnapshotQuery, Snapshots
-from webhook.restore.storage.backends import Deadline
+from webhook.restore.storage.backends import Deadline, modified_time
 from webhook.restore.storage.search import CheckpointStorage
-from webhook.restore.verdict import VERDICT_NAME, Verdict, decode
+from webhook.restore.verdict import VERDICT_NAME, Verdict, decode, encode
 
 JOB = "5f3c0de8a1b24c6d9e7f00112233aabb"
 SIZE = 16
@@ -90,10 +94,47 @@ def verified_job(running: Running, old: int = 30) -> tuple[str, list[str]]:
 
 
 def verdict_of(running: Running, job_dir: str) -> Verdict:
-    """The verdict the job directory holds (it must hold one)."""
-    found = decode(running.read(f"{job_dir}/{VERDICT_NAME}"), StoragePath.parse(job_dir))
+    """The verdict the job directory holds (it must hold one), with its storage time."""
+    url = f"{job_dir}/{VERDICT_NAME}"
+    stored_at = modified_time(running.fs.info(running.path(url)))
+    found = decode(running.read(url), StoragePath.parse(job_dir), stored_at)
     assert isinstance(found, Verdict), found
     return found
+
+
+def aged(running: Running, job_dir: str, age: timedelta) -> None:
+    """The job's verdict written again as a writer leaves it whose check began ``age`` before its write
+    (the store stamps the write: a verdict is aged by what it says of its check, never by its time)."""
+    put(
+        running,
+        {
+            f"{job_dir}/{VERDICT_NAME}": encode(
+                replace(verdict_of(running, job_dir), seen_before=age.total_seconds())
+            )
+        },
+    )
+
+
+def real_job(running: Running, name: str, skip: Iterable[str] = ()) -> tuple[Tree, str, str]:
+    """The real-Flink tree ``name`` (tests/fixtures/flink) written on ``running`` under a new bucket, all
+    but the files ``skip`` names (paths relative to the tree); the tree, its root URL and job directory."""
+    each, skip = tree(name), frozenset(skip)
+    base = running.bucket("real")
+    root = f"file:{base}" if running.backend.name == "file" else base
+    blobs = {f"{root}/{rel}": each.metadata(rel, root) for rel in each.metadata_files() if rel not in skip}
+    blobs.update({f"{root}/{rel}": bytes(size) for rel, size in each.files() if rel not in skip})
+    put(running, blobs)
+    return each, root, f"{root}/ck/{each.job_id}"
+
+
+def named(each: Tree, root: str, n: int) -> set[str]:
+    """The files ``chk-n`` of the real tree ``each`` written at ``root`` names (URLs as Flink wrote them)."""
+    rel = f"ck/{each.job_id}/chk-{n}"
+    found = read_metadata(each.metadata(f"{rel}/_metadata", root))
+    assert isinstance(found, Metadata), found
+    files = named_files(found, StoragePath.parse(f"{root}/{rel}"), (StoragePath.parse(root).scheme,))
+    assert not files.problem, files.problem
+    return {str(f.path) for f in files.files}
 
 
 def reader(running: Running) -> CheckpointStorage:

@@ -178,7 +178,7 @@ class Executors:
             loop = asyncio.get_running_loop()
             try:
                 found = await loop.run_in_executor(self._verdict_threads, check)
-            except (StorageError, RuntimeError) as exc:  # RuntimeError: the threads shut down (stopping)
+            except Exception as exc:  # a storage error, the threads shut down (stopping), any fault of it
                 metrics.VERDICTS.labels("error").inc()
                 log.info("verdict not kept", extra={"fields": {"object": str(workload), "error": str(exc)}})
                 return

@@ -4,19 +4,25 @@ Pure: ``restore/storage/verify.py`` reads and writes the bytes; this module says
 one JSON object in the job's checkpoint directory (``<jobId>/flink-failover-verdict.json``), written
 after a check that confirmed every file a ``chk-N`` names (the fencing agent's lookups write it; the
 webhook's member role only reads storage). It records the ``_metadata`` it read (size and storage
-time) and every named file with the size its listing or HEAD showed. A later check of that or a newer
-checkpoint takes a named file as present when the verdict holds it at least as long as the handle
-reads; it checks the rest (:func:`plan`), by HEADs where a few files of a large folder are new, by
-one prefix listing where many folders share a parent (file merging), on S3 by listings of the key
-ranges the names fall in, side by side (:func:`cut`), where those cost less, by a folder listing otherwise.
-A verdict about the very ``chk-N`` being checked counts only while its ``_metadata`` has the size and
-time it had: one rewritten since (a copy, a restore tool) is checked in full. docs/flink.md "Verdicts"
-says what a verdict cannot see.
+time), every named file with the size its listing or HEAD showed, and how long before its write the
+check began. A later check takes a named file as present when the verdict holds it at least as long as
+the handle reads, only while the checkpoint checked is the job's newest complete one: the verdict's own
+(with its ``_metadata`` unchanged: one rewritten since, a copy, a restore tool, is checked in full) or a
+newer one (the files both name). Any other candidate is checked in full: once a newer checkpoint is
+complete, Flink may have subsumed the verdict's and deleted its shared files. The window is counted on
+the store's clock, from when the files were seen (``Verdict.seen``: the verdict object's storage time
+less the check's duration), never by the writer's clock; a listing the lookup made wins over it
+(``verify.py``). Anything odd in a verdict is no verdict (``decode``): the full check runs, and the
+agent's next check writes over it. It checks the rest (:func:`plan`), by HEADs where a few files of a
+large folder are new, by one prefix listing where many folders share a parent (file merging), on S3 by
+listings of the key ranges the names fall in, side by side (:func:`cut`), where those cost less, by a
+folder listing otherwise. docs/flink.md "Verdicts" says what a verdict cannot see.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -27,7 +33,7 @@ from webhook.restore.fencing_policy import MAX_VERDICT_SECONDS
 
 VERDICT_NAME = "flink-failover-verdict.json"
 KIND = "flink-failover-verdict"
-VERSION = 1
+VERSION = 2  # 1: trusted its writer's clock (issue 46); read as no verdict, written over
 # A verdict larger than this is not read (a job with millions of files): the full check runs.
 MAX_VERDICT_BYTES = 32 * 1024 * 1024
 
@@ -39,7 +45,8 @@ MAX_AGE = timedelta(minutes=30)
 # it would build on is this old: kept every ``fencing.verdictSeconds`` (at most ``MAX_VERDICT_SECONDS``),
 # a running job's verdict is never past ``MAX_AGE`` when a failover reads it.
 WRITER_MAX_AGE = MAX_AGE - timedelta(seconds=MAX_VERDICT_SECONDS)
-# A verdict confirmed more than this in the reader's future (another clock, a forged one) covers nothing.
+# A verdict stored more than this in the reader's future (the reader's clock behind the store's), or
+# begun this far after the store stamped it (its writer's clock ahead, a forged one), covers nothing.
 MAX_SKEW = timedelta(minutes=5)
 
 # A listing page holds 1,000 keys; a HEAD's answer is a few hundred bytes. Measured on moto (one
@@ -70,13 +77,35 @@ class Verdict:
     checkpoint: StoragePath  # the chk-N whose files were all confirmed (canonical)
     metadata_size: int
     metadata_modified: datetime
-    verified_at: datetime  # when the confirming listings and HEADs finished (the writer's clock)
+    verified_at: datetime  # when the check began (the writer's clock: for people, never compared)
     # canonical folder -> file name -> size confirmed
     files: Mapping[StoragePath, Mapping[str, int]] = field(default_factory=dict)
+    # Seconds from the check's start (before its first listing) to the verdict's write, on the writer's
+    # monotonic clock: a duration, so a writer's clock set wrong does not move it.
+    seen_before: float = 0.0
+    # The store's time of the oldest confirmation carried over from the verdict this one built on.
+    carried_seen: datetime | None = None
+    # The verdict object's modification time as storage reported it to the reader (never written).
+    stored_at: datetime | None = None
 
     @property
     def count(self) -> int:
         return sum(len(names) for names in self.files.values())
+
+    @property
+    def seen(self) -> datetime | None:
+        """When its files were seen, on the store's clock: the object's own time less the check's
+        duration (or the oldest confirmation it carries); None when the store's time is not known."""
+        if self.stored_at is None:
+            return None
+        seen = self.stored_at - timedelta(seconds=self.seen_before)
+        return min(seen, self.carried_seen) if self.carried_seen is not None else seen
+
+
+_FIELDS = {"kind", "version", "checkpoint", "metadata", "verifiedAt", "seenBeforeSeconds", "files"}
+_OPTIONAL = {"carriedSeen"}
+# The store stamps the _metadata and the verdict itself; these come no later than this after the verdict.
+_STORE_SLACK = timedelta(seconds=2)
 
 
 def encode(verdict: Verdict) -> bytes:
@@ -86,24 +115,51 @@ def encode(verdict: Verdict) -> bytes:
         "checkpoint": str(verdict.checkpoint),
         "metadata": {"size": verdict.metadata_size, "modified": verdict.metadata_modified.isoformat()},
         "verifiedAt": verdict.verified_at.isoformat(),
+        "seenBeforeSeconds": math.ceil(max(verdict.seen_before, 0.0) * 1000) / 1000,
         "files": {str(folder): dict(sorted(names.items())) for folder, names in verdict.files.items()},
     }
+    if verdict.carried_seen is not None:
+        body["carriedSeen"] = verdict.carried_seen.isoformat()
     return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
 
 
-def decode(data: bytes, job_dir: StoragePath) -> Verdict | str:
-    """The verdict in ``data``, or why it is not one this lookup may use (then the full check runs)."""
+def _time(value: object) -> datetime:
+    """An ISO 8601 time with its UTC offset (a time without one is no verdict's: ValueError)."""
+    if not isinstance(value, str):
+        raise TypeError("not a time")
+    found = datetime.fromisoformat(value)
+    if found.tzinfo is None or found.utcoffset() is None:
+        raise ValueError("a time without its UTC offset")
+    return found
+
+
+def decode(data: bytes, job_dir: StoragePath, stored_at: datetime | None = None) -> Verdict | str:
+    """The verdict in ``data`` (``stored_at``: the object's modification time as storage reports it),
+    or why it is not one this lookup may use: anything odd (a field unknown or missing, a time without
+    its offset or after the object's own, a number that is not one) is no verdict, and the full check
+    runs; the agent's next check writes a good one over it."""
     if len(data) > MAX_VERDICT_BYTES:
         return f"larger than {MAX_VERDICT_BYTES // 2**20} MiB"
     try:
         body = json.loads(data)
         if not isinstance(body, dict) or body.get("kind") != KIND or body.get("version") != VERSION:
             return "not a verdict of this format"
+        if not _FIELDS <= body.keys() <= _FIELDS | _OPTIONAL:
+            odd = sorted((body.keys() - _FIELDS - _OPTIONAL) | (_FIELDS - body.keys()))
+            return f"its fields are not a verdict's ({', '.join(o[:40] for o in odd[:5])})"
         checkpoint = StoragePath.parse(body["checkpoint"]).canonical
         meta = body["metadata"]
-        size, modified = meta["size"], datetime.fromisoformat(meta["modified"])
-        verified_at = datetime.fromisoformat(body["verifiedAt"])
+        if not isinstance(meta, dict) or meta.keys() != {"size", "modified"}:
+            return "its _metadata entry is not a size and a time"
+        size, modified = meta["size"], _time(meta["modified"])
+        verified_at = _time(body["verifiedAt"])
+        before = body["seenBeforeSeconds"]
+        if not isinstance(before, int | float) or isinstance(before, bool) or not 0 <= before <= 86400:
+            return "its seenBeforeSeconds is not a duration"
+        carried = _time(body["carriedSeen"]) if "carriedSeen" in body else None
         files: dict[StoragePath, dict[str, int]] = {}
+        if not isinstance(body["files"], dict):
+            return "its files are not folders of names and sizes"
         for folder, names in body["files"].items():
             path = StoragePath.parse(folder).canonical
             if not isinstance(names, dict) or not all(
@@ -112,13 +168,22 @@ def decode(data: bytes, job_dir: StoragePath) -> Verdict | str:
             ):
                 return f"its entry for {folder[:200]} is not names and sizes"
             files[path] = names
-    except (ValueError, KeyError, TypeError, AttributeError, StoragePathError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError, StoragePathError) as exc:
         return f"unreadable ({type(exc).__name__})"
     if checkpoint.parent != job_dir.canonical:
         return f"it is about {checkpoint}, not a checkpoint of {job_dir}"
-    if not isinstance(size, int) or isinstance(size, bool) or modified.tzinfo is None:
+    if not isinstance(size, int) or isinstance(size, bool) or size < 0:
         return "its _metadata entry is not a size and a time"
-    return Verdict(checkpoint, size, modified, verified_at, files)
+    if stored_at is not None:
+        if stored_at.tzinfo is None:
+            return "its storage time has no UTC offset"
+        if modified > stored_at + _STORE_SLACK or (
+            carried is not None and carried > stored_at + _STORE_SLACK
+        ):
+            return f"it names a storage time after its own ({stored_at.isoformat()})"
+        if verified_at > stored_at + MAX_SKEW:
+            return f"it was begun at {verified_at.isoformat()}, after it was stored ({stored_at.isoformat()})"
+    return Verdict(checkpoint, size, modified, verified_at, files, float(before), carried, stored_at)
 
 
 @dataclass(frozen=True)
@@ -136,17 +201,44 @@ def coverage(
     metadata_modified: datetime | None,
     now: datetime,
     max_age: timedelta = MAX_AGE,
+    newest: bool = True,
 ) -> Coverage:
     """Which of ``named`` (the files of ``snapshot``'s ``_metadata``) the verdict vouches for at ``now``
-    (``max_age``: the writer's is shorter, ``WRITER_MAX_AGE``)."""
+    (``max_age``: the writer's is shorter, ``WRITER_MAX_AGE``). Only while ``snapshot`` is the job's
+    ``newest`` complete checkpoint (Flink never deletes a file the newest names; once a newer one is
+    complete, Flink may have subsumed it), the one the verdict was written for or a newer one (then the
+    files both name); counted on the store's clock from when the verdict's files were seen."""
     if verdict is None:
         return Coverage((), named.files)
-    if not now - max_age <= verdict.verified_at <= now + MAX_SKEW:
+    seen = verdict.seen
+    if seen is None or verdict.stored_at is None:
+        return Coverage(
+            (), named.files, f"the verdict of {verdict.checkpoint} has no storage time: checked in full"
+        )
+    if verdict.stored_at > now + MAX_SKEW:
         return Coverage(
             (),
             named.files,
-            f"the verdict of {verdict.checkpoint} confirmed its files at {verdict.verified_at.isoformat()}, "
+            f"the verdict of {verdict.checkpoint} was stored at {verdict.stored_at.isoformat()}, "
+            f"in this reader's future: checked in full",
+        )
+    if max(now, verdict.stored_at) - seen > max_age:
+        return Coverage(
+            (),
+            named.files,
+            f"the verdict of {verdict.checkpoint} saw its files at {seen.isoformat()} (storage time), "
             f"not within {int(max_age.total_seconds() // 60)} minutes: checked in full",
+        )
+    if not newest:
+        return Coverage(
+            (),
+            named.files,
+            f"{snapshot} is not the newest complete checkpoint (Flink may have subsumed it): checked in full",
+        )
+    ours, theirs = _number(snapshot), _number(verdict.checkpoint)
+    if ours is None or theirs is None or ours < theirs:
+        return Coverage(
+            (), named.files, f"the verdict is of {verdict.checkpoint}, newer than {snapshot}: checked in full"
         )
     if verdict.checkpoint == snapshot.canonical and (
         metadata_size != verdict.metadata_size or metadata_modified != verdict.metadata_modified
@@ -164,6 +256,14 @@ def coverage(
         size = verdict.files.get(needed.path.parent, {}).get(needed.path.name)
         (covered if size is not None and size >= needed.size else unchecked).append(needed)
     return Coverage(tuple(covered), tuple(unchecked))
+
+
+def _number(checkpoint: StoragePath) -> int | None:
+    """N of a ``chk-N`` path (None for any other name)."""
+    digits = checkpoint.name.removeprefix("chk-")
+    return (
+        int(digits) if checkpoint.name.startswith("chk-") and digits.isascii() and digits.isdigit() else None
+    )
 
 
 @dataclass(frozen=True)
@@ -301,13 +401,16 @@ def made(
     metadata_modified: datetime,
     named: NamedFiles,
     sizes: Mapping[StoragePath, int],
-    now: datetime,
+    started: datetime,
     carried: Verdict | None = None,
 ) -> Verdict:
-    """The verdict of a check that confirmed every file of ``named`` (``sizes``: what was seen) at
-    ``now``, some of them on the word of ``carried``: then it is as old as that one."""
+    """The verdict of a check begun at ``started`` (the writer's clock, for people) that confirmed every
+    file of ``named`` (``sizes``: what was seen), some of them on the word of ``carried``: then it is as
+    old as that one (its ``seen``, the store's time). ``seen_before`` is set as it is written."""
     files: dict[StoragePath, dict[str, int]] = {}
     for needed in named.files:
         files.setdefault(needed.path.parent, {})[needed.path.name] = sizes.get(needed.path, needed.size)
-    verified_at = min(now, carried.verified_at) if carried is not None else now
-    return Verdict(snapshot.canonical, metadata_size, metadata_modified, verified_at, files)
+    carried_seen = carried.seen if carried is not None else None
+    return Verdict(
+        snapshot.canonical, metadata_size, metadata_modified, started, files, carried_seen=carried_seen
+    )

@@ -9,6 +9,7 @@ import concurrent.futures
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -41,11 +42,18 @@ class Listings:
     def __init__(self, filesystems: Filesystems) -> None:
         self.filesystems = filesystems
 
-    def names(self, fs: fsspec.AbstractFileSystem, folder: StoragePath, cursor: Cursor) -> list[str] | None:
-        """The names in ``folder``, one listing counted as the storage makes it; None: no such folder."""
+    def names(
+        self,
+        fs: fsspec.AbstractFileSystem,
+        folder: StoragePath,
+        cursor: Cursor,
+        times: dict[str, datetime] | None = None,
+    ) -> list[str] | None:
+        """The names in ``folder``, one listing counted as the storage makes it; None: no such folder.
+        ``times``, when given, gets the storage time of each file an object store's listing shows."""
         try:
             cursor.step()
-            return entry_names(fs, folder)
+            return entry_names(fs, folder, times)
         except FileNotFoundError:
             cursor.step(missing_folder(folder) - 1)
             return None
@@ -188,6 +196,12 @@ class Lookup:
         # The job directory's verdict (restore/verdict.py) when one was read and can be used.
         self.verdict: Verdict | None = None
         self.job_dir: StoragePath | None = None
+        # When the lookup began, before its first listing: what a verdict it writes was seen at (the
+        # writer's wall clock for people, its monotonic clock for the duration to the write).
+        self.started = datetime.now(UTC)
+        self.started_mono = time.monotonic()
+        # The key ranges this lookup listed: folder -> (after, through or None: to its end, files seen).
+        self._ranges: dict[StoragePath, list[tuple[str, str | None, dict[str, int | None]]]] = {}
 
     def _once(
         self,
@@ -242,6 +256,38 @@ class Lookup:
         with self._lock:
             cursor.join(self._folders[path.canonical][1])
 
+    def ranged(
+        self, folder: StoragePath, after: str, through: str | None, files: dict[str, int | None]
+    ) -> None:
+        """A key range of ``folder`` this lookup listed: every key after ``after`` up to ``through``
+        (None: to the folder's end) and the files it showed."""
+        with self._lock:
+            self._ranges.setdefault(folder.canonical, []).append((after, through, files))
+
+    def shown(
+        self, folder: StoragePath, cursor: Cursor
+    ) -> list[tuple[str, str | None, dict[str, int | None]]]:
+        """What this lookup's listings showed of ``folder``, each as the keys it listed (after a name,
+        through a name or None: to the folder's end) and the files it showed there: a folder listing, a
+        prefix listing above it, a key range; those still under way waited for."""
+        key = folder.canonical
+        with self._lock:
+            listed = key in self._folders
+            trees = [t for t in self._trees if key.is_within(t)]
+            out = list(self._ranges.get(key, ()))
+        if listed:
+            found = self.listing(key, cursor)
+            out.append(("", None, {k: v[0] for k, v in (found or {}).items()}))
+        for tree in trees:
+            rel = key.path[len(tree.path.rstrip("/")) :].strip("/")
+            start = f"{rel}/" if rel else ""
+            files = {}
+            for name, (size, _) in (self.tree_listing(tree, cursor) or {}).items():
+                if name.startswith(start) and "/" not in name[len(start) :]:
+                    files[name[len(start) :]] = size
+            out.append(("", None, files))
+        return out
+
     def wait(self, future: concurrent.futures.Future[Any]) -> Any:
         try:
             return future.result(timeout=max(self.deadline.remaining(), 0.001))
@@ -279,7 +325,9 @@ def local_metadata_inside(meta: StoragePath, snapshot: StoragePath) -> bool:
     return real.startswith(os.path.realpath(snapshot.path) + os.sep)
 
 
-def entry_names(fs: fsspec.AbstractFileSystem, job_dir: StoragePath) -> list[str]:
+def entry_names(
+    fs: fsspec.AbstractFileSystem, job_dir: StoragePath, times: dict[str, datetime] | None = None
+) -> list[str]:
     """Names in the job directory (one listing); FileNotFoundError when it does not exist.
 
     Names only: a detailed listing costs one stat per entry on local storage, and fsspec's local
@@ -290,7 +338,15 @@ def entry_names(fs: fsspec.AbstractFileSystem, job_dir: StoragePath) -> list[str
             return os.listdir(job_dir.path)
         except NotADirectoryError:
             raise StorageError(f"{job_dir} is a file, not a checkpoint directory") from None
-    entries = [str(e) for e in fs.ls(job_dir.fs_path, detail=False)]
+    if times is not None:  # the same request: an object store's listing carries each object's time
+        detailed = [e for e in fs.ls(job_dir.fs_path, detail=True) if isinstance(e, dict)]
+        entries = [str(e.get("name", "")) for e in detailed]
+        for e in detailed:
+            modified = modified_time(e) if e.get("type") in (None, "file") else None
+            if modified is not None:
+                times[str(e.get("name", "")).rstrip("/").rsplit("/", 1)[-1]] = modified
+    else:
+        entries = [str(e) for e in fs.ls(job_dir.fs_path, detail=False)]
     # A directory never lists itself: a single entry naming the job dir means it is a file.
     if len(entries) == 1 and _same(entries[0], job_dir.fs_path) and fs.isfile(job_dir.fs_path):
         raise StorageError(f"{job_dir} is a file, not a checkpoint directory")

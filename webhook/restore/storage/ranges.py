@@ -18,7 +18,7 @@ import xml.etree.ElementTree as ET  # nosec B405
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote_plus
 
 from webhook.restore.storage.presigned import EXPIRES_SECONDS
 
@@ -88,7 +88,9 @@ def _xml(body: bytes) -> ET.Element:
 
 
 def parse(body: bytes, prefix: str) -> Page:
-    """One ListObjectsV2 page (``encoding-type=url``) of the folder ``prefix``."""
+    """One ListObjectsV2 page (``encoding-type=url``) of the folder ``prefix``. Its keys are decoded as
+    S3 encodes them: form encoding, a space as ``+`` and a literal ``+`` as ``%2B`` (``unquote_plus``;
+    moto writes ``%20`` for a space, which decodes the same)."""
     root = _xml(body)
     if root.tag != f"{_NS}ListBucketResult":
         raise ListingFailed(
@@ -99,7 +101,7 @@ def parse(body: bytes, prefix: str) -> Page:
     greatest = ""
     for entry in root.iter(f"{_NS}Contents"):
         key = entry.findtext(f"{_NS}Key") or ""
-        key = unquote(key) if encoded else key
+        key = unquote_plus(key) if encoded else key
         greatest = max(greatest, key)
         name = key[len(prefix) :] if key.startswith(prefix) else ""
         if name and "/" not in name:
@@ -107,7 +109,7 @@ def parse(body: bytes, prefix: str) -> Page:
             files[name] = int(size) if size.isdigit() else None
     for entry in root.iter(f"{_NS}CommonPrefixes"):
         folder = entry.findtext(f"{_NS}Prefix") or ""
-        greatest = max(greatest, unquote(folder) if encoded else folder)
+        greatest = max(greatest, unquote_plus(folder) if encoded else folder)
     truncated = (root.findtext(f"{_NS}IsTruncated") or "").lower() == "true"
     token = root.findtext(f"{_NS}NextContinuationToken") if truncated else None
     if truncated and not token:

@@ -240,7 +240,9 @@ class CheckpointStorage:
         files = lookup.query.verify is Verify.FILES
         # The job's verdict is read beside the job directory's listing: no round trip of its own.
         verdict = lookup.request(lambda c: self.files.read_verdict(job_dir, c), cursor) if files else None
-        names = self.listings.names(fs, job_dir, cursor)
+        # On an object store the listing's entry gives the verdict's storage time (the same request).
+        times: dict[str, datetime] | None = {} if files and job_dir.protocol != "file" else None
+        names = self.listings.names(fs, job_dir, cursor, times)
         if names is None:
             if checkpoint_dir is not None and checkpoint_dir != job_dir:
                 cursor.step()
@@ -249,8 +251,9 @@ class CheckpointStorage:
         if files:
             lookup.job_dir = job_dir.canonical
             if verdict is not None and VERDICT_NAME in names:
-                lookup.verdict = lookup.wait(verdict[0])
+                read = lookup.wait(verdict[0])
                 cursor.join(verdict[1])
+                lookup.verdict = self.files.verdict(job_dir, read, (times or {}).get(VERDICT_NAME))
             # With no verdict, the folders where incremental checkpoints keep what they share are listed
             # by prefix now (file merging keeps a folder per subtask below them), except where key
             # ranges list them side by side once the _metadata names their files (S3: ranges.py).
@@ -266,7 +269,8 @@ class CheckpointStorage:
             chk = job_dir.child(f"chk-{n}")
             if local_root is not None and not entry_inside(local_root, chk):
                 continue  # a symlink leading out of the checkpoint dir is never a restore path
-            found = self._snapshot(fs, chk, n, lookup, cursor)
+            # A verdict covers only the newest complete checkpoint: none above it had a _metadata.
+            found = self._snapshot(fs, chk, n, lookup, cursor, newest=not rejected)
             if found is None:
                 incomplete.append(n)
             elif found.problem:
@@ -344,8 +348,10 @@ class CheckpointStorage:
         directory_id: int | None,
         lookup: Lookup,
         cursor: Cursor,
+        newest: bool = False,
     ) -> _Metadata | None:
-        """The snapshot's ``_metadata`` checked as the policy says (None when it has none)."""
+        """The snapshot's ``_metadata`` checked as the policy says (None when it has none); ``newest``:
+        it is the job's newest complete checkpoint (a verdict may cover it)."""
         query = lookup.query
         lookup.ledger.check(str(snapshot))
         if query.verify is Verify.HEADER:
@@ -379,7 +385,7 @@ class CheckpointStorage:
             named = named_files(judged.metadata, snapshot, query.allowed_schemes)
             if named.problem:
                 return _Metadata(modified, named.problem)
-            why = self.files.files(named, snapshot, entry, directory_id, listing, lookup, cursor)
+            why = self.files.files(named, snapshot, entry, directory_id, listing, lookup, cursor, newest)
             if why:
                 return _Metadata(modified, why)
         return _Metadata(modified, "", judged.checkpoint_id, judged.note)

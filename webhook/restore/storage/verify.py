@@ -13,11 +13,13 @@ import logging
 import os
 import stat
 import threading
+import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
 from webhook.common.paths import StoragePath
-from webhook.restore.checks import NamedFiles, missing
+from webhook.restore.checks import NamedFiles, Needed, missing
 from webhook.restore.snapshots import StorageError
 from webhook.restore.storage import presigned, ranges
 from webhook.restore.storage.backends import Deadline, Filesystems, storage_error
@@ -66,15 +68,18 @@ class FileCheck:
         own: Listing | None,
         lookup: Lookup,
         cursor: Cursor,
+        newest: bool = False,
     ) -> str:
         """Why a named file is not there ("" when all are): the ones a verdict does not cover are
-        checked by the fewest requests (restore/verdict.py ``plan``), made side by side."""
+        checked by the fewest requests (restore/verdict.py ``plan``), made side by side. A verdict
+        covers only the ``newest`` complete checkpoint of the job (``coverage``), and a listing of this
+        lookup wins over it: a covered file it does not show is missing."""
         job_dir = lookup.job_dir if directory_id is not None else None
         verdict = lookup.verdict if job_dir is not None and snapshot.parent.canonical == job_dir else None
         max_age = (
             WRITER_MAX_AGE if self.write_verdicts else MAX_AGE
         )  # the writer renews before readers expire
-        covers = coverage(named, verdict, snapshot, entry[0], entry[1], datetime.now(UTC), max_age)
+        covers = coverage(named, verdict, snapshot, entry[0], entry[1], datetime.now(UTC), max_age, newest)
         if covers.note:
             log.info("%s", covers.note)
         known = {f: len(n) for f, n in verdict.files.items()} if verdict is not None else {}
@@ -112,35 +117,65 @@ class FileCheck:
                 if path is not None and path.parent in unchecked:
                     seen.setdefault(path.parent, {})[path.name] = size
         for lane_parts, (future, started) in listed_ranges:
-            found_ranges: list[dict[str, int | None]] = lookup.wait(future)
+            found_ranges: list[tuple[dict[str, int | None], str | None]] = lookup.wait(future)
             cursor.join(started)
-            for part, found_range in zip(lane_parts, found_ranges, strict=True):
+            for part, (found_range, through) in zip(lane_parts, found_ranges, strict=True):
+                lookup.ranged(part.folder, part.after, through, found_range)
                 seen.setdefault(part.folder, {}).update(found_range)
         for path, (future, started) in heads:
             size = lookup.wait(future)
             cursor.join(started)
             if size is not False:
                 seen.setdefault(path.parent, {})[path.name] = size
+        self.listed_win(covers.covered, seen, lookup, cursor)
         why = missing(named, seen)
-        size, time = entry
+        size, stamped = entry
         fresh = covers.unchecked or verdict is None or verdict.checkpoint != snapshot.canonical
-        if not why and fresh and self.write_verdicts and job_dir is not None and size is not None and time:
+        if not why and fresh and self.write_verdicts and job_dir is not None and size is not None and stamped:
             sizes = {f.path: seen[f.path.parent][f.path.name] for f in named.files}
             confirmed = {p: s for p, s in sizes.items() if s is not None}
             carried = verdict if covers.covered else None
             self.write_verdict(
-                job_dir, made(snapshot, size, time, named, confirmed, datetime.now(UTC), carried)
+                job_dir,
+                made(snapshot, size, stamped, named, confirmed, lookup.started, carried),
+                lookup.started_mono,
             )
         return why
 
-    def read_verdict(self, job_dir: StoragePath, cursor: Cursor) -> Verdict | None:
-        """The job directory's verdict when there is one this lookup can use (one read)."""
+    @staticmethod
+    def listed_win(
+        covered: tuple[Needed, ...],
+        seen: dict[StoragePath, dict[str, int | None]],
+        lookup: Lookup,
+        cursor: Cursor,
+    ) -> None:
+        """A covered file as this lookup's listings show it: the size a listing gave, and gone from
+        ``seen`` (missing) where a listing of its folder, a prefix above it or a key range it falls in
+        does not show it."""
+        by_folder: dict[StoragePath, list[str]] = {}
+        for needed in covered:
+            by_folder.setdefault(needed.path.parent, []).append(needed.path.name)
+        for folder, names in by_folder.items():
+            for after, through, files in lookup.shown(folder, cursor):
+                mine = seen.setdefault(folder, {})
+                for name in names:
+                    if after < name and (through is None or name <= through):
+                        if name in files:
+                            mine[name] = files[name]
+                        else:
+                            mine.pop(name, None)
+
+    def read_verdict(self, job_dir: StoragePath, cursor: Cursor) -> tuple[bytes, datetime | None] | None:
+        """The job directory's verdict as stored (one read) and, for local files, its modification time
+        (an object store's comes from the job directory's listing: ``verdict``); None: none to read."""
         path = job_dir.child(VERDICT_NAME)
         cursor.step()
+        stored_at: datetime | None = None
         try:
             if path.protocol == "file":
                 with open(path.path, "rb") as f:
                     data = f.read()
+                    stored_at = datetime.fromtimestamp(os.fstat(f.fileno()).st_mtime, UTC)
             elif path.protocol == "s3":
                 data = bytes(self.filesystems.filesystem(path).cat_file(path.fs_path, max_concurrency=1))
             else:
@@ -150,18 +185,37 @@ class FileCheck:
         except Exception as exc:  # a verdict that cannot be read is no verdict: the full check runs
             log.info("verdict %s not read: %s", path, storage_error("reading", path, exc))
             return None
-        found = decode(data, job_dir)
+        return data, stored_at
+
+    @staticmethod
+    def verdict(
+        job_dir: StoragePath, read: tuple[bytes, datetime | None] | None, listed_at: datetime | None
+    ) -> Verdict | None:
+        """The verdict ``read_verdict`` read, when this lookup can use it: its storage time is the one
+        the storage gave (``listed_at``: the job directory's listing, for an object store), and anything
+        odd in it means none (the full check runs, and the agent's next check writes over it)."""
+        if read is None:
+            return None
+        data, stored_at = read
+        path = job_dir.child(VERDICT_NAME)
+        stored_at = stored_at or listed_at
+        if stored_at is None:
+            log.info("verdict %s not used: the storage gave no time for it", path)
+            return None
+        found = decode(data, job_dir, stored_at)
         if isinstance(found, str):
             log.info("verdict %s not used: %s", path, found)
             return None
         return found
 
-    def write_verdict(self, job_dir: StoragePath, verdict: Verdict) -> None:
-        """Write ``verdict`` beside the job's checkpoints, off the lookup's path (a failure is logged)."""
+    def write_verdict(self, job_dir: StoragePath, verdict: Verdict, started: float) -> None:
+        """Write ``verdict`` beside the job's checkpoints, off the lookup's path (a failure is logged);
+        ``started``: when its check began (monotonic), so it says how long before its write its files
+        were seen."""
         path = job_dir.child(VERDICT_NAME)
-        data = encode(verdict)
 
         def write() -> None:
+            data = encode(replace(verdict, seen_before=time.monotonic() - started))
             try:
                 if path.protocol == "file":
                     temporary = f"{path.path}.{os.getpid()}.{threading.get_ident()}"
@@ -234,7 +288,9 @@ class FileCheck:
         for lane in range(lanes):
             mine = tuple(zip(parts[lane::lanes], urls[lane::lanes], strict=True))
 
-            def run(c: Cursor, mine: tuple[tuple[Range, str], ...] = mine) -> list[dict[str, int | None]]:
+            def run(
+                c: Cursor, mine: tuple[tuple[Range, str], ...] = mine
+            ) -> list[tuple[dict[str, int | None], str | None]]:
                 return [self.list_range(p, url, client, fs, lookup.deadline, c) for p, url in mine]
 
             out.append((tuple(p for p, _ in mine), lookup.request(run, cursor)))
@@ -242,9 +298,10 @@ class FileCheck:
 
     def list_range(
         self, part: Range, url: str, client: presigned.HeadClient, fs: Any, deadline: Deadline, cursor: Cursor
-    ) -> dict[str, int | None]:
-        """The files of ``part.folder`` from after ``part.after`` to past ``part.last`` (their sizes):
-        its first page at ``url``, then page after page, each signed as it is needed."""
+    ) -> tuple[dict[str, int | None], str | None]:
+        """The files of ``part.folder`` from after ``part.after`` to past ``part.last`` (their sizes)
+        and the name it listed through (None: to the folder's end): its first page at ``url``, then
+        page after page, each signed as it is needed."""
         bucket, prefix = _bucket_prefix(part.folder)
         end = prefix + part.last
         files: dict[str, int | None] = {}
@@ -253,7 +310,7 @@ class FileCheck:
             try:
                 status, body = client.get(url, deadline.remaining())
                 if status == 404 and ranges.error_code(body) == "NoSuchBucket":
-                    return files  # no bucket: no file (as a folder listing finds none)
+                    return files, None  # no bucket: no file (as a folder listing finds none)
                 if status == 403:
                     raise PermissionError("HTTP 403")
                 if status != 200:
@@ -263,8 +320,10 @@ class FileCheck:
             except Exception as exc:
                 raise storage_error("listing", part.folder, exc) from None
             files.update(page.files)
-            if page.token is None or page.greatest >= end:
-                return files
+            if page.token is None:
+                return files, None
+            if page.greatest >= end:
+                return files, page.greatest[len(prefix) :]
             deadline.check()
             try:
                 url = ranges.presign(
