@@ -298,3 +298,41 @@ def test_the_served_webhook_holds_rather_than_rewinds(served: Any, tmp_path: Pat
         "job held suspended: held rather than rewound: the newest snapshot, chk-9, loads if you set "
         "execution.state-recovery.claim-mode: CLAIM; restoring the older "
     )
+
+
+def test_a_fencing_release_never_starts_older_state_in_its_stead() -> None:
+    """The release of a held copy resolves again (the stale copy went on checkpointing); when the newest
+    state it finds is one this cluster's Flink cannot load, the job stays held with that reason. Before,
+    the lookup's hold read as "nothing restorable" and the release started from the admitted path."""
+    from webhook.fencing.decide import Unresolved, newest_known
+    from webhook.restore.outcome import RestoreDecision, RestoreOutcome
+
+    why = "held rather than rewound: the newest snapshot, chk-12, loads if you run Flink 2.1+"
+    held = RestoreDecision(RestoreOutcome.SUSPENDED, why, unloadable=True)
+    assert newest_known(held, None, "s3://b/c/job/chk-10") == Unresolved(why)
+    nothing = RestoreDecision(RestoreOutcome.SUSPENDED, "no restorable checkpoint or savepoint")
+    assert newest_known(nothing, None, "") == ""
+
+
+def test_a_restore_of_older_state_says_what_it_left_behind_in_an_event() -> None:
+    """``onUnloadable: older``: the restore goes ahead, and a Warning Event (not only the answer's
+    warning) names the newer state left behind."""
+    from tests.support.objects import flink_deployment, review
+    from webhook.common.admission import parse_review
+    from webhook.member.handler import admission_events
+    from webhook.restore.outcome import RestoreDecision, RestoreOutcome
+    from webhook.restore.policy import RestorePolicy
+
+    rewound = (
+        "rewound: restored the older chk-10, leaving chk-11..chk-12 that the restoring Flink cannot load"
+    )
+    decision = RestoreDecision(
+        RestoreOutcome.RESTORED, "restoring", path="s3://b/c/chk-10", warnings=("restoring from ...", rewound)
+    )
+    request = parse_review(review(flink_deployment()))
+    found = {(o.reason, o.note) for o in admission_events(request, decision, RestorePolicy())}
+    assert ("Rewound", rewound) in found
+    assert not any(
+        o.reason == "Rewound"
+        for o in admission_events(request, RestoreDecision(RestoreOutcome.RESTORED, "r"), RestorePolicy())
+    )

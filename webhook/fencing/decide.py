@@ -414,6 +414,8 @@ def newest_known(decision: RestoreDecision, found: Snapshots | None, admitted: s
         return Unresolved(decision.reason)
     if found is not None and found.unchecked:
         return Unresolved(f"{found.unchecked}: the newest checkpoint was not checked")
+    if decision.unloadable:  # the newest state exists, this cluster's Flink cannot load it: no rewind
+        return Unresolved(decision.reason)
     if decision.outcome is RestoreOutcome.RESTORED:
         older = _older_checkpoint(decision.path, admitted)
         return Unresolved(older) if older else decision.path

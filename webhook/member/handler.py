@@ -395,6 +395,9 @@ def admission_events(
             found.append(
                 Occurrence(regarding, NORMAL, "Restored", "Restore", f"restores from {decision.path}")
             )
+            rewound = next((w for w in decision.warnings if w.startswith("rewound: ")), "")
+            if rewound:  # policy onUnloadable: older: say how much newer state was left behind
+                found.append(Occurrence(regarding, WARNING, "Rewound", "Restore", rewound))
         elif outcome is RestoreOutcome.HELD:
             hold = decision.annotations.get(policy.key(HOLD)) or decision.reason
             found.append(

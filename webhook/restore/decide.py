@@ -302,7 +302,7 @@ def _from_snapshots(
     left = left_behind(passed, chosen, bool(lineage), job_dir, resource, policy) if passed else None
     if left is not None and policy.on_unloadable is OnUnloadable.HOLD:
         why = f"{left.held}; skipped {'; '.join(result.rejected)}"
-        return _fallback(Fallback.SUSPEND, why, job_id, warnings, policy)
+        return replace(_fallback(Fallback.SUSPEND, why, job_id, warnings, policy), unloadable=True)
     rewound = left.rewound if left is not None else ""
 
     path = str(chosen.path)

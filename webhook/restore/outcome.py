@@ -51,6 +51,9 @@ class RestoreDecision:
     spec_job: Mapping[str, str] = field(default_factory=dict)  # spec.job fields the object must have
     annotations: Mapping[str, str] = field(default_factory=dict)  # annotations the object must have
     labels: Mapping[str, str] = field(default_factory=dict)  # labels the object must have (a fenced copy)
+    # Held rather than rewound (policy onUnloadable: hold): a newer snapshot exists that the restoring
+    # Flink cannot load. A fencing release never starts from older state in its stead.
+    unloadable: bool = False
     storage_rounds: int = 0  # storage requests the lookup waited for one after another (the audit)
     storage_requests: int = 0  # storage requests the lookup made
 
