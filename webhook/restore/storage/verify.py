@@ -14,6 +14,7 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -24,7 +25,7 @@ from webhook.restore.snapshots import StorageError
 from webhook.restore.storage import presigned, ranges
 from webhook.restore.storage.backends import Deadline, Filesystems, storage_error
 from webhook.restore.storage.listings import Lookup, below
-from webhook.restore.storage.requests import REQUESTS, Cursor, Listing
+from webhook.restore.storage.requests import REQUESTS, Cursor, Listing, collection_paused
 from webhook.restore.verdict import (
     MAX_AGE,
     VERDICT_NAME,
@@ -79,7 +80,10 @@ class FileCheck:
         max_age = (
             WRITER_MAX_AGE if self.write_verdicts else MAX_AGE
         )  # the writer renews before readers expire
-        covers = coverage(named, verdict, snapshot, entry[0], entry[1], datetime.now(UTC), max_age, newest)
+        with collection_paused():
+            covers = coverage(
+                named, verdict, snapshot, entry[0], entry[1], datetime.now(UTC), max_age, newest
+            )
         if covers.note:
             log.info("%s", covers.note)
         known = {f: len(n) for f, n in verdict.files.items()} if verdict is not None else {}
@@ -90,10 +94,14 @@ class FileCheck:
         )
         seen: dict[StoragePath, dict[str, int | None]] = {}
         verified = verdict.files if verdict is not None else {}  # what is covered, a verdict names
+        folder: StoragePath | None = None  # the files come folder by folder: each looked up once
+        mine: dict[str, int | None] = {}
+        theirs: Mapping[str, int] = {}
         for needed in covers.covered:
-            seen.setdefault(needed.path.parent, {})[needed.path.name] = verified[needed.path.parent][
-                needed.path.name
-            ]
+            if needed.path.parent is not folder:
+                folder = needed.path.parent
+                mine, theirs = seen.setdefault(folder, {}), verified[folder]
+            mine[needed.path.name] = theirs[needed.path.name]
         if own is not None:
             seen.setdefault(snapshot.canonical, {}).update({k: v[0] for k, v in own.items()})
         if todo.trees or todo.folders or todo.heads or todo.ranges:
@@ -153,8 +161,13 @@ class FileCheck:
         ``seen`` (missing) where a listing of its folder, a prefix above it or a key range it falls in
         does not show it."""
         by_folder: dict[StoragePath, list[str]] = {}
+        folder: StoragePath | None = None  # the files come folder by folder: each looked up once
+        names: list[str] = []
         for needed in covered:
-            by_folder.setdefault(needed.path.parent, []).append(needed.path.name)
+            if needed.path.parent is not folder:
+                folder = needed.path.parent
+                names = by_folder.setdefault(folder, [])
+            names.append(needed.path.name)
         for folder, names in by_folder.items():
             for after, through, files in lookup.shown(folder, cursor):
                 mine = seen.setdefault(folder, {})
