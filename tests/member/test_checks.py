@@ -143,3 +143,11 @@ def test_a_named_path_built_fast_is_the_path_parse_gives(uri: str) -> None:
         assert (fast, hash(fast), str(fast), fast.name) == (parsed, hash(parsed), str(parsed), parsed.name)
         assert fast.parent == parsed.parent and fast.canonical is fast
         assert vars(fast) == {**vars(parsed), "parent": parsed.parent, "name": parsed.name}
+
+
+def test_a_needed_file_built_fast_is_the_one_the_constructor_makes() -> None:
+    from webhook.restore.checks import Needed, _needed
+
+    path = StoragePath.parse("s3://state/ck/job/shared/x")
+    fast, made = _needed(path, 7, "op"), Needed(path, 7, "op")
+    assert (fast, hash(fast), repr(fast), vars(fast)) == (made, hash(made), repr(made), vars(made))

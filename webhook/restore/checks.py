@@ -119,7 +119,7 @@ def named_files(metadata: Metadata, snapshot: StoragePath, allowed_schemes: tupl
         key = (id(folder), path.name)
         known = found.get(key)
         if known is None or named.size > known.size:
-            found[key] = Needed(path, named.size, named.where)
+            found[key] = _needed(path, named.size, named.where)
     return NamedFiles(tuple(found.values()))
 
 
@@ -145,7 +145,17 @@ def _parse(
     return _child(folder, name)
 
 
-_new_path = object.__new__
+_new = object.__new__
+
+
+def _needed(path: StoragePath, size: int, where: str) -> Needed:
+    """``Needed(path, size, where)`` without the frozen dataclass's per-field ``object.__setattr__``."""
+    needed = _new(Needed)
+    fields = needed.__dict__
+    fields["path"] = path
+    fields["size"] = size
+    fields["where"] = where
+    return needed
 
 
 def _child(folder: StoragePath, name: str) -> StoragePath:
@@ -153,7 +163,7 @@ def _child(folder: StoragePath, name: str) -> StoragePath:
     not empty, ``.`` or ``..``), its ``parent`` and ``name`` known: the fields a StoragePath's
     constructor would set, without its frozen dataclass's per-field ``object.__setattr__`` (a
     ``_metadata`` of 100,000 files makes 100,000 of them)."""
-    path = _new_path(StoragePath)
+    path = _new(StoragePath)
     fields = path.__dict__
     fields["scheme"] = folder.scheme
     fields["authority"] = folder.authority

@@ -233,8 +233,9 @@ class _Found:
     handles: dict[int, str] = default_factory_field(default_factory=dict)  # type byte -> where first met
     masters: list[tuple[str, int]] = default_factory_field(default_factory=list)  # (identifier, bytes)
 
-    def met(self, kind: int, where: str) -> None:
+    def met(self, kind: int, where: str) -> bool:
         self.handles.setdefault(kind, where)
+        return True
 
 
 # Handle type bytes (MetadataV2V3SerializerBase, the same in 1.20.5 and 2.3.0).
@@ -466,6 +467,7 @@ class _Serializer:
         data, end = r.data, r.end
         files = self.found.files
         unpack_u16, unpack_i64 = _U16.unpack_from, _I64.unpack_from
+        met: object = None  # the file handle type noted (once: only its first place is kept)
         for _ in range(count):
             r.utf()  # the file's name in the backend's local directory
             pos = r.pos
@@ -474,7 +476,8 @@ class _Serializer:
                 self.stream_handle(where)
                 continue
             r.context = context
-            self.found.met(_FILE, where)
+            if met is None:
+                met = self.found.met(_FILE, where)
             size = unpack_i64(data, pos + 1)[0]
             length = unpack_u16(data, pos + 9)[0]
             start = pos + 11
