@@ -20,14 +20,15 @@ Beside the job without a verdict, the same admission with key ranges off (``File
 ``shared/`` listed by prefix through s3fs, page after page, as before range listings): before and after
 in one run.
 
-``VERDICTS_LARGE=100000`` adds the job of 100,000 files (its upload takes minutes on moto; 5 admissions
-with the verdict, 2 without, after one warm-up each). Per row also the CPU of this process (the product
-and its storage client) and of moto per admission, from /proc: on moto, every listing costs the server
-time in proportion to the whole bucket, not to what it returns.
+``--large 100000`` (or ``VERDICTS_LARGE=100000``) adds the job of 100,000 files (its upload takes
+minutes on moto; 5 admissions with the verdict, 2 without, after one warm-up each). Per row also the
+CPU of this process (the product and its storage client) and of moto per admission, from /proc: on
+moto, every listing costs the server time in proportion to the whole bucket, not to what it returns.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import tempfile
 import time
@@ -142,9 +143,9 @@ def _case(
     runs: int = RUNS,
     warm: int = WARM,
     ranged: bool = True,
-) -> str:
-    """One row: wall clock p50/p99, and per admission the CPU of this process (the product and its
-    storage client) and of moto (the store), p50, from /proc; ``ranged`` False: no key ranges."""
+) -> tuple[str, float, float]:
+    """One row, and its wall clock p50 and p99: per admission also the CPU of this process (the product
+    and its storage client) and of moto (the store), p50, from /proc; ``ranged`` False: no key ranges."""
     handler = MemberHandler.from_policy(policy)
     if not ranged:
         FileCheck.ranged = lambda self, path: False  # type: ignore[method-assign]
@@ -163,17 +164,19 @@ def _case(
         handler.close()
         FileCheck.ranged = _RANGED  # type: ignore[method-assign]
     chosen = path.rsplit("/", 1)[-1] or "(held)"
-    return (
-        f"| {name} | {chosen} | {_p(times, 0.5):.0f} | {_p(times, 0.99):.0f} | {_p(ours, 0.5):.0f} "
+    p50, p99 = _p(times, 0.5), _p(times, 0.99)
+    row = (
+        f"| {name} | {chosen} | {p50:.0f} | {p99:.0f} | {_p(ours, 0.5):.0f} "
         f"| {_p(theirs, 0.5):.0f} | {fields.get('storageRoundTrips', 0)} "
         f"| {fields.get('storageRequests', 0)} | {sent} |"
     )
+    return row, p50, p99
 
 
 _RANGED = FileCheck.ranged
 
 
-def _floor(fs: s3fs.S3FileSystem, bucket: str, runs: int = RUNS) -> str:
+def _floor(fs: s3fs.S3FileSystem, bucket: str, runs: int = RUNS) -> tuple[str, float, float]:
     """The store alone: chk-3's ``NEW`` new files HEADed straight at moto (presigned, 32 at a time, no
     round-trip time, no product): wall clock and moto's CPU per batch."""
     named = sorted(fs.find(f"{bucket}/ck/{JOB}/shared"))[-NEW:]  # any NEW of them: moto's cost is per request
@@ -189,14 +192,42 @@ def _floor(fs: s3fs.S3FileSystem, bucket: str, runs: int = RUNS) -> str:
             if i >= WARM:
                 times.append((time.perf_counter() - started) * 1000)
                 theirs.append((cpu_seconds(moto) - store) * 1000)
-    return (
-        f"| the store alone: {NEW} presigned HEADs straight to moto, 32 at a time | - | {_p(times, 0.5):.0f} "
-        f"| {_p(times, 0.99):.0f} | - | {_p(theirs, 0.5):.0f} | - | {NEW} | - |"
+    p50, p99 = _p(times, 0.5), _p(times, 0.99)
+    row = (
+        f"| the store alone: {NEW} presigned HEADs straight to moto, 32 at a time | - | {p50:.0f} "
+        f"| {p99:.0f} | - | {_p(theirs, 0.5):.0f} | - | {NEW} | - |"
     )
+    return row, p50, p99
 
 
-def main() -> int:
-    sizes = [10_000] + ([int(os.environ["VERDICTS_LARGE"])] if os.environ.get("VERDICTS_LARGE") else [])
+def _arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench verdicts",
+        description="Verified restores on moto behind a round-trip time, and the store's own floor "
+        "(docs/performance.md, 'Verification in proportion to the change').",
+    )
+    parser.add_argument(
+        "--large",
+        type=int,
+        default=int(os.environ.get("VERDICTS_LARGE") or 0),
+        help="also a job of this many files (e.g. 100000; $VERDICTS_LARGE; its upload takes minutes)",
+    )
+    parser.add_argument(
+        "--rtt",
+        type=float,
+        default=float(os.environ.get("VERDICTS_RTT") or RTT),
+        help=f"round-trip time the proxy adds, seconds (default {RTT}; $VERDICTS_RTT)",
+    )
+    parser.add_argument(
+        "--runs", type=int, default=RUNS, help=f"admissions measured per row (default {RUNS})"
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(list(argv or []))
+    runs = args.runs
+    sizes = [10_000] + ([args.large] if args.large else [])
     with (
         tempfile.TemporaryDirectory(prefix="verdicts-") as tmp,
         moto_server(Path(tmp) / "moto.log") as endpoint,
@@ -209,16 +240,17 @@ def main() -> int:
             _job(direct, endpoint, f"full-{files}", files, verdict=False)
         _merging(direct, "merging-128")
         _entropy(direct, "entropy-500")
-        with tcp_proxy_process(port, float(os.environ.get("VERDICTS_RTT", RTT))) as proxy:
+        with tcp_proxy_process(port, args.rtt) as proxy:
             options = {"s3": {"endpoint_url": proxy.endpoint, **CREDENTIALS}}
             wide = RestorePolicy(storage_options=options, deadline_seconds=30, verify_budget=1000)
             default = RestorePolicy(storage_options=options)
-            print(f"moto behind {RTT * 1000:.0f} ms of round-trip time; admissions one by one")
+            print(f"moto behind {args.rtt * 1000:.0f} ms of round-trip time; admissions one by one")
             print(
                 "| case | chose | p50 ms | p99 ms | product CPU ms (p50) | moto CPU ms (p50) "
                 "| product's round trips | requests | requests the proxy saw |"
             )
             print("|---|---|---|---|---|---|---|---|---|")
+            new: tuple[float, float] | None = None
             for files in sizes:
                 for kind, label, ranged in (
                     ("kept", "verdict of chk-3 kept by the agent", True),
@@ -227,13 +259,27 @@ def main() -> int:
                     ("full", "no verdict, key ranges off (before)", False),
                 ):
                     name = f"restore, verify: files, {files:,} files, {label}"
-                    runs, warm = (RUNS, WARM) if files <= 10_000 else (2 if kind == "full" else 5, 1)
-                    print(_case(name, wide, f"{kind}-{files}", proxy, runs, warm, ranged), flush=True)
-            print(_case("file merging, parallelism 128, default policy", default, "merging-128", proxy))
+                    many, warm = (runs, WARM) if files <= 10_000 else (2 if kind == "full" else 5, 1)
+                    row, p50, p99 = _case(name, wide, f"{kind}-{files}", proxy, many, warm, ranged)
+                    print(row, flush=True)
+                    if files == 10_000 and kind == "verdict":
+                        new = (p50, p99)
+            print(
+                _case("file merging, parallelism 128, default policy", default, "merging-128", proxy, runs)[0]
+            )
             merging = "file merging, parallelism 128, default policy, key ranges off (before)"
-            print(_case(merging, default, "merging-128", proxy, ranged=False))
-            print(_case("entropy injection, 500 files, default policy", default, "entropy-500", proxy))
-            print(_floor(direct, "verdict-10000"))
+            print(_case(merging, default, "merging-128", proxy, runs, ranged=False)[0])
+            print(
+                _case("entropy injection, 500 files, default policy", default, "entropy-500", proxy, runs)[0]
+            )
+            row, floor50, floor99 = _floor(direct, "verdict-10000", runs)
+            print(row)
+            if new is not None:
+                print(
+                    f"\nthe product's share, {NEW} new of 10,000: its wall time over the store's floor "
+                    f"{new[0] / floor50:.2f}x at p50 ({new[0]:.0f} / {floor50:.0f} ms), "
+                    f"{new[1] / floor99:.2f}x at p99 ({new[1]:.0f} / {floor99:.0f} ms)"
+                )
     return 0
 
 

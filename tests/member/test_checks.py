@@ -3,6 +3,7 @@ them, each found in its folder's listing at its length, the checkpoint id its di
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -125,3 +126,28 @@ def test_a_named_absolute_file_is_the_path_parse_makes_of_it_or_the_same_refusal
         parent = f.path.parent
         assert (parent.path, parent.authority, f.path.name) == (folder or "/", f.path.authority, name)
         assert f.path.canonical is f.path
+
+
+@pytest.mark.parametrize(
+    "uri",
+    ["s3://state/ck/job/shared/x", "s3a://state//ck/./job/shared/x", "s3://state/x", "gs://b/a b/c+d%20"],
+)
+def test_a_named_path_built_fast_is_the_path_parse_gives(uri: str) -> None:
+    """``named_files`` builds a shared file's path from its folder's (``checks._child``): equal, hashed
+    alike, with the same parent, name, string and canonical spelling as ``StoragePath.parse``."""
+    from webhook.restore.checks import _parse
+
+    folders: dict[str, StoragePath] = {}
+    for _ in range(2):
+        fast, parsed = _parse(uri, folders), StoragePath.parse(uri).canonical
+        assert (fast, hash(fast), str(fast), fast.name) == (parsed, hash(parsed), str(parsed), parsed.name)
+        assert fast.parent == parsed.parent and fast.canonical is fast
+        assert vars(fast) == {**vars(parsed), "parent": parsed.parent, "name": parsed.name}
+
+
+def test_a_needed_file_built_fast_is_the_one_the_constructor_makes() -> None:
+    from webhook.restore.checks import Needed, _needed
+
+    path = StoragePath.parse("s3://state/ck/job/shared/x")
+    fast, made = _needed(path, 7, "op"), Needed(path, 7, "op")
+    assert (fast, hash(fast), repr(fast), vars(fast)) == (made, hash(made), repr(made), vars(made))

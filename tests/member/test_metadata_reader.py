@@ -195,3 +195,35 @@ def test_relocating_a_tree_moves_every_named_file_and_nothing_else(tmp_path: Pat
             assert a.path == b.path.replace(str(each.info["root"]), url)
             assert (a.size, a.scope, a.where) == (b.size, b.scope, b.where)
     assert relocated(b"\x00\x03abc", "zzz", "y") == b"\x00\x03abc"
+
+
+def _generic_backend_files(self: object, count: int, where: str) -> None:
+    """An incremental handle's files as the reader read them before ``backend_files``: each name, then
+    ``stream_handle`` (the reference the fast path must agree with)."""
+    for _ in range(count):
+        self.r.utf()  # type: ignore[attr-defined]
+        self.stream_handle(where)  # type: ignore[attr-defined]
+
+
+def test_the_fast_read_of_a_backends_files_says_what_the_general_reader_says(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``_Serializer.backend_files`` reads file handles (type 2) inline: the same files, and at every cut
+    and every damaged byte of an incremental _metadata the same answer, word for word."""
+    from tests.support.flinktrees import incremental_metadata
+    from webhook.restore import metadata as module
+
+    shared = [f"s3://b/ck/job/shared/{i:04d}-\u00e9" for i in range(3)]
+    data = incremental_metadata(7, shared, ["x0", "x1"])
+    fast = read_metadata(data)
+    assert isinstance(fast, Metadata) and [f.path for f in fast.files][1:4] == shared
+    variants = [data[:cut] for cut in range(len(data))]
+    # damage: each byte of the shared files' part set to a type byte, a large length, an invalid one
+    first = data.index(b"s3://") - 11
+    for at in range(first, first + 3 * 60):
+        for value in (0x00, 0x01, 0x02, 0x06, 0x0F, 0x7F, 0xC0, 0xFF):
+            variants.append(data[:at] + bytes([value]) + data[at + 1 :])
+    fast_answers = [read_metadata(v) for v in variants]
+    monkeypatch.setattr(module._Serializer, "backend_files", _generic_backend_files)
+    assert read_metadata(data) == fast
+    assert [read_metadata(v) for v in variants] == fast_answers

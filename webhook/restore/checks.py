@@ -89,18 +89,22 @@ class NamedFiles:
 def named_files(metadata: Metadata, snapshot: StoragePath, allowed_schemes: tuple[str, ...]) -> NamedFiles:
     """Every file ``metadata`` names, once each (a merged file's largest segment end), as paths: a
     relative name is in the snapshot's own directory, as Flink resolves it."""
-    found: dict[StoragePath, Needed] = {}
-    folders: dict[str, StoragePath] = {}  # each folder's URI parsed once: 10,000 files, a few folders
+    # A file is known by its canonical folder (one object per folder: ``folders``, ``canon``) and its
+    # name: 100,000 files, a few folders, and no path hashed (a StoragePath's hash is Python code).
+    found: dict[tuple[int, str], Needed] = {}
+    folders: dict[str, StoragePath] = {}  # each folder's URI parsed once, canonical
+    canon: dict[StoragePath, StoragePath] = {}  # each canonical folder, one object
+    ours: set[int] = set()  # the ids of canon's folders (alive as long as canon)
     for named in metadata.files:
         if named.scope is FileScope.EXCLUSIVE:
             if "/" in named.path.strip("/") or named.path in ("", ".", ".."):
                 return NamedFiles(
                     problem=f"_metadata names {named.path[:200]!r} as a file of its own directory"
                 )
-            path = snapshot.child(named.path.strip("/"))
+            path = snapshot.child(named.path.strip("/")).canonical
         else:
             try:
-                path = _parse(named.path, folders)
+                path = _parse(named.path, folders, canon)
             except StoragePathError as exc:
                 return NamedFiles(problem=f"_metadata names {named.path[:200]!r}, which is no path: {exc}")
             if path.scheme not in allowed_schemes:
@@ -108,29 +112,66 @@ def named_files(metadata: Metadata, snapshot: StoragePath, allowed_schemes: tupl
                     problem=f"_metadata names {named.path[:200]}, on {path.scheme}://, which the policy's "
                     "allowedSchemes do not include: its files cannot be checked"
                 )
-        path = path.canonical
-        known = found.get(path)
+        folder = path.parent
+        if id(folder) not in ours:  # not one of ``canon``'s folders (hashed once each)
+            folder = canon.setdefault(folder, folder)
+            ours.add(id(folder))
+        key = (id(folder), path.name)
+        known = found.get(key)
         if known is None or named.size > known.size:
-            found[path] = Needed(path, named.size, named.where)
+            found[key] = _needed(path, named.size, named.where)
     return NamedFiles(tuple(found.values()))
 
 
-def _parse(uri: str, folders: dict[str, StoragePath]) -> StoragePath:
-    """``StoragePath.parse(uri)`` (perhaps in its canonical spelling, which the caller takes anyway), its
-    folder parsed once for all its files (the same errors)."""
+def _parse(
+    uri: str, folders: dict[str, StoragePath], canon: dict[StoragePath, StoragePath] | None = None
+) -> StoragePath:
+    """``StoragePath.parse(uri).canonical``, its folder parsed once for all its files (the same errors);
+    ``canon``: one object per canonical folder."""
+    canon = {} if canon is None else canon
     head, _, name = uri.rpartition("/")
     _scheme, sep, rest = head.partition("://")
     if not sep or "/" not in rest or name in ("", ".", "..") or len(uri) > 4096:
-        return StoragePath.parse(uri)
+        return StoragePath.parse(uri).canonical
     if CONTROL_CHARACTERS.search(name):
-        return StoragePath.parse(uri)
+        return StoragePath.parse(uri).canonical
     folder = folders.get(head)
     if folder is None:
         try:
-            folder = folders[head] = StoragePath.parse(head).canonical
+            folder = StoragePath.parse(head).canonical
         except StoragePathError:
-            return StoragePath.parse(uri)
-    return folder.child(name)
+            return StoragePath.parse(uri).canonical
+        folder = folders[head] = canon.setdefault(folder, folder)
+    return _child(folder, name)
+
+
+_new = object.__new__
+
+
+def _needed(path: StoragePath, size: int, where: str) -> Needed:
+    """``Needed(path, size, where)`` without the frozen dataclass's per-field ``object.__setattr__``."""
+    needed = _new(Needed)
+    fields = needed.__dict__
+    fields["path"] = path
+    fields["size"] = size
+    fields["where"] = where
+    return needed
+
+
+def _child(folder: StoragePath, name: str) -> StoragePath:
+    """``folder.child(name)`` for a canonical ``folder`` and a ``name`` that is one segment (no ``/``,
+    not empty, ``.`` or ``..``), its ``parent`` and ``name`` known: the fields a StoragePath's
+    constructor would set, without its frozen dataclass's per-field ``object.__setattr__`` (a
+    ``_metadata`` of 100,000 files makes 100,000 of them)."""
+    path = _new(StoragePath)
+    fields = path.__dict__
+    fields["scheme"] = folder.scheme
+    fields["authority"] = folder.authority
+    fields["path"] = f"{folder.path.rstrip('/')}/{name}"
+    fields["explicit_scheme"] = folder.explicit_scheme
+    fields["parent"] = folder
+    fields["name"] = name
+    return path
 
 
 # canonical folder -> (name -> size, None when the listing gives none); None: the folder does not exist.
@@ -141,8 +182,12 @@ def missing(named: NamedFiles, listings: Listings) -> str:
     """Why the files are not all there ("" when they are): the first missing one and the count."""
     gone: list[Needed] = []
     short: list[tuple[Needed, int]] = []
+    folder: StoragePath | None = None  # the files come folder by folder: each folder looked up once
+    listing: Mapping[str, int | None] | None = None
     for needed in named.files:
-        listing = listings.get(needed.path.parent)
+        if needed.path.parent is not folder:
+            folder = needed.path.parent
+            listing = listings.get(folder)
         size = listing.get(needed.path.name, -1) if listing is not None else -1
         if size == -1:
             gone.append(needed)

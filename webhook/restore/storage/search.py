@@ -39,7 +39,7 @@ from webhook.restore.storage.listings import (
     local_metadata_inside,
     real,
 )
-from webhook.restore.storage.requests import BRANCHES, REQUESTS, Cursor, Unchecked
+from webhook.restore.storage.requests import BRANCHES, REQUESTS, Cursor, Unchecked, collection_paused
 from webhook.restore.storage.verify import FileCheck
 from webhook.restore.verdict import VERDICT_NAME
 
@@ -378,11 +378,14 @@ class CheckpointStorage:
         modified = entry[1] or datetime.fromtimestamp(0, UTC)
         if data is None:
             return None
-        judged = judge(read_metadata(data), directory_id, query.on_newer, query.target)
+        with collection_paused():
+            judged = judge(read_metadata(data), directory_id, query.on_newer, query.target)
+            named = None
+            if not judged.problem and query.verify is Verify.FILES and judged.metadata is not None:
+                named = named_files(judged.metadata, snapshot, query.allowed_schemes)
         if judged.problem:
             return _Metadata(modified, judged.problem)
-        if query.verify is Verify.FILES and judged.metadata is not None:
-            named = named_files(judged.metadata, snapshot, query.allowed_schemes)
+        if named is not None:
             if named.problem:
                 return _Metadata(modified, named.problem)
             why = self.files.files(named, snapshot, entry, directory_id, listing, lookup, cursor, newest)

@@ -14,6 +14,7 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -24,7 +25,7 @@ from webhook.restore.snapshots import StorageError
 from webhook.restore.storage import presigned, ranges
 from webhook.restore.storage.backends import Deadline, Filesystems, storage_error
 from webhook.restore.storage.listings import Lookup, below
-from webhook.restore.storage.requests import REQUESTS, Cursor, Listing
+from webhook.restore.storage.requests import REQUESTS, Cursor, Listing, collection_paused
 from webhook.restore.verdict import (
     MAX_AGE,
     VERDICT_NAME,
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 # 100,000-file folder's 112 in 28, never a lookup holding the whole request pool or a store's listing
 # capacity (moto, one process, answered 12 at once past its clients' 3 s read timeout: docs/performance.md).
 RANGE_LANES = 4
+# Presigned HEADs are signed this many at a time, each batch sent as soon as it is signed.
+SIGN_BATCH = 32
 
 
 class FileCheck:
@@ -79,7 +82,10 @@ class FileCheck:
         max_age = (
             WRITER_MAX_AGE if self.write_verdicts else MAX_AGE
         )  # the writer renews before readers expire
-        covers = coverage(named, verdict, snapshot, entry[0], entry[1], datetime.now(UTC), max_age, newest)
+        with collection_paused():
+            covers = coverage(
+                named, verdict, snapshot, entry[0], entry[1], datetime.now(UTC), max_age, newest
+            )
         if covers.note:
             log.info("%s", covers.note)
         known = {f: len(n) for f, n in verdict.files.items()} if verdict is not None else {}
@@ -90,10 +96,14 @@ class FileCheck:
         )
         seen: dict[StoragePath, dict[str, int | None]] = {}
         verified = verdict.files if verdict is not None else {}  # what is covered, a verdict names
+        folder: StoragePath | None = None  # the files come folder by folder: each looked up once
+        mine: dict[str, int | None] = {}
+        theirs: Mapping[str, int] = {}
         for needed in covers.covered:
-            seen.setdefault(needed.path.parent, {})[needed.path.name] = verified[needed.path.parent][
-                needed.path.name
-            ]
+            if needed.path.parent is not folder:
+                folder = needed.path.parent
+                mine, theirs = seen.setdefault(folder, {}), verified[folder]
+            mine[needed.path.name] = theirs[needed.path.name]
         if own is not None:
             seen.setdefault(snapshot.canonical, {}).update({k: v[0] for k, v in own.items()})
         if todo.trees or todo.folders or todo.heads or todo.ranges:
@@ -153,8 +163,13 @@ class FileCheck:
         ``seen`` (missing) where a listing of its folder, a prefix above it or a key range it falls in
         does not show it."""
         by_folder: dict[StoragePath, list[str]] = {}
+        folder: StoragePath | None = None  # the files come folder by folder: each looked up once
+        names: list[str] = []
         for needed in covered:
-            by_folder.setdefault(needed.path.parent, []).append(needed.path.name)
+            if needed.path.parent is not folder:
+                folder = needed.path.parent
+                names = by_folder.setdefault(folder, [])
+            names.append(needed.path.name)
         for folder, names in by_folder.items():
             for after, through, files in lookup.shown(folder, cursor):
                 mine = seen.setdefault(folder, {})
@@ -247,17 +262,22 @@ class FileCheck:
         )
         if client is None:
             return [(p, lookup.request(functools.partial(self.head_file, p), cursor)) for p in paths]
-        lookup.deadline.check()
-        try:
-            urls = presigned.presign(
-                self.filesystems.filesystem(paths[0]), [p.fs_path for p in paths], lookup.deadline.remaining()
+        fs = self.filesystems.filesystem(paths[0])
+        started: list[tuple[StoragePath, tuple[concurrent.futures.Future[Any], Cursor]]] = []
+        # Signed a batch at a time, each batch's HEADs sent as it is signed: the first answers come back
+        # while the rest are signed (200 signatures are ~50 ms of CPU on the filesystem's event loop).
+        for first in range(0, len(paths), SIGN_BATCH):
+            batch = paths[first : first + SIGN_BATCH]
+            lookup.deadline.check()
+            try:
+                urls = presigned.presign(fs, [p.fs_path for p in batch], lookup.deadline.remaining())
+            except Exception as exc:
+                raise storage_error("checking", batch[0], exc) from None
+            started.extend(
+                (p, lookup.request(functools.partial(self.head_url, p, url, client, lookup.deadline), cursor))
+                for p, url in zip(batch, urls, strict=True)
             )
-        except Exception as exc:
-            raise storage_error("checking", paths[0], exc) from None
-        return [
-            (p, lookup.request(functools.partial(self.head_url, p, url, client, lookup.deadline), cursor))
-            for p, url in zip(paths, urls, strict=True)
-        ]
+        return started
 
     def ranged(self, path: StoragePath) -> bool:
         """Whether ``path``'s folders can be listed by key range (S3 by presigned URL: ``ranges.py``)."""
