@@ -20,7 +20,7 @@ from tests.conftest import REPO
 
 PACKAGE = REPO / "webhook"
 
-ROLES = ("webhook.member", "webhook.controlplane", "webhook.estimator")
+ROLES = ("webhook.member", "webhook.controlplane", "webhook.estimator", "webhook.keeper")
 COMPOSITION_ROOT = "webhook.roles"
 # Capabilities the roles use, bottom first: each imports no role and only the rooms below it.
 ROOMS = ("webhook.placement", "webhook.restore", "webhook.fencing")
@@ -58,6 +58,7 @@ PURE_CORE = (
     "webhook.fencing.decide",
     "webhook.fencing.verdicts",
     "webhook.member.failover",
+    "webhook.keeper.decide",
     "webhook.controlplane.audit",
     "webhook.controlplane.binding",
     "webhook.controlplane.work",
@@ -137,6 +138,13 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("wire", "state", "answer", "member_api"),  # requests read, the watched state, the replies
         ("grpcserver",),  # the gRPC edge
         ("run",),  # wired for serve
+    ),
+    # The lease keeper beside a JobManager (issue 47): its decisions (pure), the JobManager, its loops.
+    "webhook.keeper": (
+        ("decide", "jobmanager", "metrics"),  # hold, renew, stop (pure); the JobManager found and killed
+        ("keeper",),  # the lister, renewer and guard loops
+        ("http",),  # /readyz, /healthz, /metrics
+        ("command",),  # flink-failover keeper
     ),
     # Not a role: the server every webhook role runs in (issue 31: layered like the roles).
     "webhook.server": (
