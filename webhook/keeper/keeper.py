@@ -20,7 +20,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from webhook.common.paths import StoragePath
@@ -73,6 +73,7 @@ class Keeper:
         self._beats: dict[str, float] = {}  # thread -> when its loop last went round
         self._held = False
         self._runs = 0
+        self._inherited_at: float | None = None  # when a JobManager was found running at start
         self.pod = socket.gethostname()
 
     # --- what the probes read --------------------------------------------------------------------------
@@ -127,13 +128,25 @@ class Keeper:
         self.store.lanes.close()
 
     def _inherit(self, running: int) -> None:
-        """A JobManager runs already (the keeper's container restarted beside it): count the lease as
-        renewed a poll before its deadline, or earlier where the storage's time says so."""
+        """A JobManager runs already (the keeper's container restarted beside it): the lease counts as
+        renewed a poll before its deadline at once (the guard starts with it), and the lister's first
+        act may shorten that by the storage's time (``_refine``)."""
         now = self.clock()
-        storage_now = None
-        clock_started = now
+        with self._lock:
+            self._lease = inherited(
+                self._lease, self.settings.cluster, Ownership(), None, now, now, self.policy
+            )
+            self._inherited_at = now
+        log.info(
+            "a JobManager runs already: the lease counts as renewed a poll before its deadline",
+            extra={"fields": self._fields(event="inherited", jobmanagers=running)},
+        )
+
+    def _refine(self) -> None:
+        """The heartbeat's age in storage time (its clock object, then a listing): no renewal began after
+        it, so the inherited lease may only get shorter; unknown when the storage does not answer."""
+        started = self._inherited_at if self._inherited_at is not None else self.clock()
         coarse = self.settings.checkpoint_dir.protocol in WHOLE_SECOND_TIMES
-        records = None
         try:
             clock_started = self.clock()
             metrics.REQUESTS.labels("clock").inc()
@@ -141,34 +154,28 @@ class Keeper:
                 self.settings.checkpoint_dir.child(FOLDER), self.policy.call_timeout
             )
             metrics.REQUESTS.labels("list").inc()
+            list_started = self.clock()
             records = self.store.list(self.settings.folder, self.policy.call_timeout).ownership
         except StorageError as exc:
             log.warning(
-                "cannot read the storage's time at start",
+                "the storage's time is unknown: the JobManager found keeps a poll before its deadline",
                 extra={"fields": self._fields(event="inherit-unknown", error=str(exc))},
             )
+            return
+        told = inherited(
+            Lease(self.settings.epoch), self.settings.cluster, records, storage_now, clock_started, started,
+            self.policy, coarse,
+        )  # fmt: skip
         with self._lock:
-            lease = self._lease
-            if records is not None:
-                lease = inherited(
-                    lease,
-                    self.settings.cluster,
-                    records,
-                    storage_now,
-                    clock_started,
-                    now,
-                    self.policy,
-                    coarse,
-                )
-            else:
-                lease = inherited(lease, self.settings.cluster, Ownership(), None, now, now, self.policy)
-            self._lease = lease
+            if self._lease.attempted is None:  # no renewal of its own yet: the evidence can only shorten
+                self._lease = replace(self._lease, renewed=min(self._lease.renewed, told.renewed))
+            renewed = self._lease.renewed
+        self._listed_at = list_started
+        self._found(records, list_started)  # the listing vouches for renewals too
         log.info(
-            "a JobManager runs already: the lease counts as renewed before the keeper started",
+            "the inherited lease, by the storage's time",
             extra={
-                "fields": self._fields(
-                    event="inherited", jobmanagers=running, renewedAgo=round(now - lease.renewed, 3)
-                )
+                "fields": self._fields(event="inherit-refined", renewedAgo=round(self.clock() - renewed, 3))
             },
         )
 
@@ -179,6 +186,8 @@ class Keeper:
 
     def _lister(self) -> None:
         period = retry_seconds(self.policy)
+        if self._inherited_at is not None:
+            self._refine()
         while not self._stop.is_set():
             self._tick("lister")
             now = self.clock()
@@ -201,6 +210,9 @@ class Keeper:
             )
             return
         metrics.LISTINGS.labels("ok").inc()
+        self._found(records, started)
+
+    def _found(self, records: Ownership, started: float) -> None:
         with self._lock:
             before = self._lease
             self._lease = listed(self.settings.cluster, before, records, started)
