@@ -283,3 +283,27 @@ def test_fencing_off_in_the_policy_holds_nothing_and_stops_nothing(
         keeper.wait_event("off", 10)
         assert keeper.ready() == 200 and keeper.healthy() == 200
         assert not storage_backend.fs.exists(_folder(ckpt).fs_path) and jm.alive
+
+
+@pytest.mark.parametrize("storage_backend", ["file"], indirect=True)
+def test_a_keeper_back_after_its_deadline_stops_the_jobmanager_before_it_renews(
+    storage_backend: Running, tmp_path: Path, stack: ExitStack
+) -> None:
+    """The keeper was down past the renew deadline (its heartbeat older than that in storage time) while
+    the JobManager ran on: the new keeper reads the heartbeat's age, kills the JobManager first (the lease
+    may have run out elsewhere), and only then renews and answers ready."""
+    ckpt = storage_backend.bucket() + "/checkpoints"
+    marker = new_marker()
+    policy = policy_text(storage_backend.storage_options())
+    with running_keeper(tmp_path, policy, ckpt, marker) as first:
+        first.wait_event("held", 20)
+        jm = stack.enter_context(standin(marker, restart=False))
+        wait_for(lambda: first.metric("flink_failover_keeper_jobmanager_running") == 1, 10, "the JM seen")
+    last_beat, _ = _heartbeat(storage_backend, ckpt)
+    # local files: the storage's time is this machine's clock; wait until the heartbeat is 3 s old
+    wait_for(lambda: time.time() > last_beat.timestamp() + 3.0, 10, "the heartbeat aged past the deadline")
+    with running_keeper(tmp_path, policy, ckpt, marker) as second:
+        held = second.wait_event("held", 20)
+        stopped = second.events("stopped")
+        assert stopped and stopped[0]["why"] == "renew-deadline" and stopped[0]["time"] <= held["time"]
+        assert second.events("inherit-refined") and len(jm.deaths) == 1
