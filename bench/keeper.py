@@ -86,7 +86,7 @@ def main(argv: list[str]) -> int:
         print(f"  storage requests:   {requests / n / minutes:.1f} per job per minute")
         print(
             f"  for 1,000 jobs:     {1000 * requests / n / minutes / 60:.0f} requests/s on their storage, "
-            f"{1000 * rss / n / 1024:.1f} GiB of keepers (one per pod)"
+            f"{1000 * rss / n / 1024:.1f} GiB of keepers summed over 1,000 pods"
         )
         print(f"  renewals failed: {failed:.0f}, JobManagers killed: {kills:.0f}")
         machine = 100 * (busy_after - busy_before) / max(total_after - total_before, 1.0)
