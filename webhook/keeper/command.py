@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
@@ -70,6 +71,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_env_option(
         parser,
+        "--policy-json",
+        "FLINK_FAILOVER_KEEPER_POLICY",
+        None,
+        "the policy inline, as JSON (the injection sets it: its fencing block and storage options); "
+        "wins over --policy",
+    )
+    add_env_option(
+        parser,
         "--bind",
         "FLINK_FAILOVER_KEEPER_BIND",
         "0.0.0.0:8091",
@@ -111,13 +120,18 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, dict[str, dict[str, A
         return "--epoch must be 0 or more"
     # Loaded here, not when the command line is built: `flink-failover --help` loads no storage library.
     from webhook.keeper.keeper import Settings
-    from webhook.restore.policy import PolicyError
+    from webhook.restore.policy import PolicyError, policy_from_dict
     from webhook.restore.policy_file import load_policy, policy_source
 
     try:
-        policy = load_policy(policy_source(args.policy, os.environ).path)
+        if args.policy_json:
+            policy = policy_from_dict(json.loads(args.policy_json))
+        else:
+            policy = load_policy(policy_source(args.policy, os.environ).path)
     except PolicyError as exc:
         return str(exc)
+    except ValueError as exc:  # not JSON
+        return f"--policy-json: {exc}"
     settings = Settings(
         cluster, Workload(kind, parts[1], parts[2]), root, args.epoch, policy.fencing, args.job_id
     )
