@@ -65,6 +65,8 @@ class Supervised:
     entrypoint: str = APPLICATION
     restart: bool = True
     restart_after: float = 0.2
+    argv: list[str] | None = None  # a real JobManager's command instead of the stand-in's
+    env: dict[str, str] | None = None
     deaths: list[Death] = field(default_factory=list)
     starts: list[tuple[int, float]] = field(default_factory=list)  # pid, monotonic
     process: subprocess.Popen[bytes] | None = None
@@ -76,9 +78,15 @@ class Supervised:
         threading.Thread(target=self._watch, name="standin-jm", daemon=True).start()
 
     def _spawn(self) -> None:
-        argv = [sys.executable, "-c", _STANDIN, self.entrypoint, f"--marker={self.marker}"]
+        argv = self.argv or [sys.executable, "-c", _STANDIN, self.entrypoint, f"--marker={self.marker}"]
         with self._lock:
-            self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+            self.process = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env=self.env,
+            )
             self.starts.append((self.process.pid, time.monotonic()))
 
     def _watch(self) -> None:
