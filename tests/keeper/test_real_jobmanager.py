@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import threading
 import time
 import urllib.request
@@ -20,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.backends import Running
+from tests.support.keeper import flink_home as find_flink_home
 from tests.support.keeper import new_marker, policy_text, running_keeper, standin, wait_for
-from tests.support.repo import REPO
 from tests.support.server import free_port
 from webhook.common.paths import StoragePath
 from webhook.fencing.lanes import Lanes
@@ -34,26 +33,9 @@ WORKLOAD = Workload("FlinkDeployment", "analytics", "orders")
 SESSION = ENTRYPOINTS[2]  # StandaloneSessionClusterEntrypoint
 
 
-def _flink_home() -> Path | None:
-    for venv in (".venv-flink1", ".venv-flink"):
-        python = REPO / venv / "bin" / "python"
-        if not python.exists():
-            continue
-        found = subprocess.run(
-            [str(python), "-c", "import os, pyflink; print(os.path.dirname(pyflink.__file__))"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        home = Path(found.stdout.strip())
-        if found.returncode == 0 and (home / "bin" / "jobmanager.sh").exists():
-            return home
-    return None
-
-
 @pytest.fixture(scope="module")
 def flink_home() -> Path:
-    home = _flink_home()
+    home = find_flink_home()
     if home is None or shutil.which("java") is None:
         pytest.skip("no Flink distribution (.venv-flink1: make flink-venvs) or no java")
     return home

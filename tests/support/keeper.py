@@ -34,6 +34,24 @@ _STANDIN = "import time\nwhile True:\n    time.sleep(1)\n"
 _MARKERS = itertools.count(1)
 
 
+def flink_home() -> Path | None:
+    """The Flink distribution inside pyflink of ``.venv-flink1`` or ``.venv-flink`` (``make flink-venvs``)."""
+    for venv in (".venv-flink1", ".venv-flink"):
+        python = REPO / venv / "bin" / "python"
+        if not python.exists():
+            continue
+        found = subprocess.run(
+            [str(python), "-c", "import os, pyflink; print(os.path.dirname(pyflink.__file__))"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        home = Path(found.stdout.strip())
+        if found.returncode == 0 and (home / "bin" / "jobmanager.sh").exists():
+            return home
+    return None
+
+
 def new_marker() -> str:
     return f"keeper-test-{os.getpid()}-{next(_MARKERS)}"
 
