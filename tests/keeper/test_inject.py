@@ -60,7 +60,7 @@ def _errors(validate: Any, obj: dict[str, Any]) -> list[str]:
 def test_a_plain_deployment_gets_the_sidecar_in_its_jobmanager_pod_only(validate: Any) -> None:
     before = _deployment()
     after, notes = with_keeper(before, POD)
-    assert _errors(validate, after) == [] and notes == []
+    assert _errors(validate, after) == [] and len(notes) == 1 and "heartbeat.timeout" in notes[0]
     pod = after["spec"]["jobManager"]["podTemplate"]["spec"]
     assert pod["shareProcessNamespace"] is True
     (keeper,) = pod["initContainers"]
@@ -89,8 +89,8 @@ def test_the_users_own_pod_templates_are_kept(validate: Any) -> None:
     }
     before = _deployment(podTemplate=common)
     before["spec"]["jobManager"]["podTemplate"] = jm_template
-    after, notes = with_keeper(before, POD)
-    assert _errors(validate, after) == [] and notes == []
+    after, _ = with_keeper(before, POD)
+    assert _errors(validate, after) == []
     assert after["spec"]["podTemplate"] == common
     pod = after["spec"]["jobManager"]["podTemplate"]
     assert pod["metadata"] == {"annotations": {"x": "y"}}
@@ -103,9 +103,37 @@ def test_applying_it_twice_changes_nothing_and_a_false_share_is_said(validate: A
     before = _deployment()
     before["spec"]["jobManager"]["podTemplate"] = {"spec": {"shareProcessNamespace": False}}
     once, notes = with_keeper(before, POD)
-    assert notes and "shareProcessNamespace" in notes[0]
+    assert "shareProcessNamespace" in notes[0]
     twice, again = with_keeper(once, POD)
     assert twice == once and again == [] and _errors(validate, twice) == []
+
+
+@pytest.mark.parametrize(
+    ("given", "timeout", "interval", "said"),
+    [
+        ({}, "10000", "2500", ["heartbeat.timeout set to 10000 ms (was Flink's default 50000)"]),
+        (
+            {"heartbeat.timeout": "50000", "heartbeat.interval": "10000"},
+            "10000",
+            "2500",
+            ["timeout", "interval"],
+        ),
+        ({"heartbeat.timeout": "8000"}, "8000", "2000", []),  # within the margin: kept
+        ({"heartbeat.timeout": "6000", "heartbeat.interval": "1000"}, "6000", "1000", []),
+        ({"heartbeat.timeout": "30 s"}, "10000", "2500", ["was '30 s'"]),  # a unit: not read, replaced
+    ],
+)
+def test_the_taskmanagers_heartbeat_of_the_jobmanager_times_out_within_the_stop_margin(
+    validate: Any, given: dict[str, str], timeout: str, interval: str, said: list[str]
+) -> None:
+    """A killed JobManager's tasks run on their TaskManagers until this timeout (bench/keeper_flink.py)."""
+    before = _deployment(flinkConfiguration={"state.checkpoints.dir": "s3://bkt/checkpoints", **given})
+    after, notes = with_keeper(before, POD)
+    conf = after["spec"]["flinkConfiguration"]
+    assert (conf["heartbeat.timeout"], conf["heartbeat.interval"]) == (timeout, interval)
+    assert conf["state.checkpoints.dir"] == "s3://bkt/checkpoints"
+    assert len(notes) == len(said) and all(part in note for part, note in zip(said, notes, strict=True))
+    assert _errors(validate, after) == []
 
 
 def test_the_keeper_reads_back_the_settings_the_sidecar_carries(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -7,7 +7,9 @@ no JobManager to stop) a native sidecar (an init container with ``restartPolicy:
 so the JobManager starts only once the keeper holds the lease, and ``shareProcessNamespace: true`` so
 the keeper sees the JobManager's JVM. The keeper runs as the Flink image's user (9999), so it may signal
 the JobManager without any capability. Everything else of the user's podTemplates is kept as it was;
-a container of the keeper's name is replaced (applying it twice changes nothing). Its settings are
+a container of the keeper's name is replaced (applying it twice changes nothing). Flink's
+``heartbeat.timeout`` is kept within ``stopMarginSeconds`` (``_heartbeats``: the TaskManagers' tasks run
+until it passes after the JobManager is killed). Its settings are
 environment variables ``keeper/command.py`` reads, the policy among them as inline JSON (a ConfigMap of
 the webhook's namespace cannot be mounted in the job's): its fencing block and the storage options of
 the job's scheme only, never credentials (the pod's own storage identity is used).
@@ -114,7 +116,44 @@ def with_keeper(deployment: Mapping[str, Any], pod: KeeperPod) -> tuple[dict[str
         if not (isinstance(c, Mapping) and c.get("name") == CONTAINER)
     ]
     pod_spec["initContainers"] = [*kept, container(pod)]
+    notes += _heartbeats(spec, pod)
     return out, notes
+
+
+def _heartbeats(spec: dict[str, Any], pod: KeeperPod) -> list[str]:
+    """The keeper kills the JobManager; the TaskManagers' tasks run on until their heartbeat of it times
+    out (measured on Flink 1.20, ``python -m bench keeper_flink``: 46.9 s after the kill with Flink's
+    default ``heartbeat.timeout`` of 50 s, 9.4 s with 10 s). So the timeout is kept within the policy's
+    ``stopMarginSeconds`` (how long stopping a job may take), and the interval well below it."""
+    margin_ms = int(float(pod.fencing.get("stopMarginSeconds", 10)) * 1000)
+    conf = spec.get("flinkConfiguration")
+    if not isinstance(conf, dict):
+        conf = spec["flinkConfiguration"] = {}
+    notes = []
+    given = conf.get("heartbeat.timeout")
+    timeout = _millis(given)
+    if timeout is None or timeout > margin_ms:
+        before = "Flink's default 50000" if given is None else repr(given)
+        conf["heartbeat.timeout"] = str(margin_ms)
+        notes.append(
+            f"heartbeat.timeout set to {margin_ms} ms (was {before}): the TaskManagers stop the job's tasks "
+            "within stopMarginSeconds of the keeper killing the JobManager"
+        )
+        timeout = margin_ms
+    given = conf.get("heartbeat.interval")
+    interval = _millis(given)
+    if interval is None or interval * 2 > timeout:
+        conf["heartbeat.interval"] = str(max(timeout // 4, 100))
+        if given is not None:
+            notes.append(f"heartbeat.interval set to {conf['heartbeat.interval']} ms (was {given!r})")
+    return notes
+
+
+def _millis(value: Any) -> int | None:
+    """A plain number of milliseconds, as Flink reads one; None for anything else (one with a unit is not
+    read here, and is replaced)."""
+    text = str(value).strip() if value is not None else ""
+    return int(text) if text.isdigit() else None
 
 
 def _mapping(parent: dict[str, Any], key: str) -> dict[str, Any]:
