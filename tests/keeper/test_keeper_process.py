@@ -27,6 +27,8 @@ from webhook.fencing.records import FOLDER, FencingStore, fence_body
 from webhook.restore.storage.backends import modified_time
 from webhook.restore.storage.search import CheckpointStorage
 
+pytestmark = [pytest.mark.slow]
+
 WORKLOAD = Workload("FlinkDeployment", "analytics", "orders")
 LEASE = 6.0  # policy_text's
 

@@ -29,6 +29,8 @@ from webhook.fencing.records import FencingStore, fence_body
 from webhook.keeper.jobmanager import ENTRYPOINTS
 from webhook.restore.storage.search import CheckpointStorage
 
+pytestmark = [pytest.mark.slow]
+
 WORKLOAD = Workload("FlinkDeployment", "analytics", "orders")
 SESSION = ENTRYPOINTS[2]  # StandaloneSessionClusterEntrypoint
 
