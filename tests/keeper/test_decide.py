@@ -133,3 +133,15 @@ def test_other_command_lines_are_not() -> None:
     assert is_jobmanager(["grep", f"x{ENTRYPOINTS[0]}"]) == ""  # a mention is not the main class
     assert is_jobmanager(["java", ENTRYPOINTS[0]], marker="test-7") == ""
     assert is_jobmanager(["java", ENTRYPOINTS[0], "--marker=test-7"], marker="test-7") == ENTRYPOINTS[0]
+
+
+def test_a_lapsed_lease_is_renewed_only_once_its_jobmanager_is_stopped() -> None:
+    """The deadline passed with the JobManager running: stop it first, renew after (never the other way,
+    which would keep a JobManager that ran through the lapse)."""
+    now = 100.0 + POLICY.renew_deadline_seconds + 0.01
+    lapsed = listed("member1", _held(100.0), Ownership(), now - 1.0)  # a recent listing vouches
+    assert due(lapsed, now, POLICY)
+    running = decide(lapsed, now, True, POLICY)
+    assert (running.stop, running.renew) == (True, False)
+    stopped = decide(lapsed, now, False, POLICY)
+    assert (stopped.stop, stopped.renew) == (False, True)

@@ -101,7 +101,7 @@ def test_a_real_jobmanager_is_killed_at_a_newer_fence_and_its_restarts_never_ser
         other = FencingStore(CheckpointStorage(storage_backend.storage_options()), "member2", Lanes(5.0))
         other.fence(WORKLOAD.folder(StoragePath.parse(ckpt)), 1, fence_body(WORKLOAD, "member2", 1, "test"))
         death = wait_for(lambda: jm.deaths[:1], 30, "the JobManager's death", keeper)[0]
-        stopped = keeper.events("stopped")[0]
+        stopped = keeper.wait_event("stopped", 5)  # its log line follows the kill
         assert stopped["why"] == "superseded" and stopped["entrypoint"] == SESSION
         assert stopped["pids"] == [death.pid]
         # the kubelet restarts it: each restart is killed before it serves

@@ -128,8 +128,12 @@ def due(lease: Lease, now: float, policy: FencingPolicy) -> bool:
 
 
 def decide(lease: Lease, now: float, jobmanager_runs: bool, policy: FencingPolicy) -> Decision:
+    """A JobManager that runs while the lease is not held is stopped **before** the lease is renewed
+    again: a lease that lapsed (its deadline passed, or a JobManager found at start that nobody renewed
+    for long enough) is never taken back for the JobManager that ran through the lapse."""
     held, reason = holds(lease, now, policy)
-    return Decision(held, due(lease, now, policy), jobmanager_runs and not held, reason)
+    stop = jobmanager_runs and not held
+    return Decision(held, due(lease, now, policy) and not stop, stop, reason)
 
 
 def listing_due(last_listed: float, now: float, held: bool, policy: FencingPolicy) -> bool:

@@ -104,6 +104,8 @@ class Keeper:
             )
             return
         found = self.jobmanagers.find()
+        with self._lock:
+            self._runs = len(found)  # the renewer's first look must know it, before the guard's first scan
         if found:
             self._inherit(len(found))
         log.info(
