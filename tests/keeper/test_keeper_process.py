@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.backends import Running
-from tests.support.keeper import new_marker, policy_text, running_keeper, standin, wait_for
+from tests.support.keeper import FAST, new_marker, policy_text, running_keeper, standin, wait_for
 from tests.support.tcpproxy import TcpProxy
 from webhook.common.paths import StoragePath
 from webhook.fencing.lanes import Lanes
@@ -30,7 +30,7 @@ from webhook.restore.storage.search import CheckpointStorage
 pytestmark = [pytest.mark.slow]
 
 WORKLOAD = Workload("FlinkDeployment", "analytics", "orders")
-LEASE = 6.0  # policy_text's
+LEASE = float(FAST["leaseSeconds"])
 
 
 @pytest.fixture
@@ -302,8 +302,9 @@ def test_a_keeper_back_after_its_deadline_stops_the_jobmanager_before_it_renews(
         jm = stack.enter_context(standin(marker, restart=False))
         wait_for(lambda: first.metric("flink_failover_keeper_jobmanager_running") == 1, 10, "the JM seen")
     last_beat, _ = _heartbeat(storage_backend, ckpt)
-    # local files: the storage's time is this machine's clock; wait until the heartbeat is 3 s old
-    wait_for(lambda: time.time() > last_beat.timestamp() + 3.0, 10, "the heartbeat aged past the deadline")
+    # local files: the storage's time is this machine's clock; wait until the heartbeat is past the deadline
+    past = FAST["renewDeadlineSeconds"] + 1.0
+    wait_for(lambda: time.time() > last_beat.timestamp() + past, 10, "the heartbeat aged past the deadline")
     with running_keeper(tmp_path, policy, ckpt, marker) as second:
         stopped = second.wait_event("stopped", 20)
         assert stopped["why"] == "renew-deadline" and stopped["pids"] == [jm.starts[0][0]]

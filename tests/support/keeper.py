@@ -56,10 +56,14 @@ def new_marker() -> str:
     return f"keeper-test-{os.getpid()}-{next(_MARKERS)}"
 
 
+# Fast fencing timings for tests: deadline + 2 polls + margin = the lease, as the policy's rules allow;
+# a poll (each storage call's deadline) of 1.5 s leaves a loaded test machine room.
+FAST = {"leaseSeconds": 9, "pollSeconds": 1.5, "renewDeadlineSeconds": 3, "stopMarginSeconds": 3}
+
+
 def policy_text(storage_options: dict[str, dict[str, Any]] | None = None, **fencing: Any) -> str:
-    """A restore policy with fast fencing timings (lease 6 s, poll 1 s, renew deadline 2 s, stop margin
-    2 s: deadline + 2 polls + margin = the lease, as the policy's rules allow)."""
-    timings = {"leaseSeconds": 6, "pollSeconds": 1, "renewDeadlineSeconds": 2, "stopMarginSeconds": 2}
+    """A restore policy with the ``FAST`` fencing timings (or those given)."""
+    timings: dict[str, Any] = dict(FAST)
     timings.update(fencing)
     doc = {"apiVersion": "flink-failover.io/v1alpha1", "kind": "RestorePolicy", "fencing": timings}
     if storage_options:
