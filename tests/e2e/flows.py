@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import itertools
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from decimal import Decimal
 from typing import Any
 
 from tests.e2e.apiserver import ALICE_TOKEN
+from tests.e2e.informer import Key
 from tests.e2e.procs import wait_until
 from tests.e2e.rest import flink_path
 from tests.e2e.scenario import (
@@ -24,11 +26,15 @@ from tests.e2e.scenario import (
     NAMESPACE,
     PREFIX,
     SAVEPOINTS,
+    SESSION_JOB,
+    TAINT_PREFIX,
     Outcome,
     World,
     flink_job,
     lost_after,
     propagation_policy,
+    session_cluster,
+    session_job,
 )
 from tests.e2e.stack import BUCKET
 from tests.support.exact import exact_sets
@@ -161,12 +167,49 @@ def return_to_previous(world: World, jobs: list[str]) -> Outcome:
     return back
 
 
+SESSION_CHECKPOINTS = f"s3://{BUCKET}/session-checkpoints"
+SESSION_SAVEPOINTS = f"s3://{BUCKET}/session-savepoints"
+NOT_YET = {"key": f"{TAINT_PREFIX}not-yet", "effect": "NoSchedule"}
+
+
+def session_cluster_policy(name: str) -> dict[str, Any]:
+    """A session cluster on both members at once (Duplicated), tolerating every taint: it is there before
+    any of its jobs fails over to a member, and stays where a job may still run on it."""
+    return {
+        "apiVersion": "policy.karmada.io/v1alpha1",
+        "kind": "PropagationPolicy",
+        "metadata": {"name": f"{name}-everywhere", "namespace": NAMESPACE},
+        "spec": {
+            "resourceSelectors": [
+                {"apiVersion": "flink.apache.org/v1beta1", "kind": "FlinkDeployment", "name": name}
+            ],
+            "placement": {
+                "clusterAffinity": {"clusterNames": ["member1", "member2"]},
+                "replicaScheduling": {"replicaSchedulingType": "Duplicated"},
+                "clusterTolerations": [{"operator": "Exists"}],
+            },
+        },
+    }
+
+
+def _partition_policy(names: list[str], kind: str = "FlinkDeployment") -> dict[str, Any]:
+    """The shipped cluster-failover policy (Directly) selecting ``names`` of ``kind``, its not-ready
+    toleration lowered from 60 s to 5 s."""
+    policy = propagation_policy("propagationpolicy-cluster-failover.yaml", names)
+    for selector in policy["spec"]["resourceSelectors"]:
+        selector["kind"] = kind
+    for toleration in policy["spec"]["placement"]["clusterTolerations"]:
+        toleration["tolerationSeconds"] = 5
+    return policy
+
+
 def partition(
     world: World,
     jobs: list[str],
     checkpoint_dir: str = CHECKPOINTS,
     savepoint_dir: str = SAVEPOINTS,
     backend: str = "s3",
+    with_session_job: bool = False,
 ) -> Outcome:
     """Karmada loses the member the job runs on while the job keeps running: Karmada's way to that member
     is cut (its own components, the operator and the product's member role still reach it). The shipped
@@ -174,33 +217,108 @@ def partition(
     the cluster, evicts, and creates the new Work after the graceful-eviction timeout; the new copy must
     not run before the old one has stopped, and must start from the old one's last checkpoint. The job's
     checkpoints, savepoints and fencing records are in ``checkpoint_dir`` and ``savepoint_dir``, on the
-    storage ``backend`` (s3, gcs, azure) names."""
+    storage ``backend`` (s3, gcs, azure) names.
+
+    ``with_session_job``: the same cut fails over, beside the FlinkDeployment, a FlinkSessionJob whose
+    checkpoint directory is set only on its session cluster (a FlinkDeployment without ``spec.job`` on
+    both members, on S3): the member webhook on the new side reads the session cluster for the job's
+    folder, fences and holds there, the old side's agent finds the folder through its own session cluster
+    and stops its copy, and the new job starts from the old job's newest checkpoint in the session
+    cluster's directory (issue 45). Both are placed on member1 (member2 kept out by a NoSchedule taint
+    until they run) so that one cut takes both."""
     name = "partitioned" if backend == "s3" else f"partitioned-{backend}"
     jobs.append(name)
     key = (NAMESPACE, name)
-    policy = propagation_policy("propagationpolicy-cluster-failover.yaml", [name])
-    for toleration in policy["spec"]["placement"]["clusterTolerations"]:
-        toleration["tolerationSeconds"] = 5
-    world.submit([flink_job(name, checkpoint_dir=checkpoint_dir, savepoint_dir=savepoint_dir)], policy)
-    old_cluster = world.wait_running(key)
+    session = _submit_session_job(world, jobs, name) if with_session_job else None
+    world.submit(
+        [flink_job(name, checkpoint_dir=checkpoint_dir, savepoint_dir=savepoint_dir)],
+        _partition_policy([name]),
+    )
+    old_cluster = world.wait_running(key, "member1" if session else None)
     job = world.wait_checkpoints(old_cluster, key, 3)
     world.wait_captured(name, old_cluster, job.job_id)
+    keys = [key]
+    if session is not None:
+        keys.append(_session_job_running(world, session, old_cluster))
+        world.untaint("member2", NOT_YET["key"])
     new_cluster = next(c for c in world.operators if c != old_cluster)
     proxy = world.stack.karmada.members[old_cluster].proxy
     triggered = time.monotonic()
     proxy.cut()
     try:
-        world.wait_running(key, new_cluster, timeout=240)
-        stopped = world.running_job(old_cluster, key) is None
+        for k in keys:
+            world.wait_running(k, new_cluster, timeout=240)
+        still_running = [k[1] for k in keys if world.running_job(old_cluster, k) is not None]
     finally:
         proxy.heal()
     outcome = _outcome(world, name, old_cluster, triggered)
     world.record(
         outcome.line(f"partition on {backend} (Karmada cut off from the member, the job still running)")
     )
-    assert stopped, "the old job still ran when the new one started"
+    sessions = [_outcome(world, k[1], old_cluster, triggered) for k in keys[1:]]
+    for session_outcome in sessions:
+        world.record(
+            session_outcome.line(
+                "partition, a FlinkSessionJob whose checkpoint directory is its session cluster's"
+            )
+        )
+    assert not still_running, f"the old job still ran when the new one started: {still_running}"
     _assert_restored_newest(outcome)
+    for session_outcome in sessions:
+        _assert_session_job_restored(world, session_outcome, session or ("", ""))
     return outcome
+
+
+def _submit_session_job(world: World, jobs: list[str], name: str) -> tuple[str, str]:
+    """A session cluster on both members and a FlinkSessionJob on it, both named after ``name``: the
+    session job (and whatever is submitted until ``NOT_YET`` is lifted) on member1 only."""
+    cluster, job = f"{name}-cluster", f"{name}-session"
+    jobs.extend([f"{SESSION_JOB}/{job}", cluster])
+    world.taint("member2", NOT_YET)
+    world.submit(
+        [session_cluster(cluster, checkpoint_dir=SESSION_CHECKPOINTS, savepoint_dir=SESSION_SAVEPOINTS)],
+        session_cluster_policy(cluster),
+    )
+    world.submit([session_job(job, cluster)], _partition_policy([job], SESSION_JOB))
+    return cluster, job
+
+
+def _session_job_running(world: World, session: tuple[str, str], old_cluster: str) -> Key:
+    """Until the session cluster is deployed on both members and its job runs, checkpoints and is
+    captured on ``old_cluster``; the job's key."""
+    cluster, job = session
+    key = (NAMESPACE, job)
+
+    def deployed(member: str) -> bool:
+        status = (world.member_object(member, cluster) or {}).get("status") or {}
+        return bool(status.get("jobManagerDeploymentStatus") == "READY")
+
+    wait_until(
+        f"session cluster {cluster} deployed on both", lambda: all(map(deployed, world.operators)), 120
+    )
+    world.wait_running(key, old_cluster)
+    running = world.wait_checkpoints(old_cluster, key, 3)
+    world.wait_captured(job, old_cluster, running.job_id, kind=SESSION_JOB)
+    return key
+
+
+def _assert_session_job_restored(world: World, outcome: Outcome, session: tuple[str, str]) -> None:
+    """As every failover (the newest checkpoint, none lost, never two RUNNING, counted once), and: the
+    path is in the session cluster's directory, the restore recorded the session cluster and its
+    directory, and the new job was released by the old side's acknowledgement (its agent found the
+    job's folder through its own session cluster)."""
+    cluster, job = session
+    _assert_restored_newest(outcome)
+    newest = outcome.old.checkpoints[-1][0]
+    spec = (world.member_object(outcome.new_cluster, job) or {}).get("spec") or {}
+    spec_path = (spec.get("job") or {}).get("initialSavepointPath")
+    assert spec_path == f"{SESSION_CHECKPOINTS}/{outcome.old.job_id}/chk-{newest}", spec_path
+    record = json.loads(outcome.annotations.get(f"{PREFIX}/restore-record") or "{}")
+    assert record.get("sessionCluster") == cluster, record
+    assert record.get("checkpointDir") == SESSION_CHECKPOINTS, record
+    assert outcome.annotations.get(RELEASED, "").startswith("ack"), (
+        f"released otherwise than by the old side's ack: {outcome.annotations.get(RELEASED)!r}"
+    )
 
 
 @dataclass

@@ -7,6 +7,9 @@ the last resource version; a 410 (expired) lists again.
 
 from __future__ import annotations
 
+import contextlib
+import http.client
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +38,7 @@ class Informer:
     lock: threading.Condition = field(default_factory=threading.Condition)
     _halt: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
+    _conn: http.client.HTTPSConnection | None = None  # the watch being read
 
     def start(self) -> Informer:
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
@@ -43,8 +47,17 @@ class Informer:
             raise TimeoutError(f"{self.name}: {self.path} not listed within 60 s")
         return self
 
-    def stop(self) -> None:
+    def halt(self) -> None:
+        """Asks the thread to end and ends the watch it reads (a watch with nothing to say blocks until
+        the server's timeout, 30 s): several informers are halted at once, then joined."""
         self._halt.set()
+        conn = self._conn
+        if conn is not None and conn.sock is not None:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+
+    def stop(self) -> None:
+        self.halt()
         if self._thread is not None:
             self._thread.join(15)
 
@@ -79,7 +92,8 @@ class Informer:
                     version = ""
                 else:
                     self._halt.wait(0.5)
-            except OSError:
+            except (OSError, http.client.HTTPException, ValueError):
+                # a watch cut short (by ``halt`` among others) ends mid-chunk or mid-line
                 self._halt.wait(0.5)
 
     def _list(self) -> str:
@@ -99,7 +113,7 @@ class Informer:
         return str(answer["metadata"]["resourceVersion"])
 
     def _watch(self, version: str) -> str:
-        for event in self.api.watch(self.path, version, timeout_seconds=30):
+        for event in self.api.watch(self.path, version, timeout_seconds=30, opened=self._opened):
             if self._halt.is_set():
                 break
             kind, obj = event["type"], event["object"]
@@ -118,6 +132,11 @@ class Informer:
                 self.lock.notify_all()
             self._tell(kind, obj, now)
         return version
+
+    def _opened(self, conn: http.client.HTTPSConnection) -> None:
+        self._conn = conn
+        if self._halt.is_set():  # halted while this watch was being opened
+            self.halt()
 
     def _tell(self, kind: str, obj: dict[str, Any], now: float) -> None:
         for handler in self.handlers:

@@ -9,6 +9,15 @@ way Flink lays it out (``<dir>/<jobId>/chk-<N>/_metadata``), continuing the ids 
 started from; each ``_metadata`` is a real one written by Flink 1.20.5 (``../shared/data/flink-real``)
 with its checkpoint id set to N. A deleted object ends its job.
 
+FlinkSessionJobs are played the same way, beside the FlinkDeployments (one double per member for both
+kinds; a session job and a FlinkDeployment of one namespace never share a name in the tier): a
+FlinkDeployment without ``spec.job`` is a session cluster, reported ``jobManagerDeploymentStatus:
+READY`` once deployed, and runs no job of its own; a FlinkSessionJob starts only while its session cluster
+(``spec.deploymentName``) is READY on the same member, checkpoints into its own checkpoint directory or
+else its session cluster's, and reports no JobManager (the session cluster's is not its own). Its stop
+is the job's: ``CANCELED`` after a stateless suspend (the operator cancels it), ``FINISHED`` after a
+stop with a savepoint, ``lastReconciledSpec`` holding the suspend either way.
+
 It scales to a fleet of thousands on two cores: checkpoints are written by their own thread (a round of
 them to the storage emulator takes seconds at that size and must not hold up starts and stops), the
 starts' and stops' status writes go out on a few threads at once, and each job's records are indexed.
@@ -18,6 +27,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import copy
+import functools
 import secrets
 import threading
 import time
@@ -40,12 +50,48 @@ def real_metadata(checkpoint_id: int) -> bytes:
     return data[:8] + checkpoint_id.to_bytes(8, "big") + data[16:]
 
 
+DEPLOYMENT, SESSION_JOB = "FlinkDeployment", "FlinkSessionJob"
+COLLECTIONS = {
+    DEPLOYMENT: "/apis/flink.apache.org/v1beta1/flinkdeployments",
+    SESSION_JOB: "/apis/flink.apache.org/v1beta1/flinksessionjobs",
+}
+
+
 def checkpoint_dir(obj: dict[str, Any]) -> str:
     conf = (obj.get("spec") or {}).get("flinkConfiguration") or {}
     for key in ("execution.checkpointing.dir", "state.checkpoints.dir"):
         if conf.get(key):
             return str(conf[key]).rstrip("/")
     return ""
+
+
+def is_session_cluster(obj: dict[str, Any]) -> bool:
+    """A FlinkDeployment without ``spec.job``: a session cluster, which runs the session jobs naming it."""
+    return obj.get("kind", DEPLOYMENT) == DEPLOYMENT and not (obj.get("spec") or {}).get("job")
+
+
+def session_cluster_key(obj: dict[str, Any]) -> Key | None:
+    """The key of the session cluster a FlinkSessionJob names (``spec.deploymentName``), else None."""
+    if obj.get("kind") != SESSION_JOB:
+        return None
+    namespace, _ = key_of(obj)
+    return (namespace, str((obj.get("spec") or {}).get("deploymentName") or ""))
+
+
+def session_cluster_status(obj: dict[str, Any]) -> dict[str, Any]:
+    """What the operator reports of a deployed session cluster: its JobManager, no job of its own."""
+    status = running_status("", obj.get("spec") or {})
+    del status["jobStatus"]
+    return status
+
+
+def job_dir(obj: dict[str, Any], objects: dict[Key, dict[str, Any]]) -> str:
+    """Where a job checkpoints: its own configuration, else (a session job) its session cluster's."""
+    own = checkpoint_dir(obj)
+    cluster = session_cluster_key(obj)
+    if own or cluster is None:
+        return own
+    return checkpoint_dir(objects.get(cluster) or {})
 
 
 @dataclass
@@ -58,7 +104,8 @@ class OperatorDouble:
     checkpoint_seconds: float = 1.0
     tick: float = 0.1
     jobs: list[Job] = field(default_factory=list)
-    informer: Informer | None = None
+    informer: Informer | None = None  # FlinkDeployments
+    sessions: Informer | None = None  # FlinkSessionJobs
     _asked: dict[Key, float] = field(default_factory=dict)
     _current: dict[Key, Job] = field(default_factory=dict)
     _deployed: dict[Key, Any] = field(default_factory=dict)  # deployed objects -> savepointRedeployNonce
@@ -76,8 +123,9 @@ class OperatorDouble:
     writers: int = 8  # status writes in flight at once
 
     def start(self) -> OperatorDouble:
-        self.informer = Informer(
-            self.api, "/apis/flink.apache.org/v1beta1/flinkdeployments", f"operator-{self.cluster}"
+        self.informer = Informer(self.api, COLLECTIONS[DEPLOYMENT], f"operator-{self.cluster}").start()
+        self.sessions = Informer(
+            self.api, COLLECTIONS[SESSION_JOB], f"operator-{self.cluster}-sessionjobs"
         ).start()
         self._thread = threading.Thread(target=self._loop, name=f"operator-{self.cluster}", daemon=True)
         self._thread.start()
@@ -89,11 +137,14 @@ class OperatorDouble:
 
     def stop(self) -> None:
         self._halt.set()
+        informers = [i for i in (self.informer, self.sessions) if i is not None]
+        for informer in informers:
+            informer.halt()
         for thread in (self._thread, self._checkpointer):
             if thread is not None:
                 thread.join(15)
-        if self.informer is not None:
-            self.informer.stop()
+        for informer in informers:
+            informer.stop()
 
     def fail(self, namespace: str, name: str) -> None:
         """The job on this cluster stops making progress (its JobManager restarting, say): its status says
@@ -101,8 +152,7 @@ class OperatorDouble:
         completes; it comes back only as a new job."""
         key = (namespace, name)
         self._failing.add(key)
-        assert self.informer is not None
-        obj = self.informer.get(namespace, name)
+        obj = self._objects().get(key)
         if obj is not None:
             status = copy.deepcopy(obj.get("status") or {})
             status.setdefault("jobStatus", {})["state"] = "RECONCILING"
@@ -113,17 +163,30 @@ class OperatorDouble:
         with self._lock:
             return list(self._by_key.get((namespace, name), ()))
 
+    def _objects(self) -> dict[Key, dict[str, Any]]:
+        """Both kinds' objects as the informers hold them now, each with its ``kind`` (a list's items may
+        come without it)."""
+        out: dict[Key, dict[str, Any]] = {}
+        for kind, informer in ((DEPLOYMENT, self.informer), (SESSION_JOB, self.sessions)):
+            assert informer is not None
+            for key, obj in informer.snapshot().items():
+                if key in out:
+                    self.errors.append(f"{key}: a FlinkDeployment and a FlinkSessionJob share the name")
+                    continue
+                out[key] = obj if obj.get("kind") == kind else {**obj, "kind": kind}
+        return out
+
     def _loop(self) -> None:
-        assert self.informer is not None
         with concurrent.futures.ThreadPoolExecutor(self.writers, f"operator-{self.cluster}-w") as pool:
             while not self._halt.wait(self.tick):
-                objects = self.informer.snapshot()
+                objects = self._objects()
                 now = time.monotonic()
                 # one object's reconcile touches only its own key's records: keys in parallel are safe;
                 # in a few slices, not a task per object (thousands of them ten times a second)
                 items = list(objects.items())
                 slices = [items[i :: self.writers] for i in range(self.writers)]
-                for errors in pool.map(lambda part, at=now: self._reconcile_all(part, at), slices):
+                reconcile = functools.partial(self._reconcile_all, now=now, objects=objects)
+                for errors in pool.map(reconcile, slices):
                     self.errors.extend(errors)
                 for key in [k for k in self._current if k not in objects]:
                     self._end(key)
@@ -131,11 +194,13 @@ class OperatorDouble:
                     self._failing.discard(key)
                 self._snapshot = objects
 
-    def _reconcile_all(self, items: list[tuple[Key, dict[str, Any]]], now: float) -> list[str]:
+    def _reconcile_all(
+        self, items: list[tuple[Key, dict[str, Any]]], now: float, objects: dict[Key, dict[str, Any]]
+    ) -> list[str]:
         errors = []
         for key, obj in items:
             try:
-                self._reconcile(key, obj, now)
+                self._reconcile(key, obj, now, objects)
             except (ApiError, OSError) as exc:
                 errors.append(f"{key}: {exc}")
         return errors
@@ -144,8 +209,17 @@ class OperatorDouble:
         while not self._halt.wait(self.tick):
             self._checkpoint(self._snapshot, time.monotonic())
 
-    def _reconcile(self, key: Key, obj: dict[str, Any], now: float) -> None:
+    def _reconcile(
+        self, key: Key, obj: dict[str, Any], now: float, objects: dict[Key, dict[str, Any]]
+    ) -> None:
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
+            return
+        if is_session_cluster(obj):
+            if (obj.get("status") or {}).get("jobManagerDeploymentStatus") != "READY":
+                asked = self._asked.setdefault(key, now)
+                if now - asked >= self.start_seconds:
+                    self._asked.pop(key, None)
+                    self._write_status(obj, session_cluster_status(obj))
             return
         job_spec = (obj.get("spec") or {}).get("job") or {}
         desired = job_spec.get("state", "running")
@@ -159,10 +233,16 @@ class OperatorDouble:
             if now - asked >= self.stop_seconds:
                 self._end(key)
                 self._asked.pop(key, None)
-                self._write_status(obj, stopped_status(obj))
+                self._write_status(obj, _stopped(obj))
             return
         if key in self._failing or (reported == "RUNNING" and current is not None and current.ended is None):
             return
+        cluster = session_cluster_key(obj)
+        if cluster is not None:  # a session job is submitted to its session cluster once that is up
+            deployed = (objects.get(cluster) or {}).get("status") or {}
+            if deployed.get("jobManagerDeploymentStatus") != "READY":
+                self._asked.pop(key, None)
+                return
         asked = self._asked.setdefault(key, now)
         if now - asked < self.start_seconds:
             return
@@ -174,7 +254,7 @@ class OperatorDouble:
         job = Job(
             secrets.token_hex(16), time.monotonic(), None, start_path, _checkpoint_id(start_path) + 1, key
         )
-        if not self._write_status(obj, running_status(job.job_id, obj.get("spec") or {})):
+        if not self._write_status(obj, _running(job.job_id, obj)):
             return
         with self._lock:
             self.jobs.append(job)
@@ -199,7 +279,7 @@ class OperatorDouble:
             last, at = job.checkpoints[-1] if job.checkpoints else (job.first_id - 1, job.started)
             if now - at < self.checkpoint_seconds:
                 continue
-            folder = checkpoint_dir(objects[key])
+            folder = job_dir(objects[key], objects)
             if not folder:
                 continue
             with self._ending.setdefault(job.job_id, threading.Lock()):
@@ -216,7 +296,8 @@ class OperatorDouble:
 
     def _write_status(self, obj: dict[str, Any], status: dict[str, Any]) -> bool:
         namespace, name = key_of(obj)
-        path = flink_path("FlinkDeployment", namespace, name, "status")
+        kind = str(obj.get("kind") or DEPLOYMENT)
+        path = flink_path(kind, namespace, name, "status")
         body = copy.deepcopy(obj)
         for attempt in range(5):
             body["status"] = copy.deepcopy(status)
@@ -228,11 +309,28 @@ class OperatorDouble:
                     return False
                 if exc.status != 409 or attempt == 4:
                     raise
-                fresh = self.api.get(flink_path("FlinkDeployment", namespace, name), ok_missing=True)
+                fresh = self.api.get(flink_path(kind, namespace, name), ok_missing=True)
                 if fresh is None:
                     return False
                 body = fresh
         return False
+
+
+def _running(job_id: str, obj: dict[str, Any]) -> dict[str, Any]:
+    status = running_status(job_id, obj.get("spec") or {})
+    if obj.get("kind") == SESSION_JOB:  # its JobManager is the session cluster's
+        del status["jobManagerDeploymentStatus"]
+    return status
+
+
+def _stopped(obj: dict[str, Any]) -> dict[str, Any]:
+    """The completed stop: a session job suspended stateless is cancelled (CANCELED), one stopped with a
+    savepoint FINISHED; a FlinkDeployment as ``stopped_status`` says."""
+    status = stopped_status(obj)
+    job = (obj.get("spec") or {}).get("job") or {}
+    if obj.get("kind") == SESSION_JOB and job.get("upgradeMode") == "stateless":
+        status["jobStatus"]["state"] = "CANCELED"
+    return status
 
 
 def _checkpoint_id(path: str) -> int:

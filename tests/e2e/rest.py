@@ -11,7 +11,7 @@ import http.client
 import json
 import ssl
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,8 +115,16 @@ class Rest:
     def delete(self, path: str) -> Any:
         return self.call("DELETE", path, ok_missing=True)
 
-    def watch(self, path: str, resource_version: str, timeout_seconds: int = 60) -> Iterator[dict[str, Any]]:
-        """Events from ``resource_version`` until the server ends the watch (or its socket times out)."""
+    def watch(
+        self,
+        path: str,
+        resource_version: str,
+        timeout_seconds: int = 60,
+        opened: Callable[[http.client.HTTPSConnection], None] | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Events from ``resource_version`` until the server ends the watch (or its socket times out);
+        ``opened`` is handed the connection once the request is sent (a caller that stops waiting shuts
+        its socket down: the read blocked on it ends at once)."""
         query = urlencode(
             {
                 "watch": "1",
@@ -130,6 +138,8 @@ class Rest:
         )
         try:
             conn.request("GET", f"{path}?{query}", headers={"Authorization": f"Bearer {self.token}"})
+            if opened is not None:
+                opened(conn)
             answer = conn.getresponse()
             if answer.status != 200:
                 raise ApiError(answer.status, answer.read().decode(), f"WATCH {path}")

@@ -95,6 +95,46 @@ def flink_job(
     }
 
 
+SESSION_JOB = "FlinkSessionJob"
+
+
+def session_cluster(
+    name: str, namespace: str = NAMESPACE, checkpoint_dir: str = CHECKPOINTS, savepoint_dir: str = SAVEPOINTS
+) -> dict[str, Any]:
+    """A session cluster: a FlinkDeployment without ``spec.job``, the checkpoint and savepoint directories
+    of the jobs it runs in its ``flinkConfiguration``."""
+    obj = flink_job(name, namespace, checkpoint_dir=checkpoint_dir, savepoint_dir=savepoint_dir)
+    del obj["spec"]["job"]
+    return obj
+
+
+def session_job(
+    name: str, cluster: str, namespace: str = NAMESPACE, upgrade_mode: str = "savepoint"
+) -> dict[str, Any]:
+    """A FlinkSessionJob on the session cluster ``cluster``, with no directory of its own: it checkpoints
+    where its session cluster's configuration says."""
+    return {
+        "apiVersion": "flink.apache.org/v1beta1",
+        "kind": SESSION_JOB,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "deploymentName": cluster,
+            "job": {
+                "jarURI": "local:///opt/flink/examples/streaming/StateMachineExample.jar",
+                "parallelism": 2,
+                "upgradeMode": upgrade_mode,
+                "state": "running",
+            },
+        },
+    }
+
+
+def kind_and_name(entry: str) -> tuple[str, str]:
+    """A name in a scenario's ``jobs`` list: ``name`` (a FlinkDeployment) or ``Kind/name``."""
+    kind, _, name = entry.rpartition("/")
+    return kind or "FlinkDeployment", name
+
+
 def propagation_policy(shipped: str, names: list[str], purge_mode: str | None = None) -> dict[str, Any]:
     """The shipped PropagationPolicy selecting ``names`` (the rest as shipped)."""
     policy: dict[str, Any] = yaml.safe_load((POLICIES / shipped).read_text())
@@ -217,6 +257,7 @@ class World:
                 state[what] = str(exc)
         for cluster in self.operators:
             state[f"{cluster}/flinkdeployments"] = list(self.timeline.informers[cluster].snapshot().values())
+            state[f"{cluster}/flinksessionjobs"] = list(self.timeline.sessions[cluster].snapshot().values())
         path.write_text(describe(state))
         return path
 
@@ -229,10 +270,10 @@ class World:
         self.ensure_namespace(jobs[0]["metadata"]["namespace"])
         self.stack.apply_karmada([policy, *jobs])
 
-    def binding(self, name: str, namespace: str = NAMESPACE) -> dict[str, Any] | None:
-        path = (
-            f"/apis/work.karmada.io/v1alpha2/namespaces/{namespace}/resourcebindings/{name}-flinkdeployment"
-        )
+    def binding(
+        self, name: str, namespace: str = NAMESPACE, kind: str = "FlinkDeployment"
+    ) -> dict[str, Any] | None:
+        path = f"/apis/work.karmada.io/v1alpha2/namespaces/{namespace}/resourcebindings/{name}-{kind.lower()}"
         result: dict[str, Any] | None = self.stack.karmada_api().get(path, ok_missing=True)
         return result
 
@@ -262,13 +303,13 @@ class World:
         if kept != taints:
             api.merge_patch(path, {"spec": {"taints": kept or None}})
 
-    def delete_job(self, name: str, namespace: str = NAMESPACE) -> None:
-        self.stack.karmada_api().delete(flink_path("FlinkDeployment", namespace, name))
+    def delete_job(self, name: str, namespace: str = NAMESPACE, kind: str = "FlinkDeployment") -> None:
+        self.stack.karmada_api().delete(flink_path(kind, namespace, name))
 
     # --- the member side --------------------------------------------------------------------------
 
     def member_object(self, cluster: str, name: str, namespace: str = NAMESPACE) -> dict[str, Any] | None:
-        return self.timeline.informers[cluster].get(namespace, name)
+        return self.timeline.get(cluster, namespace, name)
 
     def running_job(self, cluster: str, key: Key) -> Job | None:
         jobs = [j for j in self.operators[cluster].jobs_of(*key) if j.ended is None]
@@ -295,11 +336,13 @@ class World:
         assert job is not None
         return job
 
-    def wait_captured(self, name: str, cluster: str, job_id: str, namespace: str = NAMESPACE) -> None:
+    def wait_captured(
+        self, name: str, cluster: str, job_id: str, namespace: str = NAMESPACE, kind: str = "FlinkDeployment"
+    ) -> None:
         """Until the control plane recorded the job RUNNING on ``cluster`` (the binding's annotation)."""
 
         def captured() -> bool:
-            binding = self.binding(name, namespace) or {}
+            binding = self.binding(name, namespace, kind) or {}
             record = ((binding.get("metadata") or {}).get("annotations") or {}).get(
                 f"{PREFIX}/last-known-state"
             )
@@ -418,30 +461,32 @@ def lost_after(old: Job, new: Job) -> list[int]:
     return sorted(n for n, _ in old.checkpoints if n > start)
 
 
-def cleanup(world: World, names: list[str], namespace: str = NAMESPACE) -> None:
-    """A scenario's jobs and their policies deleted from Karmada, gone from every member, no taint left:
-    the next scenario starts from clean, Ready members whatever ran before it."""
+def cleanup(world: World, entries: list[str], namespace: str = NAMESPACE) -> None:
+    """A scenario's jobs (FlinkDeployments by name, other kinds as ``Kind/name``) and their policies
+    deleted from Karmada, gone from every member, no taint left: the next scenario starts from clean, Ready
+    members whatever ran before it."""
     api = world.stack.karmada_api()
     for cluster in world.operators:  # a scenario that failed half-way may have left any of its taints
         world.untaint_all(cluster)
-    for name in names:
-        world.delete_job(name, namespace)
+    names = [kind_and_name(entry) for entry in entries]
+    for kind, name in names:
+        world.delete_job(name, namespace, kind)
         # what kube-controller-manager's garbage collector does for a Karmada control plane (the tier
         # runs none): the ResourceBinding owned by the deleted template goes, Karmada then removes its Works
         api.delete(
-            f"/apis/work.karmada.io/v1alpha2/namespaces/{namespace}/resourcebindings/{name}-flinkdeployment"
+            f"/apis/work.karmada.io/v1alpha2/namespaces/{namespace}/resourcebindings/{name}-{kind.lower()}"
         )
     policies = api.get(f"/apis/policy.karmada.io/v1alpha1/namespaces/{namespace}/propagationpolicies")
     for policy in policies.get("items") or []:
         selected = {s.get("name") for s in policy["spec"].get("resourceSelectors") or []}
-        if selected & set(names):
+        if selected & {name for _, name in names}:
             api.delete(
                 f"/apis/policy.karmada.io/v1alpha1/namespaces/{namespace}/propagationpolicies/"
                 f"{policy['metadata']['name']}"
             )
 
     def gone() -> bool:
-        return all(world.member_object(c, n, namespace) is None for c in world.operators for n in names)
+        return all(world.member_object(c, n, namespace) is None for c in world.operators for _, n in names)
 
     wait_until(f"{names} gone from the members", gone, 120)
 

@@ -1,8 +1,10 @@
 """What both members' API servers said about each Flink job, and when: the tier's only judge.
 
-A :class:`Timeline` watches FlinkDeployments on every member and keeps each object's status changes as
-seen (monotonic time, cluster, jobId, job state). Seconds of two RUNNING copies are computed from those
-samples alone, never from the spec, the product's logs or the operator doubles' own records.
+A :class:`Timeline` watches FlinkDeployments and FlinkSessionJobs on every member and keeps each object's
+status changes as seen (monotonic time, cluster, jobId, job state); a job is known by its namespace and
+name (the tier never gives a session job the name of a FlinkDeployment of its namespace). Seconds of two
+RUNNING copies are computed from those samples alone, never from the spec, the product's logs or the
+operator doubles' own records.
 """
 
 from __future__ import annotations
@@ -34,19 +36,30 @@ class Timeline:
     # the same samples by job: a fleet of thousands asks per job, and a scan of all samples each time
     # grew with the square of the fleet
     by_key: dict[Key, list[Sample]] = field(default_factory=dict)
-    informers: dict[str, Informer] = field(default_factory=dict)
+    informers: dict[str, Informer] = field(default_factory=dict)  # FlinkDeployments, by member
+    sessions: dict[str, Informer] = field(default_factory=dict)  # FlinkSessionJobs, by member
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def start(self) -> Timeline:
         for cluster, api in self.members.items():
-            informer = Informer(api, "/apis/flink.apache.org/v1beta1/flinkdeployments", f"timeline-{cluster}")
-            informer.handlers.append(self._recorder(cluster))
-            self.informers[cluster] = informer.start()
+            for plural, kept in (("flinkdeployments", self.informers), ("flinksessionjobs", self.sessions)):
+                path = f"/apis/flink.apache.org/v1beta1/{plural}"
+                informer = Informer(api, path, f"timeline-{cluster}-{plural}")
+                informer.handlers.append(self._recorder(cluster))
+                kept[cluster] = informer.start()
         return self
 
     def stop(self) -> None:
-        for informer in self.informers.values():
+        informers = [*self.informers.values(), *self.sessions.values()]
+        for informer in informers:  # every watch ended at once, then each thread joined
+            informer.halt()
+        for informer in informers:
             informer.stop()
+
+    def get(self, cluster: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The member's FlinkDeployment or FlinkSessionJob ``namespace/name`` as last seen."""
+        found = self.informers[cluster].get(namespace, name)
+        return found if found is not None else self.sessions[cluster].get(namespace, name)
 
     def _recorder(self, cluster: str) -> Any:
         def record(kind: str, obj: dict[str, Any], at: float) -> None:
@@ -101,8 +114,8 @@ class Timeline:
     def running_on(self, key: Key) -> list[str]:
         """The members whose object for ``key`` says RUNNING now (the informers' caches)."""
         out = []
-        for cluster, informer in self.informers.items():
-            obj = informer.get(*key)
+        for cluster in self.informers:
+            obj = self.get(cluster, *key)
             state = (((obj or {}).get("status") or {}).get("jobStatus") or {}).get("state")
             if state == "RUNNING":
                 out.append(cluster)

@@ -410,12 +410,10 @@ def newest_known(decision: RestoreDecision, found: Snapshots | None, admitted: s
     answered, None when it was not asked) says the job may start from: the newest restorable path, ""
     to keep ``admitted`` (the path the webhook chose) only when the lookup ran to its end and found
     nothing restorable, else ``Unresolved``: the stale copy may have completed a newer checkpoint."""
-    if decision.storage_error:
+    if decision.storage_error or decision.unloadable:  # unknown, or newest state this Flink cannot load
         return Unresolved(decision.reason)
     if found is not None and found.unchecked:
         return Unresolved(f"{found.unchecked}: the newest checkpoint was not checked")
-    if decision.unloadable:  # the newest state exists, this cluster's Flink cannot load it: no rewind
-        return Unresolved(decision.reason)
     if decision.outcome is RestoreOutcome.RESTORED:
         older = _older_checkpoint(decision.path, admitted)
         return Unresolved(older) if older else decision.path
