@@ -29,7 +29,17 @@ from webhook.fencing.layout import FOLDER, Workload
 from webhook.fencing.protocol import Ownership
 from webhook.fencing.records import WHOLE_SECOND_TIMES, FencingStore, heartbeat_body
 from webhook.keeper import metrics
-from webhook.keeper.decide import Decision, Lease, answered, decide, inherited, listed, listing_due, sent
+from webhook.keeper.decide import (
+    NEVER,
+    Decision,
+    Lease,
+    answered,
+    decide,
+    inherited,
+    listed,
+    listing_due,
+    sent,
+)
 from webhook.keeper.jobmanager import JobManagers, Process
 from webhook.restore.fencing_policy import FencingPolicy
 from webhook.restore.snapshots import StorageError
@@ -293,9 +303,7 @@ class Keeper:
         with self._lock:
             lease = self._lease
         reason = (
-            "superseded"
-            if lease.superseded
-            else ("renew-deadline" if lease.renewed != float("-inf") else "not-held")
+            "superseded" if lease.superseded else ("renew-deadline" if lease.renewed != NEVER else "not-held")
         )
         alive = self.jobmanagers.kill(found, self.policy.stop_margin_seconds)
         metrics.KILLS.labels(reason).inc(len(found) - len(alive))
