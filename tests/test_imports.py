@@ -23,7 +23,7 @@ PACKAGE = REPO / "webhook"
 ROLES = ("webhook.member", "webhook.controlplane", "webhook.estimator")
 COMPOSITION_ROOT = "webhook.roles"
 # Capabilities the roles use, bottom first: each imports no role and only the rooms below it.
-ROOMS = ("webhook.placement", "webhook.restore", "webhook.fencing")
+ROOMS = ("webhook.placement", "webhook.restore", "webhook.fencing", "webhook.keeper")
 # Libraries that do I/O (storage, HTTP, Kubernetes, serving, metrics) and the stdlib's network modules.
 IO_LIBRARIES = (
     "fsspec", "s3fs", "gcsfs", "adlfs", "boto3", "botocore", "flask", "werkzeug", "gunicorn",
@@ -58,6 +58,8 @@ PURE_CORE = (
     "webhook.fencing.decide",
     "webhook.fencing.verdicts",
     "webhook.member.failover",
+    "webhook.keeper.decide",
+    "webhook.keeper.inject",
     "webhook.controlplane.audit",
     "webhook.controlplane.binding",
     "webhook.controlplane.work",
@@ -137,6 +139,15 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("wire", "state", "answer", "member_api"),  # requests read, the watched state, the replies
         ("grpcserver",),  # the gRPC edge
         ("run",),  # wired for serve
+    ),
+    # The lease keeper beside a JobManager (issue 47): its decisions (pure), the JobManager, its loops; a
+    # room above fencing (the member webhook will inject its sidecar: ``inject``), with its command.
+    "webhook.keeper": (
+        # hold, renew, stop (pure); the JobManager found and killed; its metrics; its sidecar (pure)
+        ("decide", "jobmanager", "metrics", "inject"),
+        ("keeper",),  # the lister, renewer and guard loops
+        ("http",),  # /readyz, /healthz, /metrics
+        ("command",),  # flink-failover keeper
     ),
     # Not a role: the server every webhook role runs in (issue 31: layered like the roles).
     "webhook.server": (

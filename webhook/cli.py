@@ -18,6 +18,7 @@ SUMMARIES: dict[str, str] = {
     "placement": "how many complete component sets fit each cluster, and where",
     "release": "start a job held for fencing, by hand (the old copy is gone)",
     "status": "every job's fencing state on a member cluster: held, whom it waits for, the ownership records",
+    "keeper": "keep one job's lease from beside its JobManager; stop the JobManager when it cannot",
 }
 
 
@@ -26,6 +27,7 @@ def _commands() -> dict[str, ModuleType]:
     from webhook import review, roles
     from webhook.certs import cli as certs
     from webhook.fencing import release, status
+    from webhook.keeper import command as keeper
     from webhook.placement import cli as placement
 
     return {
@@ -35,6 +37,7 @@ def _commands() -> dict[str, ModuleType]:
         "placement": placement,
         "release": release,
         "status": status,
+        "keeper": keeper,
     }
 
 

@@ -1,0 +1,157 @@
+"""How long a real Flink job's tasks run on after the keeper kills its JobManager (issue 47).
+
+The keeper stops the JobManager, not the TaskManagers (other pods): their tasks run until the
+TaskManager notices the JobManager is gone. Flink 1.20 from PyPI on Java 17: a standalone JobManager and
+one TaskManager (each ``start-foreground``), a streaming SQL job (datagen, 5 rows a second, into a print
+sink: every row a line on the TaskManager's stdout), the keeper holding the lease on local files; then
+member2's fence (a failover there): the keeper kills the JobManager, and the rows the TaskManager still
+prints are counted, with the time of the last one after the kill. Once per ``heartbeat.timeout`` asked
+(Flink's default 50 s, and shorter ones).
+
+``python -m bench keeper_flink [--heartbeat-timeouts 50000,10000]`` (not run by default: each case
+starts two JVMs, 1-2 minutes). Needs ``.venv-flink1`` (``make flink-venvs``) and ``java``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+from tests.support.keeper import flink_home, new_marker, policy_text, running_keeper, standin, wait_for
+from tests.support.repo import REPO
+from tests.support.server import free_port
+from webhook.common.paths import StoragePath
+from webhook.fencing.lanes import Lanes
+from webhook.fencing.layout import Workload
+from webhook.fencing.records import FencingStore, fence_body
+from webhook.restore.storage.search import CheckpointStorage
+
+RUN_BY_DEFAULT = False
+WORKLOAD = Workload("FlinkDeployment", "bench", "printer")
+SQL = (
+    "CREATE TABLE src (n BIGINT) WITH ('connector' = 'datagen', 'rows-per-second' = '5')",
+    "CREATE TABLE snk (n BIGINT) WITH ('connector' = 'print')",
+    "INSERT INTO snk SELECT n FROM src",
+)
+SUBMIT = """
+import sys
+from pyflink.common import Configuration
+from pyflink.table import EnvironmentSettings, TableEnvironment
+conf = Configuration()
+for key, value in (("execution.target", "remote"), ("rest.address", "127.0.0.1"), ("rest.port", sys.argv[1]),
+                   ("parallelism.default", "1")):
+    conf.set_string(key, value)
+settings = EnvironmentSettings.new_instance().in_streaming_mode().with_configuration(conf).build()
+t = TableEnvironment.create(settings)
+statements = sys.argv[2:]
+for statement in statements[:-1]:
+    t.execute_sql(statement)
+print("submitted", t.execute_sql(statements[-1]).get_job_client().get_job_id(), flush=True)
+"""
+
+
+def _conf(home: Path, work: Path, rest: int, rpc: int, heartbeat_ms: int) -> Path:
+    conf = work / "conf"
+    shutil.copytree(home / "conf", conf)
+    doc = yaml.safe_load((conf / "config.yaml").read_text())
+    doc["jobmanager"]["rpc"]["port"] = rpc
+    doc["jobmanager"]["memory"]["process"]["size"] = "1024m"
+    doc["taskmanager"]["memory"]["process"]["size"] = "1024m"
+    doc["taskmanager"]["numberOfTaskSlots"] = 1
+    doc["rest"] = {"port": rest, "address": "localhost", "bind-address": "localhost"}
+    doc["heartbeat"] = {"timeout": heartbeat_ms, "interval": min(10000, heartbeat_ms // 5)}
+    (conf / "config.yaml").write_text(yaml.safe_dump(doc))
+    return conf
+
+
+def _rows(path: Path) -> int:
+    return sum(1 for line in path.read_text(errors="replace").splitlines() if line.startswith("+I"))
+
+
+def case(home: Path, heartbeat_ms: int) -> tuple[int, float]:
+    """Rows printed after the kill, and seconds from the kill to the last of them."""
+    with tempfile.TemporaryDirectory(prefix="bench-keeper-flink-") as tmp:
+        work = Path(tmp)
+        rest, rpc = free_port(), free_port()
+        conf = _conf(home, work, rest, rpc, heartbeat_ms)
+        (work / "log").mkdir()
+        env = {
+            **os.environ,
+            "FLINK_HOME": str(home),
+            "FLINK_CONF_DIR": str(conf),
+            "FLINK_LOG_DIR": str(work / "log"),
+        }
+        storage = work / "storage"
+        storage.mkdir()
+        ckpt = str(storage / "checkpoints")
+        marker = new_marker()
+        tm_out = work / "tm.out"
+        with running_keeper(
+            work / "keeper", policy_text(), ckpt, marker, workload="FlinkDeployment/bench/printer"
+        ) as keeper:
+            keeper.wait_event("held", 30)
+            argv = [str(home / "bin" / "jobmanager.sh"), "start-foreground", "-D", f"test.marker={marker}"]
+            with standin(marker, argv=argv, env=env, restart=False) as jm, tm_out.open("wb") as sink:
+                tm = subprocess.Popen(
+                    [str(home / "bin" / "taskmanager.sh"), "start-foreground"],
+                    env=env,
+                    stdout=sink,
+                    stderr=sink,
+                )
+                try:
+                    url = f"http://127.0.0.1:{rest}/taskmanagers"
+                    wait_for(lambda: _answers(url, '"id"'), 180, "the TaskManager registered")
+                    python = str(REPO / ".venv-flink1" / "bin" / "python")
+                    subprocess.run([python, "-c", SUBMIT, str(rest), *SQL], env=env, check=True, timeout=300,
+                                   capture_output=True)  # fmt: skip
+                    wait_for(lambda: _rows(tm_out) >= 10, 120, "rows printed")
+                    other = FencingStore(CheckpointStorage(), "member2", Lanes(5.0))
+                    other.fence(
+                        WORKLOAD.folder(StoragePath.parse(ckpt)), 1, fence_body(WORKLOAD, "member2", 1, "b")
+                    )
+                    death = wait_for(lambda: jm.deaths[:1], 30, "the JobManager killed", keeper)[0]
+                    before = _rows(tm_out)
+                    last_change, seen = time.monotonic(), before
+                    end = time.monotonic() + heartbeat_ms / 1000 + 30
+                    while time.monotonic() < end:
+                        now_rows = _rows(tm_out)
+                        if now_rows != seen:
+                            seen, last_change = now_rows, time.monotonic()
+                        time.sleep(0.1)
+                    return seen - before, max(0.0, last_change - death.monotonic)
+                finally:
+                    tm.kill()
+                    tm.wait(10)
+
+
+def _answers(url: str, text: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as answer:
+            return text in answer.read().decode()
+    except OSError:
+        return False
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench keeper_flink")
+    parser.add_argument(
+        "--heartbeat-timeouts", default="50000,10000", help="Flink heartbeat.timeout values, ms"
+    )
+    args = parser.parse_args(argv)
+    home = flink_home()
+    if home is None or shutil.which("java") is None:
+        print("not run: no Flink distribution (.venv-flink1: make flink-venvs) or no java")
+        return 0
+    print("heartbeat.timeout | rows printed after the JobManager was killed | the last one, after the kill")
+    for value in (int(v) for v in args.heartbeat_timeouts.split(",") if v):
+        rows, seconds = case(home, value)
+        print(f"{value / 1000:g} s | {rows} | {seconds:.1f} s", flush=True)
+    return 0
