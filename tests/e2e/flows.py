@@ -20,7 +20,7 @@ from typing import Any
 from tests.e2e.apiserver import ALICE_TOKEN
 from tests.e2e.informer import Key
 from tests.e2e.procs import wait_until
-from tests.e2e.rest import flink_path
+from tests.e2e.rest import ApiError, flink_path
 from tests.e2e.scenario import (
     CHECKPOINTS,
     NAMESPACE,
@@ -700,6 +700,8 @@ def forged_release(world: World, jobs: list[str]) -> Outcome:
             60,
         )
         assert _held(world, new_cluster, name), "the forged release started the held job"
+        _moves_refused(alice, name)  # issue 45, by the served webhook on the real API server
+        assert _held(world, new_cluster, name), "an edit of where its state lives started the held job"
         outcome = _outcome(world, name, old_cluster, triggered)
     finally:
         world.operators[old_cluster].stop_seconds = 4.0
@@ -709,6 +711,27 @@ def forged_release(world: World, jobs: list[str]) -> Outcome:
         "released otherwise than by the ack"
     )
     return outcome
+
+
+def _moves_refused(alice: Any, name: str) -> None:
+    """While held, an edit that moves where the job's state lives or who owns it is refused, naming what
+    it changes and the ways out (put it back, release the hold, abandon the restore)."""
+    path = flink_path("FlinkDeployment", NAMESPACE, name)
+    moves = (
+        (
+            "checkpoint directory",
+            {"spec": {"flinkConfiguration": {"execution.checkpointing.dir": "s3://x/y"}}},
+        ),
+        (f"label {PREFIX}/job-id", {"metadata": {"labels": {f"{PREFIX}/job-id": "b" * 32}}}),
+        ("removes spec.job", {"spec": {"job": None}}),
+    )
+    for what, edit in moves:
+        try:
+            alice.merge_patch(path, edit)
+        except ApiError as exc:
+            assert what in exc.body and "flink-failover release" in exc.body, exc.body
+        else:
+            raise AssertionError(f"an edit of a held job ({what}) was admitted")
 
 
 def replica_killed(world: World, jobs: list[str]) -> Outcome:

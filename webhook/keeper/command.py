@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     )
     keeper = Keeper(settings, store, JobManagers(args.jobmanager_marker))
     try:
-        everywhere = "0.0.0.0"  # noqa: S104 (a pod's probes come from the kubelet)
+        everywhere = "0.0.0.0"  # noqa: S104  # nosec B104 (a pod's probes come from the kubelet)
         server = ProbeServer(keeper, host or everywhere, int(port))
     except OSError as exc:
         print(f"flink-failover keeper: cannot listen on {args.bind}: {exc}", file=sys.stderr)
