@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import random
 import signal
 import socket
 import ssl
@@ -25,7 +26,35 @@ from tests.support.repo import REPO
 SERVICE_NAME = "flink-failover.flink-failover.svc"
 
 
+_HANDED_OUT: set[int] = set()
+_PORTS = random.Random()  # seeded from the system's randomness: two processes pick apart
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
+    """A free loopback port below the kernel's ephemeral range, never the same twice in one process.
+    A port the kernel handed out (bind to port 0) can be taken by any outgoing connection before the
+    server binds it: the end-to-end tier once lost a whole stack to a probe port a client connection
+    had taken ("Address already in use"). Below the ephemeral range only another picker could."""
+    high = _ephemeral_low() - 1
+    low = 20000
+    for _ in range(500 if high - low > 1000 else 0):
+        port = _PORTS.randint(low, high)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
