@@ -341,9 +341,9 @@ def test_storage_unwritable_holds_by_default_and_proceeds_when_told(local_site: 
     assert started["spec"]["job"]["state"] == "running"
 
 
-def heartbeating_pair(site: Site, world: Any) -> tuple[Member, Member]:
+def heartbeating_pair(site: Site, world: Any, **fencing: Any) -> tuple[Member, Member]:
     """member1 runs the job and heartbeats; member2 is where Karmada is about to restore it."""
-    policy = policy_for(site)
+    policy = policy_for(site, **fencing)
     m1, m2 = world("member1", policy), world("member2", policy)
     site.checkpoints([1])
     m1.put(running_copy())
@@ -351,10 +351,10 @@ def heartbeating_pair(site: Site, world: Any) -> tuple[Member, Member]:
     return m1, m2
 
 
-def stopping_pair(site: Site, world: Any) -> tuple[Member, Member]:
+def stopping_pair(site: Site, world: Any, **fencing: Any) -> tuple[Member, Member]:
     """A partition under way: member2 holds the restored job, member1 has asked its operator to stop
     the stale copy (which still reports RUNNING)."""
-    m1, m2 = heartbeating_pair(site, world)
+    m1, m2 = heartbeating_pair(site, world, **fencing)
     m2.admit(failed_over(1, "member1"))
     assert m2.tick() == {"orders": "held"}
     assert m1.tick() == {"orders": "stopping"}
@@ -1098,7 +1098,9 @@ def test_a_kind_whose_listing_failed_is_not_gone(site: Site, world: Any) -> None
     none of their copies counts as gone, so no heartbeat of theirs is removed, neither one the
     heartbeat loop renews nor one a release wrote. Before, a poll whose FlinkDeployment listing failed
     removed the heartbeat of every running FlinkDeployment."""
-    m1, m2 = stopping_pair(site, world)
+    # Unlisted for two polls, a copy is not renewed (no listing vouches for it): a renew deadline far
+    # past what the test's polls take on a loaded machine keeps it from stepping down meanwhile.
+    m1, m2 = stopping_pair(site, world, renew_deadline_seconds=100.0)
     m1.stop_completes()
     assert m2.tick() == {"orders": "released"}  # its heartbeat written by the release
     m2.running.fake.fail_next_lists = 10**6
