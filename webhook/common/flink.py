@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from webhook.common.paths import StoragePath
@@ -265,6 +265,14 @@ class FlinkResource:
     def initial_savepoint_path(self) -> str:
         value = self.job_field("initialSavepointPath")
         return value if isinstance(value, str) else ""
+
+
+def with_session_cluster(job: FlinkResource, cluster: FlinkResource | None) -> FlinkResource:
+    """A FlinkSessionJob as its session cluster runs it: the cluster's configuration under the job's own
+    (the job's settings win, as the operator submits it). Any other kind, or no cluster, as it is."""
+    if cluster is None or job.kind != "FlinkSessionJob":
+        return job
+    return replace(job, configuration={**cluster.configuration, **job.configuration})
 
 
 def _text(value: Any) -> str:

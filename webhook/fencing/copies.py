@@ -27,7 +27,7 @@ from webhook.common.contract import (
     RESUMED,
     STEPPED_DOWN,
 )
-from webhook.common.flink import BLUE_GREEN, FlinkResource
+from webhook.common.flink import BLUE_GREEN, FlinkResource, with_session_cluster
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.common.untyped import as_map
 from webhook.fencing.layout import FOLDER, Workload
@@ -166,16 +166,11 @@ def as_restored(
     record = record_of(resource, policy)
     listed = (sessions or {}).get((resource.namespace, resource.deployment_name))
     if isinstance(record, RestoreRecord):
-        view = record.view(resource, policy)
         session = None
         if record.kind == "FlinkSessionJob" and record.session_cluster:
-            session = _recorded_cluster(record, resource.namespace) if not record.cluster_unread else listed
-        if session is not None and record.cluster_unread:
-            view = replace(view, configuration={**session.configuration, **view.configuration})
-        return view, session
-    if resource.kind == "FlinkSessionJob" and listed is not None:
-        return replace(resource, configuration={**listed.configuration, **resource.configuration}), listed
-    return resource, None
+            session = _recorded_cluster(record, resource.namespace)
+        return record.view(resource, policy), session
+    return with_session_cluster(resource, listed), listed if resource.kind == "FlinkSessionJob" else None
 
 
 def _recorded_cluster(record: RestoreRecord, namespace: str) -> FlinkResource:

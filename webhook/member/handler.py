@@ -22,7 +22,7 @@ from webhook.common.admission import (
 )
 from webhook.common.contract import HOLD, RELEASE_REQUESTED_BY
 from webhook.common.events import NORMAL, WARNING, EventSink, NoEvents, Occurrence, Regarding
-from webhook.common.flink import GROUP, KINDS, FlinkResource, job_path
+from webhook.common.flink import GROUP, KINDS, FlinkResource, job_path, with_session_cluster
 from webhook.common.patch import object_ops
 from webhook.common.paths import StoragePath
 from webhook.fencing.gate import FencingGate
@@ -311,14 +311,6 @@ class MemberHandler:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-
-
-def with_session_cluster(resource: FlinkResource, cluster: FlinkResource | None) -> FlinkResource:
-    """A session job as its session cluster runs it: the cluster's configuration under the job's own (as
-    the operator submits it)."""
-    if cluster is None or resource.kind != "FlinkSessionJob":
-        return resource
-    return replace(resource, configuration={**cluster.configuration, **resource.configuration})
 
 
 def _fences(request: AdmissionRequest, resource: FlinkResource, policy: RestorePolicy) -> bool:

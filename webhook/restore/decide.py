@@ -17,6 +17,7 @@ from webhook.common.flink import (
     is_job_id,
     savepoint_prefix,
     snapshot_job,
+    with_session_cluster,
 )
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.restore.compat import NOT_STATED, Target, is_target_problem
@@ -135,9 +136,7 @@ def decide_restore(
             warnings.append(f"session cluster {where} not found: its checkpoint directory is unknown")
         else:
             cluster = session.resource
-            # The session job's own settings win over the cluster's, as in the operator.
-            merged = {**cluster.configuration, **resource.configuration}
-            resource = replace(resource, configuration=merged)
+            resource = with_session_cluster(resource, cluster)
     decision = _resolve(resource, job_id, policy, lookup, warnings, own, cluster)
     if decision.outcome in (RestoreOutcome.RESTORED, RestoreOutcome.SUSPENDED):
         record = make_record(own, resource, cluster, job_id, policy, requester)

@@ -45,9 +45,6 @@ class RestoreRecord:
     # re-applied by ``created_by``, the identity that created the object).
     template_release: bool = False
     created_by: str = ""
-    # A session job whose session cluster could not be read at admission: its directories are its
-    # cluster's, read by the agent (the record names the cluster, not the directories).
-    cluster_unread: bool = False
 
     def encode(self) -> str:
         body: dict[str, Any] = {"v": VERSION}
@@ -144,12 +141,10 @@ def make_record(
     job_id: str,
     policy: RestorePolicy,
     requester: str = "",
-    cluster_unread: bool = False,
 ) -> RestoreRecord:
     """The record of a CREATE: ``own`` as requested, ``view`` with its session cluster's settings merged
     (the directories it resolved), ``cluster`` the session cluster read (None: none, or not read)."""
     flink = cluster if own.kind == "FlinkSessionJob" and cluster is not None else own
-    merged = {**(cluster.configuration if cluster is not None else {}), **own.configuration}
     return RestoreRecord(
         kind=own.kind,
         job_id=job_id,
@@ -160,12 +155,11 @@ def make_record(
         session_cluster=own.deployment_name if own.kind == "FlinkSessionJob" else "",
         flink_version=flink.flink_version,
         image=flink.image,
-        claim=tuple((k, merged[k]) for k in _CLAIM_KEYS if merged.get(k, "").strip()),
+        claim=tuple((k, view.configuration[k]) for k in _CLAIM_KEYS if view.configuration.get(k, "").strip()),
         started_from=own.annotations.get(policy.key(STARTED_FROM), "").strip(),
         last_savepoint=own.annotations.get(policy.key(LAST_SAVEPOINT), "").strip(),
         template_release=own.annotations.get(policy.key(RELEASE), "").strip().lower() == "true",
         created_by=requester,
-        cluster_unread=cluster_unread,
     )
 
 
