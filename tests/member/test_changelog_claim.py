@@ -18,7 +18,7 @@ import pytest
 
 from tests.support.flinktrees import Tree, materialize, tree
 from tests.support.objects import apply, decode_patch, flink_deployment, flink_version, review
-from tests.support.server import generate_certs, serve
+from tests.support.server import admitting
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource
 from webhook.member.handler import MemberHandler
@@ -159,15 +159,8 @@ def test_with_claim_either_spelling_the_newest_checkpoint_is_restored(name: str,
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    root = tmp_path_factory.mktemp("served")
-    policy = root / "policy.json"
-    policy.write_text("{}")
-    with serve(generate_certs(root / "certs"), policy, root / "server.log") as server:
-        client = server.client()
-        try:
-            yield lambda obj: client.admit(review(obj))["response"]
-        finally:
-            client.close()
+    with admitting(tmp_path_factory.mktemp("served")) as admit:
+        yield admit
 
 
 def test_the_served_webhook_holds_an_unclaimed_changelog_job_and_says_why(

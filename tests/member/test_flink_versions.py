@@ -18,7 +18,7 @@ import yaml
 
 from tests.support.flinktrees import materialize, tree
 from tests.support.objects import apply, decode_patch, flink_deployment, review
-from tests.support.server import generate_certs, serve
+from tests.support.server import admitting
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource
 from webhook.member.handler import MemberHandler
@@ -229,15 +229,9 @@ def audited(policy: RestorePolicy, obj: dict[str, Any]) -> str:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """The real server (gunicorn, TLS) with a policy mapping flink:1.19 images to v1_19."""
-    root = tmp_path_factory.mktemp("served")
-    policy = root / "policy.json"
-    policy.write_text(json.dumps({"flinkVersions": {"flink:1.19*": "v1_19"}}))
-    with serve(generate_certs(root / "certs"), policy, root / "server.log") as server:
-        client = server.client()
-        try:
-            yield lambda obj: client.admit(review(obj))["response"]
-        finally:
-            client.close()
+    policy = json.dumps({"flinkVersions": {"flink:1.19*": "v1_19"}})
+    with admitting(tmp_path_factory.mktemp("served"), policy) as admit:
+        yield admit
 
 
 @pytest.mark.shared

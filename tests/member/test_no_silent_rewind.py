@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.flinktrees import Tree, materialize, tree
 from tests.support.objects import apply, decode_patch, flink_deployment, flink_version, review
-from tests.support.server import generate_certs, serve
+from tests.support.server import admitting
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
 from webhook.restore.compat import Unloadable, unloadable, what_loads
@@ -277,15 +277,8 @@ def test_the_lookups_reasons_read_back() -> None:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    root = tmp_path_factory.mktemp("served")
-    policy = root / "policy.json"
-    policy.write_text("{}")
-    with serve(generate_certs(root / "certs"), policy, root / "server.log") as server:
-        client = server.client()
-        try:
-            yield lambda obj: client.admit(review(obj))["response"]
-        finally:
-            client.close()
+    with admitting(tmp_path_factory.mktemp("served")) as admit:
+        yield admit
 
 
 def test_the_served_webhook_holds_rather_than_rewinds(served: Any, tmp_path: Path) -> None:

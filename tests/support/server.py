@@ -15,7 +15,7 @@ import socket
 import ssl
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,3 +239,19 @@ def serve(
         yield RunningServer(process, port, cert_dir, log_file)
     finally:
         stop_group(process)
+
+
+@contextmanager
+def admitting(root: Path, policy: str = "{}") -> Iterator[Callable[[dict[str, Any]], Any]]:
+    """The member role served for real (gunicorn, TLS) under ``policy`` (JSON or YAML text), as a function
+    from an object to the AdmissionReview response of its CREATE."""
+    from tests.support.objects import review
+
+    policy_file = root / "policy.json"
+    policy_file.write_text(policy)
+    with serve(generate_certs(root / "certs"), policy_file, root / "server.log") as server:
+        client = server.client()
+        try:
+            yield lambda obj: client.admit(review(obj))["response"]
+        finally:
+            client.close()

@@ -163,7 +163,8 @@ def run(args: argparse.Namespace) -> int:
     )
     keeper = Keeper(settings, store, JobManagers(args.jobmanager_marker))
     try:
-        everywhere = "0.0.0.0"  # noqa: S104  # nosec B104 (a pod's probes come from the kubelet)
+        # a pod's probes come from the kubelet, on the pod's address
+        everywhere = "0.0.0.0"  # noqa: S104  # nosec B104
         server = ProbeServer(keeper, host or everywhere, int(port))
     except OSError as exc:
         print(f"flink-failover keeper: cannot listen on {args.bind}: {exc}", file=sys.stderr)
