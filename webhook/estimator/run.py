@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -18,6 +17,7 @@ from typing import Any
 from prometheus_client import Gauge
 
 from webhook.common.kubeclient import ApiFailure, ClientConfig
+from webhook.common.signals import stop_on_signals
 from webhook.estimator import grpcserver
 from webhook.estimator.member_api import DEPLOYMENTS, NODES, PODS, REPLICASETS, EstimatorApi, feed
 from webhook.estimator.options import EstimatorOptions
@@ -115,8 +115,7 @@ def run(options: EstimatorOptions) -> int:
     ):
         loop = feed(api, resource, replace, apply, stop)
         threading.Thread(target=loop.run, name=f"watch-{resource}", daemon=True).start()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+    stop_on_signals(stop)
     log.info(
         "estimator starting",
         extra={"fields": {"cluster": options.cluster, "port": running.port, "tls": tls is not None}},

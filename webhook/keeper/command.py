@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
 import threading
 from typing import TYPE_CHECKING, Any
@@ -14,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from webhook.common.envoptions import add_env_option
 from webhook.common.flink import BLUE_GREEN
 from webhook.common.paths import StoragePath, StoragePathError
+from webhook.common.signals import stop_on_signals
 from webhook.fencing.layout import ClusterNameError, Workload, check_cluster_name
 
 if TYPE_CHECKING:
@@ -170,8 +170,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"flink-failover keeper: cannot listen on {args.bind}: {exc}", file=sys.stderr)
         return 2
     done = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: done.set())
+    stop_on_signals(done)
     keeper.start()
     server.start()
     log.info(
