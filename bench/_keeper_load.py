@@ -5,11 +5,15 @@ its own phase of the poll, open loop (a request is due on its schedule whatever 
 each keeper sends its own). A request that ends later than one poll after it was due is one the keeper
 would have failed (its deadline is a poll).
 
-The requests are plain HTTP on kept-alive connections, with a SigV4 header whose signature nobody checks (moto does not), from
-``WORKERS`` threads in a process of their own, so the generator's CPU is neither the keepers' nor
-the bench's; their latency counts from when each was due, so a backlog waiting for a free thread counts
-as the store's (the store is the one too slow then). What it cannot be is 1,000 clients: at most
-``WORKERS`` requests are in flight at once, where 1,000 keepers would queue at the store itself.
+The requests are plain HTTP on kept-alive connections, with a SigV4 header whose signature nobody checks
+(moto does not), from ``WORKERS`` threads in a process of their own, so the generator's CPU is neither
+the keepers' nor the bench's; their latency counts from when each was due, so a backlog waiting for a
+free thread counts as the store's (the store is the one too slow then), and one still waiting a poll
+after it was due is not sent (its keeper's deadline has passed: a failure), so a store slower than the
+fleet serves what it can and the rest fails, instead of a backlog growing for ever. What it cannot be is
+1,000 clients: at most ``WORKERS`` requests wait at the store at once, where 1,000 keepers would all
+queue there (a store too slow for the fleet then fails every keeper, the measured ones too, not only the
+others).
 """
 
 from __future__ import annotations
@@ -77,10 +81,16 @@ def _run(
             due, call, folder = item
             late = time.monotonic() - due
             wall_due = time.time() - late
+            if late > poll:  # the keeper would have given up on it: not sent, failed
+                with lock:
+                    done.append(Request(wall_due, call, late, False))
+                continue
             try:
                 if call == "list":
                     status = _send(
-                        connection, "GET", f"/{bucket}?list-type=2&prefix={folder}/&delimiter=%2F&encoding-type=url"
+                        connection,
+                        "GET",
+                        f"/{bucket}?list-type=2&prefix={folder}/&delimiter=%2F&encoding-type=url",
                     )
                 else:
                     status = _send(connection, "PUT", f"/{bucket}/{folder}/heartbeat-member1.json", body)
@@ -142,7 +152,10 @@ def fleet_load(port: int, bucket: str, folders: list[str], body: bytes, poll: fl
     context = multiprocessing.get_context("spawn")
     out, stop, ready = context.Queue(), context.Event(), context.Event()
     process = context.Process(
-        target=_run, args=(port, bucket, folders, body, poll, out, stop, ready), name="keeper-load", daemon=True
+        target=_run,
+        args=(port, bucket, folders, body, poll, out, stop, ready),
+        name="keeper-load",
+        daemon=True,
     )
     process.start()
     if not ready.wait(60):

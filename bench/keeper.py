@@ -67,7 +67,11 @@ def _wire(log: Path, offset: int, folders: list[str]) -> int:
     its path or (url-encoded) in its listing's prefix."""
     text = log.read_bytes()[offset:].decode(errors="replace")
     names = "|".join(re.escape(f.rsplit("/", 1)[-1]) for f in folders)
-    return len(re.findall(rf'"(?:\x1b\[[0-9;]*m)*(?:GET|PUT|HEAD|POST|DELETE) [^"]*(?:/|%2F)(?:{names})(?:/|%2F)', text))
+    return len(
+        re.findall(
+            rf'"(?:\x1b\[[0-9;]*m)*(?:GET|PUT|HEAD|POST|DELETE) [^"]*(?:/|%2F)(?:{names})(?:/|%2F)', text
+        )
+    )
 
 
 def fleet(work: Path, jobs: int, measured: int, seconds: float) -> dict[str, Any]:
@@ -105,7 +109,11 @@ def fleet(work: Path, jobs: int, measured: int, seconds: float) -> dict[str, Any
         time.sleep(PRODUCTION["pollSeconds"])  # every keeper past its first poll
         pids = [k.process.pid for k, _ in keepers if k.process is not None]
         moto = find_moto()
-        before_cpu, before_req, before_moto = cpu_seconds(pids), sum(_requests(k) for k, _ in keepers), cpu_seconds(moto)
+        before_cpu, before_req, before_moto = (
+            cpu_seconds(pids),
+            sum(_requests(k) for k, _ in keepers),
+            cpu_seconds(moto),
+        )
         offset = log.stat().st_size
         busy_before, total_before = machine_busy()
         since = time.time()
@@ -127,8 +135,12 @@ def fleet(work: Path, jobs: int, measured: int, seconds: float) -> dict[str, Any
             "anon": _anon_mib(pids),
             "requests": requests,
             "wire": wire,
-            "failed": sum(k.metric("flink_failover_keeper_renewals_total", 'result="failed"') for k, _ in keepers),
-            "unlisted": sum(k.metric("flink_failover_keeper_listings_total", 'result="failed"') for k, _ in keepers),
+            "failed": sum(
+                k.metric("flink_failover_keeper_renewals_total", 'result="failed"') for k, _ in keepers
+            ),
+            "unlisted": sum(
+                k.metric("flink_failover_keeper_listings_total", 'result="failed"') for k, _ in keepers
+            ),
             "kills": sum(
                 k.metric("flink_failover_keeper_jobmanager_kills_total", f'reason="{why}"')
                 for k, _ in keepers
@@ -161,10 +173,10 @@ def report(found: dict[str, Any]) -> None:
     store = found.get("store")
     if store:
         offered = 2 * found["jobs"] / PRODUCTION["pollSeconds"]
-        served = sum(c["count"] - c["failed"] for c in store.values()) / elapsed
+        served = sum(c["count"] - c["failed"] for c in store.values()) / elapsed + found["wire"] / elapsed
         print(
             f"  the store: {found['simulated']} more jobs' traffic from the load generator; "
-            f"the fleet's {offered:.0f} requests/s offered, {served + found['wire'] / elapsed:.0f}/s answered "
+            f"the fleet's {offered:.0f} requests/s offered, {served:.0f}/s answered "
             f"within a poll; moto {100 * found['moto_cpu'] / elapsed:.0f} % of a core"
         )
         for call, name in (("list", "listing"), ("beat", "heartbeat PUT")):
