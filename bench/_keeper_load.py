@@ -38,7 +38,8 @@ class Request:
     due: float  # wall clock
     call: str  # "list" | "beat"
     seconds: float  # from due to the answer's end
-    ok: bool
+    ok: bool  # answered 200 within a poll of when it was due
+    answered: bool = False  # sent and answered 200, however late
 
 
 def seed(port: int, bucket: str, folders: Sequence[str], body: bytes, fence: bytes) -> None:
@@ -85,6 +86,7 @@ def _run(
                 with lock:
                     done.append(Request(wall_due, call, late, False))
                 continue
+            status = 0
             try:
                 if call == "list":
                     status = _send(
@@ -94,13 +96,13 @@ def _run(
                     )
                 else:
                     status = _send(connection, "PUT", f"/{bucket}/{folder}/heartbeat-member1.json", body)
-                ok = status == 200
             except (OSError, http.client.HTTPException):
                 connection.close()
-                ok = False
             seconds = time.monotonic() - due
             with lock:
-                done.append(Request(wall_due, call, seconds, ok and seconds <= poll))
+                done.append(
+                    Request(wall_due, call, seconds, status == 200 and seconds <= poll, status == 200)
+                )
 
     threads = [threading.Thread(target=work, daemon=True) for _ in range(WORKERS)]
     for thread in threads:
@@ -134,7 +136,7 @@ def _run(
     for thread in threads:
         thread.join(2 * poll)
     with lock:
-        out.put(([(r.due, r.call, r.seconds, r.ok) for r in done], time.process_time()))
+        out.put(([(r.due, r.call, r.seconds, r.ok, r.answered) for r in done], time.process_time()))
 
 
 @dataclass
@@ -177,15 +179,18 @@ def fleet_load(port: int, bucket: str, folders: list[str], body: bytes, poll: fl
 
 
 def summary(requests: Sequence[Request], since: float, until: float) -> dict[str, Any]:
-    """Per call: requests due in [since, until), how many a keeper would have failed, latency quantiles."""
+    """Per call: requests due in [since, until), how many a keeper would have failed, how many the store
+    answered however late (under overload: its capacity), latency quantiles."""
     found: dict[str, Any] = {}
     for call in ("list", "beat"):
-        window = sorted(r.seconds for r in requests if r.call == call and since <= r.due < until)
+        due = [r for r in requests if r.call == call and since <= r.due < until]
+        window = sorted(r.seconds for r in due)
         if not window:
             continue
         found[call] = {
             "count": len(window),
-            "failed": sum(1 for r in requests if r.call == call and since <= r.due < until and not r.ok),
+            "failed": sum(1 for r in due if not r.ok),
+            "answered": sum(1 for r in due if r.answered),
             "p50": window[len(window) // 2],
             "p99": window[min(len(window) - 1, int(len(window) * 0.99))],
             "max": window[-1],

@@ -27,7 +27,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from bench._keeper_load import fleet_load, heartbeat_like, seed, summary
+from bench._keeper_load import WORKERS, fleet_load, heartbeat_like, seed, summary
 from bench._procstat import cpu_seconds, find_moto, machine_busy, rss_mib
 from tests.support.keeper import KeeperProcess, new_marker, policy_text, standin
 from tests.support.s3 import moto_server, s3_options
@@ -174,11 +174,20 @@ def report(found: dict[str, Any]) -> None:
     if store:
         offered = 2 * found["jobs"] / PRODUCTION["pollSeconds"]
         served = sum(c["count"] - c["failed"] for c in store.values()) / elapsed + found["wire"] / elapsed
+        answered = sum(c["answered"] for c in store.values()) / elapsed + found["wire"] / elapsed
         print(
-            f"  the store: {found['simulated']} more jobs' traffic from the load generator; "
-            f"the fleet's {offered:.0f} requests/s offered, {served:.0f}/s answered "
-            f"within a poll; moto {100 * found['moto_cpu'] / elapsed:.0f} % of a core"
+            f"  the store: {found['simulated']} more jobs' traffic from the load generator; the fleet's "
+            f"{offered:.0f} requests/s offered, {answered:.0f}/s answered ({served:.0f}/s within a poll); "
+            f"moto {100 * found['moto_cpu'] / elapsed:.0f} % of a core"
         )
+        if answered < 0.95 * offered:
+            capacity = answered * PRODUCTION["pollSeconds"] / 2
+            print(
+                f"  the store saturated: it answers the keepers of about {capacity:.0f} jobs here; the "
+                "others' requests wait about a poll in the generator and fail (the measured keepers' wait "
+                f"only behind the generator's {WORKERS} in flight: 1,000 real keepers would all wait at "
+                "the store)"
+            )
         for call, name in (("list", "listing"), ("beat", "heartbeat PUT")):
             if call in store:
                 c = store[call]
