@@ -1,5 +1,5 @@
-"""The keeper in a FlinkDeployment's JobManager pod: a pure function over the object, not called by the
-webhook yet (issue 47's next slice calls it at admission).
+"""The keeper in a FlinkDeployment's JobManager pod: a pure function over the object, called by the member
+webhook at admission (``member/keeper.py`` ``keeper_part``: when, with which epoch and directory).
 
 ``with_keeper`` adds to ``spec.jobManager.podTemplate`` (the JobManager's pod only: a TaskManager has
 no JobManager to stop) a native sidecar (an init container with ``restartPolicy: Always``, Kubernetes
@@ -44,6 +44,9 @@ class KeeperPod:
     startup_seconds: int = (
         600  # how long the startup probe waits for the lease before the kubelet restarts it
     )
+    # Storage credentials the JobManager's container has (``member/keeper.py`` ``credential_env``): env
+    # entries as written, values or secretKeyRefs.
+    extra_env: tuple[Mapping[str, Any], ...] = ()
 
     def policy_json(self) -> str:
         doc: dict[str, Any] = {"fencing": dict(self.fencing)}
@@ -77,7 +80,10 @@ def container(pod: KeeperPod) -> dict[str, Any]:
         "image": pod.image,
         "command": ["flink-failover", "keeper"],
         "restartPolicy": "Always",
-        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "env": [
+            *({"name": k, "value": v} for k, v in env.items()),
+            *(dict(e) for e in pod.extra_env if e.get("name") not in env),
+        ],
         "ports": [{"name": "keeper", "containerPort": PORT}],
         "startupProbe": probe("/readyz", 1, pod.startup_seconds),
         "readinessProbe": probe("/readyz", 5, 1),
