@@ -1,6 +1,7 @@
-"""The keeper's native sidecar in a FlinkDeployment (webhook/keeper/inject.py, pure, not called by the
-webhook yet): valid against the Flink operator 1.15.0 CRD as the API server would prune it, the user's
-own podTemplates kept, idempotent, and its settings read back by ``flink-failover keeper`` itself."""
+"""The keeper's native sidecar in a FlinkDeployment (webhook/keeper/inject.py, pure; through the served
+webhook: test_injected.py): valid against the Flink operator 1.15.0 CRD as the API server would prune
+it, the user's own podTemplates kept, idempotent, and its settings read back by ``flink-failover
+keeper`` itself."""
 
 from __future__ import annotations
 
