@@ -1,0 +1,71 @@
+"""The keeper's part of an admission (webhook/member/keeper.py, pure) where the served tests
+(test_injected.py, on local files) do not reach: S3 keys only in Flink's configuration, the policy's
+storage credentials kept out of the job's pod, and the API server's version as providers spell it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.support.objects import JOB_ID, flink_deployment
+from webhook.common.flink import FlinkResource
+from webhook.member.keeper import KeeperSetup, Kept, keeper_part, version_of
+from webhook.restore.outcome import RestoreDecision, RestoreOutcome
+from webhook.restore.policy import policy_from_dict
+
+P = "flink-failover.io"
+SETUP = KeeperSetup("registry.example/flink-failover:1.0", "member1", (1, 30))
+
+
+def _injected(obj: dict[str, Any], policy_doc: dict[str, Any]) -> dict[str, Any]:
+    """The keeper container the admission of a fenced restore at epoch 3 adds."""
+    policy = policy_from_dict(policy_doc)
+    decision = RestoreDecision(RestoreOutcome.RESTORED, annotations={f"{P}/epoch": "3"}, job_id=JOB_ID)
+    keeping = keeper_part(obj, FlinkResource.from_object(obj), None, decision, policy, SETUP)
+    assert keeping is not None and keeping.kept is Kept.INJECTED, keeping
+    (op,) = [op for op in keeping.ops if op["path"] == "/spec/jobManager/podTemplate"]
+    (keeper,) = op["value"]["spec"]["initContainers"]
+    return keeper
+
+
+def test_s3_keys_only_in_flinks_configuration_reach_the_keeper_as_the_environment_s3fs_reads() -> None:
+    obj = flink_deployment(checkpoint_dir="s3://bkt/ckpt")
+    obj["spec"]["flinkConfiguration"].update({"s3.access-key": "AKIA1", "s3.secret-key": "shh"})
+    env = {e["name"]: e.get("value") for e in _injected(obj, {})["env"]}
+    assert (env["AWS_ACCESS_KEY_ID"], env["AWS_SECRET_ACCESS_KEY"]) == ("AKIA1", "shh")
+    # on another storage they are not the keeper's to use
+    obj = flink_deployment(checkpoint_dir="gs://bkt/ckpt")
+    obj["spec"]["flinkConfiguration"].update({"s3.access-key": "AKIA1", "s3.secret-key": "shh"})
+    assert not {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} & {e["name"] for e in _injected(obj, {})["env"]}
+
+
+def test_the_policys_own_storage_credentials_never_go_into_the_jobs_pod() -> None:
+    options = {
+        "endpoint_url": "https://minio.example",
+        "key": "webhook-key",
+        "secret": "webhook-secret",
+        "client_kwargs": {"region_name": "eu-west-1", "aws_secret_access_key": "x"},
+    }
+    keeper = _injected(flink_deployment(checkpoint_dir="s3://bkt/ckpt"), {"storageOptions": {"s3": options}})
+    policy = next(e["value"] for e in keeper["env"] if e["name"] == "FLINK_FAILOVER_KEEPER_POLICY")
+    assert "webhook-secret" not in policy and "webhook-key" not in policy and "aws_secret" not in policy
+    assert "https://minio.example" in policy and "eu-west-1" in policy
+
+
+@pytest.mark.parametrize(
+    ("answer", "version"),
+    [
+        ({"major": "1", "minor": "29", "gitVersion": "v1.29.3"}, (1, 29)),
+        ({"major": "1", "minor": "28+", "gitVersion": "v1.28.15-eks-7f9249a"}, (1, 28)),
+        ({"major": "1", "minor": "31+"}, (1, 31)),
+    ],
+)
+def test_the_api_servers_version_as_providers_spell_it(
+    answer: dict[str, str], version: tuple[int, int]
+) -> None:
+    assert version_of(answer) == version
+
+
+def test_an_unreadable_version_is_said_not_guessed() -> None:
+    assert isinstance(version_of({"platform": "linux/amd64"}), str)
