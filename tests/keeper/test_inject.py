@@ -160,3 +160,12 @@ def test_the_keeper_reads_back_the_settings_the_sidecar_carries(monkeypatch: pyt
     assert settings.policy.lease_seconds == 30 and settings.policy.renew_deadline_seconds == 10
     assert storage_options == {"s3": {"endpoint_url": "https://s3.example"}}
     assert json.loads(POD.policy_json())["fencing"] == FENCING
+
+
+def test_flinks_own_heartbeat_defaults_are_kept_where_the_stop_margin_is_longer() -> None:
+    """With stopMarginSeconds above Flink's 50 s timeout nothing is raised, nothing is written."""
+    pod = KeeperPod(**{**POD.__dict__, "fencing": {**FENCING, "stopMarginSeconds": 100}})
+    after, notes = with_keeper(_deployment(), pod)
+    assert "heartbeat.timeout" not in after["spec"]["flinkConfiguration"] and notes == []
+    after, notes = with_keeper(_deployment(flinkConfiguration={"heartbeat.timeout": "80000"}), pod)
+    assert after["spec"]["flinkConfiguration"] == {"heartbeat.timeout": "80000"} and notes == []

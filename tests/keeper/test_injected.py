@@ -129,7 +129,9 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 def test_a_fenced_restore_gets_the_keeper_valid_against_the_operators_crd(
     served: Served, validate: Any
 ) -> None:
-    after, warnings = served.admit(failover())
+    obj = failover()
+    obj["spec"]["flinkConfiguration"]["heartbeat.timeout"] = "300000"  # the tasks would outlive the lease
+    after, warnings = served.admit(obj)
     assert [f"{list(e.path)}: {e.message}" for e in validate.iter_errors(after)] == []
     assert after["metadata"]["annotations"][EPOCH] == "3"
     keeper = _keeper(after)
@@ -141,6 +143,7 @@ def test_a_fenced_restore_gets_the_keeper_valid_against_the_operators_crd(
     assert env["FLINK_FAILOVER_CLUSTER"] == "member1"
     assert after["spec"]["jobManager"]["podTemplate"]["spec"]["shareProcessNamespace"] is True
     assert after["spec"]["flinkConfiguration"]["heartbeat.timeout"] == "100000"  # stopMarginSeconds
+    assert any("heartbeat.timeout set to 100000 ms (was '300000')" in w for w in warnings), warnings
     assert any(w.startswith("lease keeper added to analytics/orders") for w in warnings), warnings
     (event,) = served.events("orders", "KeeperInjected")
     assert event["type"] == "Normal" and "epoch 3" in event["note"]

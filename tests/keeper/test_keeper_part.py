@@ -46,11 +46,13 @@ def test_the_policys_own_storage_credentials_never_go_into_the_jobs_pod() -> Non
         "key": "webhook-key",
         "secret": "webhook-secret",
         "client_kwargs": {"region_name": "eu-west-1", "aws_secret_access_key": "x"},
+        "s3_additional_kwargs": {"SSECustomerKey": "sse-c-key", "ServerSideEncryption": "aws:kms"},
     }
     keeper = _injected(flink_deployment(checkpoint_dir="s3://bkt/ckpt"), {"storageOptions": {"s3": options}})
     policy = next(e["value"] for e in keeper["env"] if e["name"] == "FLINK_FAILOVER_KEEPER_POLICY")
-    assert "webhook-secret" not in policy and "webhook-key" not in policy and "aws_secret" not in policy
-    assert "https://minio.example" in policy and "eu-west-1" in policy
+    for secret in ("webhook-secret", "webhook-key", "aws_secret", "sse-c-key"):
+        assert secret not in policy
+    assert "https://minio.example" in policy and "eu-west-1" in policy and "aws:kms" in policy
 
 
 @pytest.mark.parametrize(

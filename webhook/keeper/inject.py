@@ -29,6 +29,8 @@ from webhook.fencing.layout import Workload
 CONTAINER = "flink-failover-keeper"
 PORT = 8091
 FLINK_USER = 9999  # the official Flink image's flink user and group
+# Flink's defaults: a job that sets neither and whose stop margin is longer keeps them
+FLINK_HEARTBEAT_TIMEOUT_MS, FLINK_HEARTBEAT_INTERVAL_MS = 50_000, 10_000
 
 
 @dataclass(frozen=True)
@@ -138,7 +140,7 @@ def _heartbeats(spec: dict[str, Any], pod: KeeperPod) -> list[str]:
         conf = spec["flinkConfiguration"] = {}
     notes = []
     given = conf.get("heartbeat.timeout")
-    timeout = _millis(given)
+    timeout = _millis(given) if given is not None else FLINK_HEARTBEAT_TIMEOUT_MS
     if timeout is None or timeout > margin_ms:
         before = "Flink's default 50000" if given is None else repr(given)
         conf["heartbeat.timeout"] = str(margin_ms)
@@ -148,7 +150,7 @@ def _heartbeats(spec: dict[str, Any], pod: KeeperPod) -> list[str]:
         )
         timeout = margin_ms
     given = conf.get("heartbeat.interval")
-    interval = _millis(given)
+    interval = _millis(given) if given is not None else FLINK_HEARTBEAT_INTERVAL_MS
     if interval is None or interval * 2 > timeout:
         conf["heartbeat.interval"] = str(max(timeout // 4, 100))
         if given is not None:

@@ -316,6 +316,9 @@ def _shareable(policy: RestorePolicy, scheme: str) -> dict[str, dict[str, Any]]:
         shared = {k: v for k, v in client.items() if k in _SHAREABLE_CLIENT_KWARGS}
         if shared:
             kept["client_kwargs"] = shared
+    extra = kept.get("s3_additional_kwargs")
+    if isinstance(extra, Mapping):  # SSE-KMS key ids are names; an SSE-C key is a secret
+        kept["s3_additional_kwargs"] = {k: v for k, v in extra.items() if not k.startswith("SSECustomer")}
     return {scheme: kept} if kept else {}
 
 
