@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.objects import JOB_ID, flink_deployment
+from tests.support.objects import JOB_ID, apply, flink_deployment
 from webhook.common.flink import FlinkResource
 from webhook.member.keeper import KeeperSetup, Kept, keeper_part, version_of
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
@@ -71,3 +71,23 @@ def test_the_api_servers_version_as_providers_spell_it(
 
 def test_an_unreadable_version_is_said_not_guessed() -> None:
     assert isinstance(version_of({"platform": "linux/amd64"}), str)
+
+
+def test_a_copy_running_its_keeper_keeps_it_while_the_version_is_not_known() -> None:
+    """A worker that just started has not read /version yet: Karmada's re-applied template must not drop
+    the sidecar of a copy that runs it (the JobManager would restart without it); a new copy gets none."""
+    policy = policy_from_dict({})
+    annotations = {f"{P}/epoch": "3"}
+    created = RestoreDecision(RestoreOutcome.RESTORED, annotations=annotations, job_id=JOB_ID)
+    template = flink_deployment(checkpoint_dir="s3://bkt/ckpt")
+    resource = FlinkResource.from_object(template)
+    first = keeper_part(template, resource, None, created, policy, SETUP)
+    assert first is not None and first.kept is Kept.INJECTED
+    running = apply(template, list(first.ops))
+    unknown = KeeperSetup(SETUP.image, SETUP.cluster, None, "GET /version: connection refused")
+    carried = RestoreDecision(RestoreOutcome.RESTORED, annotations=annotations, job_id=JOB_ID, carried=True)
+    again = keeper_part(template, resource, resource, carried, policy, unknown, running)
+    assert again is not None and again.kept is Kept.INJECTED
+    assert apply(template, list(again.ops))["spec"]["jobManager"] == running["spec"]["jobManager"]
+    new = keeper_part(template, resource, None, created, policy, unknown)
+    assert new is not None and new.kept is Kept.UNSUPPORTED and "connection refused" in new.warnings[0]

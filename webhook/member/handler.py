@@ -238,7 +238,10 @@ class MemberHandler:
             decision = self.fencing.admit(fenced, decision, pending, deadline.remaining())
         keeping = None
         if self.keeper is not None and self.fencing is not None:
-            keeping = keeper_part(request.object, resource, old, decision, self.policy, self.keeper())
+            setup = self.keeper()
+            keeping = keeper_part(
+                request.object, resource, old, decision, self.policy, setup, request.old_object
+            )
         if not request.dry_run:
             for occurrence in admission_events(request, decision, self.policy, keeping):
                 self.events.record(occurrence)  # queued: never waits for the API server

@@ -125,9 +125,10 @@ def keeper_part(
     decision: RestoreDecision,
     policy: RestorePolicy,
     setup: KeeperSetup,
+    old_obj: Mapping[str, Any] | None = None,
 ) -> Keeping | None:
-    """The keeper's part of admitting ``obj`` as ``decision`` says; None where no keeper belongs (not a
-    fenced FlinkDeployment's restore or hold)."""
+    """The keeper's part of admitting ``obj`` (an UPDATE's ``old_obj`` beside it) as ``decision`` says;
+    None where no keeper belongs (not a fenced FlinkDeployment's restore or hold)."""
     if resource.kind != "FlinkDeployment" or resource.job is None or resource.deleting:
         return None
     if decision.outcome not in (RestoreOutcome.RESTORED, RestoreOutcome.HELD):
@@ -144,7 +145,10 @@ def keeper_part(
     if off:
         note = f"no lease keeper in {where}'s JobManager pod ({off}): {OFF_COST}"
         return Keeping(Kept.OFF, events=(KeeperEvent("Warning", "KeeperOff", note),) if said else ())
-    if setup.version is None or setup.version < NATIVE_SIDECARS:
+    # A copy that runs its keeper keeps it while the version is not known (a worker just started):
+    # dropping it from a re-applied template would restart the JobManager without it.
+    unknown = setup.version is None and not (old_obj is not None and has_keeper(old_obj))
+    if unknown or (setup.version is not None and setup.version < NATIVE_SIDECARS):
         why = (
             f"this member cluster runs Kubernetes {setup.version[0]}.{setup.version[1]}, which serves no "
             "native sidecars (1.29+)"
@@ -187,6 +191,15 @@ def keeper_part(
         text = f"lease keeper put back in {where}'s JobManager pod, from the restore ({what})"
         return Keeping(Kept.INJECTED, tuple(ops), (text,))
     return Keeping(Kept.INJECTED)
+
+
+def has_keeper(obj: Mapping[str, Any]) -> bool:
+    """The JobManager's pod template runs the keeper (the sidecar this webhook added)."""
+    spec = _map(_map(_map(_map(obj.get("spec")).get("jobManager")).get("podTemplate")).get("spec"))
+    return any(
+        isinstance(c, Mapping) and c.get("name") == CONTAINER and c.get("command") == COMMAND
+        for c in spec.get("initContainers") or []
+    )
 
 
 def blockers(obj: Mapping[str, Any]) -> list[str]:
