@@ -257,3 +257,38 @@ def test_no_keeper_before_kubernetes_1_29(tmp_path_factory: pytest.TempPathFacto
         assert any("Kubernetes 1.28, which serves no native sidecars" in w for w in warnings), warnings
         (event,) = old.events("orders", "KeeperNotInjected")
         assert event["type"] == "Warning"
+
+
+def test_a_held_copy_has_its_keeper_before_the_agent_releases_it(served: Served) -> None:
+    """The release starts the JobManager through the keeper, never around it: the held copy gets the
+    sidecar at every UPDATE (Karmada's re-apply included), and the agent's release keeps it."""
+    path = str(served.root / JOB_ID / "chk-2")
+    held = failover("held-orders")
+    held["metadata"]["annotations"].update(
+        {
+            f"{P}/restore-decision": "held",
+            f"{P}/restored-from": path,
+            f"{P}/restored-job-id": JOB_ID,
+            EPOCH: "3",
+            f"{P}/hold": "epoch 3: waiting for member2 to stop",
+        }
+    )
+    held["spec"]["job"].update(state="suspended", initialSavepointPath=path, upgradeMode="savepoint")
+    reapplied = failover("held-orders")
+    reapplied["spec"]["job"]["state"] = "running"
+    kept, _ = served.admit(reapplied, held)
+    assert kept["spec"]["job"]["state"] == "suspended"
+    assert _env(_keeper(kept))["FLINK_FAILOVER_KEEPER_EPOCH"] == "3"
+    release = copy.deepcopy(kept)  # the agent's merge patch over the stored object
+    release["spec"]["job"]["state"] = "running"
+    release["metadata"]["annotations"][f"{P}/released"] = "no-heartbeat at 2026-12-07T00:00:00Z"
+    del release["metadata"]["annotations"][f"{P}/hold"]
+    del release["spec"]["jobManager"]["podTemplate"]  # as if it had been lost meanwhile
+    response = served.server.client().admit(
+        review(release, operation="UPDATE", old=kept, user=fakeapi.DEFAULT_USER)
+    )
+    assert response["response"]["allowed"] is True, response
+    started = apply(release, decode_patch(response["response"]))
+    assert started["spec"]["job"]["state"] == "running"
+    assert started["metadata"]["annotations"][f"{P}/restore-decision"] == "restored"  # released
+    assert started["spec"]["jobManager"] == kept["spec"]["jobManager"]
