@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.controlplane import fakeapi
 from tests.support.crds import crd_validator
@@ -292,3 +293,38 @@ def test_a_held_copy_has_its_keeper_before_the_agent_releases_it(served: Served)
     assert started["spec"]["job"]["state"] == "running"
     assert started["metadata"]["annotations"][f"{P}/restore-decision"] == "restored"  # released
     assert started["spec"]["jobManager"] == kept["spec"]["jobManager"]
+
+
+def test_a_blue_green_deployment_gets_the_keeper_in_its_template_for_every_child(
+    served: Served, shared_data: Path
+) -> None:
+    """The operator creates each child (blue, green) from the parent's template: the keeper goes there,
+    keeping the parent's lease (the workload its records are kept for), and Karmada's re-apply keeps it."""
+    crds = shared_data / "crds" / "flink-operator-1.15.0"
+    (obj, *_rest) = yaml.safe_load_all((crds / "example-bluegreen-laststate.yaml").read_text())
+    obj["metadata"] = {
+        "name": "bg-orders",
+        "namespace": "analytics",
+        "labels": {FAILOVER: "true", JOB_LABEL: JOB_ID},
+        "annotations": {f"{P}/failover-count": "3"},
+    }
+    conf = obj["spec"]["template"]["spec"]["flinkConfiguration"]
+    conf["state.checkpoints.dir"] = f"file://{served.root}"
+    conf["state.savepoints.dir"] = f"file://{served.root}/savepoints"
+    template = copy.deepcopy(obj)
+    after, _ = served.admit(obj)
+    validate = crd_validator(crds / "flinkbluegreendeployments.flink.apache.org-v1.yml", "v1beta1")
+    assert [f"{list(e.path)}: {e.message}" for e in validate.iter_errors(after)] == []
+    spec = after["spec"]["template"]["spec"]
+    pod = spec["jobManager"]["podTemplate"]
+    # the example's own main container is kept beside the keeper
+    assert [c["name"] for c in pod["spec"]["containers"]] == ["flink-main-container"]
+    (keeper,) = [c for c in pod["spec"]["initContainers"] if c["name"] == CONTAINER]
+    env = _env(keeper)
+    assert env["FLINK_FAILOVER_KEEPER_WORKLOAD"] == "FlinkBlueGreenDeployment/analytics/bg-orders"
+    assert env["FLINK_FAILOVER_KEEPER_EPOCH"] == "3"
+    assert "podTemplate" not in after["spec"] or after["spec"].get("podTemplate") == template["spec"].get(
+        "podTemplate"
+    )
+    again, _ = served.admit(copy.deepcopy(template), after)  # Karmada re-applies: a template change
+    assert again["spec"]["template"] == after["spec"]["template"]  # would start a transition: none

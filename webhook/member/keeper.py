@@ -24,7 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from webhook.common.contract import EPOCH, RESTORE_RECORD
-from webhook.common.flink import FlinkResource
+from webhook.common.flink import BLUE_GREEN, FlinkResource
 from webhook.common.patch import Op, set_fields
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.fencing.layout import Workload
@@ -129,7 +129,7 @@ def keeper_part(
 ) -> Keeping | None:
     """The keeper's part of admitting ``obj`` (an UPDATE's ``old_obj`` beside it) as ``decision`` says;
     None where no keeper belongs (not a fenced FlinkDeployment's restore or hold)."""
-    if resource.kind != "FlinkDeployment" or resource.job is None or resource.deleting:
+    if resource.kind not in _SPEC_AT or resource.job is None or resource.deleting:
         return None
     if decision.outcome not in (RestoreOutcome.RESTORED, RestoreOutcome.HELD):
         return None
@@ -158,7 +158,9 @@ def keeper_part(
         note = f"no lease keeper in {where}'s JobManager pod: {why}; {OFF_COST}"
         events = (KeeperEvent("Warning", "KeeperNotInjected", note),) if said else ()
         return Keeping(Kept.UNSUPPORTED, warnings=(note,) if said else (), events=events)
-    blocked = blockers(obj)
+    at = _SPEC_AT[resource.kind]
+    spec = _spec(obj, at)
+    blocked = blockers(spec, ".".join(at))
     if blocked:
         message = (
             f"flink-failover cannot add the lease keeper to {where}'s JobManager pod: {'; '.join(blocked)}. "
@@ -172,15 +174,15 @@ def keeper_part(
         image=setup.image,
         cluster=setup.cluster,
         checkpoint_dir=str(checkpoint_dir),
-        workload=Workload("FlinkDeployment", resource.namespace, resource.name),
+        workload=Workload(resource.kind, resource.namespace, resource.name),
         epoch=int(epoch_text),
         fencing=_fencing_document(policy),
         storage_options=_shareable(policy, checkpoint_dir.scheme),
-        run_as_user=_jobmanager_user(obj),
-        extra_env=credential_env(obj, resource, checkpoint_dir.scheme),
+        run_as_user=_jobmanager_user(spec),
+        extra_env=credential_env(spec, resource, checkpoint_dir.scheme),
     )
-    after, notes = with_keeper(obj, pod)
-    ops = _ops(obj, after)
+    after, notes = with_keeper({"spec": spec}, pod)  # a blue/green template is a FlinkDeployment's spec
+    ops = _ops(obj, at, spec, _map(after["spec"]))
     what = f"epoch {pod.epoch}, checkpoint directory {pod.checkpoint_dir}, image {pod.image}"
     if said:
         text = f"lease keeper added to {where}'s JobManager pod ({what})"
@@ -193,20 +195,27 @@ def keeper_part(
     return Keeping(Kept.INJECTED)
 
 
+# Where a kind keeps the FlinkDeployment spec whose JobManager gets the keeper: a FlinkBlueGreenDeployment
+# in its template, which the operator copies into each child it creates (blue, green).
+_SPEC_AT = {"FlinkDeployment": ("spec",), BLUE_GREEN: ("spec", "template", "spec")}
+
+
 def has_keeper(obj: Mapping[str, Any]) -> bool:
     """The JobManager's pod template runs the keeper (the sidecar this webhook added)."""
-    spec = _map(_map(_map(_map(obj.get("spec")).get("jobManager")).get("podTemplate")).get("spec"))
+    at = _SPEC_AT.get(str(obj.get("kind") or "FlinkDeployment"), ("spec",))
+    spec = _map(_map(_map(_spec(obj, at).get("jobManager")).get("podTemplate")).get("spec"))
     return any(
         isinstance(c, Mapping) and c.get("name") == CONTAINER and c.get("command") == COMMAND
         for c in spec.get("initContainers") or []
     )
 
 
-def blockers(obj: Mapping[str, Any]) -> list[str]:
+def blockers(deployment: Mapping[str, Any], at: str = "spec") -> list[str]:
     """What in the pod templates that make the JobManager's pod (its own, and the common one the
-    operator merges under it) keeps the keeper out: the API server or the keeper itself would fail."""
+    operator merges under it) keeps the keeper out: the API server or the keeper itself would fail.
+    ``deployment``: a FlinkDeployment's spec, found at ``at`` in the object (for the messages)."""
     found: list[str] = []
-    for where, spec in _pod_specs(obj):
+    for where, spec in _pod_specs(deployment, at):
         if spec.get("hostPID") is True:
             found.append(
                 f"{where}.hostPID is true: Kubernetes refuses a pod with both hostPID and the "
@@ -238,7 +247,7 @@ def blockers(obj: Mapping[str, Any]) -> list[str]:
 
 
 def credential_env(
-    obj: Mapping[str, Any], resource: FlinkResource, scheme: str
+    deployment: Mapping[str, Any], resource: FlinkResource, scheme: str
 ) -> tuple[dict[str, Any], ...]:
     """The storage credentials the JobManager has that the keeper would not: the main container's own
     AWS_* and AZURE_* variables as written (values or secretKeyRefs), and S3 keys set only in Flink's
@@ -246,7 +255,7 @@ def credential_env(
     environment) as AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY. The pod's own identity (IRSA, workload
     identity) needs nothing: every container of the pod has it."""
     env: dict[str, dict[str, Any]] = {}
-    for _, spec in reversed(_pod_specs(obj)):  # the common template's first, the JobManager's over it
+    for _, spec in reversed(_pod_specs(deployment)):  # the common template's, the JobManager's over it
         for container in spec.get("containers") or []:
             if isinstance(container, Mapping) and container.get("name") == MAIN_CONTAINER:
                 for item in container.get("env") or []:
@@ -261,13 +270,20 @@ def credential_env(
     return tuple(env.values())
 
 
-def _pod_specs(obj: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    """(where, pod spec) of the JobManager's own pod template, then the common one."""
-    spec = _map(obj.get("spec"))
+def _spec(obj: Mapping[str, Any], at: tuple[str, ...]) -> Mapping[str, Any]:
+    node: Mapping[str, Any] = obj
+    for key in at:
+        node = _map(node.get(key))
+    return node
+
+
+def _pod_specs(spec: Mapping[str, Any], at: str = "spec") -> list[tuple[str, Mapping[str, Any]]]:
+    """(where, pod spec) of the JobManager's own pod template, then the common one, in a FlinkDeployment's
+    ``spec`` (found at ``at``)."""
     out = []
     for where, template in (
-        ("spec.jobManager.podTemplate.spec", _map(_map(spec.get("jobManager")).get("podTemplate"))),
-        ("spec.podTemplate.spec", _map(spec.get("podTemplate"))),
+        (f"{at}.jobManager.podTemplate.spec", _map(_map(spec.get("jobManager")).get("podTemplate"))),
+        (f"{at}.podTemplate.spec", _map(spec.get("podTemplate"))),
     ):
         pod = template.get("spec")
         if isinstance(pod, Mapping):
@@ -275,17 +291,17 @@ def _pod_specs(obj: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     return out
 
 
-def _jobmanager_user(obj: Mapping[str, Any]) -> int:
+def _jobmanager_user(deployment: Mapping[str, Any]) -> int:
     """The user the JobManager's JVM runs as, which the keeper runs as to signal it without a capability:
     the main container's runAsUser, else the pod's (the JobManager's template over the common one); the
     Flink image's user where none is set, or root is (its entrypoint drops to that user)."""
-    for _, spec in _pod_specs(obj):
+    for _, spec in _pod_specs(deployment):
         for container in spec.get("containers") or []:
             if isinstance(container, Mapping) and container.get("name") == MAIN_CONTAINER:
                 user = _map(container.get("securityContext")).get("runAsUser")
                 if isinstance(user, int) and not isinstance(user, bool) and user > 0:
                     return user
-    for _, spec in _pod_specs(obj):
+    for _, spec in _pod_specs(deployment):
         user = _map(spec.get("securityContext")).get("runAsUser")
         if isinstance(user, int) and not isinstance(user, bool) and user > 0:
             return user
@@ -335,20 +351,19 @@ def _shareable(policy: RestorePolicy, scheme: str) -> dict[str, dict[str, Any]]:
     return {scheme: kept} if kept else {}
 
 
-def _ops(before: Mapping[str, Any], after: Mapping[str, Any]) -> list[Op]:
-    """The patch from the request's object to the one with the keeper: the JobManager's pod template
-    (whole, when it differs) and the heartbeat keys of Flink's configuration."""
-    spec = _map(after.get("spec"))
-    template = _map(spec.get("jobManager")).get("podTemplate")
-    conf_after, conf_before = (
-        _map(spec.get("flinkConfiguration")),
-        _map(_map(before.get("spec")).get("flinkConfiguration")),
-    )
+def _ops(
+    obj: Mapping[str, Any], at: tuple[str, ...], before: Mapping[str, Any], after: Mapping[str, Any]
+) -> list[Op]:
+    """The patch from the request's object to the one with the keeper (``before`` and ``after``: the
+    FlinkDeployment spec found at ``at``): the JobManager's pod template (whole, when it differs) and
+    the heartbeat keys of Flink's configuration."""
+    template = _map(after.get("jobManager")).get("podTemplate")
+    conf_after, conf_before = _map(after.get("flinkConfiguration")), _map(before.get("flinkConfiguration"))
     changed = {
         k: conf_after[k] for k in _HEARTBEAT_KEYS if k in conf_after and conf_after[k] != conf_before.get(k)
     }
-    return set_fields(before, ("spec", "jobManager"), {"podTemplate": template}) + set_fields(
-        before, ("spec", "flinkConfiguration"), changed
+    return set_fields(obj, (*at, "jobManager"), {"podTemplate": template}) + set_fields(
+        obj, (*at, "flinkConfiguration"), changed
     )
 
 
