@@ -10,9 +10,11 @@ out, with an Event saying why and what that costs, where the policy turns it off
 (``fencing.keeper``) or the member's Kubernetes serves no native sidecars (before 1.29, or not known);
 an admission whose pod template makes it impossible (``blockers``) is refused.
 
-Not here: FlinkSessionJobs (their JobManager is the session cluster's, a FlinkDeployment of its own
-that carries no trigger label, shared by every job on it) and FlinkBlueGreenDeployments' children
-(created by the operator from the parent's template): docs/keeper.md says what is left.
+A FlinkBlueGreenDeployment gets it in its template (``spec.template.spec``), which the operator copies
+into each child it creates, keeping the parent's lease (the workload its records are kept for); its
+children are not touched here. Not here: FlinkSessionJobs (their JobManager is the session cluster's, a
+FlinkDeployment of its own that carries no trigger label, shared by every job on it): docs/keeper.md
+says what is left.
 """
 
 from __future__ import annotations
