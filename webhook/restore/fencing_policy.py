@@ -123,7 +123,7 @@ KEEPER = Block(
                 "NAMESPACE/NAME of FlinkDeployments",
                 True,
             ),
-            "FlinkDeployments (`namespace/name`) that get no keeper",
+            "FlinkDeployments or FlinkBlueGreenDeployments (`namespace/name`) that get no keeper",
         ),
     ),
 )
