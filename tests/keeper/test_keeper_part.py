@@ -91,3 +91,27 @@ def test_a_copy_running_its_keeper_keeps_it_while_the_version_is_not_known() -> 
     assert apply(template, list(again.ops))["spec"]["jobManager"] == running["spec"]["jobManager"]
     new = keeper_part(template, resource, None, created, policy, unknown)
     assert new is not None and new.kept is Kept.UNSUPPORTED and "connection refused" in new.warnings[0]
+
+
+def test_the_clusters_version_is_retried_until_the_api_server_answers() -> None:
+    """A worker that starts while its API server does not answer learns the version once it does; until
+    then the reason is what the admissions say."""
+    from tests.support.production import wait_for
+    from webhook.common.kubeclient import ClientConfig
+    from webhook.member.kubeversion import ClusterVersion
+
+    answers: list[tuple[int, int] | str] = ["GET /version: connection refused", "GET /version: 503", (1, 30)]
+    asked: list[float] = []
+
+    def read(timeout: float) -> tuple[int, int] | str:
+        asked.append(timeout)
+        return answers[min(len(asked), len(answers)) - 1]
+
+    version = ClusterVersion(ClientConfig(), timeout=2.0, retry_seconds=0.01, read=read)
+    assert version.current() == (None, "not read yet")
+    version.start()
+    try:
+        assert wait_for(lambda: version.current()[0] == (1, 30), 30)
+    finally:
+        version.stop()
+    assert len(asked) == 3 and set(asked) == {2.0}  # each try under its deadline; none after it answered

@@ -55,7 +55,7 @@ class ClusterVersion:
                 if isinstance(found, str):
                     self._problem = found
                 else:
-                    self._version = found
+                    self._version, self._problem = found, ""
             if not isinstance(found, str):
                 if found < NATIVE_SIDECARS:
                     log.warning(
