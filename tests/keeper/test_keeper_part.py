@@ -115,3 +115,21 @@ def test_the_clusters_version_is_retried_until_the_api_server_answers() -> None:
     finally:
         version.stop()
     assert len(asked) == 3 and set(asked) == {2.0}  # each try under its deadline; none after it answered
+
+
+def test_a_copy_guarded_by_its_keeper_is_told_by_its_object() -> None:
+    """``common/flink.py`` ``runs_keeper``: what the fencing agent can read of a copy (the sidecar the
+    webhook added), for a FlinkDeployment and a FlinkBlueGreenDeployment's template alike."""
+    from webhook.common.flink import runs_keeper
+
+    obj = flink_deployment(checkpoint_dir="s3://bkt/ckpt")
+    assert not runs_keeper(obj)
+    keeper = _injected(obj, {})
+    guarded = flink_deployment(checkpoint_dir="s3://bkt/ckpt")
+    guarded["spec"]["jobManager"]["podTemplate"] = {"spec": {"initContainers": [keeper]}}
+    assert runs_keeper(guarded)
+    parent = {"kind": "FlinkBlueGreenDeployment", "spec": {"template": {"spec": guarded["spec"]}}}
+    assert runs_keeper(parent)
+    mine = {**keeper, "command": ["sleep", "infinity"]}  # a container of its name that is not the keeper
+    guarded["spec"]["jobManager"]["podTemplate"] = {"spec": {"initContainers": [mine]}}
+    assert not runs_keeper(guarded)

@@ -24,9 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.common.flink import KEEPER_COMMAND, KEEPER_CONTAINER
 from webhook.fencing.layout import Workload
 
-CONTAINER = "flink-failover-keeper"
+CONTAINER = KEEPER_CONTAINER
 PORT = 8091
 FLINK_USER = 9999  # the official Flink image's flink user and group
 # Flink's defaults: a job that sets neither and whose stop margin is longer keeps them
@@ -81,7 +82,7 @@ def container(pod: KeeperPod) -> dict[str, Any]:
     return {
         "name": CONTAINER,
         "image": pod.image,
-        "command": ["flink-failover", "keeper"],
+        "command": list(KEEPER_COMMAND),
         "restartPolicy": "Always",
         "env": [
             *({"name": k, "value": v} for k, v in env.items()),

@@ -26,7 +26,7 @@ from enum import StrEnum
 from typing import Any
 
 from webhook.common.contract import EPOCH, RESTORE_RECORD
-from webhook.common.flink import BLUE_GREEN, FlinkResource
+from webhook.common.flink import BLUE_GREEN, KEEPER_COMMAND, FlinkResource, deployment_spec_path, runs_keeper
 from webhook.common.patch import Op, set_fields
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.fencing.layout import Workload
@@ -37,9 +37,10 @@ from webhook.restore.policy import RestorePolicy
 from webhook.restore.record import RestoreRecord, decode
 
 NATIVE_SIDECARS = (1, 29)  # restartPolicy: Always on an init container, on by default from 1.29
-COMMAND = ["flink-failover", "keeper"]
+COMMAND = list(KEEPER_COMMAND)
 MAIN_CONTAINER = "flink-main-container"  # the operator's name for the JobManager's container
 _HEARTBEAT_KEYS = ("heartbeat.timeout", "heartbeat.interval")
+_KEPT_KINDS = ("FlinkDeployment", BLUE_GREEN)  # each with a JobManager (a blue/green's: its children's)
 # What a job without its keeper is exposed to (docs/failover.md "What fencing cannot do"), for the Event.
 OFF_COST = (
     "this job is stopped only by this cluster's fencing agent: two copies can run while every replica of "
@@ -131,7 +132,7 @@ def keeper_part(
 ) -> Keeping | None:
     """The keeper's part of admitting ``obj`` (an UPDATE's ``old_obj`` beside it) as ``decision`` says;
     None where no keeper belongs (not a fenced FlinkDeployment's restore or hold)."""
-    if resource.kind not in _SPEC_AT or resource.job is None or resource.deleting:
+    if resource.kind not in _KEPT_KINDS or resource.job is None or resource.deleting:
         return None
     if decision.outcome not in (RestoreOutcome.RESTORED, RestoreOutcome.HELD):
         return None
@@ -149,7 +150,7 @@ def keeper_part(
         return Keeping(Kept.OFF, events=(KeeperEvent("Warning", "KeeperOff", note),) if said else ())
     # A copy that runs its keeper keeps it while the version is not known (a worker just started):
     # dropping it from a re-applied template would restart the JobManager without it.
-    unknown = setup.version is None and not (old_obj is not None and has_keeper(old_obj))
+    unknown = setup.version is None and not (old_obj is not None and runs_keeper(old_obj))
     if unknown or (setup.version is not None and setup.version < NATIVE_SIDECARS):
         why = (
             f"this member cluster runs Kubernetes {setup.version[0]}.{setup.version[1]}, which serves no "
@@ -160,7 +161,7 @@ def keeper_part(
         note = f"no lease keeper in {where}'s JobManager pod: {why}; {OFF_COST}"
         events = (KeeperEvent("Warning", "KeeperNotInjected", note),) if said else ()
         return Keeping(Kept.UNSUPPORTED, warnings=(note,) if said else (), events=events)
-    at = _SPEC_AT[resource.kind]
+    at = deployment_spec_path(resource.kind)
     spec = _spec(obj, at)
     blocked = blockers(spec, ".".join(at))
     if blocked:
@@ -195,21 +196,6 @@ def keeper_part(
         text = f"lease keeper put back in {where}'s JobManager pod, from the restore ({what})"
         return Keeping(Kept.INJECTED, tuple(ops), (text,))
     return Keeping(Kept.INJECTED)
-
-
-# Where a kind keeps the FlinkDeployment spec whose JobManager gets the keeper: a FlinkBlueGreenDeployment
-# in its template, which the operator copies into each child it creates (blue, green).
-_SPEC_AT = {"FlinkDeployment": ("spec",), BLUE_GREEN: ("spec", "template", "spec")}
-
-
-def has_keeper(obj: Mapping[str, Any]) -> bool:
-    """The JobManager's pod template runs the keeper (the sidecar this webhook added)."""
-    at = _SPEC_AT.get(str(obj.get("kind") or "FlinkDeployment"), ("spec",))
-    spec = _map(_map(_map(_spec(obj, at).get("jobManager")).get("podTemplate")).get("spec"))
-    return any(
-        isinstance(c, Mapping) and c.get("name") == CONTAINER and c.get("command") == COMMAND
-        for c in spec.get("initContainers") or []
-    )
 
 
 def blockers(deployment: Mapping[str, Any], at: str = "spec") -> list[str]:
