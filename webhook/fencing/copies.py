@@ -30,7 +30,7 @@ from webhook.common.contract import (
 from webhook.common.flink import BLUE_GREEN, FlinkResource, with_session_cluster
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.common.untyped import as_map
-from webhook.fencing.layout import FOLDER, Workload
+from webhook.fencing.layout import FOLDER, KEEPER_CONTAINER, Workload
 from webhook.fencing.operator import OperatorReport, operator_report
 from webhook.fencing.protocol import Fence, HoldVerdict, Ownership, ReleaseCause, Waiting
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
@@ -78,6 +78,9 @@ class Copy:
     # A FlinkSessionJob's session cluster (its directories and Flink): as the restore recorded it, else as
     # the agent's listing shows it; None when neither knows it.
     session: FlinkResource | None = None
+    # Its JobManager's podTemplate carries the lease keeper's sidecar: the spec's word only (the pod that
+    # runs may predate it); the heartbeat's writer says when the keeper renews (``renewal``).
+    guarded: bool = False
 
     @property
     def patched(self) -> Workload:
@@ -237,7 +240,18 @@ def read_copy(obj: Mapping[str, Any], policy: RestorePolicy, sessions: SessionCl
         str(obj.get("apiVersion") or "flink.apache.org/v1beta1"),
         Workload(resource.kind, resource.namespace, resource.name) if resource.blue_green_parent else None,
         session=session,
+        guarded=keeper_guarded(obj),
     )
+
+
+def keeper_guarded(obj: Mapping[str, Any]) -> bool:
+    """A FlinkDeployment whose ``spec.jobManager.podTemplate`` has the keeper's init container."""
+    if obj.get("kind", "FlinkDeployment") != "FlinkDeployment":
+        return False
+    job_manager = as_map(as_map(obj.get("spec")).get("jobManager"))
+    inits = as_map(as_map(job_manager.get("podTemplate")).get("spec")).get("initContainers")
+    named = (c.get("name") for c in inits if isinstance(c, Mapping)) if isinstance(inits, list) else ()
+    return KEEPER_CONTAINER in named
 
 
 def with_children(found: list[Copy]) -> list[Copy]:

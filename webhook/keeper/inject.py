@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.fencing.layout import Workload
+from webhook.fencing.layout import KEEPER_CONTAINER, Workload
 
-CONTAINER = "flink-failover-keeper"
+CONTAINER = KEEPER_CONTAINER
 PORT = 8091
 FLINK_USER = 9999  # the official Flink image's flink user and group
 
