@@ -9,7 +9,8 @@ carries the keeper's sidecar, as the webhook injects it). The old copy counts as
 JobManager process runs the job, and its checkpoints are the ones that process wrote.
 
 The four cases where member1's side is down past its lease: every replica of its role killed, its role
-stopped, its API server cut from the role, and the whole cluster lost and back. Each outage lasts until
+stopped, its API server cut from the role, and the whole cluster lost and back (the contrast without the
+keeper runs for the first; ``KEEPER_ONLY`` says why). Each outage lasts until
 member2's new job RUNS (released by lease expiry: nothing on member1 acknowledges), so it is past the
 lease by construction, not by a sleep. Without the keeper the old JobManager runs on beside the new job
 until member1's role is back and stops it (measured: seconds of two RUNNING jobs, checkpoints lost);
@@ -47,6 +48,13 @@ LEASE, POLL, DEADLINE, MARGIN, STOP = 16, 1, 4, 10, 3.0  # as test_fencing_produ
 @pytest.fixture(params=[True, False], ids=["keeper", "no-keeper"])
 def keeper(request: pytest.FixtureRequest) -> bool:
     return bool(request.param)
+
+
+# Each case takes about a minute (a lease, three roles started): the unit tier's budget keeps one
+# contrast without the keeper here; the others were measured the same way (docs/failover.md) and run
+# with ``-k`` after removing this mark, or at production scale with ``python -m bench fencing_faults
+# --pods off``.
+KEEPER_ONLY = pytest.mark.parametrize("keeper", [True], ids=["keeper"])
 
 
 @pytest.fixture
@@ -93,7 +101,9 @@ def judged(p: Production, keeper: bool, case: str, killed: bool = True) -> None:
         p.check_one_running_copy()
         assert p.pod is not None and p.pod.keepers
         kills = [e for k in p.pod.keepers for e in k.events("stopped")]
-        assert bool(kills) is killed and all(e["why"] in ("superseded", "not-held") for e in kills), kills
+        # at member2's fence, or at its renew deadline where a loaded machine delayed its renewals
+        reasons = ("superseded", "not-held", "renew-deadline")
+        assert bool(kills) is killed and all(e["why"] in reasons for e in kills), kills
     else:
         assert both > 0 and lost, (both, lost)  # the contrast: the old JobManager ran on
 
@@ -111,6 +121,7 @@ def test_every_replica_of_the_old_role_killed_until_the_new_job_runs(pods: Produ
     judged(p, keeper, "all replicas killed")
 
 
+@KEEPER_ONLY
 def test_the_old_role_stopped_until_the_new_job_runs(pods: Production, keeper: bool) -> None:
     p = pods
     with p.role("member1", p.member1, p.through) as one:
@@ -124,6 +135,7 @@ def test_the_old_role_stopped_until_the_new_job_runs(pods: Production, keeper: b
     judged(p, keeper, "role stopped")
 
 
+@KEEPER_ONLY
 def test_the_old_api_server_down_until_the_new_job_runs(pods: Production, keeper: bool) -> None:
     """member1's role cannot reach its API server (it can neither list its copy nor step it down) while
     the pod runs on, as Flink pods do without their API server."""
@@ -138,6 +150,7 @@ def test_the_old_api_server_down_until_the_new_job_runs(pods: Production, keeper
     judged(p, keeper, "API server down")
 
 
+@KEEPER_ONLY
 def test_the_old_cluster_back_after_an_outage(pods: Production, keeper: bool) -> None:
     """member1 is lost whole (its role and its JobManager's pod); member2's job runs; member1 comes
     back and its operator resumes the job from its HA data (the pod starts again) before its role's
