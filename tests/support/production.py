@@ -287,7 +287,8 @@ def _pod(storage: Running, tmp: Path, root: str, timings: Timings, keeper: bool)
         "stopMarginSeconds": timings.margin,
     }
     policy = policy_text(storage.storage_options(), **fencing) if keeper else None
-    return JobPod(tmp / "pod", root, JOB_ID, storage.options(), policy)
+    every = max(0.5, timings.poll / 2)  # as the operator doubles' jobs checkpoint
+    return JobPod(tmp / "pod", root, JOB_ID, storage.options(), policy, every=every)
 
 
 def start_pair(p: Production) -> tuple[RunningServer, RunningServer]:

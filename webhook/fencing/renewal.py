@@ -5,15 +5,20 @@ steps down (``renewer.Renewer`` carries them out).
 ``keeper/inject.py``; docs/keeper.md) is renewed by its keeper from inside the JobManager's pod, which
 stops the JobManager itself when it cannot renew. The agent hands such a copy over only once the
 heartbeat record shows the keeper writing it, for this cluster and the epoch the copy is judged under
-(``keeper_renews``, read from the record's body by a poll): a spec that carries the keeper says nothing
-of the pod that runs (the operator may not have rolled the old JobManager yet, a pod without a keeper),
-and until a keeper has written, the agent renews and steps down as for any copy. Once handed over
+(``keeper_renews``, the record's body read just before each renewal the agent would send): a spec
+that carries the keeper says nothing of the pod that runs (the operator may not have rolled the old
+JobManager yet, a pod without a keeper), and until a keeper has written, the agent renews and steps
+down as for any copy. Once handed over
 (``Renewing.keeper``) the agent neither renews the heartbeat (two writers would double the PUTs, and its
 renewal would vouch for a JobManager its keeper killed) nor steps the copy down when its own storage
 path fails (a keeper that still holds the lease keeps its job; one that cannot renew has killed it). A
-copy whose spec no longer carries the keeper is the agent's again at once. The rest stays the agent's:
+copy whose spec no longer carries the keeper is the agent's again at once (as one first seen: it must
+be renewed within a poll). A handed-over copy a newer fence makes stale is not renewed while its
+operator stops it: its keeper stopped renewing and killed the JobManager at that fence, within its
+deadline, so the new side may start at the ack or at the lease's end. The rest stays the agent's:
 holds, releases, stopping a stale copy through its operator (so it does not restart a killed JobManager
-for ever) and the ack.
+for ever), the ack, and removing a gone copy's heartbeat. An agent that cannot read the record (or
+starts while its storage is down) cannot know a keeper renews: it renews and steps down as before.
 """
 
 from __future__ import annotations

@@ -284,7 +284,10 @@ class Renewer:
         entry = self._entries.get(workload)
         if entry is None or entry.looking is None or not entry.copy.guarded:
             return False
-        body = await self.store.lanes.run(self.store.heartbeat_call(folder))
+        try:
+            body = await self.store.lanes.run(self.store.heartbeat_call(folder))
+        except StorageError:
+            return False  # unknown: renew as before (the write says whether the storage answers)
         if not keeper_renews(self.cluster, entry.looking, body):
             return False
         self.hand_over(workload)
