@@ -173,3 +173,27 @@ def test_the_old_cluster_back_after_an_outage(pods: Production, keeper: bool) ->
         assert wait_for(p.pod.running), "the old JobManager never resumed the job"
     p.stack.enter_context(p.role("member1", p.member1, p.through))  # its agent's first poll stops it
     judged(p, keeper, "cluster back", killed=False)  # its JobManager never started again
+
+
+@KEEPER_ONLY
+def test_a_role_that_loses_its_storage_leaves_a_job_its_keeper_holds_running(
+    pods: Production, keeper: bool
+) -> None:
+    """member1's role is cut from the storage while the job's own path (and its keeper's) is not: the
+    agent, which left the copy to its keeper, does not step it down (without the keeper it does, past
+    its renew deadline: test_fencing_production.py); the keeper keeps renewing and the JobManager runs."""
+    p = pods
+    one, _ = start_pair(p)
+    leave_to_the_keeper(p, keeper, one)
+    assert p.pod is not None and p.pod.keeper is not None
+    kept = p.pod.keeper
+    p.cut()
+    ok = kept.metric("flink_failover_keeper_renewals_total", 'result="ok"')
+    # more renewals by the keeper than fit in the renew deadline: the agent's deadline has passed
+    assert wait_for(
+        lambda: kept.metric("flink_failover_keeper_renewals_total", 'result="ok"') >= ok + DEADLINE / POLL + 2
+    )
+    assert f"{P}/stepped-down" not in p.obj(p.member1)["metadata"].get("annotations", {})
+    assert p.obj(p.member1)["spec"]["job"]["state"] == "running"
+    assert p.pod.running() and not kept.events("stopped")
+    assert p.operator1.jobs[-1].ended is None
