@@ -14,10 +14,11 @@ from typing import Any
 from tests.member import test_fencing_agent as harness
 from tests.member.test_fencing_agent import Member, Site, policy_for, running_copy
 from tests.support.objects import JOB_ID
+from webhook.common.flink import KEEPER_CONTAINER
 from webhook.common.paths import StoragePath
 from webhook.fencing.copies import read_copy
 from webhook.fencing.decide import Action, KeepRenewing, LookForKeeper, Times, decide
-from webhook.fencing.layout import KEEPER_CONTAINER, KEEPER_WRITER, Workload
+from webhook.fencing.layout import KEEPER_WRITER, Workload
 from webhook.fencing.protocol import Ownership
 from webhook.fencing.records import FencingStore, heartbeat_body
 from webhook.fencing.renewal import Renewal, Renewing, first_seen, keeper_renews, renewal
