@@ -11,6 +11,8 @@ out, with an Event saying why and what that costs, where the policy turns it off
 unless ``serve --native-sidecars`` declares it);
 an admission whose pod template makes it impossible (``blockers``) is refused.
 
+A job's first copy (no failover made it) gets it through ``member/firstcopy.py``, by ``keeping`` here.
+
 A FlinkBlueGreenDeployment gets it in its template (``spec.template.spec``), which the operator copies
 into each child it creates, keeping the parent's lease (the workload its records are kept for); its
 children are not touched here. Not here: FlinkSessionJobs (their JobManager is the session cluster's, a
