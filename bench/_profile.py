@@ -21,7 +21,7 @@ class _Snapshot:
 
     def __init__(self, profile: cProfile.Profile) -> None:
         profile.snapshot_stats()
-        self.stats = profile.stats  # type: ignore[attr-defined]
+        self.stats = profile.stats
 
     def create_stats(self) -> None:
         pass
@@ -50,7 +50,7 @@ class ThreadProfiles:
             finally:
                 profile.disable()
 
-        threading.Thread.run = run  # type: ignore[method-assign]
+        threading.Thread.run = run  # type: ignore[method-assign,assignment]
         self._new()  # this thread's
 
     def clear(self) -> None:
