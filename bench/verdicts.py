@@ -12,18 +12,25 @@ merging at parallelism 128 (a folder per subtask under ``shared/``, 8 under ``ta
 entropy injection (each of 500 files below a random prefix of its own), no verdict, default budget.
 
 The proxy runs in a process of its own: its threads (four per connection, and moto opens a connection
-per request) would otherwise take CPU and the GIL from the process measured. The last row is the store's
-floor: the 200 new files' presigned HEADs sent straight to moto, 32 at a time, nothing else: what moto
-alone needs to answer them.
+per request) would otherwise take CPU and the GIL from the process measured. Beside each row, the
+store's floor (``_replay.py``): one more admission recorded at the proxy (each request's method, key,
+headers and signature, when it went out and when its answer was in) and exactly those requests sent
+again by a bare urllib3 client through the same proxy, in the fewest rounds their dependencies allow
+(the job directory's listing before a checkpoint's folder and ``_metadata``, those and the verdict
+before the files they name), as many at once as the product had at its busiest: what the product's
+wall time is divided by. Also the same replay straight to moto (no round-trip time).
 
 Beside the job without a verdict, the same admission with key ranges off (``FileCheck.ranged`` False:
 ``shared/`` listed by prefix through s3fs, page after page, as before range listings): before and after
 in one run.
 
-``--large 100000`` (or ``VERDICTS_LARGE=100000``) adds the job of 100,000 files (its upload takes
-minutes on moto; 5 admissions with the verdict, 2 without, after one warm-up each). Per row also the
-CPU of this process (the product and its storage client) and of moto per admission, from /proc: on
-moto, every listing costs the server time in proportion to the whole bucket, not to what it returns.
+``--large`` (default 100,000; ``VERDICTS_LARGE``; 0: none) adds a job of that many files, with the
+verdict of its ``chk-3`` (the writer checks it once, in full; its upload and that check take minutes on
+moto): 5 admissions after one warm-up, for the product's CPU at that size; ``--large-all`` adds its
+other rows. Per row also the CPU of this process (the product and its storage client) and of moto per
+admission, from /proc: on moto, every listing costs the server time in proportion to the whole bucket,
+not to what it returns. ``--profile``: the rows with a verdict under cProfile in every thread
+(``_profile.py``), where their CPU goes.
 """
 
 from __future__ import annotations
@@ -33,13 +40,14 @@ import os
 import tempfile
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import s3fs
-import urllib3
 
 from bench._procstat import cpu_seconds, process_tree
+from bench._profile import ThreadProfiles
+from bench._replay import Replay, floor_shape, shape
 from bench.restore_trips import _admission
 from tests.support.flinktrees import incremental_metadata
 from tests.support.jobtrees import lookup
@@ -52,8 +60,10 @@ from webhook.restore.storage.verify import FileCheck
 
 RTT = 0.020
 RUNS, WARM = 20, 3
+REPLAYS = 5  # the floor's replays of the rows other than the verdicts' at 10,000 files (their p99: the most)
 JOB = "5f3c0de8a1b24c6d9e7f00112233aabb"
 NEW = 200
+LARGE = 100_000
 
 
 def _upload(fs: s3fs.S3FileSystem, blobs: dict[str, bytes]) -> None:
@@ -75,14 +85,21 @@ def _checkpoints(fs: s3fs.S3FileSystem, bucket: str, shared: list[str], upto: in
 
 
 def _job(
-    fs: s3fs.S3FileSystem, endpoint: str, bucket: str, files: int, verdict: bool, kept: bool = False
+    fs: s3fs.S3FileSystem,
+    endpoint: str,
+    bucket: str,
+    files: int,
+    verdict: bool,
+    kept: bool = False,
+    once: bool = False,
 ) -> None:
     """``verdict``: a writer checked chk-2 in full; ``kept``: then chk-3 too, as the fencing agent of
-    the member where the job runs does every ``fencing.verdictSeconds`` (fencing/verdicts.py)."""
+    the member where the job runs does every ``fencing.verdictSeconds`` (fencing/verdicts.py);
+    ``once``: the writer checks only chk-3, in full (the same verdict of chk-3, one full check fewer)."""
     fs.mkdir(bucket)
     shared = [f"s3://{bucket}/ck/{JOB}/shared/{uuid.uuid4()}" for _ in range(files)]
     _upload(fs, {url.removeprefix("s3://"): bytes(16) for url in shared})
-    _checkpoints(fs, bucket, shared, 2 if verdict else 3)
+    _checkpoints(fs, bucket, shared, 3 if once else 2 if verdict else 3)
     if verdict:  # a writer checks chk-2 in full as it completes, then chk-3 is written
         # moto walks the whole bucket for every listing: at 100,000 keys one range listing took longer
         # than the client's default read timeout, so the writer (setting up, not measured) waits longer
@@ -90,8 +107,10 @@ def _job(
         slow = {**s3_options(endpoint), "config_kwargs": patient}
         writer = CheckpointStorage({"s3": slow}, write_verdicts=True)
         found = lookup(writer, f"s3://{bucket}/ck/{JOB}", budget=10_000, seconds=600)
-        assert found.checkpoint is not None and found.checkpoint.path.name == "chk-2", found
+        assert found.checkpoint is not None and found.checkpoint.path.name == f"chk-{3 if once else 2}", found
         writer.settle(600)
+        if once:
+            return
         _checkpoints(fs, bucket, shared, 3)
         if kept:  # the agent's next check: the 200 new files, and a verdict of chk-3
             found = lookup(writer, f"s3://{bucket}/ck/{JOB}", budget=10_000, seconds=600)
@@ -135,24 +154,46 @@ def _p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+@dataclass(frozen=True)
+class Row:
+    """One row: the product's wall clock and the store's floor for the same requests, p50 and p99 (ms)."""
+
+    text: str
+    p50: float
+    p99: float
+    floor50: float
+    floor99: float
+    cpu50: float
+    shapes: str
+
+
 def _case(
     name: str,
     policy: RestorePolicy,
     bucket: str,
     proxy: ProxyProcess,
+    direct: str,
     runs: int = RUNS,
     warm: int = WARM,
     ranged: bool = True,
-) -> tuple[str, float, float]:
+    profiles: ThreadProfiles | None = None,
+    replays: int = 0,
+) -> Row:
     """One row, and its wall clock p50 and p99: per admission also the CPU of this process (the product
-    and its storage client) and of moto (the store), p50, from /proc; ``ranged`` False: no key ranges."""
+    and its storage client) and of moto (the store), p50, from /proc; ``ranged`` False: no key ranges.
+    Then one admission recorded at the proxy, and its requests replayed (``_replay.py``) through the
+    same proxy (the store's floor) and straight to moto (``direct``: no round-trip time), ``replays``
+    times (0: ``REPLAYS`` times through the proxy only)."""
     handler = MemberHandler.from_policy(policy)
     if not ranged:
         FileCheck.ranged = lambda self, path: False  # type: ignore[method-assign]
     moto = _moto_pids()
     try:
-        times, ours, theirs, fields, path, sent = [], [], [], {}, "", 0
+        fields: dict[str, object] = {}
+        times, ours, theirs, path, sent = [], [], [], "", 0
         for i in range(warm + runs):
+            if profiles is not None and i == warm:
+                profiles.clear()
             before, cpu, store = proxy.requests, time.process_time(), cpu_seconds(moto)
             seconds, fields, path = _admission(handler, bucket)
             sent = proxy.requests - before
@@ -160,44 +201,36 @@ def _case(
                 times.append(seconds * 1000)
                 ours.append((time.process_time() - cpu) * 1000)
                 theirs.append((cpu_seconds(moto) - store) * 1000)
+        if profiles is not None:
+            print(profiles.report(name, runs), flush=True)
+        with proxy.recording() as recorded:
+            _admission(handler, bucket)
     finally:
         handler.close()
         FileCheck.ranged = _RANGED  # type: ignore[method-assign]
+    mine, least = shape(recorded), floor_shape(recorded, JOB)
+    floors = []
+    for endpoint in (proxy.endpoint, direct) if replays else (proxy.endpoint,):
+        replay = Replay(recorded, JOB, endpoint, mine.peak)
+        try:
+            floors.append([replay.once() * 1000 for _ in range(warm + (replays or REPLAYS))][warm:])
+        finally:
+            replay.close()
+    floor, bare = floors[0], floors[-1] if replays else []
     chosen = path.rsplit("/", 1)[-1] or "(held)"
-    p50, p99 = _p(times, 0.5), _p(times, 0.99)
+    p50, p99, f50, f99 = _p(times, 0.5), _p(times, 0.99), _p(floor, 0.5), _p(floor, 0.99)
+    without = f"{_p(bare, 0.5):.0f}" if bare else "-"
     row = (
-        f"| {name} | {chosen} | {p50:.0f} | {p99:.0f} | {_p(ours, 0.5):.0f} "
+        f"| {name} | {chosen} | {p50:.0f} | {p99:.0f} | {f50:.0f} | {f99:.0f} | {p50 / f50:.2f}x "
+        f"| {p99 / f99:.2f}x | {without} | {_p(ours, 0.5):.0f} | {_p(ours, 0.99):.0f} "
         f"| {_p(theirs, 0.5):.0f} | {fields.get('storageRoundTrips', 0)} "
         f"| {fields.get('storageRequests', 0)} | {sent} |"
     )
-    return row, p50, p99
+    shapes = f"{name}: the product {mine}; the floor {least}"
+    return Row(row, p50, p99, f50, f99, _p(ours, 0.5), shapes)
 
 
 _RANGED = FileCheck.ranged
-
-
-def _floor(fs: s3fs.S3FileSystem, bucket: str, runs: int = RUNS) -> tuple[str, float, float]:
-    """The store alone: chk-3's ``NEW`` new files HEADed straight at moto (presigned, 32 at a time, no
-    round-trip time, no product): wall clock and moto's CPU per batch."""
-    named = sorted(fs.find(f"{bucket}/ck/{JOB}/shared"))[-NEW:]  # any NEW of them: moto's cost is per request
-    urls = [fs.url(key, expires=300, client_method="head_object") for key in named]
-    pool = urllib3.PoolManager(maxsize=32)
-    moto = _moto_pids()
-    times, theirs = [], []
-    with ThreadPoolExecutor(32) as lanes:
-        for i in range(WARM + runs):
-            started, store = time.perf_counter(), cpu_seconds(moto)
-            statuses = set(lanes.map(lambda url: pool.request("HEAD", url).status, urls))
-            assert statuses == {200}, statuses
-            if i >= WARM:
-                times.append((time.perf_counter() - started) * 1000)
-                theirs.append((cpu_seconds(moto) - store) * 1000)
-    p50, p99 = _p(times, 0.5), _p(times, 0.99)
-    row = (
-        f"| the store alone: {NEW} presigned HEADs straight to moto, 32 at a time | - | {p50:.0f} "
-        f"| {p99:.0f} | - | {_p(theirs, 0.5):.0f} | - | {NEW} | - |"
-    )
-    return row, p50, p99
 
 
 def _arguments(argv: list[str]) -> argparse.Namespace:
@@ -209,8 +242,19 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser.add_argument(
         "--large",
         type=int,
-        default=int(os.environ.get("VERDICTS_LARGE") or 0),
-        help="also a job of this many files (e.g. 100000; $VERDICTS_LARGE; its upload takes minutes)",
+        default=int(os.environ.get("VERDICTS_LARGE") or LARGE),
+        help=f"also a job of this many files, its kept verdict's row (default {LARGE:,}; 0: none; "
+        "$VERDICTS_LARGE; its upload and the writer's full check take minutes)",
+    )
+    parser.add_argument(
+        "--large-all",
+        action="store_true",
+        help="every row at the large size, not only the kept verdict's (two more jobs to upload and check)",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="the rows with a verdict only, each under cProfile in every thread (slower): where the CPU goes",
     )
     parser.add_argument(
         "--rtt",
@@ -227,7 +271,15 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(list(argv or []))
     runs = args.runs
+    profiles = ThreadProfiles() if args.profile else None
+    if profiles is not None:
+        profiles.install()  # before any thread starts
     sizes = [10_000] + ([args.large] if args.large else [])
+    kinds: dict[int, tuple[str, ...]] = {10_000: ("kept", "verdict", "full")}
+    if args.large:
+        kinds[args.large] = ("kept", "verdict", "full") if args.large_all else ("kept",)
+    if profiles is not None:
+        kinds = {size: tuple(k for k in ks if k != "full") for size, ks in kinds.items()}
     with (
         tempfile.TemporaryDirectory(prefix="verdicts-") as tmp,
         moto_server(Path(tmp) / "moto.log") as endpoint,
@@ -235,22 +287,30 @@ def main(argv: list[str] | None = None) -> int:
         port = int(endpoint.rsplit(":", 1)[1])
         direct = s3fs.S3FileSystem(skip_instance_cache=True, **s3_options(endpoint))
         for files in sizes:
-            _job(direct, endpoint, f"verdict-{files}", files, verdict=True)
-            _job(direct, endpoint, f"kept-{files}", files, verdict=True, kept=True)
-            _job(direct, endpoint, f"full-{files}", files, verdict=False)
+            for kind in kinds[files]:
+                # the large kept verdict alone: the writer checks chk-3 only (one full check, not two)
+                once = kind == "kept" and "verdict" not in kinds[files]
+                _job(direct, endpoint, f"{kind}-{files}", files, kind != "full", kind == "kept", once)
         _merging(direct, "merging-128")
         _entropy(direct, "entropy-500")
         with tcp_proxy_process(port, args.rtt) as proxy:
             options = {"s3": {"endpoint_url": proxy.endpoint, **CREDENTIALS}}
             wide = RestorePolicy(storage_options=options, deadline_seconds=30, verify_budget=1000)
             default = RestorePolicy(storage_options=options)
-            print(f"moto behind {args.rtt * 1000:.0f} ms of round-trip time; admissions one by one")
             print(
-                "| case | chose | p50 ms | p99 ms | product CPU ms (p50) | moto CPU ms (p50) "
+                f"moto behind {args.rtt * 1000:.0f} ms of round-trip time; admissions one by one; the "
+                "store's floor: the requests of one admission, recorded at the proxy, sent again by a bare "
+                "client "
+                "in the fewest rounds they allow (bench/_replay.py)"
+            )
+            print(
+                "| case | chose | p50 ms | p99 ms | store floor p50 | floor p99 | share p50 | share p99 "
+                "| floor p50 without RTT | product CPU ms (p50) | CPU p99 | moto CPU ms (p50) "
                 "| product's round trips | requests | requests the proxy saw |"
             )
-            print("|---|---|---|---|---|---|---|---|---|")
-            new: tuple[float, float] | None = None
+            print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+            rows: dict[tuple[int, str], Row] = {}
+            shapes = []
             for files in sizes:
                 for kind, label, ranged in (
                     ("kept", "verdict of chk-3 kept by the agent", True),
@@ -258,28 +318,53 @@ def main(argv: list[str] | None = None) -> int:
                     ("full", "no verdict", True),
                     ("full", "no verdict, key ranges off (before)", False),
                 ):
+                    if kind not in kinds[files] or (profiles and (kind == "full" or not ranged)):
+                        continue
                     name = f"restore, verify: files, {files:,} files, {label}"
                     many, warm = (runs, WARM) if files <= 10_000 else (2 if kind == "full" else 5, 1)
-                    row, p50, p99 = _case(name, wide, f"{kind}-{files}", proxy, many, warm, ranged)
-                    print(row, flush=True)
-                    if files == 10_000 and kind == "verdict":
-                        new = (p50, p99)
-            print(
-                _case("file merging, parallelism 128, default policy", default, "merging-128", proxy, runs)[0]
-            )
-            merging = "file merging, parallelism 128, default policy, key ranges off (before)"
-            print(_case(merging, default, "merging-128", proxy, runs, ranged=False)[0])
-            print(
-                _case("entropy injection, 500 files, default policy", default, "entropy-500", proxy, runs)[0]
-            )
-            row, floor50, floor99 = _floor(direct, "verdict-10000", runs)
-            print(row)
-            if new is not None:
-                print(
-                    f"\nthe product's share, {NEW} new of 10,000: its wall time over the store's floor "
-                    f"{new[0] / floor50:.2f}x at p50 ({new[0]:.0f} / {floor50:.0f} ms), "
-                    f"{new[1] / floor99:.2f}x at p99 ({new[1]:.0f} / {floor99:.0f} ms)"
+                    replays = runs if files == 10_000 and kind != "full" else 0
+                    bucket = f"{kind}-{files}"
+                    row = _case(name, wide, bucket, proxy, endpoint, many, warm, ranged, profiles, replays)
+                    print(row.text, flush=True)
+                    shapes.append(row.shapes)
+                    rows.setdefault((files, kind), row)
+            others = (
+                ()
+                if profiles
+                else (
+                    ("file merging, parallelism 128, default policy", default, "merging-128", True),
+                    (
+                        "file merging, parallelism 128, default policy, key ranges off (before)",
+                        default,
+                        "merging-128",
+                        False,
+                    ),
+                    ("entropy injection, 500 files, default policy", default, "entropy-500", True),
                 )
+            )
+            for name, policy, bucket, ranged in others:
+                row = _case(name, policy, bucket, proxy, endpoint, runs, WARM, ranged)
+                print(row.text, flush=True)
+                shapes.append(row.shapes)
+            print("\nhow the requests went out (rounds: requests answered one after another):")
+            for line in shapes:
+                print(f"- {line}")
+            if profiles is not None:
+                print("(under the profiler: the figures above are not the bench's)")
+            new, kept = rows[(10_000, "verdict")], rows[(10_000, "kept")]
+            print(
+                f"\nthe product's share, {NEW} new of 10,000: its wall time over the store's floor "
+                f"{new.p50 / new.floor50:.2f}x at p50 ({new.p50:.0f} / {new.floor50:.0f} ms), "
+                f"{new.p99 / new.floor99:.2f}x at p99 ({new.p99:.0f} / {new.floor99:.0f} ms) (at most 1.3x); "
+                f"a kept verdict's restore p99 {kept.p99:.0f} ms (under 500)"
+            )
+            cpu = ", ".join(
+                f"{cpu:.0f} ms at {files:,} files" for files in sizes for cpu in [rows[(files, "kept")].cpu50]
+            )
+            print(
+                f"the product's CPU per admission with a kept verdict (p50): {cpu} "
+                "(under 100 ms at 10,000, 1 s at 100,000)"
+            )
     return 0
 
 

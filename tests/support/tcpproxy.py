@@ -6,7 +6,9 @@ partition as the client sees it); ``slow(seconds)`` delays every chunk by that m
 each direction, without delaying the chunks behind it (a network round-trip time: a request and its
 answer take one ``rtt`` more, however many packets they are); ``heal()`` passes traffic again.
 ``tcp_proxy_process`` runs a latency proxy in a process of its own, for benchmarks that measure the CPU
-of their own process.
+of their own process; its ``recording()`` tells which requests the clients sent while it lasted, when each
+arrived and when its answer's last byte came back (``Sent``): what a bare client replays as the store's
+floor (``bench verdicts``).
 """
 
 from __future__ import annotations
@@ -18,14 +20,37 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from typing import Any
 
 
+@dataclass(frozen=True)
+class Sent:
+    """One HTTP request as the proxy saw it: its request line's method and target, its Range header,
+    when its first bytes arrived from the client and when its answer's last bytes arrived from the
+    server (monotonic, before the added latency), and the connection it came on."""
+
+    method: str
+    target: str
+    range: str
+    started: float
+    answered: float
+    connection: int
+    headers: tuple[tuple[str, str], ...] = ()
+
+
 class TcpProxy:
-    def __init__(self, target_port: int, counter: Any = None) -> None:
-        """``counter``: a ``multiprocessing.Value`` the requests are counted in (``tcp_proxy_process``)."""
+    def __init__(
+        self, target_port: int, counter: Any = None, events: Any = None, recording: Any = None
+    ) -> None:
+        """``counter``: a ``multiprocessing.Value`` the requests are counted in (``tcp_proxy_process``);
+        ``events``: a queue each request's and answer chunk's arrival is put on while ``recording``
+        (a ``multiprocessing.Value``) is set."""
         self.target_port = target_port
         self._counter = counter
+        self._events = events
+        self._recording = recording
+        self._connections = 0
         self._listener = socket.socket()
         self._listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self._listener.bind(("127.0.0.1", 0))
@@ -94,13 +119,16 @@ class TcpProxy:
             with self._lock:
                 self._open.update((client, upstream))
             one_way = self._one_way
+            self._connections += 1
             for source, sink in ((client, upstream), (upstream, client)):
                 if one_way:
-                    self._delayed(source, sink, one_way, counts=source is client)
+                    self._delayed(source, sink, one_way, source is client, self._connections)
                 else:
                     threading.Thread(target=self._pump, args=(source, sink), daemon=True).start()
 
-    def _delayed(self, source: socket.socket, sink: socket.socket, one_way: float, counts: bool) -> None:
+    def _delayed(
+        self, source: socket.socket, sink: socket.socket, one_way: float, counts: bool, connection: int
+    ) -> None:
         """A reader stamps each chunk as it arrives, a writer sends it ``one_way`` later."""
         chunks: queue.SimpleQueue[tuple[float, bytes]] = queue.SimpleQueue()
 
@@ -108,6 +136,8 @@ class TcpProxy:
             try:
                 while not self._halt.is_set():
                     data = source.recv(65536)
+                    if self._recording is not None and self._recording.value and data:
+                        self._events.put((connection, counts, time.monotonic(), data if counts else b""))
                     if counts and data.split(b" ", 1)[0] in _METHODS:
                         if self._counter is not None:
                             with self._counter.get_lock():
@@ -196,10 +226,15 @@ class ProxyProcess:
     def __init__(self, target_port: int, rtt: float) -> None:
         context = multiprocessing.get_context("spawn")
         self._counter = context.Value("q", 0)
+        self._events: Any = context.Queue()
+        self._recording = context.Value("b", 0)
         port = context.Value("i", 0)
         ready = context.Event()
         self._process = context.Process(
-            target=_serve, args=(target_port, rtt, self._counter, port, ready), name="tcp-proxy", daemon=True
+            target=_serve,
+            args=(target_port, rtt, self._counter, port, ready, self._events, self._recording),
+            name="tcp-proxy",
+            daemon=True,
         )
         self._process.start()
         if not ready.wait(30):
@@ -215,13 +250,56 @@ class ProxyProcess:
     def requests(self) -> int:
         return int(self._counter.value)
 
+    @contextmanager
+    def recording(self) -> Iterator[list[Sent]]:
+        """The requests sent while inside, in the list yielded (filled as the block is left)."""
+        sent: list[Sent] = []
+        self._recording.value = 1
+        try:
+            yield sent
+        finally:
+            self._recording.value = 0
+            time.sleep(0.2)  # the last answer's chunks, queued after their arrival
+            events = []
+            with suppress(queue.Empty):
+                while True:
+                    events.append(self._events.get(timeout=0.2))
+            sent.extend(_requests(events))
+
     def close(self) -> None:
         self._process.kill()
         self._process.join(5)
 
 
-def _serve(target_port: int, rtt: float, counter: Any, port: Any, ready: Any) -> None:
-    proxy = TcpProxy(target_port, counter)
+def _requests(events: list[tuple[int, bool, float, bytes]]) -> list[Sent]:
+    """Requests from the chunks a recording saw: a chunk from the client that starts with a method
+    starts one; chunks from the server until the next one on that connection are its answer."""
+    open_: dict[int, list[Any]] = {}
+    done: list[Sent] = []
+    for connection, from_client, at, data in sorted(events, key=lambda e: e[2]):
+        if from_client:
+            head = data.split(b"\r\n")
+            method, _, rest = head[0].partition(b" ")
+            if method not in _METHODS:
+                continue
+            if connection in open_:
+                done.append(Sent(*open_.pop(connection)))
+            span = next(
+                (h.split(b":", 1)[1].strip().decode() for h in head[1:] if h.lower().startswith(b"range:")),
+                "",
+            )
+            target = rest.rsplit(b" ", 1)[0].decode()
+            open_[connection] = [method.decode(), target, span, at, at, connection]
+        elif connection in open_:
+            open_[connection][4] = at
+    done.extend(Sent(*fields) for fields in open_.values())
+    return sorted(done, key=lambda s: s.started)
+
+
+def _serve(
+    target_port: int, rtt: float, counter: Any, port: Any, ready: Any, events: Any, recording: Any
+) -> None:
+    proxy = TcpProxy(target_port, counter, events, recording)
     proxy.latency(rtt)
     port.value = proxy.port
     ready.set()

@@ -193,8 +193,11 @@ class Lookup:
         self._folders: dict[StoragePath, tuple[concurrent.futures.Future[Listing | None], Cursor]] = {}
         self._trees: dict[StoragePath, tuple[concurrent.futures.Future[Listing | None], Cursor]] = {}
         self._lock = threading.Lock()
-        # The job directory's verdict (restore/verdict.py) when one was read and can be used.
-        self.verdict: Verdict | None = None
+        # The job directory's verdict (restore/verdict.py) when one was read and can be used: its read
+        # runs beside the listings and is waited for where it is first needed (``expect_verdict``).
+        self._verdict: Verdict | None = None
+        self._pending_verdict: Callable[[], Verdict | None] | None = None
+        self._verdict_lock = threading.Lock()
         self.job_dir: StoragePath | None = None
         # When the lookup began, before its first listing: what a verdict it writes was seen at (the
         # writer's wall clock for people, its monotonic clock for the duration to the write).
@@ -202,6 +205,21 @@ class Lookup:
         self.started_mono = time.monotonic()
         # The key ranges this lookup listed: folder -> (after, through or None: to its end, files seen).
         self._ranges: dict[StoragePath, list[tuple[str, str | None, dict[str, int | None]]]] = {}
+
+    @property
+    def verdict(self) -> Verdict | None:
+        """The job's verdict, waited for and decoded the first time it is asked for."""
+        with self._verdict_lock:  # not ``_lock``: resolving waits for a request
+            if self._pending_verdict is not None:
+                resolve, self._pending_verdict = self._pending_verdict, None
+                self._verdict = resolve()
+            return self._verdict
+
+    def expect_verdict(self, resolve: Callable[[], Verdict | None]) -> None:
+        """The verdict is being read: ``resolve`` waits for it (its request was started beside the job
+        directory's listing), so a checkpoint's folder and ``_metadata`` need not wait for it too."""
+        with self._verdict_lock:
+            self._pending_verdict = resolve
 
     def _once(
         self,
