@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.e2e.informer import Informer, Key, key_of
+from tests.e2e.kubelet import Kubelet, keeper_container
 from tests.e2e.rest import ApiError, Rest, flink_path
 from tests.support.operator import Job, running_status, stopped_status
 from tests.support.repo import shared_data_dir
@@ -121,6 +122,10 @@ class OperatorDouble:
     _snapshot: dict[Key, dict[str, Any]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     writers: int = 8  # status writes in flight at once
+    # the JobManager pods of FlinkDeployments that carry the lease keeper (tests/e2e/kubelet.py); None:
+    # the keeper sidecar is not run, and such a job runs as any other
+    kubelet: Kubelet | None = None
+    _recovering: dict[Key, Job] = field(default_factory=dict)  # jobs whose JobManager died, to recover
 
     def start(self) -> OperatorDouble:
         self.informer = Informer(self.api, COLLECTIONS[DEPLOYMENT], f"operator-{self.cluster}").start()
@@ -192,6 +197,10 @@ class OperatorDouble:
                     self._end(key)
                     self._deployed.pop(key, None)
                     self._failing.discard(key)
+                if self.kubelet is not None:
+                    for key in [k for k in self.kubelet.pods if k not in objects]:
+                        self.kubelet.remove(key)
+                        self._recovering.pop(key, None)
                 self._snapshot = objects
 
     def _reconcile_all(
@@ -225,15 +234,20 @@ class OperatorDouble:
         desired = job_spec.get("state", "running")
         reported = ((obj.get("status") or {}).get("jobStatus") or {}).get("state")
         current = self._current.get(key)
+        sidecar = keeper_container(obj) if self.kubelet is not None else None
         if desired == "suspended":
             if current is None or current.ended is not None:
                 self._asked.pop(key, None)
+                self._no_pod(key)
                 return
             asked = self._asked.setdefault(key, now)
             if now - asked >= self.stop_seconds:
                 self._end(key)
                 self._asked.pop(key, None)
                 self._write_status(obj, _stopped(obj))
+                self._no_pod(key)
+            return
+        if sidecar is not None and self._guarded(key, obj, sidecar, current):
             return
         if key in self._failing or (reported == "RUNNING" and current is not None and current.ended is None):
             return
@@ -254,6 +268,9 @@ class OperatorDouble:
         job = Job(
             secrets.token_hex(16), time.monotonic(), None, start_path, _checkpoint_id(start_path) + 1, key
         )
+        died = self._recovering.pop(key, None)
+        if died is not None and not first:  # a restarted JobManager recovers its job from HA data
+            job = _recovered(died, job_dir(obj, objects), key)
         if not self._write_status(obj, _running(job.job_id, obj)):
             return
         with self._lock:
@@ -261,6 +278,30 @@ class OperatorDouble:
             self._by_key.setdefault(key, []).append(job)
         self._current[key] = job
         self._deployed[key] = nonce
+
+    def _guarded(self, key: Key, obj: dict[str, Any], sidecar: dict[str, Any], current: Job | None) -> bool:
+        """A job whose JobManager pod carries the keeper runs only while that JobManager is alive: its
+        death (the keeper killing it) stops the job (RECONCILING, no checkpoint), and a JobManager that
+        is alive again recovers it (the operator's HA). True when nothing more is to be done now."""
+        assert self.kubelet is not None
+        pod = self.kubelet.ensure(key, sidecar)
+        running = current is not None and current.ended is None
+        if pod.jobmanager_alive:
+            return False
+        if running and current is not None:
+            self._end(key)
+            self._recovering[key] = current
+            status = copy.deepcopy(obj.get("status") or {})
+            status.setdefault("jobStatus", {})["state"] = "RECONCILING"
+            status["jobManagerDeploymentStatus"] = "DEPLOYING"
+            self._write_status(obj, status)
+        self._asked.pop(key, None)
+        return True
+
+    def _no_pod(self, key: Key) -> None:
+        if self.kubelet is not None:
+            self.kubelet.remove(key)
+            self._recovering.pop(key, None)
 
     def _end(self, key: Key) -> None:
         job = self._current.pop(key, None)
@@ -331,6 +372,13 @@ def _stopped(obj: dict[str, Any]) -> dict[str, Any]:
     if obj.get("kind") == SESSION_JOB and job.get("upgradeMode") == "stateless":
         status["jobStatus"]["state"] = "CANCELED"
     return status
+
+
+def _recovered(died: Job, folder: str, key: Key) -> Job:
+    """The job a JobManager restarted after its death runs: the same jobId, from its newest checkpoint."""
+    last = died.checkpoints[-1][0] if died.checkpoints else died.first_id - 1
+    path = f"{folder}/{died.job_id}/chk-{last}" if died.checkpoints else died.started_from
+    return Job(died.job_id, time.monotonic(), None, path, last + 1, key)
 
 
 def _checkpoint_id(path: str) -> int:
