@@ -8,8 +8,15 @@ member2's fence (a failover there): the keeper kills the JobManager, and the row
 prints are counted, with the time of the last one after the kill. Once per ``heartbeat.timeout`` asked
 (Flink's default 50 s, and shorter ones).
 
-``python -m bench keeper_flink [--heartbeat-timeouts 50000,10000]`` (not run by default: each case
-starts two JVMs, 1-2 minutes). Needs ``.venv-flink1`` (``make flink-venvs``) and ``java``.
+Then the keeper cut from its storage beside a real JobManager (``tests/support/keeper_cut.py``, at the
+production timings: lease 30 s, poll 5 s, renew deadline 10 s, on moto's S3 through a TCP proxy): the
+time from the start of the keeper's last renewal that succeeded to the JobManager's exit, against the
+renew deadline and the lease; the restarts killed while the cut lasts; from the heal to the lease held
+again and to a restarted JobManager serving.
+
+``python -m bench keeper_flink [--heartbeat-timeouts 50000,10000] [--cuts 3]`` (not run by default:
+each heartbeat case starts two JVMs, 1-2 minutes; each cut about a minute). Needs ``.venv-flink1``
+(``make flink-venvs``) and ``java``.
 """
 
 from __future__ import annotations
@@ -25,8 +32,11 @@ from pathlib import Path
 
 import yaml
 
+from bench.keeper import PRODUCTION
 from tests.support.keeper import flink_home, new_marker, policy_text, running_keeper, standin, wait_for
+from tests.support.keeper_cut import storage_cut
 from tests.support.repo import REPO
+from tests.support.s3 import moto_server, s3_options
 from tests.support.server import free_port
 from webhook.common.paths import StoragePath
 from webhook.fencing.lanes import Lanes
@@ -145,13 +155,53 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--heartbeat-timeouts", default="50000,10000", help="Flink heartbeat.timeout values, ms"
     )
+    parser.add_argument("--cuts", type=int, default=3, help="storage cuts beside a real JobManager")
     args = parser.parse_args(argv)
     home = flink_home()
     if home is None or shutil.which("java") is None:
         print("not run: no Flink distribution (.venv-flink1: make flink-venvs) or no java")
         return 0
-    print("heartbeat.timeout | rows printed after the JobManager was killed | the last one, after the kill")
-    for value in (int(v) for v in args.heartbeat_timeouts.split(",") if v):
+    timeouts = [int(v) for v in args.heartbeat_timeouts.split(",") if v]
+    if timeouts:
+        print(
+            "heartbeat.timeout | rows printed after the JobManager was killed | the last one, after the kill"
+        )
+    for value in timeouts:
         rows, seconds = case(home, value)
         print(f"{value / 1000:g} s | {rows} | {seconds:.1f} s", flush=True)
-    return 0
+    return cuts(home, args.cuts)
+
+
+def cuts(home: Path, count: int) -> int:
+    """The keeper cut from its storage beside a real JobManager, ``count`` times: 1 when a JobManager
+    exited after the lease could have expired elsewhere, or served before the lease was held again."""
+    if count <= 0:
+        return 0
+    deadline, lease = PRODUCTION["renewDeadlineSeconds"], PRODUCTION["leaseSeconds"]
+    print(
+        f"storage cut (renew deadline {deadline} s, lease {lease} s): last renewal -> JobManager exit | "
+        "cut -> exit | exit -> the lease's end elsewhere | restarts killed | heal -> held | held -> served"
+    )
+    status = 0
+    with tempfile.TemporaryDirectory(prefix="bench-keeper-cut-") as tmp:
+        work = Path(tmp)
+        endpoint = moto_server(work / "moto.log")
+        with endpoint as url:
+            options = s3_options(url)
+            import fsspec
+
+            fsspec.filesystem("s3", skip_instance_cache=True, **options).mkdir("bench-keeper-cut")
+            port = int(url.rsplit(":", 1)[1])
+            for n in range(count):
+                run = storage_cut(
+                    home, work / f"cut-{n}", port, options, f"s3://bench-keeper-cut/c{n}", PRODUCTION
+                )
+                print(
+                    f"{run.renewal_to_exit:.2f} s | {run.exit.wall - run.cut:.2f} s | "
+                    f"{run.lease_end - run.exit.wall:.2f} s | {len(run.deaths_while_cut)} | "
+                    f"{run.held_again - run.healed:.2f} s | {run.served_again - run.held_again:.2f} s",
+                    flush=True,
+                )
+                early = [a for a in run.answers if run.exit.wall <= a < run.held_again]
+                status = status or (1 if run.exit.wall >= run.lease_end or early else 0)
+    return status

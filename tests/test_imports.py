@@ -58,6 +58,7 @@ PURE_CORE = (
     "webhook.fencing.decide",
     "webhook.fencing.verdicts",
     "webhook.member.failover",
+    "webhook.member.keeper",
     "webhook.keeper.decide",
     "webhook.keeper.inject",
     "webhook.controlplane.audit",
@@ -87,8 +88,9 @@ KNOWN_CROSS_ROLE: set[tuple[str, str]] = set()
 ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     # The member role's admission glue over the restore and fencing rooms.
     "webhook.member": (
-        ("failover", "identity", "sessions"),  # review's failover CREATE; who releases; session clusters
-        ("handler", "options"),  # the admission answer; the serve options
+        # review's failover CREATE; who releases; session clusters; the lease keeper's part (pure)
+        ("failover", "identity", "sessions", "keeper"),
+        ("handler", "options", "kubeversion"),  # the admission answer; the serve options; 1.29 or not
     ),
     # A checkpoint listed, verified, chosen: the pure core below, storage (the I/O edge) on top.
     "webhook.restore": (

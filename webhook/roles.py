@@ -113,16 +113,25 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
     identity = options.identity()
     if fencing is not None:
         identity.announce()  # once per worker: whose release markers a held job accepts
-    vouch = lanes = None
+    vouch = lanes = keeper = None
     if fencing is not None:
         from webhook.fencing import runner
         from webhook.fencing.lanes import process_lanes
+        from webhook.member.keeper import KeeperSetup
+        from webhook.member.kubeversion import ClusterVersion
 
         lanes = process_lanes(options.policy.fencing.call_timeout)
         lease = options.policy.fencing.lease_seconds
 
         def vouch(kind: str) -> str | None:
             return runner.vouches(kind, lease)
+
+        version = ClusterVersion(fencing.client)  # native sidecars need 1.29: read once, in the background
+        version.start()
+        image, cluster = options.keeper_image, fencing.cluster
+
+        def keeper() -> KeeperSetup:
+            return KeeperSetup(image, cluster, *version.current())
 
     handler = MemberHandler.from_policy(
         options.policy,
@@ -133,6 +142,7 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
         vouch=vouch,
         lanes=lanes,
         blue_green_parents=parents,
+        keeper=keeper,
     )
     if fencing is not None:
         agent = runner.AgentOptions(fencing.cluster, fencing.client.kubeconfig, fencing.client.context)

@@ -911,3 +911,29 @@ def test_existing_service_account(
     assert one(docs, "RoleBinding", f"{FULLNAME}-leader")["subjects"] == subjects
     unnamed = template(helm, tmp_path, {"member": {"serviceAccount": {"create": False}}})
     assert unnamed.returncode != 0 and "member.serviceAccount.name is required" in unnamed.stderr
+
+
+def test_fencing_gives_the_lease_keeper_the_charts_image_and_the_policy_its_switch(
+    helm: str, tmp_path: Path, rendered: dict[str, list[dict[str, Any]]]
+) -> None:
+    """The webhook adds the keeper to each fenced JobManager pod with the chart's own image; the policy's
+    fencing.keeper switch reaches the ConfigMap the server reads, and a malformed job name stops helm."""
+
+    def env(docs: list[dict[str, Any]]) -> tuple[dict[str, str], str]:
+        container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        return {e["name"]: e.get("value", "") for e in container["env"]}, container["image"]
+
+    fenced, image = env(rendered["member-fencing"])
+    assert fenced["FLINK_FAILOVER_KEEPER_IMAGE"] == image and image.startswith(IMAGE)
+    assert "FLINK_FAILOVER_KEEPER_IMAGE" not in env(rendered["member-default"])[0]  # no fencing, no keeper
+
+    keeper = {"enabled": True, "offNamespaces": ["batch"], "offJobs": ["analytics/ledger"]}
+    values = {"member": {"fencing": {"cluster": "member1"}}, "policy": {"fencing": {"keeper": keeper}}}
+    docs = render(helm, tmp_path, values)
+    policy = yaml.safe_load(one(docs, "ConfigMap")["data"]["restore-policy.yaml"])
+    assert policy_from_dict(policy).fencing.keeper.off_for("analytics", "ledger") == (
+        "fencing.keeper.offJobs names analytics/ledger"
+    )
+    bad = {"policy": {"fencing": {"keeper": {**keeper, "offJobs": ["ledger"]}}}}
+    result = template(helm, tmp_path, bad)
+    assert result.returncode != 0 and "offJobs" in result.stderr, result.stderr

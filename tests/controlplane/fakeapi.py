@@ -408,6 +408,14 @@ class _Handler(BaseHTTPRequestHandler):
         if self._lease("GET"):
             return
         url = urlparse(self.path)
+        if url.path == "/version":  # what the member webhook reads for the keeper's native sidecar
+            version = self.server.kube_version
+            if not version:
+                self._status(503, "ServiceUnavailable", "the API server is starting")
+                return
+            major, minor = version.removeprefix("v").split(".")[:2]
+            self._json(200, {"major": major, "minor": minor, "gitVersion": version})
+            return
         query = {k: v[-1] for k, v in parse_qs(url.query).items()}
         fake = self.server.stores.get(url.path, self.server.fake)
         fake.requests.append(f"GET {self.path}")
@@ -594,6 +602,7 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = 128  # as a real API server's backlog: a client opening 32 connections at once
     fake: FakeKarmada
     stores: dict[str, FakeKarmada]  # list + watch path -> collection
+    kube_version: str = "v1.31.2"  # GET /version; "": 503
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that went away mid-answer (a killed server process) is not the fake's error."""
@@ -670,9 +679,9 @@ def events_collection() -> FakeKarmada:
     )
 
 
-def start_member_cluster() -> RunningFake:
+def start_member_cluster(kube_version: str = "v1.31.2") -> RunningFake:
     """A member cluster's API for the fencing agent: its FlinkDeployments, FlinkSessionJobs,
-    FlinkBlueGreenDeployments and Events (``RunningFake.events``)."""
+    FlinkBlueGreenDeployments and Events (``RunningFake.events``); ``/version`` says ``kube_version``."""
     return start(
         flink_collection("flinkdeployments"),
         extra=(
@@ -680,13 +689,17 @@ def start_member_cluster() -> RunningFake:
             flink_collection("flinkbluegreendeployments"),
             events_collection(),
         ),
+        kube_version=kube_version,
     )
 
 
-def start(fake: FakeKarmada | None = None, extra: tuple[FakeKarmada, ...] = ()) -> RunningFake:
+def start(
+    fake: FakeKarmada | None = None, extra: tuple[FakeKarmada, ...] = (), kube_version: str = "v1.31.2"
+) -> RunningFake:
     fake = fake or FakeKarmada()
     server = _Server(("127.0.0.1", 0), _Handler)
     server.fake = fake
+    server.kube_version = kube_version
     server.stores = {store.path: store for store in (fake, *extra)}
     thread = threading.Thread(target=server.serve_forever, name="fake-karmada", daemon=True)
     thread.start()

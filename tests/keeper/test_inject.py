@@ -1,6 +1,7 @@
-"""The keeper's native sidecar in a FlinkDeployment (webhook/keeper/inject.py, pure, not called by the
-webhook yet): valid against the Flink operator 1.15.0 CRD as the API server would prune it, the user's
-own podTemplates kept, idempotent, and its settings read back by ``flink-failover keeper`` itself."""
+"""The keeper's native sidecar in a FlinkDeployment (webhook/keeper/inject.py, pure; through the served
+webhook: test_injected.py): valid against the Flink operator 1.15.0 CRD as the API server would prune
+it, the user's own podTemplates kept, idempotent, and its settings read back by ``flink-failover
+keeper`` itself."""
 
 from __future__ import annotations
 
@@ -159,3 +160,12 @@ def test_the_keeper_reads_back_the_settings_the_sidecar_carries(monkeypatch: pyt
     assert settings.policy.lease_seconds == 30 and settings.policy.renew_deadline_seconds == 10
     assert storage_options == {"s3": {"endpoint_url": "https://s3.example"}}
     assert json.loads(POD.policy_json())["fencing"] == FENCING
+
+
+def test_flinks_own_heartbeat_defaults_are_kept_where_the_stop_margin_is_longer() -> None:
+    """With stopMarginSeconds above Flink's 50 s timeout nothing is raised, nothing is written."""
+    pod = KeeperPod(**{**POD.__dict__, "fencing": {**FENCING, "stopMarginSeconds": 100}})
+    after, notes = with_keeper(_deployment(), pod)
+    assert "heartbeat.timeout" not in after["spec"]["flinkConfiguration"] and notes == []
+    after, notes = with_keeper(_deployment(flinkConfiguration={"heartbeat.timeout": "80000"}), pod)
+    assert after["spec"]["flinkConfiguration"] == {"heartbeat.timeout": "80000"} and notes == []

@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
-import time
-import urllib.request
 from collections.abc import Iterator
 from contextlib import ExitStack
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from tests.support.backends import Running
+from tests.support.keeper import FAST, new_marker, policy_text, running_keeper, standin, wait_for
 from tests.support.keeper import flink_home as find_flink_home
-from tests.support.keeper import new_marker, policy_text, running_keeper, standin, wait_for
-from tests.support.server import free_port
+from tests.support.keeper_cut import Rest, jobmanager_argv, storage_cut
 from webhook.common.paths import StoragePath
 from webhook.fencing.lanes import Lanes
 from webhook.fencing.layout import Workload
@@ -49,29 +47,6 @@ def stack() -> Iterator[ExitStack]:
         yield started
 
 
-class Rest:
-    """Polls the JobManager's REST endpoint every 0.1 s and keeps when it answered (monotonic)."""
-
-    def __init__(self, port: int) -> None:
-        self.url = f"http://127.0.0.1:{port}/overview"
-        self.answers: list[float] = []
-        self._halt = threading.Event()
-        threading.Thread(target=self._poll, daemon=True).start()
-
-    def _poll(self) -> None:
-        while not self._halt.is_set():
-            try:
-                with urllib.request.urlopen(self.url, timeout=0.5) as answer:
-                    if answer.status == 200:
-                        self.answers.append(time.monotonic())
-            except OSError:
-                pass
-            self._halt.wait(0.1)
-
-    def stop(self) -> None:
-        self._halt.set()
-
-
 @pytest.mark.parametrize("storage_backend", ["file"], indirect=True)
 def test_a_real_jobmanager_is_killed_at_a_newer_fence_and_its_restarts_never_serve(
     storage_backend: Running, tmp_path: Path, stack: ExitStack, flink_home: Path
@@ -81,13 +56,7 @@ def test_a_real_jobmanager_is_killed_at_a_newer_fence_and_its_restarts_never_ser
     killed before it serves a single REST request."""
     ckpt = storage_backend.bucket() + "/checkpoints"
     marker = new_marker()
-    rest_port, rpc_port = free_port(), free_port()
-    argv = [
-        str(flink_home / "bin" / "jobmanager.sh"), "start-foreground",
-        "-D", f"rest.port={rest_port}", "-D", "rest.bind-address=127.0.0.1",
-        "-D", f"jobmanager.rpc.port={rpc_port}", "-D", "jobmanager.memory.process.size=1024m",
-        "-D", f"test.marker={marker}",
-    ]  # fmt: skip
+    argv, rest_port = jobmanager_argv(flink_home, marker)
     logs = tmp_path / "flink-log"
     logs.mkdir()
     env = {**os.environ, "FLINK_HOME": str(flink_home), "FLINK_LOG_DIR": str(logs)}
@@ -110,5 +79,27 @@ def test_a_real_jobmanager_is_killed_at_a_newer_fence_and_its_restarts_never_ser
             60,
             "restarts",
         )
-        assert all(at < death.monotonic for at in rest.answers)
+        assert all(at < death.wall for at in rest.answers)
         assert keeper.ready() == 503
+
+
+@pytest.mark.parametrize("storage_backend", ["s3"], indirect=True)
+def test_a_real_jobmanager_cut_from_its_storage_exits_before_the_lease_and_runs_again_only_once_held(
+    storage_backend: Running, tmp_path: Path, flink_home: Path
+) -> None:
+    """S3 cut between the keeper and its bucket while Flink's JobManager serves: the JVM exits after the
+    renew deadline (counted from the start of the last renewal that succeeded) and before member1's
+    lease, counted from its last heartbeat's storage time, could expire on any other cluster; every
+    restart of it while the cut lasts is killed before it serves. Storage back (nobody fenced
+    meanwhile): the keeper holds the lease again, and only then does a restarted JobManager serve."""
+    ckpt = storage_backend.bucket() + "/checkpoints"
+    run = storage_cut(flink_home, tmp_path, storage_backend.port, storage_backend.options(), ckpt, FAST)
+    assert run.cut < run.exit.wall
+    assert run.last_renewal + run.deadline_seconds <= run.exit.wall < run.lease_end
+    kills = [e for e in run.stopped if e["entrypoint"] == SESSION]
+    assert kills[0]["why"] == "renew-deadline" and kills[0]["pids"] == [run.exit.pid]
+    # while the lease was not held: every restart killed, none served
+    assert run.deaths_while_cut and all(d.wall < run.held_again for d in run.deaths_while_cut)
+    assert all(datetime.fromisoformat(e["time"]).timestamp() <= run.held_again for e in kills)
+    assert not [a for a in run.answers if run.exit.wall <= a < run.held_again]
+    assert run.held_again <= run.served_again

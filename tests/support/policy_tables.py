@@ -44,10 +44,22 @@ def default_text(field: Field, defaults: Any) -> str:
         return field.shown_default
     value = getattr(defaults, field.attr)
     if isinstance(field.kind, Block):
-        inner = field.kind.model()
-        pairs = [f"{f.key}: {_plain(getattr(inner, f.attr))}" for f in field.kind.fields]
-        return "`{" + ", ".join(pairs) + "}`"
+        return f"`{_block(field.kind, field.kind.model())}`"
     return f"`{_plain(value)}`"
+
+
+def _block(block: Block, values: Any) -> str:
+    """A block's defaults as YAML's flow style spells them, blocks within it too."""
+    pairs = []
+    for f in block.fields:
+        value = getattr(values, f.attr)
+        if isinstance(f.kind, Block):
+            pairs.append(f"{f.key}: {_block(f.kind, value)}")
+        elif isinstance(value, tuple) and not value:
+            pairs.append(f"{f.key}: []")
+        else:
+            pairs.append(f"{f.key}: {_plain(value)}")
+    return "{" + ", ".join(pairs) + "}"
 
 
 def meaning_text(field: Field) -> str:

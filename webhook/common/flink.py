@@ -16,6 +16,34 @@ BLUE_GREEN = "FlinkBlueGreenDeployment"  # operator 1.14+: a FlinkDeployment tem
 KINDS = ("FlinkDeployment", "FlinkSessionJob", BLUE_GREEN)
 
 
+# The lease keeper's native sidecar in a JobManager's pod (docs/keeper.md): its container's name and
+# command, by which the member webhook (``member/keeper.py``) and the fencing agent tell a copy it guards.
+KEEPER_CONTAINER = "flink-failover-keeper"
+KEEPER_COMMAND = ("flink-failover", "keeper")
+
+
+def deployment_spec_path(kind: str) -> tuple[str, ...]:
+    """Where a kind keeps the FlinkDeployment spec that makes its JobManager: a FlinkBlueGreenDeployment
+    in its template, which the operator copies into each child it creates."""
+    return ("spec", "template", "spec") if kind == BLUE_GREEN else ("spec",)
+
+
+def runs_keeper(obj: Mapping[str, Any]) -> bool:
+    """The object's JobManager pod template runs the lease keeper (the sidecar the member webhook adds
+    to a fenced FlinkDeployment or FlinkBlueGreenDeployment: the copy is guarded in its own pod)."""
+    spec: Any = obj
+    for key in deployment_spec_path(str(obj.get("kind") or "")):
+        spec = as_map(spec).get(key)
+    pod = as_map(as_map(as_map(as_map(spec).get("jobManager")).get("podTemplate")).get("spec"))
+    containers = pod.get("initContainers")
+    return isinstance(containers, list) and any(
+        isinstance(c, Mapping)
+        and c.get("name") == KEEPER_CONTAINER
+        and list(c.get("command") or []) == list(KEEPER_COMMAND)
+        for c in containers
+    )
+
+
 def job_path(kind: str) -> tuple[str, ...]:
     """Where a kind keeps its ``job`` (and ``flinkConfiguration`` beside it): a FlinkBlueGreenDeployment
     in its FlinkDeployment template, which the operator copies into the child it creates."""

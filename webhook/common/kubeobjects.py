@@ -111,6 +111,10 @@ class KubeObjects:
             return None
         return answer
 
+    def version(self, timeout: Timeout = None) -> Mapping[str, Any] | ApiFailure:
+        """The API server's ``/version`` (``gitVersion``, ``major``, ``minor``): readable by anyone."""
+        return self._json("GET", "/version", timeout=timeout)
+
     def pages(
         self, resource: Resource, namespace: str | None = None, **options: Any
     ) -> Iterator[Page | ApiFailure]:

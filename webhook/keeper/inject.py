@@ -1,5 +1,5 @@
-"""The keeper in a FlinkDeployment's JobManager pod: a pure function over the object, not called by the
-webhook yet (issue 47's next slice calls it at admission).
+"""The keeper in a FlinkDeployment's JobManager pod: a pure function over the object, called by the member
+webhook at admission (``member/keeper.py`` ``keeper_part``: when, with which epoch and directory).
 
 ``with_keeper`` adds to ``spec.jobManager.podTemplate`` (the JobManager's pod only: a TaskManager has
 no JobManager to stop) a native sidecar (an init container with ``restartPolicy: Always``, Kubernetes
@@ -12,7 +12,8 @@ a container of the keeper's name is replaced (applying it twice changes nothing)
 until it passes after the JobManager is killed). Its settings are
 environment variables ``keeper/command.py`` reads, the policy among them as inline JSON (a ConfigMap of
 the webhook's namespace cannot be mounted in the job's): its fencing block and the storage options of
-the job's scheme only, never credentials (the pod's own storage identity is used).
+the job's scheme only, never the policy's credentials (the pod's own storage identity is used, and the
+JobManager's storage environment the caller hands in ``extra_env``).
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.common.flink import KEEPER_COMMAND, KEEPER_CONTAINER
 from webhook.fencing.layout import Workload
 
-CONTAINER = "flink-failover-keeper"
+CONTAINER = KEEPER_CONTAINER
 PORT = 8091
 FLINK_USER = 9999  # the official Flink image's flink user and group
+# Flink's defaults: a job that sets neither and whose stop margin is longer keeps them
+FLINK_HEARTBEAT_TIMEOUT_MS, FLINK_HEARTBEAT_INTERVAL_MS = 50_000, 10_000
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,9 @@ class KeeperPod:
     startup_seconds: int = (
         600  # how long the startup probe waits for the lease before the kubelet restarts it
     )
+    # Storage credentials the JobManager's container has (``member/keeper.py`` ``credential_env``): env
+    # entries as written, values or secretKeyRefs.
+    extra_env: tuple[Mapping[str, Any], ...] = ()
 
     def policy_json(self) -> str:
         doc: dict[str, Any] = {"fencing": dict(self.fencing)}
@@ -75,9 +82,12 @@ def container(pod: KeeperPod) -> dict[str, Any]:
     return {
         "name": CONTAINER,
         "image": pod.image,
-        "command": ["flink-failover", "keeper"],
+        "command": list(KEEPER_COMMAND),
         "restartPolicy": "Always",
-        "env": [{"name": k, "value": v} for k, v in env.items()],
+        "env": [
+            *({"name": k, "value": v} for k, v in env.items()),
+            *(dict(e) for e in pod.extra_env if e.get("name") not in env),
+        ],
         "ports": [{"name": "keeper", "containerPort": PORT}],
         "startupProbe": probe("/readyz", 1, pod.startup_seconds),
         "readinessProbe": probe("/readyz", 5, 1),
@@ -131,7 +141,7 @@ def _heartbeats(spec: dict[str, Any], pod: KeeperPod) -> list[str]:
         conf = spec["flinkConfiguration"] = {}
     notes = []
     given = conf.get("heartbeat.timeout")
-    timeout = _millis(given)
+    timeout = _millis(given) if given is not None else FLINK_HEARTBEAT_TIMEOUT_MS
     if timeout is None or timeout > margin_ms:
         before = "Flink's default 50000" if given is None else repr(given)
         conf["heartbeat.timeout"] = str(margin_ms)
@@ -141,7 +151,7 @@ def _heartbeats(spec: dict[str, Any], pod: KeeperPod) -> list[str]:
         )
         timeout = margin_ms
     given = conf.get("heartbeat.interval")
-    interval = _millis(given)
+    interval = _millis(given) if given is not None else FLINK_HEARTBEAT_INTERVAL_MS
     if interval is None or interval * 2 > timeout:
         conf["heartbeat.interval"] = str(max(timeout // 4, 100))
         if given is not None:

@@ -28,6 +28,7 @@ from webhook.common.paths import StoragePath
 from webhook.fencing.gate import FencingGate
 from webhook.fencing.lanes import Lanes
 from webhook.member.identity import AgentIdentity
+from webhook.member.keeper import KeeperSetup, Keeping, keeper_part
 from webhook.restore.decide import SessionCluster, SessionClusterLookup, decide_restore
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome, triggered
 from webhook.restore.policy import RestorePolicy
@@ -59,9 +60,12 @@ class RestoreAudit(Audit):
     lineage: str = ""  # restored from the state the old job started from: whose, from where
     storage_rounds: int = 0  # storage requests waited for one after another (round trips)
     storage_requests: int = 0
+    keeper: str = ""  # the lease keeper's part (member/keeper.py Kept), when it had one
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
+        if self.keeper:
+            out["keeper"] = self.keeper
         if self.job_id:
             out["jobId"] = self.job_id
         if self.carried:
@@ -105,6 +109,9 @@ class MemberHandler:
     # (namespace, name, seconds left) -> a FlinkBlueGreenDeployment (its hold holds its children); with
     # fencing, read from the member cluster's API.
     blue_green_parents: SessionClusterSource | None = None
+    # With fencing: the product's image, this member's name and its Kubernetes version, for the lease
+    # keeper each fenced FlinkDeployment gets (member/keeper.py); None: no keeper.
+    keeper: Callable[[], KeeperSetup] | None = None
 
     def __post_init__(self) -> None:
         self._pool: concurrent.futures.Executor = (
@@ -129,13 +136,15 @@ class MemberHandler:
         vouch: Callable[[str], str | None] | None = None,
         lanes: Lanes | None = None,
         blue_green_parents: SessionClusterSource | None = None,
+        keeper: Callable[[], KeeperSetup] | None = None,
     ) -> MemberHandler:
         """``cluster``: this member's name in Karmada, when its fencing agent runs (else no fencing);
         ``agent_users``: the identities the agent's release markers are accepted from (none known: no
         one's); ``read_only`` (``review --cluster``): the records are read, never written, and the
         answer is the server's; ``vouch(kind)``: why this replica's agent cannot fence a restore of that
         kind now (None: it can); ``lanes``: the storage lanes shared with the agent;
-        ``blue_green_parents``: reads a child's FlinkBlueGreenDeployment (its hold holds the child)."""
+        ``blue_green_parents``: reads a child's FlinkBlueGreenDeployment (its hold holds the child);
+        ``keeper``: what the lease keeper's sidecar needs beside the policy (used with fencing only)."""
         storage = CheckpointStorage(policy.storage_options)
         if not daemon_lookups:
             storage.warm(policy.allowed_schemes)  # each worker's clients before its first admission
@@ -157,6 +166,7 @@ class MemberHandler:
             identity,
             events or NoEvents(),
             blue_green_parents,
+            keeper if gate is not None else None,
         )
 
     def __call__(self, request: AdmissionRequest) -> AdmissionResponse:
@@ -226,10 +236,16 @@ class MemberHandler:
             STORAGE_ERRORS.inc()
         if self.fencing is not None and pending is not None and decision.outcome is RestoreOutcome.RESTORED:
             decision = self.fencing.admit(fenced, decision, pending, deadline.remaining())
+        keeping = None
+        if self.keeper is not None and self.fencing is not None:
+            setup = self.keeper()
+            keeping = keeper_part(
+                request.object, resource, old, decision, self.policy, setup, request.old_object
+            )
         if not request.dry_run:
-            for occurrence in admission_events(request, decision, self.policy):
+            for occurrence in admission_events(request, decision, self.policy, keeping):
                 self.events.record(occurrence)  # queued: never waits for the API server
-        return respond(request, decision)
+        return respond(request, decision, keeping)
 
     def _child_held(
         self,
@@ -371,7 +387,10 @@ def _describe(key: tuple[str, str, str]) -> str:
 
 
 def admission_events(
-    request: AdmissionRequest, decision: RestoreDecision, policy: RestorePolicy
+    request: AdmissionRequest,
+    decision: RestoreDecision,
+    policy: RestorePolicy,
+    keeping: Keeping | None = None,
 ) -> list[Occurrence]:
     """The Events an admission's decision is worth (pure). A CREATE's object has no uid yet, so its
     Events show in ``kubectl get events`` but not in ``describe``; the agent's later Events on the
@@ -411,11 +430,16 @@ def admission_events(
     if asked:
         note = f"release asked by {asked}: the fencing agent starts the job at its next poll"
         found.append(Occurrence(regarding, NORMAL, "ReleaseRequested", "Release", note))
+    for event in keeping.events if keeping is not None else ():
+        found.append(Occurrence(regarding, event.type, event.reason, "Keeper", event.note))
     return found
 
 
-def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionResponse:
-    """Turn a decision into the admission answer (the only place that does)."""
+def respond(
+    request: AdmissionRequest, decision: RestoreDecision, keeping: Keeping | None = None
+) -> AdmissionResponse:
+    """Turn a decision, and the lease keeper's part of it, into the admission answer (the only place
+    that does)."""
     audit = RestoreAudit(
         path=decision.path,
         reason=decision.reason,
@@ -429,7 +453,10 @@ def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionRe
         lineage=decision.lineage,
         storage_rounds=decision.storage_rounds,
         storage_requests=decision.storage_requests,
+        keeper=keeping.kept.value if keeping is not None else "",
     )
+    if keeping is not None and keeping.refused:
+        return denied(request, keeping.refused, RestoreOutcome.DENIED, audit)
     if decision.outcome is RestoreOutcome.DENIED:
         if decision.storage_error:
             # Not a permission problem: the state could not be read now; 503 says "try again".
@@ -438,10 +465,14 @@ def respond(request: AdmissionRequest, decision: RestoreDecision) -> AdmissionRe
     ops = object_ops(
         request.object, decision.spec_job, decision.annotations, decision.labels, job_path(request.kind)
     )
+    warnings = decision.warnings
+    if keeping is not None:
+        ops += keeping.ops
+        warnings += keeping.warnings
     answer = decision.outcome
     if decision.carried:
         answer = RestoreOutcome.CARRIED if ops else RestoreOutcome.UNCHANGED
-    return patched(request, ops, answer, audit, decision.warnings)
+    return patched(request, ops, answer, audit, warnings)
 
 
 def internal_error(request: AdmissionRequest, exc: Exception) -> AdmissionResponse:

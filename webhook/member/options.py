@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
+from webhook import __version__
 from webhook.common.envoptions import add_env_option
 from webhook.common.kubeclient import ClientConfig
 from webhook.member.identity import AgentIdentity, token_subject
@@ -17,6 +18,9 @@ from webhook.restore.policy import RestorePolicy
 # The webhook registration's failurePolicy (the chart sets it from member.webhook.failurePolicy).
 FAILURE_POLICY_ENV = "FLINK_FAILOVER_WEBHOOK_FAILURE_POLICY"
 FAILURE_POLICIES = ("Fail", "Ignore")
+# The lease keeper's image (the chart passes its own); without it, what `make image` tags for this release.
+KEEPER_IMAGE_ENV = "FLINK_FAILOVER_KEEPER_IMAGE"
+DEFAULT_KEEPER_IMAGE = f"flink-failover:{__version__}"
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class MemberOptions:
     # nobody (said at start-up).
     agent_users: frozenset[str] = frozenset()
     agent_token: str = ""  # in a pod without --kubeconfig: the service account token's subject
+    keeper_image: str = DEFAULT_KEEPER_IMAGE  # the image of the lease keeper's sidecar (with fencing)
 
     def identity(self) -> AgentIdentity:
         return AgentIdentity.of_cluster(self.agent_users, self.own_cluster, self.agent_token)
@@ -91,6 +96,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "Ignore is refused with --cluster (fencing)",
         choices=FAILURE_POLICIES,
     )
+    add_env_option(
+        member,
+        "--keeper-image",
+        KEEPER_IMAGE_ENV,
+        DEFAULT_KEEPER_IMAGE,
+        "member role with fencing: the lease keeper's image, in each fenced JobManager pod (docs/keeper.md)",
+        otherwise=f"{DEFAULT_KEEPER_IMAGE}, the name `make image` gives this release",
+    )
 
 
 def from_args(args: argparse.Namespace, policy: RestorePolicy) -> MemberOptions | str:
@@ -120,6 +133,9 @@ def from_args(args: argparse.Namespace, policy: RestorePolicy) -> MemberOptions 
     named = list(getattr(args, "agent_user", None) or [])  # $FLINK_FAILOVER_AGENT_USERS, then each given
     token = token_subject() if not named and not args.kubeconfig else ""
     events = own or (client if getattr(args, "events", False) else None)
+    image = (getattr(args, "keeper_image", None) or DEFAULT_KEEPER_IMAGE).strip()
+    if not image or any(c.isspace() for c in image):
+        return f"--keeper-image {image!r} is not an image reference"
     return MemberOptions(
-        policy, bool(args.require_storage_backends), own, events, fencing, frozenset(named), token
+        policy, bool(args.require_storage_backends), own, events, fencing, frozenset(named), token, image
     )

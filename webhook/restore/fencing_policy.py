@@ -5,10 +5,11 @@ trouble, declared field by field as ``restore/policy.py`` declares the rest (``P
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from enum import StrEnum
 
-from webhook.restore.schema import AtMost, Block, Choice, Field, Flag, Number
+from webhook.restore.schema import AtMost, Block, Choice, Field, Flag, Names, Number, Pattern
 
 MAX_LEASE_SECONDS = 3600
 
@@ -25,6 +26,27 @@ class RenewFailure(StrEnum):
 
     STOP = "stop"  # step down (suspend without a savepoint) before anyone may take over
     KEEP_RUNNING = "keep-running"  # availability: keep running, a second copy becomes possible
+
+
+@dataclass(frozen=True)
+class KeeperPolicy:
+    """The lease keeper in each fenced FlinkDeployment's JobManager pod (docs/keeper.md): on wherever
+    fencing is on; the platform team turns it off here for a namespace or a job (never a label on the
+    job: whoever may edit a job may not take it out of its guard)."""
+
+    enabled: bool = True
+    off_namespaces: tuple[str, ...] = ()
+    off_jobs: tuple[str, ...] = ()  # namespace/name of a FlinkDeployment
+
+    def off_for(self, namespace: str, name: str) -> str:
+        """Why the keeper is off for this job ("" when it is on), naming the policy field that says so."""
+        if not self.enabled:
+            return "fencing.keeper.enabled is false"
+        if namespace in self.off_namespaces:
+            return f"fencing.keeper.offNamespaces names {namespace}"
+        if f"{namespace}/{name}" in self.off_jobs:
+            return f"fencing.keeper.offJobs names {namespace}/{name}"
+        return ""
 
 
 @dataclass(frozen=True)
@@ -49,6 +71,7 @@ class FencingPolicy:
     # How often the agent confirms a running job's newest checkpoint and keeps its verdict
     # (restore/verdict.py), so a failover checks only what changed since; 0: never.
     verdict_seconds: int = 60
+    keeper: KeeperPolicy = field(default_factory=KeeperPolicy)
 
     @property
     def call_timeout(self) -> float:
@@ -66,6 +89,44 @@ def _seconds(maximum: float) -> Number:
 
 
 _LEASE = _seconds(MAX_LEASE_SECONDS)
+_NAMESPACE = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+
+KEEPER = Block(
+    KeeperPolicy,
+    (
+        Field(
+            "enabled",
+            "enabled",
+            Flag(),
+            "add the lease keeper to every fenced FlinkDeployment's JobManager pod (Kubernetes 1.29+); "
+            "`false`: nowhere",
+        ),
+        Field(
+            "offNamespaces",
+            "off_namespaces",
+            Names(
+                Pattern(re.compile(f"^{_NAMESPACE}$"), 63, "{value!r} is not a namespace name"),
+                "namespaces",
+                True,
+            ),
+            "namespaces whose jobs get no keeper",
+        ),
+        Field(
+            "offJobs",
+            "off_jobs",
+            Names(
+                Pattern(
+                    re.compile(f"^{_NAMESPACE}/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"),
+                    317,
+                    "{value!r} is not NAMESPACE/NAME of a FlinkDeployment",
+                ),
+                "NAMESPACE/NAME of FlinkDeployments",
+                True,
+            ),
+            "FlinkDeployments or FlinkBlueGreenDeployments (`namespace/name`) that get no keeper",
+        ),
+    ),
+)
 
 FENCING = Block(
     FencingPolicy,
@@ -126,6 +187,15 @@ FENCING = Block(
             "with `verify: files`, how often the agent checks each running job's newest checkpoint and keeps "
             "its verdict, so a failover checks only the files new since; `0`: never (a failover then checks "
             "what the last release or resume confirmed, or everything)",
+        ),
+        Field(
+            "keeper",
+            "keeper",
+            KEEPER,
+            "the lease keeper beside each fenced job's JobManager, which stops it when its lease cannot be "
+            "renewed whatever else is down ([docs/keeper.md](docs/keeper.md)); off for a namespace or a job "
+            "only here, each admission of such a job saying in an Event what that costs",
+            shown_default="`{enabled: true, offNamespaces: [], offJobs: []}`",
         ),
     ),
     rules=(

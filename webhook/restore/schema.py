@@ -140,10 +140,18 @@ class Names:
 
     item: Pattern | Members
     what: str  # "label keys", "schemes"
+    empty: bool = False  # an empty list is one (a list of exceptions: none)
 
     def read(self, name: str, value: Any) -> Any:
-        if not isinstance(value, list) or not value or not all(isinstance(v, str) and v for v in value):
-            raise PolicyError(name, f"must be a list of {self.what} (at least one)")
+        if value is None and self.empty:
+            return ()
+        if (
+            not isinstance(value, list)
+            or not (value or self.empty)
+            or not all(isinstance(v, str) and v for v in value)
+        ):
+            least = "" if self.empty else " (at least one)"
+            raise PolicyError(name, f"must be a list of {self.what}{least}")
         if len(set(value)) != len(value):
             twice = sorted({v for v in value if value.count(v) > 1})
             raise PolicyError(name, f"names {', '.join(twice)} more than once")
@@ -152,7 +160,8 @@ class Names:
         return tuple(value)
 
     def schema(self) -> Schema:
-        return {"type": "array", "items": self.item.schema(), "minItems": 1, "uniqueItems": True}
+        least = 0 if self.empty else 1
+        return {"type": "array", "items": self.item.schema(), "minItems": least, "uniqueItems": True}
 
 
 @dataclass(frozen=True)
