@@ -55,20 +55,23 @@ def _start(world: World, name: str, shipped: str, purge_mode: str | None = None)
     return cluster, job
 
 
-def _gone(world: World, cluster: str, name: str) -> bool:
-    return world.member_object(cluster, name) is None
+def _gone(world: World, cluster: str, name: str, namespace: str = NAMESPACE) -> bool:
+    return world.member_object(cluster, name, namespace) is None
 
 
-def _outcome(world: World, name: str, old_cluster: str, triggered: float) -> Outcome:
-    key = (NAMESPACE, name)
+def _outcome(
+    world: World, name: str, old_cluster: str, triggered: float, namespace: str = NAMESPACE
+) -> Outcome:
+    key = (namespace, name)
     new_cluster = next(c for c in world.operators if c != old_cluster)
     world.wait_running(key, new_cluster, timeout=180)
-    wait_until(f"{name} gone from {old_cluster}", lambda: _gone(world, old_cluster, name), 120)
+    wait_until(f"{name} gone from {old_cluster}", lambda: _gone(world, old_cluster, name, namespace), 120)
     old = world.operators[old_cluster].jobs_of(*key)[-1]
     new = world.operators[new_cluster].jobs_of(*key)[-1]
     started = world.timeline.first_running(key, new_cluster, triggered)
     assert started is not None
-    annotations = (world.member_object(new_cluster, name) or {}).get("metadata", {}).get("annotations") or {}
+    new_object = world.member_object(new_cluster, name, namespace) or {}
+    annotations = new_object.get("metadata", {}).get("annotations") or {}
     return Outcome(
         old,
         new,

@@ -8,27 +8,38 @@ injected; the job runs only while its JobManager (a stand-in process the keeper 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from tests.e2e import flows
-from tests.e2e.scenario import NAMESPACE, Outcome, World, flink_job
+from tests.e2e.scenario import Outcome, World, cleanup, flink_job
 
-KEEPER_JOB = "keeper-guarded"  # the stack's policy turns the keeper on for this job only (stack.py)
+# The tier's policy turns the keeper off in the other scenarios' namespace (``stack.py``): this one's jobs
+# get it, as every fenced job does by default.
+GUARDED = "guarded"
 
 
-def role_down(world: World, jobs: list[str]) -> Outcome:
+def role_down(world: World) -> Outcome:
     """Every member-role replica of the job's cluster is killed (its webhook and fencing agent gone), then
     Karmada is cut off from that cluster while the job runs on (the partition of ``flows.partition``):
     nothing on the old cluster's side but the keeper can stop the old copy. The new cluster fences the
     job and holds it; the old keeper sees the newer fence and kills its JobManager; with no agent to
     acknowledge, the new copy is released when the old heartbeat's lease expires (its keeper renews it no
     more), and starts from the old job's newest checkpoint: never two RUNNING, no checkpoint lost."""
-    name = KEEPER_JOB
-    jobs.append(name)
-    key = (NAMESPACE, name)
-    world.submit([flink_job(name)], flows._partition_policy([name]))
+    name = "role-down"
+    key = (GUARDED, name)
+    policy = flows._partition_policy([name])
+    policy["metadata"]["namespace"] = GUARDED
+    try:
+        return _role_down(world, name, key, policy)
+    finally:
+        cleanup(world, [name], GUARDED)
+
+
+def _role_down(world: World, name: str, key: tuple[str, str], policy: dict[str, Any]) -> Outcome:
+    world.submit([flink_job(name, GUARDED)], policy)
     old_cluster = world.wait_running(key)
     job = world.wait_checkpoints(old_cluster, key, 3)
-    world.wait_captured(name, old_cluster, job.job_id)
+    world.wait_captured(name, old_cluster, job.job_id, GUARDED)
     kubelet = world.operators[old_cluster].kubelet
     assert kubelet is not None
     pod = kubelet.pod(key)
@@ -45,12 +56,13 @@ def role_down(world: World, jobs: list[str]) -> Outcome:
     try:
         world.wait_running(key, new_cluster, timeout=240)
         still_running = world.running_job(old_cluster, key) is not None
-        released = flows._annotation(world, new_cluster, name, flows.RELEASED)
+        new_object = world.member_object(new_cluster, name, GUARDED) or {}
+        released = str(((new_object.get("metadata") or {}).get("annotations") or {}).get(flows.RELEASED, ""))
     finally:
         proxy.heal()
         for index in range(replicas):
             world.restart_member_replica(old_cluster, index)
-    outcome = flows._outcome(world, name, old_cluster, triggered)
+    outcome = flows._outcome(world, name, old_cluster, triggered, GUARDED)
     world.record(
         outcome.line(
             "member role down (both replicas killed), Karmada cut off; the keeper stops the old copy"

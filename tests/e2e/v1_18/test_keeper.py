@@ -6,5 +6,5 @@ from tests.e2e import flows_keeper
 from tests.e2e.scenario import World
 
 
-def test_a_job_whose_member_role_is_down_is_stopped_by_its_keeper(world: World, jobs: list[str]) -> None:
-    flows_keeper.role_down(world, jobs)
+def test_a_job_whose_member_role_is_down_is_stopped_by_its_keeper(world: World) -> None:
+    flows_keeper.role_down(world)
