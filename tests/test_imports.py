@@ -55,6 +55,7 @@ PURE_CORE = (
     "webhook.fencing.operator",
     "webhook.fencing.layout",
     "webhook.fencing.copies",
+    "webhook.fencing.renewal",
     "webhook.fencing.decide",
     "webhook.fencing.verdicts",
     "webhook.member.failover",
@@ -116,7 +117,8 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     # One running copy: who may run (pure) below, the records, the agent and its commands above.
     "webhook.fencing": (
         ("protocol", "operator", "layout", "metrics"),  # who may run, what the operator reports, names
-        ("copies", "lanes"),  # a Flink object as fencing sees it; storage calls with a deadline
+        # a Flink object as fencing sees it; storage calls with a deadline; who renews, when (pure)
+        ("copies", "lanes", "renewal"),
         # the agent's plans (pure); whose verdicts are due (pure); the records read and written
         ("decide", "verdicts", "records"),
         (

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support.simulation import LATENCY, Fault, SimFileSystem, World
-from webhook.fencing.decide import retry_seconds
+from webhook.fencing.renewal import retry_seconds
 from webhook.restore.policy import FencingPolicy, RestorePolicy
 
 FENCING = FencingPolicy(lease_seconds=30, poll_seconds=5, renew_deadline_seconds=10, stop_margin_seconds=10)

@@ -90,6 +90,10 @@ class OperatorDouble:
     start_seconds: float = 0.3
     checkpoint_seconds: float = 0.5
     tick: float = 0.05
+    # The job's pod, where its JobManager is a process of its own (tests/support/jobpod.py): started with
+    # each job, stopped with it; that process, not the double, then completes the job's checkpoints.
+    on_start: Callable[[Job], None] | None = None
+    on_end: Callable[[Job], None] | None = None
     jobs: list[Job] = field(default_factory=list)
     _asked: dict[Key, float] = field(default_factory=dict)
     _current: dict[Key, Job] = field(default_factory=dict)
@@ -112,6 +116,8 @@ class OperatorDouble:
         job.checkpoints.append((last_checkpoint, job.started))
         self.jobs.append(job)
         self._current[(namespace, name)] = job
+        if self.on_start is not None:
+            self.on_start(job)
 
     def _loop(self) -> None:
         while not self._halt.wait(self.tick):
@@ -122,7 +128,7 @@ class OperatorDouble:
                 self._reconcile(key, obj, now)
             for key in [k for k in self._current if k not in objects]:  # deleted: the cluster goes
                 self._end(key, now)
-            for job in [j for j in self._current.values() if j.ended is None]:
+            for job in [j for j in self._current.values() if j.ended is None and self.on_start is None]:
                 last, at = job.checkpoints[-1] if job.checkpoints else (job.first_id - 1, job.started)
                 if now - at >= self.checkpoint_seconds:
                     self.write_checkpoint(job.job_id, last + 1)
@@ -155,11 +161,15 @@ class OperatorDouble:
         self.jobs.append(job)
         self._current[key] = job
         set_status(self.fake, *key, running_status(job.job_id, obj.get("spec") or {}))
+        if self.on_start is not None:
+            self.on_start(job)
 
     def _end(self, key: Key, now: float) -> None:
         job = self._current.pop(key, None)
         if job is not None and job.ended is None:
             job.ended = time.monotonic()
+            if self.on_end is not None:
+                self.on_end(job)
 
 
 def _checkpoint_id(path: str) -> int:

@@ -7,6 +7,12 @@ Each cluster is a fake API server with the product's member role served for real
 checkpoints and ownership records; member1's role reaches a networked one only through a TCP proxy
 that can be cut or slowed, while the jobs write their checkpoints straight to it with their own client
 (a job's storage path is its own; only the role loses it). Local files have no proxy: nothing to cut.
+
+With ``pods``, member1's job runs in a pod of processes (``tests/support/jobpod.py``): its JobManager is a
+process that completes the job's checkpoints itself, under the lease keeper when ``keeper`` (its spec then
+carries the keeper's sidecar, as the webhook injects it), and the old copy counts as RUNNING only while
+that process runs the job. member1's role then reaches its API server through a TCP proxy too, so the
+API server can be cut from it while the pod runs on.
 """
 
 from __future__ import annotations
@@ -24,6 +30,9 @@ import yaml
 
 from tests.controlplane import fakeapi
 from tests.support.backends import Running
+from tests.support.jobpod import JobPod
+from tests.support.keeper import policy_text
+from tests.support.kube import write_kubeconfig
 from tests.support.objects import (
     JOB_ID,
     apply,
@@ -32,10 +41,12 @@ from tests.support.objects import (
     flink_metadata,
     review,
 )
-from tests.support.operator import OperatorDouble, lost_checkpoints, overlap, running_status
+from tests.support.operator import Job, OperatorDouble, lost_checkpoints, overlap, running_status
 from tests.support.server import RunningServer, generate_certs, serve
 from tests.support.tcpproxy import TcpProxy
 from webhook.common.paths import StoragePath
+from webhook.fencing.layout import Workload
+from webhook.keeper.inject import KeeperPod, with_keeper
 
 P = "flink-failover.io"
 
@@ -87,6 +98,12 @@ class Production:
     operator2: OperatorDouble
     stack: ExitStack
     timings: Timings
+    pod: JobPod | None = None  # member1's job as processes (``pods``)
+    api1: TcpProxy | None = None  # member1's role reaches its API server through it (``pods``)
+
+    def old_jobs(self) -> list[Job]:
+        """member1's jobs: its JobManager processes' lives where it runs in a pod, else the operator's."""
+        return self.pod.lives() if self.pod is not None else self.operator1.jobs
 
     @property
     def endpoint(self) -> str:
@@ -136,6 +153,9 @@ class Production:
     @contextmanager
     def role(self, name: str, fake: fakeapi.RunningFake, endpoint: str) -> Iterator[RunningServer]:
         kubeconfig = fake.kubeconfig(self.tmp / f"{name}.kubeconfig")
+        if name == "member1" and self.api1 is not None:
+            server = f"http://127.0.0.1:{self.api1.port}"
+            kubeconfig = write_kubeconfig(self.tmp / f"{name}.kubeconfig", server, name="karmada")
         extra = ["--cluster", name, "--kubeconfig", str(kubeconfig), "--workers", "1", "--threads", "4"]
         log_file = self.tmp / f"{name}-{time.monotonic_ns()}.log"
         with serve(self.certs, self.policy(name, endpoint), log_file, extra=extra) as server:
@@ -169,18 +189,26 @@ class Production:
         checkpointed is lost."""
         assert wait_for(lambda: bool(self.operator2.jobs)), "the new job never started"
         new = self.operator2.jobs[0]
-        assert overlap(self.operator1.jobs, self.operator2.jobs) == 0.0, (self.operator1.jobs, new)
-        assert all(job.ended is not None for job in self.operator1.jobs), "the old job still runs"
-        assert lost_checkpoints(self.operator1.jobs, new) == [], new.started_from
+        assert overlap(self.old_jobs(), self.operator2.jobs) == 0.0, (self.old_jobs(), new)
+        assert wait_for(lambda: all(job.ended is not None for job in self.old_jobs())), "the old job runs"
+        assert lost_checkpoints(self.old_jobs(), new) == [], new.started_from
 
     def released_cause(self) -> str:
         return str(self.obj(self.member2)["metadata"]["annotations"].get(f"{P}/released", ""))
 
 
 @contextmanager
-def production(storage: Running, tmp: Path, timings: Timings, prefix: str = "prod") -> Iterator[Production]:
+def production(
+    storage: Running,
+    tmp: Path,
+    timings: Timings,
+    prefix: str = "prod",
+    pods: bool = False,
+    keeper: bool = False,
+) -> Iterator[Production]:
     """member1 runs job JOB_ID (checkpoints 1-3 done) and heartbeats once its role is started; a new
-    bucket (container, directory) named from ``prefix`` on ``storage`` holds everything."""
+    bucket (container, directory) named from ``prefix`` on ``storage`` holds everything. ``pods``: its
+    JobManager is a process (under the lease keeper when ``keeper``), running when this returns."""
     root = f"{storage.bucket(prefix)}/checkpoints"
 
     def writer(job_id: str, n: int) -> None:
@@ -197,9 +225,17 @@ def production(storage: Running, tmp: Path, timings: Timings, prefix: str = "pro
         stack.callback(member1.stop)
         stack.callback(member2.stop)
         checkpoint_every = max(0.5, timings.poll / 2)
+        pod = _pod(storage, tmp, root, timings, keeper) if pods else None
         operator1 = OperatorDouble(
-            member1.fake, timings.stop, writer, checkpoint_seconds=checkpoint_every
+            member1.fake,
+            timings.stop,
+            writer,
+            checkpoint_seconds=checkpoint_every,
+            on_start=None if pod is None else (lambda job: pod.start()),
+            on_end=None if pod is None else (lambda job: pod.stop()),
         ).start()
+        if pod is not None:
+            stack.callback(pod.stop)
         operator2 = OperatorDouble(
             member2.fake, timings.stop, writer, checkpoint_seconds=checkpoint_every
         ).start()
@@ -208,13 +244,51 @@ def production(storage: Running, tmp: Path, timings: Timings, prefix: str = "pro
         old = flink_deployment()
         old["spec"]["job"]["state"] = "running"
         old["spec"]["job"]["upgradeMode"] = "savepoint"
+        if pod is not None and keeper:
+            fencing = {"leaseSeconds": timings.lease, "pollSeconds": timings.poll}
+            sidecar = KeeperPod("flink-failover:test", "member1", root, WORKLOAD, 0, fencing)
+            old = with_keeper(old, sidecar)[0]  # as the member webhook injects it
         old["status"] = running_status(JOB_ID, old["spec"])
         member1.fake.upsert(old)
         operator1.adopt("analytics", "orders", JOB_ID, 3)
+        api1 = None
+        if pod is not None:
+            assert wait_for(pod.running), f"member1's JobManager never ran the job ({pod.workdir})"
+            api1 = TcpProxy(member1.server.server_address[1])
+            stack.callback(api1.close)
         certs = generate_certs(tmp / "certs")
         yield Production(
-            tmp, storage, proxy, root, certs, member1, member2, operator1, operator2, stack, timings
+            tmp,
+            storage,
+            proxy,
+            root,
+            certs,
+            member1,
+            member2,
+            operator1,
+            operator2,
+            stack,
+            timings,
+            pod,
+            api1,
         )
+
+
+WORKLOAD = Workload("FlinkDeployment", "analytics", "orders")
+
+
+def _pod(storage: Running, tmp: Path, root: str, timings: Timings, keeper: bool) -> JobPod:
+    """member1's JobManager pod: its keeper (the policy's timings, the job's storage reached directly,
+    as the job reaches it) when ``keeper``."""
+    fencing = {
+        "leaseSeconds": timings.lease,
+        "pollSeconds": timings.poll,
+        "renewDeadlineSeconds": timings.deadline,
+        "stopMarginSeconds": timings.margin,
+    }
+    policy = policy_text(storage.storage_options(), **fencing) if keeper else None
+    every = max(0.5, timings.poll / 2)  # as the operator doubles' jobs checkpoint
+    return JobPod(tmp / "pod", root, JOB_ID, storage.options(), policy, every=every)
 
 
 def start_pair(p: Production) -> tuple[RunningServer, RunningServer]:

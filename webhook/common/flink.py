@@ -30,7 +30,10 @@ def deployment_spec_path(kind: str) -> tuple[str, ...]:
 
 def runs_keeper(obj: Mapping[str, Any]) -> bool:
     """The object's JobManager pod template runs the lease keeper (the sidecar the member webhook adds
-    to a fenced FlinkDeployment or FlinkBlueGreenDeployment: the copy is guarded in its own pod)."""
+    to a fenced FlinkDeployment or FlinkBlueGreenDeployment: the copy is guarded in its own pod). A
+    FlinkSessionJob never is: it has no JobManager of its own."""
+    if str(obj.get("kind") or "FlinkDeployment") not in ("FlinkDeployment", BLUE_GREEN):
+        return False
     spec: Any = obj
     for key in deployment_spec_path(str(obj.get("kind") or "")):
         spec = as_map(spec).get(key)

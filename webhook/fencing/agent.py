@@ -39,6 +39,7 @@ from webhook.fencing.decide import (
     Beat,
     Effect,
     KeepRenewing,
+    LookForKeeper,
     MarkStopping,
     Plan,
     Release,
@@ -52,7 +53,6 @@ from webhook.fencing.decide import (
     Unreadable,
     WriteFence,
     decide,
-    retry_seconds,
     trouble_of,
 )
 from webhook.fencing.executors import Executors, StorageProblem
@@ -61,6 +61,7 @@ from webhook.fencing.lanes import Lanes
 from webhook.fencing.protocol import Ownership
 from webhook.fencing.reads import PollReads
 from webhook.fencing.records import FencingStore, Workload
+from webhook.fencing.renewal import retry_seconds
 from webhook.fencing.renewer import Renewer, pause
 from webhook.fencing.report import Health, Report, Step, list_problem
 from webhook.restore.policy import RestorePolicy
@@ -291,6 +292,7 @@ class FencingAgent:
             storage_now,
             self.executors.hold_written.get(copy.patched),
             self.executors.release_waited.get(copy.patched),
+            self.renewer.kept(copy.patched),
         )
         return decide(self.cluster, copy, records, times, self.policy.fencing)
 
@@ -318,6 +320,9 @@ class FencingAgent:
             match effect:
                 case KeepRenewing():
                     run.keep_renewing(copy, effect, listed_at)
+                    return None
+                case LookForKeeper():
+                    run.look_for_keeper(copy, effect)
                     return None
                 case Beat():
                     await run.beat(copy)

@@ -27,7 +27,7 @@ from webhook.common.contract import (
     RESUMED,
     STEPPED_DOWN,
 )
-from webhook.common.flink import BLUE_GREEN, FlinkResource, with_session_cluster
+from webhook.common.flink import BLUE_GREEN, FlinkResource, runs_keeper, with_session_cluster
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.common.untyped import as_map
 from webhook.fencing.layout import FOLDER, Workload
@@ -78,6 +78,9 @@ class Copy:
     # A FlinkSessionJob's session cluster (its directories and Flink): as the restore recorded it, else as
     # the agent's listing shows it; None when neither knows it.
     session: FlinkResource | None = None
+    # Its JobManager's podTemplate carries the lease keeper's sidecar: the spec's word only (the pod that
+    # runs may predate it); the heartbeat's writer says when the keeper renews (``renewal``).
+    guarded: bool = False
 
     @property
     def patched(self) -> Workload:
@@ -237,6 +240,7 @@ def read_copy(obj: Mapping[str, Any], policy: RestorePolicy, sessions: SessionCl
         str(obj.get("apiVersion") or "flink.apache.org/v1beta1"),
         Workload(resource.kind, resource.namespace, resource.name) if resource.blue_green_parent else None,
         session=session,
+        guarded=runs_keeper(obj),
     )
 
 

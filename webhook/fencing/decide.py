@@ -2,12 +2,12 @@
 
 ``decide`` reads a copy (as ``copies.read_copy`` sees it: its state, epoch, what its operator reports),
 the workload's ownership records (or why they could not be read), the times that matter and the fencing
-policy, and returns a ``Plan``: chains of effects and the ``Action`` to log. ``renewal`` decides, for the
-heartbeat loop, whether a copy's heartbeat is renewed now, left alone or the copy stepped down;
-``release_start`` what a release starts from once the newest checkpoint was looked for (``newest_known``:
-only a lookup that ran to its end may keep the admitted path; one that could not check holds), and
-``resume_query`` / ``resume_start`` where a stepped-down copy resumes (or why it waits). The agent only
-executes them (``agent.py``, ``renewer.py``); every choice is made here, where the property tests reach it.
+policy, and returns a ``Plan``: chains of effects and the ``Action`` to log (the heartbeat loop's
+answers, and what a copy the lease keeper guards leaves to it, are ``renewal``'s); ``release_start``
+what a release starts from once the newest checkpoint was looked for (``newest_known``: only a lookup
+that ran to its end may keep the admitted path; one that could not check holds), and ``resume_query`` /
+``resume_start`` where a stepped-down copy resumes (or why it waits). The agent only executes them
+(``agent.py``, ``renewer.py``); every choice is made here, where the property tests reach it.
 
 The rules, on top of ``protocol``'s:
 
@@ -53,9 +53,10 @@ from webhook.fencing.protocol import (
     judge_hold,
     superseding,
 )
+from webhook.fencing.renewal import retry_seconds
 from webhook.restore.decide import restoring_flink
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
-from webhook.restore.policy import FencingPolicy, FencingStorageError, Prefer, RenewFailure, RestorePolicy
+from webhook.restore.policy import FencingPolicy, FencingStorageError, Prefer, RestorePolicy
 from webhook.restore.snapshots import SnapshotQuery, Snapshots, checked_as, choose, newest
 
 
@@ -110,6 +111,15 @@ class KeepRenewing:
 
 
 @dataclass(frozen=True)
+class LookForKeeper:
+    """The copy's spec carries the lease keeper: the heartbeat loop reads this cluster's heartbeat record
+    before each renewal, and once it shows the keeper writing it for ``epoch`` writes no more and leaves
+    the copy to the keeper (``renewal.keeper_renews``)."""
+
+    epoch: int
+
+
+@dataclass(frozen=True)
 class WriteFence:
     epoch: int  # the fence of this copy's own restore, missing (storage was down at admission)
 
@@ -161,6 +171,7 @@ class Supersede:
 Effect = (
     Beat
     | KeepRenewing
+    | LookForKeeper
     | WriteFence
     | Stop
     | MarkStopping
@@ -174,7 +185,7 @@ Effect = (
 
 # Effects that touch only the storage; the others patch the object (a release and a resume read the
 # storage first): a failed effect's trouble is its side.
-STORAGE_EFFECTS = (Beat, KeepRenewing, WriteFence, MarkStopping, Acknowledge)
+STORAGE_EFFECTS = (Beat, KeepRenewing, LookForKeeper, WriteFence, MarkStopping, Acknowledge)
 
 
 def trouble_of(effect: Effect) -> Trouble:
@@ -218,6 +229,7 @@ class Times:
     hold_written: float | None = None  # monotonic time the agent last wrote this copy's hold text
     # monotonic start of this copy's last release that waited (its newest checkpoint not checked)
     release_waited: float | None = None
+    keeper: bool = False  # the keeper in the copy's pod was seen renewing its heartbeat (``renewal``)
 
 
 def decide(me: str, copy: Copy, records: Ownership | Unreadable, times: Times, policy: FencingPolicy) -> Plan:
@@ -260,7 +272,11 @@ def _running(me: str, copy: Copy, records: Ownership | Unreadable, times: Times)
             Action.STOPPING, detail, (Stop(fence), MarkStopping(fence.epoch)), (KeepRenewing(True, False),)
         )
     repair = bool(copy.epoch and copy.restored_here and records.fence(me, copy.epoch) is None)
-    return plan(Action.HEARTBEAT, "", (WriteFence(copy.epoch),) if repair else (), (KeepRenewing(True),))
+    mend: Chain = (WriteFence(copy.epoch),) if repair else ()
+    if times.keeper:  # renewed by its keeper: the agent neither renews nor steps it down (``renewal``)
+        return plan(Action.HEARTBEAT, "renewed by the keeper in its pod", mend, (KeepRenewing(True),))
+    look: Chain = (LookForKeeper(copy.epoch),) if copy.guarded else ()
+    return plan(Action.HEARTBEAT, "", mend, (KeepRenewing(True),), look)
 
 
 def _fenced(me: str, copy: Copy, records: Ownership | Unreadable) -> Plan:
@@ -332,60 +348,6 @@ def _held(me: str, copy: Copy, records: Ownership | Unreadable, times: Times, po
         return plan(Action.HELD, "released once the operator has created its FlinkDeployment")
     # Heartbeat before the job may start: a failover that follows must wait for this copy too.
     return plan(Action.RELEASED, cause.value, (Beat(), Release(cause)))
-
-
-# --- the heartbeat loop ----------------------------------------------------------------------------
-
-
-class Renewal(StrEnum):
-    WAIT = "wait"
-    BEAT = "beat"
-    STEP_DOWN = "step-down"
-
-
-@dataclass(frozen=True)
-class Renewing:
-    """What the heartbeat loop knows of one copy (all times on the agent's monotonic clock)."""
-
-    renewed: float  # start of its last renewal that succeeded (or the first-sight stand-in)
-    confirmed: float  # start of the last listing that found no newer fence (-inf: none yet)
-    may_step_down: bool  # a running copy (not one already asked to stop)
-    attempted: float | None = None  # start of the last renewal tried
-    in_flight: bool = False  # a renewal has been sent and not answered yet
-
-
-def retry_seconds(policy: FencingPolicy) -> float:
-    """How often the heartbeat loop looks at every copy (and retries a renewal that failed)."""
-    return max(0.05, policy.poll_seconds / 5)
-
-
-def first_seen(now: float, policy: FencingPolicy) -> float:
-    """The renewal a copy first seen at ``now`` counts as: one poll before its renew deadline. The
-    agent cannot know how long its cluster went without a renewal (an agent that restarted, a replica
-    that took over), so the copy must be renewed within a poll of being seen or it steps down."""
-    return now - max(0.0, policy.renew_deadline_seconds - policy.poll_seconds)
-
-
-def renewal(entry: Renewing, now: float, policy: FencingPolicy) -> Renewal:
-    """Step down once the renew deadline has passed; else renew when a poll has passed since the last
-    renewal (or a retry period since one that failed), while a recent listing vouches for the copy."""
-    overdue = now - entry.renewed >= policy.renew_deadline_seconds
-    if entry.may_step_down and overdue and policy.on_renew_failure is RenewFailure.STOP:
-        return Renewal.STEP_DOWN
-    if entry.in_flight:
-        return Renewal.WAIT
-    if entry.may_step_down and now - entry.confirmed > 2 * policy.poll_seconds:
-        return Renewal.WAIT  # no listing has looked for fences lately: say nothing
-    if entry.attempted is None or now - entry.renewed >= policy.poll_seconds:
-        failed_recently = entry.attempted is not None and entry.attempted > entry.renewed
-        if failed_recently and now - (entry.attempted or 0.0) < retry_seconds(policy):
-            return Renewal.WAIT
-        return Renewal.BEAT
-    return Renewal.WAIT
-
-
-def step_down_reason(entry: Renewing, now: float) -> str:
-    return f"heartbeat not renewed for {now - entry.renewed:.0f}s"
 
 
 # --- what a release and a resume start from -------------------------------------------------------

@@ -31,6 +31,7 @@ from webhook.fencing.copies import Copy
 from webhook.fencing.decide import (
     Acknowledge,
     KeepRenewing,
+    LookForKeeper,
     MarkStopping,
     RewriteHold,
     Stop,
@@ -43,13 +44,13 @@ from webhook.fencing.decide import (
     resume_query,
     resume_skipped,
     resume_start,
-    retry_seconds,
 )
 from webhook.fencing.flinkapi import MemberApi
 from webhook.fencing.lanes import Call
 from webhook.fencing.layout import Workload
 from webhook.fencing.protocol import ReleaseCause
 from webhook.fencing.records import FencingStore, fence_body
+from webhook.fencing.renewal import retry_seconds
 from webhook.fencing.renewer import Renewer
 from webhook.fencing.verdicts import VERDICT_BUDGET_FACTOR, VERDICT_DEADLINE_SECONDS, VERDICTS_AT_ONCE
 from webhook.restore.decide import SessionCluster, SessionClusterLookup, decide_restore
@@ -103,6 +104,9 @@ class Executors:
     # --- the storage's side ------------------------------------------------------------------------
     def keep_renewing(self, copy: Copy, effect: KeepRenewing, listed_at: float) -> None:
         self.renewer.keep(copy, effect, listed_at)
+
+    def look_for_keeper(self, copy: Copy, effect: LookForKeeper) -> None:
+        self.renewer.look_for_keeper(copy.patched, effect.epoch)
 
     async def beat(self, copy: Copy) -> None:
         await self.renewer.beat_now(copy)

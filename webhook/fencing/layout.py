@@ -59,3 +59,8 @@ def ack_name(epoch: int, cluster: str) -> str:
 
 def stopping_name(epoch: int, cluster: str) -> str:
     return f"stopping-{epoch:012d}-{cluster}.json"
+
+
+# The lease keeper (``keeper/``): its sidecar's name in a JobManager's podTemplate, and the ``writer`` its
+# heartbeat bodies carry (the agent's name none), by which the agent knows a copy's keeper renews it.
+KEEPER_WRITER = "keeper"

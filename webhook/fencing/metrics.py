@@ -80,3 +80,7 @@ POLL_SECONDS = Histogram(
     "How long one poll of the fencing agent took",
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
+KEEPER_HANDOVERS = Counter(
+    "flink_failover_fencing_keeper_handovers_total",
+    "Running copies whose heartbeat the agent left to the lease keeper in their pod (seen writing it)",
+)

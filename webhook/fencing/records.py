@@ -106,6 +106,12 @@ class FencingStore:
             heartbeat=True,
         )
 
+    def heartbeat_call(self, folder: StoragePath) -> Call[dict[str, Any] | None]:
+        """This cluster's heartbeat body as the storage has it (None: none, or not a JSON object): whether
+        the lease keeper wrote it (``renewal.keeper_renews``). Bodies are read for nothing else."""
+        target = folder.child(heartbeat_name(self.cluster))
+        return Call(folder, f"reading {target}", lambda left: self._body(target, left))
+
     def fence_call(self, folder: StoragePath, epoch: int, body: Mapping[str, Any]) -> Call[None]:
         return self._put(folder, fence_name(epoch, self.cluster), body)
 
@@ -215,6 +221,20 @@ class FencingStore:
             by_folder.setdefault(str(path).rstrip("/").rsplit("/", 1)[0], []).append(entry)
         coarse = root.protocol in WHOLE_SECOND_TIMES
         return {folder: parse_listing(entries, coarse) for folder, entries in by_folder.items()}
+
+    def _body(self, target: StoragePath, left: float) -> dict[str, Any] | None:
+        fs = self._storage.filesystem(target)
+        try:
+            data = fs.cat_file(target.fs_path, **_timed(fs, left))
+        except FileNotFoundError:
+            return None
+        except Exception as exc:
+            raise _error("reading", target, exc) from None
+        try:
+            body = json.loads(data)
+        except ValueError:
+            return None
+        return body if isinstance(body, dict) else None
 
     def _fs(self, path: StoragePath, lane: str) -> Any:
         """The heartbeat lane's own filesystem instance, sized to its threads; else the shared one."""

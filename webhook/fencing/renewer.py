@@ -5,7 +5,12 @@ Like client-go's leader election, renewing is kept apart from the work: the poll
 heartbeat (``observe`` and ``keep``), this loop looks at each of them every retry period (a fifth of a
 poll), sends a renewal when one is due on the copy's own storage lane, under its deadline, and never
 waits for it: a hung bucket holds only its own renewals, each failed at its deadline. What to do with a
-copy is ``decide.renewal``'s answer (pure); a step-down is carried out by the agent (``step_down``).
+copy is ``renewal.renewal``'s answer (pure); a step-down is carried out by the agent (``step_down``). A
+copy whose spec carries the lease keeper is read before each renewal (``look_for_keeper``): once its
+record shows the keeper writing it, it is not written but handed over, and left alone until its spec no
+longer carries the keeper (``renewal``'s docstring says why). Read just before the write it would
+replace, the record shows the keeper's renewal of the last poll if a keeper runs: a read at any other
+moment could keep finding the agent's own write, both writers renewing once a poll.
 """
 
 from __future__ import annotations
@@ -20,17 +25,18 @@ from dataclasses import dataclass, replace
 from webhook.common.paths import StoragePath
 from webhook.fencing import metrics
 from webhook.fencing.copies import Copy, CopyState
-from webhook.fencing.decide import (
-    KeepRenewing,
+from webhook.fencing.decide import KeepRenewing
+from webhook.fencing.layout import Workload
+from webhook.fencing.records import FencingStore, heartbeat_body
+from webhook.fencing.renewal import (
     Renewal,
     Renewing,
     first_seen,
+    keeper_renews,
     renewal,
     retry_seconds,
     step_down_reason,
 )
-from webhook.fencing.layout import Workload
-from webhook.fencing.records import FencingStore, heartbeat_body
 from webhook.restore.policy import FencingPolicy
 from webhook.restore.snapshots import StorageError
 
@@ -54,6 +60,9 @@ class _Entry:
     copy: Copy
     state: Renewing
     beats: bool
+    # Its spec carries the keeper: each renewal first reads the record, and leaves the copy to the keeper
+    # once it shows the keeper writing it for this epoch (the copy's judged epoch, from the poll).
+    looking: int | None = None
 
 
 class Renewer:
@@ -111,11 +120,15 @@ class Renewer:
                 self._entries[workload] = _Entry(copy, Renewing(renewed, NEVER, may_step_down), beats)
                 continue
             renewed = entry.state.renewed
-            if copy.state is CopyState.RUNNING and entry.copy.state is not CopyState.RUNNING:
-                # Started again (resumed, perhaps by another replica): as if first seen, unless renewed since.
+            keeper = entry.state.keeper and copy.guarded
+            started = copy.state is CopyState.RUNNING and entry.copy.state is not CopyState.RUNNING
+            if started or keeper != entry.state.keeper:
+                # Started again (resumed, perhaps by another replica), or the keeper gone from its spec:
+                # as if first seen, unless renewed since.
                 renewed = max(renewed, first_seen(now, self.policy))
             entry.copy, entry.beats = copy, beats
-            entry.state = replace(entry.state, may_step_down=may_step_down, renewed=renewed)
+            entry.looking = entry.looking if copy.guarded else None
+            entry.state = replace(entry.state, may_step_down=may_step_down, renewed=renewed, keeper=keeper)
         dropped = []
         for workload in [w for w in self._entries if w not in listed or listed[w].state not in _KEPT]:
             if workload not in listed and unlisted(workload):
@@ -155,6 +168,29 @@ class Renewer:
         )  # a stale copy is suspended already
         confirmed = max(entry.state.confirmed, listed_at) if effect.confirmed else entry.state.confirmed
         entry.state = replace(entry.state, confirmed=confirmed, may_step_down=may_step_down)
+
+    def look_for_keeper(self, workload: Workload, epoch: int) -> None:
+        """A poll's plan: the copy's spec carries the keeper; read its record before each renewal."""
+        entry = self._entries.get(workload)
+        if entry is not None:
+            entry.looking = epoch
+
+    def hand_over(self, workload: Workload) -> None:
+        """The keeper in the copy's pod renews its heartbeat (its record says so): renew it no more and
+        never step it down, while its spec carries the keeper. Its heartbeat is still removed when the
+        copy goes (``observe``)."""
+        entry = self._entries.get(workload)
+        if entry is not None and entry.copy.guarded and not entry.state.keeper:
+            entry.state = replace(entry.state, keeper=True)
+            metrics.KEEPER_HANDOVERS.inc()
+            log.info(
+                "heartbeat left to the keeper in the job's pod", extra={"fields": {"object": str(workload)}}
+            )
+
+    def kept(self, workload: Workload) -> bool:
+        """The copy's keeper renews its heartbeat (``hand_over``)."""
+        entry = self._entries.get(workload)
+        return entry is not None and entry.state.keeper
 
     def drop(self, workload: Workload) -> None:
         """The copy is acknowledged stopped (its heartbeat goes with the ack): renew it no more."""
@@ -223,6 +259,8 @@ class Renewer:
 
     async def _renew(self, workload: Workload, copy: Copy, folder: StoragePath, start: float) -> None:
         try:
+            if await self._keeper_writes(workload, folder):
+                return
             await self.store.lanes.run(self.store.beat_call(folder, self._body(copy)))
         except StorageError as exc:
             metrics.STORAGE_ERRORS.labels("heartbeat").inc()
@@ -239,6 +277,22 @@ class Renewer:
             entry.state = replace(entry.state, in_flight=False)
         if ok:
             self._renewed(workload, start)
+
+    async def _keeper_writes(self, workload: Workload, folder: StoragePath) -> bool:
+        """The copy's keeper renewed its record since this agent's last write (read first where its spec
+        carries the keeper): the copy is handed over, and this renewal writes nothing."""
+        entry = self._entries.get(workload)
+        if entry is None or entry.looking is None or not entry.copy.guarded:
+            return False
+        try:
+            body = await self.store.lanes.run(self.store.heartbeat_call(folder))
+        except StorageError:
+            return False  # unknown: renew as before (the write says whether the storage answers)
+        if not keeper_renews(self.cluster, entry.looking, body):
+            return False
+        self.hand_over(workload)
+        entry.state = replace(entry.state, in_flight=False)
+        return True
 
     async def _down(self, workload: Workload, entry: _Entry, reason: str) -> None:
         entry.state = replace(entry.state, may_step_down=False)  # once: the next poll says what it is

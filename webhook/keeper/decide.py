@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from webhook.fencing.copies import judged_epoch
-from webhook.fencing.decide import first_seen, retry_seconds
 from webhook.fencing.protocol import Fence, Ownership, superseding
+from webhook.fencing.renewal import first_seen, retry_seconds
 from webhook.restore.fencing_policy import FencingPolicy, RenewFailure
 
 NEVER = float("-inf")

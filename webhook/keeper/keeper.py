@@ -24,10 +24,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from webhook.common.paths import StoragePath
-from webhook.fencing.decide import retry_seconds
-from webhook.fencing.layout import FOLDER, Workload
+from webhook.fencing.layout import FOLDER, KEEPER_WRITER, Workload
 from webhook.fencing.protocol import Ownership
 from webhook.fencing.records import WHOLE_SECOND_TIMES, FencingStore, heartbeat_body
+from webhook.fencing.renewal import retry_seconds
 from webhook.keeper import metrics
 from webhook.keeper.decide import (
     NEVER,
@@ -259,7 +259,7 @@ class Keeper:
         body = heartbeat_body(
             self.settings.workload, self.settings.cluster, epoch, self.settings.job_id, _written()
         )
-        body.update({"writer": "keeper", "pod": self.pod})
+        body.update({"writer": KEEPER_WRITER, "pod": self.pod})
         metrics.REQUESTS.labels("beat").inc()
         ok = True
         try:

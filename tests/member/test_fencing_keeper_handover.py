@@ -1,0 +1,204 @@
+"""The agent's place beside the lease keeper (issue 47): a copy whose JobManager's podTemplate carries the
+keeper is renewed by the agent until its heartbeat record shows the keeper writing it for this epoch,
+then left to the keeper (no renewal, no step-down), and taken back when the spec drops the keeper.
+
+The decisions are pure (``fencing/renewal.py``, ``fencing/decide.py``); the agent's side runs the real
+agent, one poll at a time on a stepped clock (``tests/support/agents.py``), against local files and a
+fake API server, the keeper's record written as ``flink-failover keeper`` writes it."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from tests.member import test_fencing_agent as harness
+from tests.member.test_fencing_agent import Member, Site, policy_for, running_copy
+from tests.support.objects import JOB_ID
+from webhook.common.flink import KEEPER_CONTAINER
+from webhook.common.paths import StoragePath
+from webhook.fencing.copies import read_copy
+from webhook.fencing.decide import Action, KeepRenewing, LookForKeeper, Times, decide
+from webhook.fencing.layout import KEEPER_WRITER, Workload
+from webhook.fencing.protocol import Ownership
+from webhook.fencing.records import FencingStore, heartbeat_body
+from webhook.fencing.renewal import Renewal, Renewing, first_seen, keeper_renews, renewal
+from webhook.keeper.inject import KeeperPod, with_keeper
+from webhook.restore.policy import FencingPolicy, RestorePolicy
+from webhook.restore.storage.search import CheckpointStorage
+
+world, local_site = harness.world, harness.local_site
+
+P = "flink-failover.io"
+WORKLOAD = Workload("FlinkDeployment", "analytics", "orders")
+FENCING = FencingPolicy(lease_seconds=30, poll_seconds=5, renew_deadline_seconds=10, stop_margin_seconds=10)
+
+
+def guarded(obj: dict[str, Any], root: str = "s3://bkt/checkpoints") -> dict[str, Any]:
+    """``obj`` with the keeper's sidecar in its JobManager's podTemplate, as the webhook injects it."""
+    pod = KeeperPod("flink-failover:test", "member1", root, WORKLOAD, 0, {"leaseSeconds": 30})
+    return with_keeper(obj, pod)[0]
+
+
+def keeper_body(cluster: str = "member1", epoch: int = 0) -> dict[str, Any]:
+    """The heartbeat body ``flink-failover keeper`` writes (keeper/keeper.py)."""
+    body = heartbeat_body(WORKLOAD, cluster, epoch, JOB_ID, "2026-12-07T00:00:00Z")
+    return {**body, "writer": KEEPER_WRITER, "pod": "orders-jm-0"}
+
+
+# --- pure ------------------------------------------------------------------------------------------
+
+
+def test_a_copy_is_guarded_by_its_spec_carrying_the_keeper_sidecar() -> None:
+    policy = RestorePolicy(default_checkpoint_dir="s3://bkt/checkpoints")
+    assert read_copy(guarded(running_copy()), policy).guarded
+    assert not read_copy(running_copy(), policy).guarded
+    other = running_copy()
+    other["spec"]["jobManager"] = {"podTemplate": {"spec": {"initContainers": [{"name": "setup"}]}}}
+    assert not read_copy(other, policy).guarded
+    session_job = guarded(running_copy())
+    session_job["kind"] = "FlinkSessionJob"  # no JobManager of its own: never guarded
+    assert not read_copy(session_job, policy).guarded
+    names = [
+        c["name"]
+        for c in guarded(running_copy())["spec"]["jobManager"]["podTemplate"]["spec"]["initContainers"]
+    ]
+    assert KEEPER_CONTAINER in names
+
+
+def test_only_the_keepers_record_for_this_cluster_and_epoch_hands_a_copy_over() -> None:
+    assert keeper_renews("member1", 0, keeper_body())
+    assert not keeper_renews("member1", 0, None)  # no record (or not JSON)
+    agent = heartbeat_body(WORKLOAD, "member1", 0, JOB_ID, "now")  # the agent's own: no writer
+    assert not keeper_renews("member1", 0, agent)
+    assert not keeper_renews("member1", 1, keeper_body())  # an earlier restore's pod
+    assert not keeper_renews("member1", 0, keeper_body(cluster="member2"))
+    assert not keeper_renews("member1", 0, {**keeper_body(), "writer": "agent"})
+
+
+def test_a_copy_its_keeper_renews_is_never_renewed_nor_stepped_down_by_the_agent() -> None:
+    now = 1000.0
+    overdue = Renewing(renewed=now - 3 * FENCING.renew_deadline_seconds, confirmed=now, may_step_down=True)
+    assert renewal(overdue, now, FENCING) is Renewal.STEP_DOWN
+    assert renewal(replace(overdue, keeper=True), now, FENCING) is Renewal.WAIT
+    due = Renewing(renewed=now - FENCING.poll_seconds, confirmed=now, may_step_down=True)
+    assert renewal(due, now, FENCING) is Renewal.BEAT
+    assert renewal(replace(due, keeper=True), now, FENCING) is Renewal.WAIT
+    fresh = Renewing(renewed=first_seen(now, FENCING), confirmed=now, may_step_down=True, keeper=True)
+    assert renewal(fresh, now + 10 * FENCING.lease_seconds, FENCING) is Renewal.WAIT
+
+
+def test_a_guarded_running_copy_is_looked_at_until_its_keeper_is_seen_writing() -> None:
+    policy = RestorePolicy(default_checkpoint_dir="s3://bkt/checkpoints")
+    copy = read_copy(guarded(running_copy(epoch=2)), policy)
+    times = Times(mono=100.0, renewed=99.0)
+    looking = decide("member1", copy, Ownership(), times, FENCING)
+    assert looking.action is Action.HEARTBEAT
+    assert (KeepRenewing(True),) in looking.chains and (LookForKeeper(2),) in looking.chains
+    kept = decide("member1", copy, Ownership(), replace(times, keeper=True), FENCING)
+    assert kept.action is Action.HEARTBEAT and "keeper" in kept.detail
+    assert not any(isinstance(e, LookForKeeper) for chain in kept.chains for e in chain)
+    plain = decide("member1", read_copy(running_copy(), policy), Ownership(), times, FENCING)
+    assert not any(isinstance(e, LookForKeeper) for chain in plain.chains for e in chain)
+
+
+# --- the agent -------------------------------------------------------------------------------------
+
+
+def _store(site: Site) -> tuple[FencingStore, StoragePath]:
+    return FencingStore(CheckpointStorage(site.options), "member1"), WORKLOAD.folder(
+        StoragePath.parse(site.root)
+    )
+
+
+def _body(site: Site) -> dict[str, Any] | None:
+    store, folder = _store(site)
+    return store.lanes.call(store.heartbeat_call(folder), 5.0)
+
+
+def _stepped_down(m1: Member) -> bool:
+    return f"{P}/stepped-down" in m1.obj()["metadata"].get("annotations", {})
+
+
+def _silent_past_the_deadline(m1: Member, policy: RestorePolicy) -> None:
+    """No poll for three polls (no listing vouches for the copy), then the heartbeat loop looks: a copy the
+    agent renews is past its renew deadline and steps down (its storage path as good as gone)."""
+    m1.driver.renew(advance=3 * policy.fencing.poll_seconds)
+
+
+def test_the_agent_renews_a_guarded_copy_until_its_keeper_writes_and_then_leaves_it_to_the_keeper(
+    local_site: Site, world: Any
+) -> None:
+    """The spec carries the keeper while the pod runs the old JobManager (the operator has not rolled
+    it): the agent renews and would step down as for any copy. Once the record shows the keeper writing
+    it, the agent neither renews it (the keeper's record stays as the keeper wrote it) nor steps it down
+    when nothing vouches for it past the renew deadline."""
+    policy = policy_for(local_site, lease_seconds=30, poll_seconds=5, renew_deadline_seconds=10)
+    m1 = world("member1", policy)
+    m1.put(guarded(running_copy(), local_site.root))
+    assert m1.tick() == {"orders": "heartbeat"}
+    body = _body(local_site)
+    assert body is not None and "writer" not in body  # the agent's
+    assert not m1.agent.renewer.kept(WORKLOAD)
+    assert m1.tick() == {"orders": "heartbeat"}
+    assert not m1.agent.renewer.kept(WORKLOAD)  # still the agent's: no keeper has written
+
+    store, folder = _store(local_site)
+    store.beat(folder, keeper_body(), 5.0)  # the rolled pod's keeper renews
+    assert m1.tick() == {"orders": "heartbeat"}
+    assert m1.agent.renewer.kept(WORKLOAD)
+    steps = m1.driver.tick()
+    assert [s.detail for s in steps] == ["renewed by the keeper in its pod"]
+    assert _body(local_site) == keeper_body()  # not written over by the agent
+    _silent_past_the_deadline(m1, policy)
+    assert not _stepped_down(m1) and m1.obj()["spec"]["job"]["state"] == "running"
+    assert _body(local_site) == keeper_body()
+
+
+def test_a_guarded_copy_whose_keeper_never_wrote_steps_down_as_any_copy(local_site: Site, world: Any) -> None:
+    policy = policy_for(local_site, lease_seconds=30, poll_seconds=5, renew_deadline_seconds=10)
+    m1 = world("member1", policy)
+    m1.put(guarded(running_copy(), local_site.root))
+    assert m1.tick() == {"orders": "heartbeat"}
+    _silent_past_the_deadline(m1, policy)
+    assert _stepped_down(m1)
+
+
+def test_a_keepers_record_of_another_epoch_hands_nothing_over(local_site: Site, world: Any) -> None:
+    policy = policy_for(local_site, lease_seconds=30, poll_seconds=5, renew_deadline_seconds=10)
+    m1 = world("member1", policy)
+    m1.put(guarded(running_copy(), local_site.root))
+    store, folder = _store(local_site)
+    store.beat(folder, keeper_body(epoch=3), 5.0)
+    assert m1.tick() == {"orders": "heartbeat"}
+    assert not m1.agent.renewer.kept(WORKLOAD)
+
+
+def test_a_copy_whose_spec_drops_the_keeper_is_the_agents_again(local_site: Site, world: Any) -> None:
+    """The keeper is turned off (the pod will be rolled without it): the agent renews again at once, and
+    gives the copy a poll to be renewed (as one first seen), not a step-down for its keeper's silence."""
+    policy = policy_for(local_site, lease_seconds=30, poll_seconds=5, renew_deadline_seconds=10)
+    m1 = world("member1", policy)
+    m1.put(guarded(running_copy(), local_site.root))
+    store, folder = _store(local_site)
+    store.beat(folder, keeper_body(), 5.0)
+    assert m1.tick() == {"orders": "heartbeat"}
+    assert m1.agent.renewer.kept(WORKLOAD)
+    m1.driver.renew(advance=5 * policy.fencing.poll_seconds)  # long after the agent's own last renewal
+    plain = m1.obj()
+    plain["spec"].pop("jobManager")
+    m1.put(plain)
+    assert m1.tick() == {"orders": "heartbeat"}
+    assert not m1.agent.renewer.kept(WORKLOAD) and not _stepped_down(m1)
+    body = _body(local_site)
+    assert body is not None and "writer" not in body  # the agent renews it again
+
+
+def test_an_unguarded_copy_never_reads_its_heartbeat(local_site: Site, world: Any) -> None:
+    """A copy without the keeper costs no read of its record: a poll lists names and times only."""
+    policy = policy_for(local_site)
+    m1 = world("member1", policy)
+    m1.put(running_copy())
+    store, folder = _store(local_site)
+    store.beat(folder, keeper_body(), 5.0)  # even a keeper's record (a stale one) is not looked at
+    assert m1.tick() == {"orders": "heartbeat"}
+    assert not m1.agent.renewer.kept(WORKLOAD)
