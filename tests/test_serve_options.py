@@ -180,3 +180,31 @@ def test_ignore_is_accepted_without_fencing_and_fail_with_it(monkeypatch: pytest
     assert roles.refused_options(roles.SERVED["control-plane"], getattr(given, roles.GIVEN, {})) == [
         "--role control-plane does not use --webhook-failure-policy: it is an option of the member role"
     ]
+
+
+def test_native_sidecars_are_read_from_the_version_unless_declared(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--native-sidecars`` (the chart's member.keeper.nativeSidecars, as the variable): auto by default;
+    a value the variable gives that is none of auto/on/off stops the server with the variable named."""
+    from webhook.member.keeper import Sidecars
+    from webhook.restore.policy import RestorePolicy
+
+    monkeypatch.delenv("FLINK_FAILOVER_CLUSTER", raising=False)
+    monkeypatch.delenv(member_options.NATIVE_SIDECARS_ENV, raising=False)
+    parse = build_parser().parse_args
+    default = member_options.from_args(parse(["serve", "--cluster", "member1"]), RestorePolicy())
+    assert isinstance(default, member_options.MemberOptions) and default.native_sidecars is Sidecars.AUTO
+    given = member_options.from_args(
+        parse(["serve", "--cluster", "member1", "--native-sidecars", "on"]), RestorePolicy()
+    )
+    assert isinstance(given, member_options.MemberOptions) and given.native_sidecars is Sidecars.ON
+    monkeypatch.setenv(member_options.NATIVE_SIDECARS_ENV, "off")  # read when the parser is built
+    args = build_parser().parse_args(["serve", "--cluster", "member1"])
+    chart = member_options.from_args(args, RestorePolicy())
+    assert isinstance(chart, member_options.MemberOptions) and chart.native_sidecars is Sidecars.OFF
+    assert roles.refused_options(roles.SERVED["member"], getattr(args, roles.GIVEN, {})) == []
+    monkeypatch.setenv(member_options.NATIVE_SIDECARS_ENV, "yes")
+    assert "FLINK_FAILOVER_NATIVE_SIDECARS: 'yes' is not one of auto, on, off" in refused(
+        capsys, "--cluster", "member1"
+    )

@@ -117,7 +117,7 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
     if fencing is not None:
         from webhook.fencing import runner
         from webhook.fencing.lanes import process_lanes
-        from webhook.member.keeper import KeeperSetup
+        from webhook.member.keeper import KeeperSetup, Sidecars
         from webhook.member.kubeversion import ClusterVersion
 
         lanes = process_lanes(options.policy.fencing.call_timeout)
@@ -126,12 +126,15 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
         def vouch(kind: str) -> str | None:
             return runner.vouches(kind, lease)
 
-        version = ClusterVersion(fencing.client)  # native sidecars need 1.29: read once, in the background
-        version.start()
+        # native sidecars need 1.29: read once, in the background, unless --native-sidecars says
+        version = ClusterVersion(fencing.client)
+        sidecars = options.native_sidecars
+        if sidecars is Sidecars.AUTO:
+            version.start()
         image, cluster = options.keeper_image, fencing.cluster
 
         def keeper() -> KeeperSetup:
-            return KeeperSetup(image, cluster, *version.current())
+            return KeeperSetup(image, cluster, *version.current(), sidecars)
 
     handler = MemberHandler.from_policy(
         options.policy,

@@ -24,6 +24,7 @@ import yaml
 from tests.chart.policy_rules import render_rules
 from tests.support import policy_tables
 from webhook.common.paths import FSSPEC_PROTOCOL
+from webhook.member.keeper import Sidecars
 from webhook.restore.backend_options import STORAGE_OPTIONS
 from webhook.restore.policy import KNOWN_SCHEMES, MAX_DEADLINE_SECONDS, json_schema
 
@@ -204,6 +205,8 @@ def values_schema() -> Schema:
                     }
                 }
             ),
+            # Whether the member serves native sidecars (the keeper is one): serve --native-sidecars.
+            "keeper": obj({"nativeSidecars": {"type": "string", "enum": [s.value for s in Sidecars]}}),
         }
     )
     # controlPlane.part workload without kubeconfigSecret would use the host cluster's credentials: refused

@@ -937,3 +937,23 @@ def test_fencing_gives_the_lease_keeper_the_charts_image_and_the_policy_its_swit
     bad = {"policy": {"fencing": {"keeper": {**keeper, "offJobs": ["ledger"]}}}}
     result = template(helm, tmp_path, bad)
     assert result.returncode != 0 and "offJobs" in result.stderr, result.stderr
+
+
+def test_native_sidecars_are_declared_to_the_webhook_for_a_128_cluster_with_the_feature_gate(
+    helm: str, tmp_path: Path, rendered: dict[str, list[dict[str, Any]]]
+) -> None:
+    """member.keeper.nativeSidecars reaches the server as FLINK_FAILOVER_NATIVE_SIDECARS (serve
+    --native-sidecars): auto (from /version) by default, on for Kubernetes 1.28 whose platform enabled
+    SidecarContainers; anything else stops helm."""
+
+    def sidecars(docs: list[dict[str, Any]]) -> str | None:
+        container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        return env.get("FLINK_FAILOVER_NATIVE_SIDECARS")
+
+    assert sidecars(rendered["member-fencing"]) == "auto"
+    assert sidecars(rendered["member-default"]) is None  # no fencing, no keeper
+    on = {"member": {"fencing": {"cluster": "member1"}, "keeper": {"nativeSidecars": "on"}}}
+    assert sidecars(render(helm, tmp_path, on)) == "on"
+    result = template(helm, tmp_path, {"member": {"keeper": {"nativeSidecars": "yes"}}})
+    assert result.returncode != 0 and "nativeSidecars" in result.stderr, result.stderr

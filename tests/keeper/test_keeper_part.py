@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.objects import JOB_ID, apply, flink_deployment
 from webhook.common.flink import FlinkResource
-from webhook.member.keeper import KeeperSetup, Kept, keeper_part, version_of
+from webhook.member.keeper import KeeperSetup, Kept, Sidecars, keeper_part, version_of
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
 from webhook.restore.policy import policy_from_dict
 
@@ -133,3 +133,31 @@ def test_a_copy_guarded_by_its_keeper_is_told_by_its_object() -> None:
     mine = {**keeper, "command": ["sleep", "infinity"]}  # a container of its name that is not the keeper
     guarded["spec"]["jobManager"]["podTemplate"] = {"spec": {"initContainers": [mine]}}
     assert not runs_keeper(guarded)
+
+
+@pytest.mark.parametrize(
+    ("sidecars", "version", "kept", "said"),
+    [
+        (Sidecars.AUTO, (1, 28), Kept.UNSUPPORTED, "1.28, which serves no native sidecars"),
+        (Sidecars.AUTO, None, Kept.UNSUPPORTED, "version is not known"),
+        (Sidecars.AUTO, (1, 29), Kept.INJECTED, ""),
+        (Sidecars.ON, (1, 28), Kept.INJECTED, ""),  # the platform enabled SidecarContainers on 1.28
+        (Sidecars.ON, None, Kept.INJECTED, ""),  # the version is not needed
+        (Sidecars.OFF, (1, 31), Kept.UNSUPPORTED, "declared not served"),
+    ],
+)
+def test_native_sidecars_declared_or_read_from_the_version(
+    sidecars: Sidecars, version: tuple[int, int] | None, kept: Kept, said: str
+) -> None:
+    """``serve --native-sidecars``: auto reads /version (1.29+); on serves the keeper whatever it says (a
+    1.28 cluster with the SidecarContainers feature gate); off adds none, with the Event saying so."""
+    obj = flink_deployment(checkpoint_dir="s3://bkt/ckpt")
+    decision = RestoreDecision(RestoreOutcome.RESTORED, annotations={f"{P}/epoch": "3"}, job_id=JOB_ID)
+    setup = KeeperSetup(SETUP.image, SETUP.cluster, version, "", sidecars)
+    keeping = keeper_part(obj, FlinkResource.from_object(obj), None, decision, policy_from_dict({}), setup)
+    assert keeping is not None and keeping.kept is kept
+    if kept is Kept.INJECTED:
+        assert any(op["path"] == "/spec/jobManager/podTemplate" for op in keeping.ops)
+    else:
+        (event,) = keeping.events
+        assert not keeping.ops and event.reason == "KeeperNotInjected" and said in event.note

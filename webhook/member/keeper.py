@@ -7,7 +7,8 @@ and at every UPDATE after it: Karmada re-applies its template without the sideca
 it back. The sidecar's epoch and checkpoint directory are the restore's (the decision's epoch and
 restore record, themselves carried from ``oldObject`` on UPDATE), never the edited spec's. It is left
 out, with an Event saying why and what that costs, where the policy turns it off
-(``fencing.keeper``) or the member's Kubernetes serves no native sidecars (before 1.29, or not known);
+(``fencing.keeper``) or the member's Kubernetes serves no native sidecars (before 1.29, or not known,
+unless ``serve --native-sidecars`` declares it);
 an admission whose pod template makes it impossible (``blockers``) is refused.
 
 A FlinkBlueGreenDeployment gets it in its template (``spec.template.spec``), which the operator copies
@@ -37,6 +38,16 @@ from webhook.restore.policy import RestorePolicy
 from webhook.restore.record import RestoreRecord, decode
 
 NATIVE_SIDECARS = (1, 29)  # restartPolicy: Always on an init container, on by default from 1.29
+
+
+class Sidecars(StrEnum):
+    """Whether the member's Kubernetes serves native sidecars (``serve --native-sidecars``)."""
+
+    AUTO = "auto"  # from its /version: 1.29+
+    ON = "on"  # declared served, whatever /version says (1.28 with the SidecarContainers feature gate)
+    OFF = "off"  # declared not served: no keeper anywhere on this cluster
+
+
 COMMAND = list(KEEPER_COMMAND)
 MAIN_CONTAINER = "flink-main-container"  # the operator's name for the JobManager's container
 _HEARTBEAT_KEYS = ("heartbeat.timeout", "heartbeat.interval")
@@ -82,12 +93,33 @@ class Kept(StrEnum):
 @dataclass(frozen=True)
 class KeeperSetup:
     """What the webhook knows beside the policy: the product's image, this member's name in Karmada, and
-    its Kubernetes version ((major, minor); None: not known yet, ``problem`` says why)."""
+    its Kubernetes version ((major, minor); None: not known yet, ``problem`` says why), unless
+    ``sidecars`` declares whether native sidecars are served."""
 
     image: str
     cluster: str
     version: tuple[int, int] | None
     problem: str = ""
+    sidecars: Sidecars = Sidecars.AUTO
+
+    def unserved(self, running: bool) -> str:
+        """Why this cluster cannot run the keeper's native sidecar ("" when it can). ``running``: the
+        copy runs its keeper already, and keeps it while the version is not known (a worker just
+        started): dropping it from a re-applied template would restart the JobManager without it."""
+        if self.sidecars is Sidecars.ON:
+            return ""
+        if self.sidecars is Sidecars.OFF:
+            return "native sidecars are declared not served on this member cluster (--native-sidecars off)"
+        if self.version is None:
+            if running:
+                return ""
+            return f"this member cluster's Kubernetes version is not known ({self.problem or 'not read yet'})"
+        if self.version < NATIVE_SIDECARS:
+            return (
+                f"this member cluster runs Kubernetes {self.version[0]}.{self.version[1]}, which serves no "
+                "native sidecars (1.29+; 1.28 with the SidecarContainers feature gate: --native-sidecars on)"
+            )
+        return ""
 
 
 @dataclass(frozen=True)
@@ -148,16 +180,8 @@ def keeper_part(
     if off:
         note = f"no lease keeper in {where}'s JobManager pod ({off}): {OFF_COST}"
         return Keeping(Kept.OFF, events=(KeeperEvent("Warning", "KeeperOff", note),) if said else ())
-    # A copy that runs its keeper keeps it while the version is not known (a worker just started):
-    # dropping it from a re-applied template would restart the JobManager without it.
-    unknown = setup.version is None and not (old_obj is not None and runs_keeper(old_obj))
-    if unknown or (setup.version is not None and setup.version < NATIVE_SIDECARS):
-        why = (
-            f"this member cluster runs Kubernetes {setup.version[0]}.{setup.version[1]}, which serves no "
-            "native sidecars (1.29+)"
-            if setup.version is not None
-            else f"this member cluster's Kubernetes version is not known ({setup.problem or 'not read yet'})"
-        )
+    why = setup.unserved(old_obj is not None and runs_keeper(old_obj))
+    if why:
         note = f"no lease keeper in {where}'s JobManager pod: {why}; {OFF_COST}"
         events = (KeeperEvent("Warning", "KeeperNotInjected", note),) if said else ()
         return Keeping(Kept.UNSUPPORTED, warnings=(note,) if said else (), events=events)

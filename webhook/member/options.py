@@ -13,6 +13,7 @@ from webhook import __version__
 from webhook.common.envoptions import add_env_option
 from webhook.common.kubeclient import ClientConfig
 from webhook.member.identity import AgentIdentity, token_subject
+from webhook.member.keeper import Sidecars
 from webhook.restore.policy import RestorePolicy
 
 # The webhook registration's failurePolicy (the chart sets it from member.webhook.failurePolicy).
@@ -21,6 +22,9 @@ FAILURE_POLICIES = ("Fail", "Ignore")
 # The lease keeper's image (the chart passes its own); without it, what `make image` tags for this release.
 KEEPER_IMAGE_ENV = "FLINK_FAILOVER_KEEPER_IMAGE"
 DEFAULT_KEEPER_IMAGE = f"flink-failover:{__version__}"
+# Whether the member's Kubernetes serves native sidecars (member/keeper.py Sidecars; chart:
+# member.keeper.nativeSidecars).
+NATIVE_SIDECARS_ENV = "FLINK_FAILOVER_NATIVE_SIDECARS"
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class MemberOptions:
     agent_users: frozenset[str] = frozenset()
     agent_token: str = ""  # in a pod without --kubeconfig: the service account token's subject
     keeper_image: str = DEFAULT_KEEPER_IMAGE  # the image of the lease keeper's sidecar (with fencing)
+    native_sidecars: Sidecars = Sidecars.AUTO  # auto: from the cluster's /version
 
     def identity(self) -> AgentIdentity:
         return AgentIdentity.of_cluster(self.agent_users, self.own_cluster, self.agent_token)
@@ -104,6 +109,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "member role with fencing: the lease keeper's image, in each fenced JobManager pod (docs/keeper.md)",
         otherwise=f"{DEFAULT_KEEPER_IMAGE}, the name `make image` gives this release",
     )
+    add_env_option(
+        member,
+        "--native-sidecars",
+        NATIVE_SIDECARS_ENV,
+        Sidecars.AUTO.value,
+        "member role with fencing: native sidecars (the lease keeper) served? auto: from /version "
+        "(1.29+); on: 1.28 with the SidecarContainers gate; off: no keeper",
+        choices=[s.value for s in Sidecars],
+    )
 
 
 def from_args(args: argparse.Namespace, policy: RestorePolicy) -> MemberOptions | str:
@@ -136,6 +150,17 @@ def from_args(args: argparse.Namespace, policy: RestorePolicy) -> MemberOptions 
     image = (getattr(args, "keeper_image", None) or DEFAULT_KEEPER_IMAGE).strip()
     if not image or any(c.isspace() for c in image):
         return f"--keeper-image {image!r} is not an image reference"
+    sidecars = (getattr(args, "native_sidecars", None) or Sidecars.AUTO.value).strip().lower()
+    if sidecars not in set(Sidecars):  # from the environment: argparse checks only what is given
+        return f"${NATIVE_SIDECARS_ENV}: {sidecars!r} is not one of {', '.join(Sidecars)}"
     return MemberOptions(
-        policy, bool(args.require_storage_backends), own, events, fencing, frozenset(named), token, image
+        policy,
+        bool(args.require_storage_backends),
+        own,
+        events,
+        fencing,
+        frozenset(named),
+        token,
+        image,
+        Sidecars(sidecars),
     )
