@@ -138,6 +138,8 @@ def storage_values(
         "image": {"repository": IMAGE},
         "policy": {"storageOptions": options, "fencing": {**(fencing or FENCING), "keeper": KEEPER}},
         "member": {
+            # the tier's kube-apiserver is v1.28.4: native sidecars as where the SidecarContainers gate is on
+            "keeper": {"nativeSidecars": "on"},
             "extraEnv": [
                 {
                     "name": "AWS_ACCESS_KEY_ID",
