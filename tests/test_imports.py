@@ -60,6 +60,7 @@ PURE_CORE = (
     "webhook.fencing.verdicts",
     "webhook.member.failover",
     "webhook.member.keeper",
+    "webhook.member.firstcopy",
     "webhook.keeper.decide",
     "webhook.keeper.inject",
     "webhook.controlplane.audit",
@@ -91,6 +92,7 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     "webhook.member": (
         # review's failover CREATE; who releases; session clusters; the lease keeper's part (pure)
         ("failover", "identity", "sessions", "keeper"),
+        ("firstcopy",),  # the keeper of a copy no failover made (pure)
         ("handler", "options", "kubeversion"),  # the admission answer; the serve options; 1.29 or not
     ),
     # A checkpoint listed, verified, chosen: the pure core below, storage (the I/O edge) on top.

@@ -414,9 +414,12 @@ def webhooks_called(mwc: dict[str, Any], old: dict[str, Any] | None, new: dict[s
     matchCondition must hold."""
     activation = {"object": new, "oldObject": old, "request": {"namespace": new["metadata"]["namespace"]}}
     called = []
+    resource = new["kind"].lower() + "s"  # flinkdeployments, flinksessionjobs, flinkbluegreendeployments
     for hook in mwc["webhooks"]:
         operation = "UPDATE" if old is not None else "CREATE"
-        if not any(operation in rule["operations"] for rule in hook["rules"]):
+        if not any(
+            operation in rule["operations"] and resource in rule["resources"] for rule in hook["rules"]
+        ):
             continue
         versions = [o for o in (old, new) if o is not None]
         if not any(
@@ -464,3 +467,81 @@ def test_every_update_of_a_held_object_reaches_the_webhook_once(fencing_docs: li
     plain = flink({"app": "orders"}, {**RUNNING, "state": "suspended"})
     assert webhooks_called(mwc, plain, _edited(plain)) == []
     assert webhooks_called(mwc, None, flink(TRIGGER, RUNNING)) == [trigger_entry]
+
+
+# --- a job's first copy: the lease keeper's own entry (issue 47) -----------------------------------------
+
+FIRST = "flink-failover-io-first-copy.flink-failover.io"
+CHECKPOINTS = {"state.checkpoints.dir": "s3://flink/chk"}
+
+
+def first_copy(kind: str = "FlinkDeployment", labels: dict[str, str] | None = None) -> dict[str, Any]:
+    """A job as its user (or Karmada, on its first cluster) writes it: none of our labels, its state set."""
+    obj = flink({"app": "orders", **(labels or {})}, dict(RUNNING))
+    obj["spec"]["flinkConfiguration"] = dict(CHECKPOINTS)
+    if kind == "FlinkBlueGreenDeployment":
+        obj = {**obj, "kind": kind, "spec": {"template": {"spec": obj["spec"]}}}
+    return obj
+
+
+def test_every_write_of_a_jobs_first_copy_reaches_the_webhook_once(
+    fencing_docs: list[dict[str, Any]],
+) -> None:
+    """The first-copy entry takes what runs a job with a checkpoint directory and none of the other
+    entries takes (trigger labels, held, fenced, a blue/green child), at CREATE and UPDATE; each
+    admission goes through one entry."""
+    mwc = one(fencing_docs, "MutatingWebhookConfiguration")
+    (entry,) = [h for h in mwc["webhooks"] if h["name"] == FIRST]
+    assert entry["failurePolicy"] == "Fail" and entry["sideEffects"] == "NoneOnDryRun"
+    assert entry["rules"][0]["resources"] == ["flinkdeployments", "flinkbluegreendeployments"]
+    for kind in ("FlinkDeployment", "FlinkBlueGreenDeployment"):
+        obj = first_copy(kind)
+        assert webhooks_called(mwc, None, obj) == [FIRST], kind
+        assert webhooks_called(mwc, obj, copy.deepcopy(obj)) == [FIRST], kind  # Karmada's re-apply
+    obj = first_copy()
+    nested = copy.deepcopy(obj)  # the operator's nested configuration
+    nested["spec"]["flinkConfiguration"] = {"execution": {"checkpointing": {"dir": "s3://flink/chk"}}}
+    assert webhooks_called(mwc, None, nested) == [FIRST]
+    # a session cluster runs no job; a job without a checkpoint directory has no lease; a session job
+    # runs in its session cluster's JobManager
+    session = copy.deepcopy(obj)
+    del session["spec"]["job"]
+    stateless = copy.deepcopy(obj)
+    del stateless["spec"]["flinkConfiguration"]
+    session_job = {**copy.deepcopy(obj), "kind": "FlinkSessionJob"}
+    for other in (session, stateless, session_job):
+        assert webhooks_called(mwc, None, other) == []
+    # a failover (the webhook's own reading: true in any case) and an edit that drops its labels: not here
+    for value in ("true", "True"):
+        assert FIRST not in webhooks_called(mwc, None, first_copy(labels={f"{P}/failover": value}))
+    labelled = first_copy(labels=TRIGGER)
+    assert webhooks_called(mwc, labelled, first_copy()) == ["flink-failover-io-failover.flink-failover.io"]
+    assert webhooks_called(mwc, None, first_copy(labels={f"{P}/failover": "false"})) == [FIRST]
+    # a held copy, a stale copy the agent stopped, a blue/green child: their own entries or none
+    held = held_object()
+    held["metadata"]["labels"] = {"app": "orders"}
+    held["spec"]["flinkConfiguration"] = dict(CHECKPOINTS)
+    assert webhooks_called(mwc, held, _edited(held)) == ["flink-failover-io-held.flink-failover.io"]
+    fenced = first_copy(labels={f"{P}/fenced": "4"})
+    assert webhooks_called(mwc, fenced, first_copy()) == ["flink-failover-io-fenced.flink-failover.io"]
+    child = blue_green_child("running")
+    child["spec"]["flinkConfiguration"] = dict(CHECKPOINTS)
+    assert webhooks_called(mwc, child, copy.deepcopy(child)) == []
+    assert webhooks_called(mwc, obj, deleting(copy.deepcopy(obj))) == []
+
+
+def test_the_first_copy_entry_is_rendered_where_the_keeper_can_be_added(helm: str, tmp_path: Path) -> None:
+    """Not without fencing, nor where the policy turns the keeper off everywhere or native sidecars are
+    declared off (it would send every job's writes to a webhook that adds nothing); with the policy's
+    defaultCheckpointDir every job has a directory."""
+
+    def entry(values: dict[str, Any]) -> dict[str, Any] | None:
+        mwc = one(render(helm, tmp_path, values), "MutatingWebhookConfiguration")
+        return next((h for h in mwc["webhooks"] if h["name"] == FIRST), None)
+
+    assert entry({}) is None
+    assert entry({**FENCING, "policy": {"fencing": {"keeper": {"enabled": False}}}}) is None
+    assert entry({"member": {"fencing": {"cluster": "member1"}, "keeper": {"nativeSidecars": "off"}}}) is None
+    defaulted = entry({**FENCING, "policy": {"defaultCheckpointDir": "s3://flink/chk"}})
+    assert defaulted is not None
+    assert "declares-a-checkpoint-directory" not in [c["name"] for c in defaulted["matchConditions"]]

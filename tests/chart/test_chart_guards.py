@@ -80,8 +80,9 @@ def test_every_member_guard_selects_by_the_policys_labels_only(
     hooks = one(rendered, "MutatingWebhookConfiguration")["webhooks"]
     policies = find(rendered, "ValidatingAdmissionPolicy")
     fencing = bool(values.get("member"))
-    # one entry per trigger label (the failover label, each job-id label), with fencing held and fenced
-    assert len(hooks) == 1 + len(_policy_labels(values)[1]) + (2 if fencing else 0)
+    # one entry per trigger label (the failover label, each job-id label), with fencing held, fenced and
+    # the first copies' (the lease keeper's)
+    assert len(hooks) == 1 + len(_policy_labels(values)[1]) + (3 if fencing else 0)
     assert len(policies) == (2 if fencing else 1)  # the backstop, and with fencing the hold
     for hook in hooks:
         assert {g for rule in hook["rules"] for g in rule["apiGroups"]} == FLINK, hook["name"]

@@ -74,7 +74,8 @@ def failover(name: str = "orders", namespace: str = "analytics", count: str = "3
 
 
 @contextmanager
-def _serve(tmp: Path, kube_version: str) -> Iterator[Served]:
+def _serve(tmp: Path, kube_version: str, sidecars: str = "") -> Iterator[Served]:
+    """``sidecars``: serve --native-sidecars, as the chart sets it (empty: auto, the default)."""
     root = tmp / "checkpoints"
     make_checkpoints(root / JOB_ID, [1, 2])
     policy = tmp / "policy.yaml"
@@ -89,7 +90,7 @@ def _serve(tmp: Path, kube_version: str) -> Iterator[Served]:
     try:
         kubeconfig = member.kubeconfig(tmp / "member1.kubeconfig")
         extra = ["--cluster", "member1", "--kubeconfig", str(kubeconfig), "--workers", "1"]
-        env = {"FLINK_FAILOVER_KEEPER_IMAGE": IMAGE}
+        env = {"FLINK_FAILOVER_KEEPER_IMAGE": IMAGE, "FLINK_FAILOVER_NATIVE_SIDECARS": sidecars}
         with serve(generate_certs(tmp / "certs"), policy, tmp / "server.log", extra=extra, env=env) as server:
             served = Served(server, member, root)
             assert wait_for(lambda: agent_polled(server))  # it vouches: nothing is held for want of it

@@ -11,6 +11,8 @@ out, with an Event saying why and what that costs, where the policy turns it off
 unless ``serve --native-sidecars`` declares it);
 an admission whose pod template makes it impossible (``blockers``) is refused.
 
+A job's first copy (no failover made it) gets it through ``member/firstcopy.py``, by ``keeping`` here.
+
 A FlinkBlueGreenDeployment gets it in its template (``spec.template.spec``), which the operator copies
 into each child it creates, keeping the parent's lease (the workload its records are kept for); its
 children are not touched here. Not here: FlinkSessionJobs (their JobManager is the session cluster's, a
@@ -51,7 +53,7 @@ class Sidecars(StrEnum):
 COMMAND = list(KEEPER_COMMAND)
 MAIN_CONTAINER = "flink-main-container"  # the operator's name for the JobManager's container
 _HEARTBEAT_KEYS = ("heartbeat.timeout", "heartbeat.interval")
-_KEPT_KINDS = ("FlinkDeployment", BLUE_GREEN)  # each with a JobManager (a blue/green's: its children's)
+KEPT_KINDS = ("FlinkDeployment", BLUE_GREEN)  # each with a JobManager (a blue/green's: its children's)
 # What a job without its keeper is exposed to (docs/failover.md "What fencing cannot do"), for the Event.
 OFF_COST = (
     "this job is stopped only by this cluster's fencing agent: two copies can run while every replica of "
@@ -164,7 +166,7 @@ def keeper_part(
 ) -> Keeping | None:
     """The keeper's part of admitting ``obj`` (an UPDATE's ``old_obj`` beside it) as ``decision`` says;
     None where no keeper belongs (not a fenced FlinkDeployment's restore or hold)."""
-    if resource.kind not in _KEPT_KINDS or resource.job is None or resource.deleting:
+    if resource.kind not in KEPT_KINDS or resource.job is None or resource.deleting:
         return None
     if decision.outcome not in (RestoreOutcome.RESTORED, RestoreOutcome.HELD):
         return None
@@ -175,13 +177,51 @@ def keeper_part(
     if checkpoint_dir is None:
         return None
     said = not decision.carried  # Events and warnings once, at the admission that restored it
+    running = old_obj is not None and runs_keeper(old_obj)
+    lease = KeptLease(int(epoch_text), checkpoint_dir, "from the restore")
+    return keeping(obj, resource, policy, setup, lease, Saying(said, said), running)
+
+
+@dataclass(frozen=True)
+class KeptLease:
+    """The lease a keeper keeps: its epoch and checkpoint directory, and where they were read (for the
+    warning when an UPDATE puts the keeper back)."""
+
+    epoch: int
+    checkpoint_dir: StoragePath
+    origin: str
+
+
+@dataclass(frozen=True)
+class Saying:
+    """Whether this admission's Events and warnings are worth giving: where the keeper is left out, and
+    where it is added (a keeper put back by an UPDATE gets a warning only)."""
+
+    left_out: bool
+    added: bool
+
+
+def keeping(
+    obj: Mapping[str, Any],
+    resource: FlinkResource,
+    policy: RestorePolicy,
+    setup: KeeperSetup,
+    lease: KeptLease,
+    saying: Saying,
+    running: bool,
+) -> Keeping:
+    """The keeper of ``lease`` in ``obj``'s JobManager pod, or why not. ``running``: the object as it
+    was (an UPDATE's) runs its keeper."""
     where = f"{resource.namespace}/{resource.name}"
     off = policy.fencing.keeper.off_for(resource.namespace, resource.name)
     if off:
         note = f"no lease keeper in {where}'s JobManager pod ({off}): {OFF_COST}"
-        return Keeping(Kept.OFF, events=(KeeperEvent("Warning", "KeeperOff", note),) if said else ())
-    why = setup.unserved(old_obj is not None and runs_keeper(old_obj))
+        return Keeping(
+            Kept.OFF, events=(KeeperEvent("Warning", "KeeperOff", note),) if saying.left_out else ()
+        )
+    why = setup.unserved(running)
     if why:
+        said = saying.left_out
         note = f"no lease keeper in {where}'s JobManager pod: {why}; {OFF_COST}"
         events = (KeeperEvent("Warning", "KeeperNotInjected", note),) if said else ()
         return Keeping(Kept.UNSUPPORTED, warnings=(note,) if said else (), events=events)
@@ -200,24 +240,24 @@ def keeper_part(
     pod = KeeperPod(
         image=setup.image,
         cluster=setup.cluster,
-        checkpoint_dir=str(checkpoint_dir),
+        checkpoint_dir=str(lease.checkpoint_dir),
         workload=Workload(resource.kind, resource.namespace, resource.name),
-        epoch=int(epoch_text),
+        epoch=lease.epoch,
         fencing=_fencing_document(policy),
-        storage_options=_shareable(policy, checkpoint_dir.scheme),
+        storage_options=_shareable(policy, lease.checkpoint_dir.scheme),
         run_as_user=_jobmanager_user(spec),
-        extra_env=credential_env(spec, resource, checkpoint_dir.scheme),
+        extra_env=credential_env(spec, resource, lease.checkpoint_dir.scheme),
     )
     after, notes = with_keeper({"spec": spec}, pod)  # a blue/green template is a FlinkDeployment's spec
     ops = _ops(obj, at, spec, _map(after["spec"]))
     what = f"epoch {pod.epoch}, checkpoint directory {pod.checkpoint_dir}, image {pod.image}"
-    if said:
+    if saying.added:
         text = f"lease keeper added to {where}'s JobManager pod ({what})"
         shown = (text, *notes)
         events = (KeeperEvent("Normal", "KeeperInjected", "; ".join(shown)),)
         return Keeping(Kept.INJECTED, tuple(ops), shown, events)
     if ops:
-        text = f"lease keeper put back in {where}'s JobManager pod, from the restore ({what})"
+        text = f"lease keeper put back in {where}'s JobManager pod, {lease.origin} ({what})"
         return Keeping(Kept.INJECTED, tuple(ops), (text,))
     return Keeping(Kept.INJECTED)
 

@@ -336,6 +336,13 @@ FLINK_FAILOVER_WEBHOOK_FAILURE_POLICY the Deployment sets from it). */}}
 {{- $policy -}}
 {{- end -}}
 
+{{/* Whether the member webhook adds the lease keeper to first copies (its own entry): with fencing, the
+policy's keeper on and native sidecars not declared off (member.keeper.nativeSidecars). Off everywhere,
+the entry would send every job's writes to a webhook that adds nothing. */}}
+{{- define "ff.memberKeepsFirstCopies" -}}
+{{- if and (include "ff.memberFencing" .) .Values.policy.fencing.keeper.enabled (ne .Values.member.keeper.nativeSidecars "off") -}}true{{- end -}}
+{{- end -}}
+
 {{/* Whether the member role writes Kubernetes Events (member.events, and always with its own cluster's API). */}}
 {{- define "ff.memberEvents" -}}
 {{- if and (eq .Values.role "member") (or .Values.member.events (include "ff.memberReadsApi" .)) -}}true{{- end -}}
@@ -443,6 +450,49 @@ FlinkBlueGreenDeployment: its template's). */}}
 {{- $failover := include "ff.failoverLabel" .root -}}
 (has({{ .obj }}.metadata.labels) && (('{{ $failover }}' in {{ .obj }}.metadata.labels && {{ .obj }}.metadata.labels['{{ $failover }}'] == 'true')
 {{- range (without .root.Values.policy.jobIdLabels $failover) }} || '{{ . }}' in {{ $.obj }}.metadata.labels{{ end }}))
+{{- end -}}
+
+{{/* CEL: the object (.obj) is a failover as the webhook reads it (webhook/restore/outcome.py triggered:
+the failover label true in any case, or a jobId label), or the trigger entries take it (a jobId label
+set empty). */}}
+{{- define "ff.failoverCel" -}}
+{{- $failover := include "ff.failoverLabel" .root -}}
+(has({{ .obj }}.metadata.labels) && (('{{ $failover }}' in {{ .obj }}.metadata.labels && {{ .obj }}.metadata.labels['{{ $failover }}'].matches('^[tT][rR][uU][eE]$'))
+{{- range (without .root.Values.policy.jobIdLabels $failover) }} || '{{ . }}' in {{ $.obj }}.metadata.labels{{ end }}))
+{{- end -}}
+
+{{/* CEL: the object (.obj) carries label .key (any value). */}}
+{{- define "ff.labelledCel" -}}
+(has({{ .obj }}.metadata.labels) && '{{ .key }}' in {{ .obj }}.metadata.labels)
+{{- end -}}
+
+{{/* CEL: the object named by the argument runs a job (a FlinkBlueGreenDeployment: its template's). */}}
+{{- define "ff.runsAJobCel" -}}
+(has({{ . }}.spec) && ({{ . }}.kind == 'FlinkBlueGreenDeployment' ? (has({{ . }}.spec.template) && has({{ . }}.spec.template.spec) && has({{ . }}.spec.template.spec.job)) : has({{ . }}.spec.job)))
+{{- end -}}
+
+{{/* CEL: the object named by the argument is a FlinkBlueGreenDeployment's child (its owner reference). */}}
+{{- define "ff.blueGreenChildCel" -}}
+(has({{ . }}.metadata.ownerReferences) && {{ . }}.metadata.ownerReferences.exists(r, r.kind == 'FlinkBlueGreenDeployment'))
+{{- end -}}
+
+{{/* CEL: the FlinkDeployment spec at the argument's path sets a checkpoint directory in its
+flinkConfiguration, flat or nested (webhook/common/flink.py CHECKPOINT_DIR_KEYS). */}}
+{{- define "ff.checkpointDirCel" -}}
+{{- $c := printf "%s.flinkConfiguration" . -}}
+{{- $found := list -}}
+{{- range list "execution.checkpointing.dir" "state.checkpoints.dir" "state.backend.fs.checkpointdir" -}}
+{{- $parts := splitList "." . -}}
+{{- $chain := list -}}
+{{- $p := $c -}}
+{{- range initial $parts -}}{{- $p = printf "%s.%s" $p . -}}{{- $chain = append $chain (printf "has(%s)" $p) -}}{{- end -}}
+{{- $chain = append $chain (printf "'%s' in %s" (last $parts) $p) -}}
+{{- $found = append $found (printf "'%s' in %s || (%s)" . $c (join " && " $chain)) -}}
+{{- end -}}
+{{- $guards := list -}}
+{{- $walk := first (splitList "." .) -}}
+{{- range rest (splitList "." $c) -}}{{- $walk = printf "%s.%s" $walk . -}}{{- $guards = append $guards (printf "has(%s)" $walk) -}}{{- end -}}
+({{ join " && " $guards }} && ({{ join " || " $found }}))
 {{- end -}}
 
 {{/* CEL: oldObject was held for fencing (its hold annotation, suspended). */}}

@@ -1,0 +1,73 @@
+"""The lease keeper of a copy no failover admission made: above all a job's first copy on its first cluster
+(issue 47, docs/keeper.md "When the webhook adds it"). Pure.
+
+The trigger, held and fenced entries of the member webhook see only what a failover touched; the chart's
+``first-copy`` entry sends the rest of the FlinkDeployments and FlinkBlueGreenDeployments that run a job,
+at CREATE and UPDATE, and the restore decision for them is SKIP. Such a copy keeps the lease the fencing
+agent keeps for it: the agent's own reading of the stored object (``fencing/copies.py``: ``as_restored``,
+``checkpoint_dir_of``, ``epoch_of``), so keeper and agent renew the same heartbeat. For a first copy
+that is its spec's checkpoint directory (else the policy's default) and epoch 0, with no fence: the
+keeper's own newest fence in its listing wins, and any newer fence of another cluster stops the
+JobManager. An UPDATE that moves the directory moves the keeper's with it (the pod template changes and
+the JobManager's pod rolls), as the agent follows the spec. A restored copy whose trigger labels are
+gone keeps its restore's epoch and directory the same way. Nothing else of the object changes (no labels,
+no decision annotations): it is no restore. No storage call: every write of every job passes here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from webhook.common.contract import FENCED
+from webhook.common.flink import FlinkResource, runs_keeper
+from webhook.fencing.copies import as_restored, checkpoint_dir_of, epoch_of
+from webhook.member.keeper import KEPT_KINDS, KeeperSetup, Keeping, KeptLease, Saying, keeping
+from webhook.restore.outcome import RestoreDecision, RestoreOutcome, triggered
+from webhook.restore.policy import RestorePolicy
+from webhook.restore.updates import held_before
+
+
+def first_copy_part(
+    operation: str,
+    obj: Mapping[str, Any],
+    resource: FlinkResource,
+    old_obj: Mapping[str, Any] | None,
+    old: FlinkResource | None,
+    decision: RestoreDecision,
+    policy: RestorePolicy,
+    setup: KeeperSetup,
+) -> Keeping | None:
+    """The keeper's part of admitting a copy no failover made (None: not such a copy, or no lease to keep:
+    no usable checkpoint directory). Events where it is created, and where an UPDATE adds or drops the
+    keeper; a pod template that keeps the keeper out refuses a CREATE, and an UPDATE only of a copy
+    that runs it (refusing every write of a job that ran without it would wedge its operator)."""
+    if decision.outcome is not RestoreOutcome.SKIP or not unlabelled(resource, old, policy):
+        return None
+    view, _ = as_restored(resource, policy)  # a record's directory where a restore left one
+    checkpoint_dir = checkpoint_dir_of(view, policy)
+    if checkpoint_dir is None:
+        return None  # nothing to keep: the agent keeps nothing for it either
+    running = old_obj is not None and runs_keeper(old_obj)
+    created = operation == "CREATE"
+    lease = KeptLease(epoch_of(resource, policy), checkpoint_dir, "from its spec")
+    kept = keeping(
+        obj, resource, policy, setup, lease, Saying(created or running, created or not running), running
+    )
+    if kept.refused and not (created or running):
+        return Keeping(kept.kept, warnings=(kept.refused,))
+    return kept
+
+
+def unlabelled(resource: FlinkResource, old: FlinkResource | None, policy: RestorePolicy) -> bool:
+    """A job's FlinkDeployment or FlinkBlueGreenDeployment that neither version of which the trigger,
+    held or fenced entries take (the chart's first-copy entry: its matchConditions say the same), nor a
+    blue/green child (its parent's template carries the keeper)."""
+    if resource.kind not in KEPT_KINDS or resource.job is None or resource.deleting:
+        return False
+    for version in (resource, old):
+        if version is None:
+            continue
+        if version.blue_green_parent or triggered(version, policy) or version.labels.get(policy.key(FENCED)):
+            return False
+    return not held_before(old, policy)
