@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from tests.e2e import flows
-from tests.e2e.scenario import Outcome, World, cleanup, flink_job
+from tests.e2e.scenario import Outcome, World, cleanup, flink_job, propagation_policy
 
 # The tier's policy turns the keeper off in the other scenarios' namespace (``stack.py``): this one's jobs
 # get it, as every fenced job does by default.
@@ -20,14 +20,15 @@ GUARDED = "guarded"
 
 def role_down(world: World) -> Outcome:
     """Every member-role replica of the job's cluster is killed (its webhook and fencing agent gone), then
-    Karmada is cut off from that cluster while the job runs on (the partition of ``flows.partition``):
-    nothing on the old cluster's side but the keeper can stop the old copy. The new cluster fences the
-    job and holds it; the old keeper sees the newer fence and kills its JobManager; with no agent to
+    Karmada moves the job away (a NoExecute taint, the shipped cluster-failover policy with purge mode
+    Gracefully: the old copy is left running until the new one is healthy): nothing on the old cluster
+    but the keeper can stop the old copy. The new cluster fences the job and holds it; the old keeper
+    sees the newer fence and kills its JobManager (every restart of it too); with no agent to
     acknowledge, the new copy is released when the old heartbeat's lease expires (its keeper renews it no
     more), and starts from the old job's newest checkpoint: never two RUNNING, no checkpoint lost."""
     name = "role-down"
     key = (GUARDED, name)
-    policy = flows._partition_policy([name])
+    policy = propagation_policy("propagationpolicy-cluster-failover.yaml", [name], "Gracefully")
     policy["metadata"]["namespace"] = GUARDED
     try:
         return _role_down(world, name, key, policy)
@@ -50,22 +51,20 @@ def _role_down(world: World, name: str, key: tuple[str, str], policy: dict[str, 
     replicas = len(world.member_release(old_cluster).replicas())
     for index in range(replicas):
         world.kill_member_replica(old_cluster, index)
-    proxy = world.stack.karmada.members[old_cluster].proxy
     triggered = time.monotonic()
-    proxy.cut()
+    world.taint(old_cluster)
     try:
         world.wait_running(key, new_cluster, timeout=240)
         still_running = world.running_job(old_cluster, key) is not None
         new_object = world.member_object(new_cluster, name, GUARDED) or {}
         released = str(((new_object.get("metadata") or {}).get("annotations") or {}).get(flows.RELEASED, ""))
     finally:
-        proxy.heal()
         for index in range(replicas):
             world.restart_member_replica(old_cluster, index)
     outcome = flows._outcome(world, name, old_cluster, triggered, GUARDED)
     world.record(
         outcome.line(
-            "member role down (both replicas killed), Karmada cut off; the keeper stops the old copy"
+            "member role down (both replicas killed), taint, Gracefully: the keeper stops the old copy"
         )
     )
     assert not still_running, "the old job still ran when the new one started"
