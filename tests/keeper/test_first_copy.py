@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.keeper.test_injected import IMAGE, P, Served, _env, _keeper, _serve
+from tests.keeper.test_injected import EPOCH, IMAGE, P, Served, _env, _keeper, _serve, failover
 from tests.support.crds import crd_validator
 from tests.support.objects import decode_patch, flink_deployment
 from webhook.common.paths import StoragePath
@@ -170,3 +170,19 @@ def test_kubernetes_1_28_with_native_sidecars_declared_gets_the_keeper(
     with _serve(tmp_path_factory.mktemp("keeper-1-28-on"), "v1.28.4", sidecars="on") as old:
         after, _ = old.admit(first(old, "gated"))
         assert _env(_keeper(after))["FLINK_FAILOVER_KEEPER_EPOCH"] == "0"
+
+
+def test_a_restored_copy_whose_trigger_labels_an_edit_drops_keeps_its_restores_keeper(served: Served) -> None:
+    """A GitOps tool applying the base manifest drops the trigger labels (and the sidecar): the trigger
+    entries still send it by its old labels, and the copy it becomes keeps the keeper of its restore (the
+    epoch and record on the object, as the agent reads it), as every later write of it does."""
+    created, _ = served.admit(failover("relabelled"))
+    assert created["metadata"]["annotations"][EPOCH] == "3"
+    edited = copy.deepcopy(created)
+    edited["metadata"]["labels"] = {"app": "relabelled"}
+    del edited["spec"]["jobManager"]["podTemplate"]
+    after, _ = served.admit(edited, created)
+    assert after["spec"]["jobManager"] == created["spec"]["jobManager"]
+    assert _env(_keeper(after))["FLINK_FAILOVER_KEEPER_EPOCH"] == "3"
+    later, _ = served.admit(copy.deepcopy(edited), after)  # no label on either version: the first-copy path
+    assert later["spec"]["jobManager"] == created["spec"]["jobManager"]

@@ -81,8 +81,10 @@ def test_what_is_a_first_copy_as_the_chart_entry_reads_it(labels: dict[str, str]
     obj = flink_deployment(checkpoint_dir="s3://bkt/ckpt", labels=labels)
     assert unlabelled(FlinkResource.from_object(obj), None, policy_from_dict({})) is first
     plain = FlinkResource.from_object(flink_deployment(checkpoint_dir="s3://bkt/ckpt"))
-    # an UPDATE is judged by both versions: a copy losing its labels is the trigger entries' still
-    assert unlabelled(plain, FlinkResource.from_object(obj), policy_from_dict({})) is first
+    # an UPDATE that drops the trigger labels (sent by the old ones) keeps the keeper of the copy it
+    # becomes; a stale copy the agent stopped stays as it is
+    fenced = f"{P}/fenced" in labels
+    assert unlabelled(plain, FlinkResource.from_object(obj), policy_from_dict({})) is not fenced
 
 
 def test_no_lease_without_a_checkpoint_directory_nor_for_a_session_cluster() -> None:

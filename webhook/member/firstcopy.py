@@ -60,14 +60,16 @@ def first_copy_part(
 
 
 def unlabelled(resource: FlinkResource, old: FlinkResource | None, policy: RestorePolicy) -> bool:
-    """A job's FlinkDeployment or FlinkBlueGreenDeployment that neither version of which the trigger,
-    held or fenced entries take (the chart's first-copy entry: its matchConditions say the same), nor a
-    blue/green child (its parent's template carries the keeper)."""
+    """A job's FlinkDeployment or FlinkBlueGreenDeployment that is no failover, no stale copy the agent
+    stopped, not held and no blue/green child (its parent's template carries the keeper): what the
+    chart's first-copy entry sends (its matchConditions ask no trigger label on either version, to keep
+    the entries disjoint), and an UPDATE that drops the trigger labels, which the trigger entries send
+    by its old labels: the copy it becomes keeps its keeper (the restore's, read from its record)."""
     if resource.kind not in KEPT_KINDS or resource.job is None or resource.deleting:
         return False
+    if triggered(resource, policy):
+        return False
     for version in (resource, old):
-        if version is None:
-            continue
-        if version.blue_green_parent or triggered(version, policy) or version.labels.get(policy.key(FENCED)):
+        if version is not None and (version.blue_green_parent or version.labels.get(policy.key(FENCED))):
             return False
     return not held_before(old, policy)
