@@ -39,6 +39,7 @@ from tests.e2e.scenario import (
 from tests.e2e.stack import BUCKET
 from tests.support.exact import exact_sets
 from tests.support.karmada_first_fit import karmada_first_fit
+from tests.support.operator import Job
 from tests.support.witness import witness_problems
 from webhook.placement.cluster import cluster_from_kubectl
 from webhook.placement.components import load_workload
@@ -269,17 +270,22 @@ def partition(
     return outcome
 
 
-def _submit_session_job(world: World, jobs: list[str], name: str) -> tuple[str, str]:
+def _submit_session_job(
+    world: World, jobs: list[str], name: str, on: str = "member1", checkpoint_dir: str = ""
+) -> tuple[str, str]:
     """A session cluster on both members and a FlinkSessionJob on it, both named after ``name``: the
-    session job (and whatever is submitted until ``NOT_YET`` is lifted) on member1 only."""
+    session job (and whatever is submitted until ``NOT_YET`` is lifted) on ``on`` only; the job's own
+    ``checkpoint_dir`` when given, else its cluster's."""
     cluster, job = f"{name}-cluster", f"{name}-session"
     jobs.extend([f"{SESSION_JOB}/{job}", cluster])
-    world.taint("member2", NOT_YET)
+    world.taint(next(c for c in world.operators if c != on), NOT_YET)
     world.submit(
         [session_cluster(cluster, checkpoint_dir=SESSION_CHECKPOINTS, savepoint_dir=SESSION_SAVEPOINTS)],
         session_cluster_policy(cluster),
     )
-    world.submit([session_job(job, cluster)], _partition_policy([job], SESSION_JOB))
+    world.submit(
+        [session_job(job, cluster, checkpoint_dir=checkpoint_dir)], _partition_policy([job], SESSION_JOB)
+    )
     return cluster, job
 
 
@@ -880,3 +886,213 @@ class HeartbeatSampler:
             modified = self.world.modified_time(self.path)
             if modified is not None:
                 self.changes.append(modified)
+
+
+# --- stopped means stopped, gone means gone (issue 45) --------------------------------------------
+
+GONE, LEADER_LOST, DELETING = "gone-early", "leader-lost", "deleting"
+
+
+@dataclass(frozen=True)
+class Ends:
+    """The three returns of :func:`stopped_and_gone`, each from member2 to member1."""
+
+    gone: Outcome  # a copy released on member2, evicted before it ran: its return to member1
+    suspended: Outcome  # the old copy's job SUSPENDED while fenced
+    deleting: Outcome  # the old FlinkSessionJob being deleted, its job SUSPENDED meanwhile
+
+
+def stopped_and_gone(world: World, jobs: list[str]) -> Ends:
+    """Three jobs, one NoExecute taint of member2 that sends each back to member1 (issue 45: "stopped
+    means stopped, and gone means gone"), each restored from its old job's newest checkpoint, counted,
+    never RUNNING twice:
+
+    - ``gone-early`` (Directly) first moves from member1 to member2 by a policy change (member1's copy
+      kept by the operator's finalizer while it is cancelled, so the restore on member2 is held, then
+      released: the release writes member2's heartbeat), where the operator does not get to start it; the
+      taint evicts it before it runs. member2's agent drops the heartbeat its release wrote at its next
+      poll, so the return is released by ``no-heartbeat``. Measured on Karmada v1.18.2 before: the
+      heartbeat stayed and the return waited the whole lease (``lease-expiry``, 31.6 s, where the first
+      failover took 1.7 s).
+    - ``leader-lost`` (Gracefully): fenced on member2, its JobManager loses the leadership as the suspend
+      is asked and Flink says SUSPENDED, which a new leader resumes: the job runs and checkpoints on. Its
+      restore on member1 stays held (member2 renews its heartbeat, writes no ack) until the stop
+      completes (FINISHED); before, SUSPENDED was a stop and the restore was released.
+    - ``deleting-session``, a FlinkSessionJob (its own checkpoint directory, Directly): deleted on member2
+      and kept by the operator's finalizer while its cancel waits for the session cluster's new JobManager
+      leader, its status SUSPENDED, its job running on. Its restore on member1 stays held until the cancel
+      completes and the object goes; before, a deleted session job that said SUSPENDED had ended."""
+    gone, lost = (NAMESPACE, GONE), (NAMESPACE, LEADER_LOST)
+    jobs.extend([GONE, LEADER_LOST])
+    op1, op2 = world.operators["member1"], world.operators["member2"]
+    shipped = "propagationpolicy-cluster-failover.yaml"
+    try:
+        # gone-early on member1 (member2 kept out until it is placed), the other two on member2
+        op1.finalized.add(gone)
+        world.taint("member2", NOT_YET)
+        policy = propagation_policy(shipped, [GONE])
+        world.submit([flink_job(GONE)], policy)
+        wait_until(f"{GONE} placed on member1", lambda: world.placed_on(GONE) == ["member1"], 60)
+        world.untaint("member2", NOT_YET["key"])
+        session = _submit_session_job(world, jobs, DELETING, on="member2", checkpoint_dir=CHECKPOINTS)
+        deleting = (NAMESPACE, session[1])
+        op2.finalized.add(deleting)
+        world.submit([flink_job(LEADER_LOST)], propagation_policy(shipped, [LEADER_LOST], "Gracefully"))
+        first = _running_captured(world, gone, "member1")
+        _running_captured(world, lost, "member2")
+        _session_job_running(world, session, "member2")
+        world.untaint("member1", NOT_YET["key"])
+
+        # member1 -> member2 for gone-early only, by a policy change (a taint's eviction task would keep
+        # member1 out of the return until the graceful-eviction timeout): held there while member1's copy
+        # is cancelled, then released
+        op2.withheld.add(gone)
+        _place(world, policy, ["member2"])
+        wait_until(f"{GONE} held on member2", lambda: _held(world, "member2", GONE), 120)
+        _place(world, policy, ["member1", "member2"])  # it stays (Karmada keeps a placement that fits)
+        wait_until(
+            f"{GONE} released on member2", lambda: bool(_annotation(world, "member2", GONE, RELEASED)), 120
+        )
+        away = _annotation(world, "member2", GONE, RELEASED)
+        folder = _fencing_folder(CHECKPOINTS, "FlinkDeployment", GONE)
+        written = world.record_names(folder)
+
+        # member2 -> member1 for all three, gone-early before it ran there
+        op2.leader_lost.update({lost, deleting})
+        triggered = time.monotonic()
+        world.taint("member2")  # at once: before member2's agent polls again
+        back = _returned(world, GONE, first, "member2", triggered)
+        held = {
+            key: _kept_while_old_runs(world, key, kind)
+            for key, kind in ((lost, "FlinkDeployment"), (deleting, SESSION_JOB))
+        }
+        op2.leader_lost.clear()  # the new leaders' stops complete: FINISHED, the deletion's cancel CANCELED
+        suspended = _outcome(world, LEADER_LOST, "member2", triggered)
+        ended = _outcome(world, session[1], "member2", triggered)
+    finally:
+        op1.finalized.discard(gone)
+        op2.withheld.discard(gone)
+        op2.leader_lost.clear()
+        op2.finalized.clear()
+    released = _released_after(world, gone, "member1", triggered)
+    world.record(
+        back.line(
+            f"a copy released on member2 ({away.split(' at ')[0]}) and evicted (Directly) before it ran, "
+            f"back on member1: released by {_annotation(world, 'member1', GONE, RELEASED).split(' at ')[0]} "
+            f"{released:.1f} s after the taint"
+        )
+    )
+    whats = {
+        LEADER_LOST: "the old job SUSPENDED (its JobManager's leadership lost) while fenced",
+        session[1]: "the old FlinkSessionJob being deleted, its job SUSPENDED",
+    }
+    for outcome in (suspended, ended):
+        name = outcome.new.key[1]
+        reason = outcome.annotations.get(RELEASED, "").split(" at ")[0]
+        world.record(outcome.line(f"{whats[name]}: held ({held[(NAMESPACE, name)]}), released by {reason}"))
+    assert "heartbeat-member2.json" in written, f"the release on member2 wrote no heartbeat: {written}"
+    assert _annotation(world, "member1", GONE, RELEASED).startswith("no-heartbeat"), (
+        "the return was released otherwise than by no-heartbeat (member2's heartbeat outlived its copy): "
+        + _annotation(world, "member1", GONE, RELEASED)
+    )
+    _assert_restored_newest(back, count=2)
+    for outcome in (suspended, ended):
+        _assert_restored_newest(outcome)
+        _assert_started_after_the_old_ended(outcome)
+    return Ends(back, suspended, ended)
+
+
+def _place(world: World, policy: dict[str, Any], clusters: list[str]) -> None:
+    policy["spec"]["placement"]["clusterAffinity"]["clusterNames"] = clusters
+    world.stack.apply_karmada([policy])
+
+
+def _fencing_folder(checkpoint_dir: str, kind: str, name: str) -> str:
+    """Where a job's fencing records live (webhook/fencing/layout.py)."""
+    return f"{checkpoint_dir}/flink-failover/{NAMESPACE}/{kind.lower()}/{name}"
+
+
+def _running_captured(world: World, key: Key, cluster: str) -> Job:
+    world.wait_running(key, cluster)
+    job = world.wait_checkpoints(cluster, key, 3)
+    world.wait_captured(key[1], cluster, job.job_id)
+    return job
+
+
+def _returned(world: World, name: str, first: Job, away: str, triggered: float) -> Outcome:
+    """A job that ran only on its first cluster (``first``), failed over to ``away`` where it never ran,
+    back on the first cluster: the outcome against ``first``, the job that ran."""
+    key = (NAMESPACE, name)
+    back = next(c for c in world.operators if c != away)
+    world.wait_running(key, back, timeout=180)
+    wait_until(f"{name} gone from {away}", lambda: _gone(world, away, name), 120)
+    new = world.operators[back].jobs_of(*key)[-1]
+    started = world.timeline.first_running(key, back, triggered)
+    assert started is not None
+    annotations = (world.member_object(back, name) or {}).get("metadata", {}).get("annotations") or {}
+    return Outcome(
+        first,
+        new,
+        away,
+        back,
+        world.timeline.two_running_seconds(key),
+        lost_after(first, new),
+        started.at - triggered,
+        dict(annotations),
+    )
+
+
+def _released_after(world: World, key: Key, cluster: str, after: float) -> float:
+    """Seconds from ``after`` to the first status sample on ``cluster`` carrying the released marker."""
+    for sample in world.timeline.of(key, cluster):
+        if sample.at >= after and sample.annotations.get(RELEASED):
+            return sample.at - after
+    return float("nan")
+
+
+def _job_state(world: World, cluster: str, name: str) -> str:
+    obj = world.member_object(cluster, name) or {}
+    return str(((obj.get("status") or {}).get("jobStatus") or {}).get("state") or "")
+
+
+def _kept_while_old_runs(world: World, key: Key, kind: str) -> str:
+    """The restore of ``key`` held on member1 while its old copy on member2 says SUSPENDED and runs on:
+    until member2's agent has renewed that copy's heartbeat twice since (two polls that read SUSPENDED),
+    or the restore is no longer held, or the heartbeat is gone. Asserts the restore still held, the
+    heartbeat there and no ack of member2's; returns the hold text."""
+    name = key[1]
+    folder = _fencing_folder(CHECKPOINTS, kind, name)
+    beat = f"{folder}/heartbeat-member2.json"
+    wait_until(f"{name} held on member1", lambda: _held(world, "member1", name), 120)
+    wait_until(f"{name} SUSPENDED on member2", lambda: _job_state(world, "member2", name) == "SUSPENDED", 60)
+    since = time.time()
+    renewals: set[float] = set()
+
+    def settled() -> bool:
+        modified = world.modified_time(beat)
+        if modified is None or not _held(world, "member1", name):
+            return True
+        if modified > since:
+            renewals.add(modified)
+        return len(renewals) >= 2
+
+    wait_until(f"{name}'s heartbeat on member2 renewed twice while SUSPENDED", settled, 60, interval=0.5)
+    hold = _annotation(world, "member1", name, HOLD)
+    assert _held(world, "member1", name), (
+        f"{name} released on member1 while its old job on member2 ran on, SUSPENDED: "
+        f"{_annotation(world, 'member1', name, RELEASED)!r}"
+    )
+    names = world.record_names(folder)
+    assert "heartbeat-member2.json" in names, f"member2 dropped the heartbeat of a SUSPENDED job: {names}"
+    assert not [n for n in names if n.startswith("ack-") and n.endswith("-member2.json")], names
+    assert world.running_job("member2", key) is not None
+    return hold
+
+
+def _assert_started_after_the_old_ended(outcome: Outcome) -> None:
+    """By the operators' own records (a job whose status says SUSPENDED is not RUNNING by status, but
+    runs): the new job started only after the old one ended."""
+    assert outcome.old.ended is not None, "the old job never ended"
+    assert outcome.new.started >= outcome.old.ended, (
+        f"the new job started {outcome.old.ended - outcome.new.started:.1f} s before the old one ended"
+    )
