@@ -24,8 +24,8 @@ then ``FINISHED``/``CANCELED``, and only then the finalizer goes and the object 
 operator does; ``leader_lost``, the JobManager loses its leadership as a stop (a suspend or a deletion's
 cleanup) is asked: Flink reports ``SUSPENDED``, only locally terminal, and a new leader resumes the job,
 which runs and checkpoints on, its status still saying ``SUSPENDED``, until the key is removed and the stop
-completes; ``withheld``, a start the operator does not get to (the job is never deployed while its key is
-there).
+completes; ``withheld``, a job the operator does not get to: neither a start nor a stop is begun while
+its key is there (a stop then takes ``stop_seconds`` from its removal).
 
 It scales to a fleet of thousands on two cores: checkpoints are written by their own thread (a round of
 them to the storage emulator takes seconds at that size and must not hold up starts and stops), the
@@ -132,7 +132,7 @@ class OperatorDouble:
     writers: int = 8  # status writes in flight at once
     finalized: set[Key] = field(default_factory=set)  # the operator's finalizer on these objects
     leader_lost: set[Key] = field(default_factory=set)  # a stop asked reports SUSPENDED, the job runs on
-    withheld: set[Key] = field(default_factory=set)  # never started while here
+    withheld: set[Key] = field(default_factory=set)  # neither started nor stopped while here
     _cleanup: dict[Key, float] = field(default_factory=dict)  # a deletion's cleanup began (finalized)
 
     def start(self) -> OperatorDouble:
@@ -238,6 +238,9 @@ class OperatorDouble:
                     self._asked.pop(key, None)
                     self._write_status(obj, session_cluster_status(obj))
             return
+        if key in self.withheld:
+            self._asked.pop(key, None)
+            return
         job_spec = (obj.get("spec") or {}).get("job") or {}
         desired = job_spec.get("state", "running")
         reported = ((obj.get("status") or {}).get("jobStatus") or {}).get("state")
@@ -254,9 +257,6 @@ class OperatorDouble:
                 self._end(key)
                 self._asked.pop(key, None)
                 self._write_status(obj, _stopped(obj))
-            return
-        if key in self.withheld:
-            self._asked.pop(key, None)
             return
         if key in self._failing or (reported == "RUNNING" and current is not None and current.ended is None):
             return
