@@ -916,8 +916,10 @@ def stopped_and_gone(world: World, jobs: list[str]) -> Ends:
     - ``gone-early`` (Directly) first moves from member1 to member2 by a policy change (member1's copy
       kept by the operator's finalizer while it is cancelled, so the restore on member2 is held, then
       released: the release writes member2's heartbeat), where the operator does not get to start it; the
-      taint evicts it before it runs. member2's agent drops the heartbeat its release wrote at its next
-      poll, so the return is released by ``no-heartbeat``. Measured on Karmada v1.18.2 before: the
+      taint evicts it before it runs, and before member2's agents poll again (their replicas frozen, SIGSTOP,
+      from the release until the copy is gone: otherwise whether a poll sees the copy first is a race).
+      member2's agent drops the heartbeat its release wrote at its next poll, so the return is released
+      by ``no-heartbeat``. Measured on Karmada v1.18.2 before: the
       heartbeat stayed and the return waited the whole lease (``lease-expiry``, 31.6 s, where the first
       failover took 1.7 s).
     - ``leader-lost`` (Gracefully): fenced on member2, its JobManager loses the leadership as the suspend
@@ -963,10 +965,16 @@ def stopped_and_gone(world: World, jobs: list[str]) -> Ends:
         folder = _fencing_folder(CHECKPOINTS, "FlinkDeployment", GONE)
         written = world.record_names(folder)
 
-        # member2 -> member1 for all three, gone-early before it ran there
+        # member2 -> member1 for all three, gone-early before it ran there, and before member2's agents
+        # poll again: as measured on Karmada (frozen meanwhile; a poll in between would see the copy run)
         op2.leader_lost.update({lost, deleting})
-        triggered = time.monotonic()
-        world.taint("member2")  # at once: before member2's agent polls again
+        world.freeze_member_role("member2")
+        try:
+            triggered = time.monotonic()
+            world.taint("member2")
+            wait_until(f"{GONE} gone from member2", lambda: _gone(world, "member2", GONE), 60)
+        finally:
+            world.freeze_member_role("member2", frozen=False)
         back = _returned(world, GONE, first, "member2", triggered)
         held = {
             key: _kept_while_old_runs(world, key, kind)

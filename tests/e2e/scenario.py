@@ -189,6 +189,12 @@ class World:
         api = self.stack.member_api(cluster)
         restart_pod(self.stack.procs, api, self.member_release(cluster), index)
 
+    def freeze_member_role(self, cluster: str, frozen: bool = True) -> None:
+        """SIGSTOP (``frozen``) or SIGCONT every member-role replica of ``cluster``: its agents poll no
+        more until thawed (its webhook answers nothing meanwhile)."""
+        for pod in self.member_release(cluster).replicas():
+            pod.process.signal(signal.SIGSTOP if frozen else signal.SIGCONT)
+
     def member_replicas_ready(self, cluster: str) -> bool:
         """Every member-role replica of ``cluster`` answers /readyz with 200 now."""
         import ssl
