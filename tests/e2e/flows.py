@@ -959,17 +959,20 @@ def stopped_and_gone(world: World, jobs: list[str]) -> Ends:
         wait_until(f"{GONE} held on member2", lambda: _held(world, "member2", GONE), 120)
         _place(world, policy, ["member1", "member2"])  # it stays (Karmada keeps a placement that fits)
         wait_until(
-            f"{GONE} released on member2", lambda: bool(_annotation(world, "member2", GONE, RELEASED)), 120
+            f"{GONE} released on member2",
+            lambda: bool(_annotation(world, "member2", GONE, RELEASED)),
+            120,
+            interval=0.02,
         )
-        away = _annotation(world, "member2", GONE, RELEASED)
-        folder = _fencing_folder(CHECKPOINTS, "FlinkDeployment", GONE)
-        written = world.record_names(folder)
-
         # member2 -> member1 for all three, gone-early before it ran there, and before member2's agents
-        # poll again: as measured on Karmada (frozen meanwhile; a poll in between would see the copy run)
-        op2.leader_lost.update({lost, deleting})
+        # poll again: as measured on Karmada (frozen from the release on; a poll in between would see the
+        # copy run)
         world.freeze_member_role("member2")
         try:
+            away = _annotation(world, "member2", GONE, RELEASED)
+            folder = _fencing_folder(CHECKPOINTS, "FlinkDeployment", GONE)
+            written = world.record_names(folder)
+            op2.leader_lost.update({lost, deleting})
             triggered = time.monotonic()
             world.taint("member2")
             wait_until(f"{GONE} gone from member2", lambda: _gone(world, "member2", GONE), 60)
@@ -1085,7 +1088,11 @@ def _kept_while_old_runs(world: World, key: Key, kind: str) -> list[str]:
     beat = f"{folder}/heartbeat-member2.json"
     # its restore admitted on member1 (held from its CREATE on, unless the old heartbeat was gone by then)
     wait_until(f"{name} restored on member1", lambda: world.member_object("member1", name) is not None, 120)
-    wait_until(f"{name} SUSPENDED on member2", lambda: _job_state(world, "member2", name) == "SUSPENDED", 60)
+    wait_until(
+        f"{name} SUSPENDED on member2 (or released on member1)",
+        lambda: _job_state(world, "member2", name) == "SUSPENDED" or not _held(world, "member1", name),
+        60,
+    )
     since = time.time()
     renewals: set[float] = set()
 
