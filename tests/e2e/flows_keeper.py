@@ -61,7 +61,7 @@ def _role_down(world: World, name: str, key: tuple[str, str], policy: dict[str, 
     finally:
         for index in range(replicas):
             world.restart_member_replica(old_cluster, index)
-    outcome = flows._outcome(world, name, old_cluster, triggered, GUARDED)
+    outcome = flows._outcome(world, name, old_cluster, triggered, namespace=GUARDED)
     world.record(
         outcome.line(
             "member role down (both replicas killed), taint, Gracefully: the keeper stops the old copy"

@@ -18,6 +18,15 @@ else its session cluster's, and reports no JobManager (the session cluster's is 
 is the job's: ``CANCELED`` after a stateless suspend (the operator cancels it), ``FINISHED`` after a
 stop with a savepoint, ``lastReconciledSpec`` holding the suspend either way.
 
+What a scenario may ask of it per job (a set of keys each, changed while it runs): ``finalized``, the
+operator's finalizer on the object, so that a deletion is a cleanup (the job runs on for ``stop_seconds``,
+then ``FINISHED``/``CANCELED``, and only then the finalizer goes and the object with it), as the real
+operator does; ``leader_lost``, the JobManager loses its leadership as a stop (a suspend or a deletion's
+cleanup) is asked: Flink reports ``SUSPENDED``, only locally terminal, and a new leader resumes the job,
+which runs and checkpoints on, its status still saying ``SUSPENDED``, until the key is removed and the stop
+completes; ``withheld``, a job the operator does not get to: neither a start nor a stop is begun while
+its key is there (a stop then takes ``stop_seconds`` from its removal).
+
 It scales to a fleet of thousands on two cores: checkpoints are written by their own thread (a round of
 them to the storage emulator takes seconds at that size and must not hold up starts and stops), the
 starts' and stops' status writes go out on a few threads at once, and each job's records are indexed.
@@ -126,6 +135,10 @@ class OperatorDouble:
     # the keeper sidecar is not run, and such a job runs as any other
     kubelet: Kubelet | None = None
     _recovering: dict[Key, Job] = field(default_factory=dict)  # jobs whose JobManager died, to recover
+    finalized: set[Key] = field(default_factory=set)  # the operator's finalizer on these objects
+    leader_lost: set[Key] = field(default_factory=set)  # a stop asked reports SUSPENDED, the job runs on
+    withheld: set[Key] = field(default_factory=set)  # neither started nor stopped while here
+    _cleanup: dict[Key, float] = field(default_factory=dict)  # a deletion's cleanup began (finalized)
 
     def start(self) -> OperatorDouble:
         self.informer = Informer(self.api, COLLECTIONS[DEPLOYMENT], f"operator-{self.cluster}").start()
@@ -195,6 +208,7 @@ class OperatorDouble:
                     self.errors.extend(errors)
                 for key in [k for k in self._current if k not in objects]:
                     self._end(key)
+                for key in [k for k in self._deployed if k not in objects]:  # ended by a cleanup too
                     self._deployed.pop(key, None)
                     self._failing.discard(key)
                 if self.kubelet is not None:
@@ -222,13 +236,19 @@ class OperatorDouble:
         self, key: Key, obj: dict[str, Any], now: float, objects: dict[Key, dict[str, Any]]
     ) -> None:
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
+            self._clean_up(key, obj, now)
             return
+        if key in self.finalized and FINALIZER[obj.get("kind", DEPLOYMENT)] not in _finalizers(obj):
+            self._patch_finalizers(obj, [*_finalizers(obj), FINALIZER[obj.get("kind", DEPLOYMENT)]])
         if is_session_cluster(obj):
             if (obj.get("status") or {}).get("jobManagerDeploymentStatus") != "READY":
                 asked = self._asked.setdefault(key, now)
                 if now - asked >= self.start_seconds:
                     self._asked.pop(key, None)
                     self._write_status(obj, session_cluster_status(obj))
+            return
+        if key in self.withheld:
+            self._asked.pop(key, None)
             return
         job_spec = (obj.get("spec") or {}).get("job") or {}
         desired = job_spec.get("state", "running")
@@ -239,6 +259,9 @@ class OperatorDouble:
             if current is None or current.ended is not None:
                 self._asked.pop(key, None)
                 self._no_pod(key)
+                return
+            if key in self.leader_lost:
+                self._report_suspended(obj, reported)
                 return
             asked = self._asked.setdefault(key, now)
             if now - asked >= self.stop_seconds:
@@ -303,6 +326,42 @@ class OperatorDouble:
             self.kubelet.remove(key)
             self._recovering.pop(key, None)
 
+    def _clean_up(self, key: Key, obj: dict[str, Any], now: float) -> None:
+        """A deleted object held by the operator's finalizer: its job runs on while the operator cancels
+        it (``stop_seconds``, or while its JobManager has lost the leadership), then the job ends, the
+        status says so and the finalizer goes. Without the finalizer the object is gone at once."""
+        finalizer = FINALIZER[obj.get("kind", DEPLOYMENT)]
+        if finalizer not in _finalizers(obj):
+            return
+        reported = ((obj.get("status") or {}).get("jobStatus") or {}).get("state")
+        if key in self.leader_lost and key in self._current:
+            self._report_suspended(obj, reported)
+            return
+        began = self._cleanup.setdefault(key, now)
+        if key in self._current and now - began < self.stop_seconds:
+            return
+        if key in self._current:
+            self._end(key)
+            if not self._write_status(obj, _stopped(obj, "CANCELED")):
+                return
+        self._cleanup.pop(key, None)
+        self._patch_finalizers(obj, [f for f in _finalizers(obj) if f != finalizer])
+
+    def _report_suspended(self, obj: dict[str, Any], reported: Any) -> None:
+        """The JobManager lost its leadership: Flink's SUSPENDED, once; the job is not ended (a new leader
+        resumes it) and goes on checkpointing."""
+        if reported != "SUSPENDED":
+            self._write_status(obj, _stopped(obj, "SUSPENDED"))
+
+    def _patch_finalizers(self, obj: dict[str, Any], finalizers: list[str]) -> None:
+        namespace, name = key_of(obj)
+        path = flink_path(str(obj.get("kind") or DEPLOYMENT), namespace, name)
+        try:
+            self.api.merge_patch(path, {"metadata": {"finalizers": finalizers or None}})
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+
     def _end(self, key: Key) -> None:
         job = self._current.pop(key, None)
         if job is None:
@@ -364,13 +423,16 @@ def _running(job_id: str, obj: dict[str, Any]) -> dict[str, Any]:
     return status
 
 
-def _stopped(obj: dict[str, Any]) -> dict[str, Any]:
+def _stopped(obj: dict[str, Any], state: str = "") -> dict[str, Any]:
     """The completed stop: a session job suspended stateless is cancelled (CANCELED), one stopped with a
-    savepoint FINISHED; a FlinkDeployment as ``stopped_status`` says."""
+    savepoint FINISHED; a FlinkDeployment as ``stopped_status`` says. ``state``: the job state instead
+    (a deletion's cancel, a JobManager's lost leadership)."""
     status = stopped_status(obj)
     job = (obj.get("spec") or {}).get("job") or {}
     if obj.get("kind") == SESSION_JOB and job.get("upgradeMode") == "stateless":
         status["jobStatus"]["state"] = "CANCELED"
+    if state:
+        status["jobStatus"]["state"] = state
     return status
 
 
@@ -379,6 +441,17 @@ def _recovered(died: Job, folder: str, key: Key) -> Job:
     last = died.checkpoints[-1][0] if died.checkpoints else died.first_id - 1
     path = f"{folder}/{died.job_id}/chk-{last}" if died.checkpoints else died.started_from
     return Job(died.job_id, time.monotonic(), None, path, last + 1, key)
+
+
+# The real operator's finalizer of each kind (a deleted object stays until its cleanup is done).
+FINALIZER = {
+    DEPLOYMENT: "flinkdeployments.flink.apache.org/finalizer",
+    SESSION_JOB: "flinksessionjobs.flink.apache.org/finalizer",
+}
+
+
+def _finalizers(obj: dict[str, Any]) -> list[str]:
+    return [str(f) for f in (obj.get("metadata") or {}).get("finalizers") or []]
 
 
 def _checkpoint_id(path: str) -> int:
