@@ -20,11 +20,13 @@ import pytest
 from tests.chart.conftest import ensure_binaries
 from tests.e2e.assets import Assets, AssetsMissing, find_assets
 from tests.e2e.guide import run_guide
+from tests.e2e.kubelet import Kubelet
 from tests.e2e.operator import OperatorDouble
 from tests.e2e.scenario import World, checkpoint_writer, cleanup
 from tests.e2e.stack import Stack, Tools, stack
 from tests.e2e.timeline import Timeline
 from tests.support.repo import REPO, shared_data_required
+from tests.support.s3 import CREDENTIALS
 
 E2E_DIR = Path(__file__).parent
 RUNS = REPO / ".cache" / "e2e-runs"
@@ -103,8 +105,16 @@ def _world(
 ) -> Iterator[World]:
     with stack(assets, version, folder, tools, product=not via_guide, fencing=fencing, buckets=buckets) as st:
         write = checkpoint_writer(st)
+        identity = {  # the JobManager pods' own storage identity (an IRSA role's, say), for their keepers
+            "AWS_ACCESS_KEY_ID": CREDENTIALS["key"],
+            "AWS_SECRET_ACCESS_KEY": CREDENTIALS["secret"],
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
         operators = {
-            name: OperatorDouble(name, st.member_api(name), write).start() for name in st.karmada.members
+            name: OperatorDouble(
+                name, st.member_api(name), write, kubelet=Kubelet(name, st.procs, identity)
+            ).start()
+            for name in st.karmada.members
         }
         timeline = Timeline({name: st.member_api(name) for name in st.karmada.members}).start()
         world = World(st, operators, timeline)
@@ -120,6 +130,8 @@ def _world(
             timeline.stop()
             for operator in operators.values():
                 operator.stop()
+                if operator.kubelet is not None:
+                    operator.kubelet.stop()
 
 
 def _run_folder(version: str) -> Path:

@@ -39,6 +39,7 @@ from tests.e2e.scenario import (
 from tests.e2e.stack import BUCKET
 from tests.support.exact import exact_sets
 from tests.support.karmada_first_fit import karmada_first_fit
+from tests.support.operator import Job
 from tests.support.witness import witness_problems
 from webhook.placement.cluster import cluster_from_kubectl
 from webhook.placement.components import load_workload
@@ -50,25 +51,33 @@ def _start(world: World, name: str, shipped: str, purge_mode: str | None = None)
     key = (NAMESPACE, name)
     world.submit([flink_job(name)], propagation_policy(shipped, [name], purge_mode))
     cluster = world.wait_running(key)
-    job = world.wait_checkpoints(cluster, key, 3)
-    world.wait_captured(name, cluster, job.job_id)
-    return cluster, job
+    return cluster, _running_captured(world, key, cluster)
 
 
-def _gone(world: World, cluster: str, name: str) -> bool:
-    return world.member_object(cluster, name) is None
+def _gone(world: World, cluster: str, name: str, namespace: str = NAMESPACE) -> bool:
+    return world.member_object(cluster, name, namespace) is None
 
 
-def _outcome(world: World, name: str, old_cluster: str, triggered: float) -> Outcome:
-    key = (NAMESPACE, name)
+def _outcome(
+    world: World,
+    name: str,
+    old_cluster: str,
+    triggered: float,
+    old_job: Job | None = None,
+    namespace: str = NAMESPACE,
+) -> Outcome:
+    """``old_job``: the job the new one is judged against, where the old cluster ran none (by default its
+    last)."""
+    key = (namespace, name)
     new_cluster = next(c for c in world.operators if c != old_cluster)
     world.wait_running(key, new_cluster, timeout=180)
-    wait_until(f"{name} gone from {old_cluster}", lambda: _gone(world, old_cluster, name), 120)
-    old = world.operators[old_cluster].jobs_of(*key)[-1]
+    wait_until(f"{name} gone from {old_cluster}", lambda: _gone(world, old_cluster, name, namespace), 120)
+    old = old_job or world.operators[old_cluster].jobs_of(*key)[-1]
     new = world.operators[new_cluster].jobs_of(*key)[-1]
     started = world.timeline.first_running(key, new_cluster, triggered)
     assert started is not None
-    annotations = (world.member_object(new_cluster, name) or {}).get("metadata", {}).get("annotations") or {}
+    new_object = world.member_object(new_cluster, name, namespace) or {}
+    annotations = new_object.get("metadata", {}).get("annotations") or {}
     return Outcome(
         old,
         new,
@@ -269,17 +278,22 @@ def partition(
     return outcome
 
 
-def _submit_session_job(world: World, jobs: list[str], name: str) -> tuple[str, str]:
+def _submit_session_job(
+    world: World, jobs: list[str], name: str, on: str = "member1", checkpoint_dir: str = ""
+) -> tuple[str, str]:
     """A session cluster on both members and a FlinkSessionJob on it, both named after ``name``: the
-    session job (and whatever is submitted until ``NOT_YET`` is lifted) on member1 only."""
+    session job (and whatever is submitted until ``NOT_YET`` is lifted) on ``on`` only; the job's own
+    ``checkpoint_dir`` when given, else its cluster's."""
     cluster, job = f"{name}-cluster", f"{name}-session"
     jobs.extend([f"{SESSION_JOB}/{job}", cluster])
-    world.taint("member2", NOT_YET)
+    world.taint(next(c for c in world.operators if c != on), NOT_YET)
     world.submit(
         [session_cluster(cluster, checkpoint_dir=SESSION_CHECKPOINTS, savepoint_dir=SESSION_SAVEPOINTS)],
         session_cluster_policy(cluster),
     )
-    world.submit([session_job(job, cluster)], _partition_policy([job], SESSION_JOB))
+    world.submit(
+        [session_job(job, cluster, checkpoint_dir=checkpoint_dir)], _partition_policy([job], SESSION_JOB)
+    )
     return cluster, job
 
 
@@ -676,12 +690,14 @@ def _annotation(world: World, cluster: str, name: str, key: str) -> str:
 def forged_release(world: World, jobs: list[str]) -> Outcome:
     """While the new cluster holds a restore (the old copy is slow to stop), an ordinary user sets the
     agent's release marker and ``state: running`` herself: the job stays held, an Event names her, and
-    it starts only once the old copy has stopped, released by the acknowledgement."""
+    it starts only once the old copy has stopped, released by the acknowledgement. (The old operator
+    begins the stop only once her edits are judged: no fixed delay to outlast them.)"""
     name = "forged"
     jobs.append(name)
     old_cluster, _ = _start(world, name, "propagationpolicy-cluster-failover.yaml", "Gracefully")
     new_cluster = next(c for c in world.operators if c != old_cluster)
-    world.operators[old_cluster].stop_seconds = 20
+    old_operator = world.operators[old_cluster]
+    old_operator.withheld.add((NAMESPACE, name))
     try:
         triggered = time.monotonic()
         world.taint(old_cluster)
@@ -702,9 +718,10 @@ def forged_release(world: World, jobs: list[str]) -> Outcome:
         assert _held(world, new_cluster, name), "the forged release started the held job"
         _moves_refused(alice, name)  # issue 45, by the served webhook on the real API server
         assert _held(world, new_cluster, name), "an edit of where its state lives started the held job"
+        old_operator.withheld.discard((NAMESPACE, name))  # the old copy's stop begins
         outcome = _outcome(world, name, old_cluster, triggered)
     finally:
-        world.operators[old_cluster].stop_seconds = 4.0
+        old_operator.withheld.discard((NAMESPACE, name))
     world.record(outcome.line("a forged release by an ordinary user while held"))
     _assert_restored_newest(outcome)
     assert _annotation(world, new_cluster, name, RELEASED).startswith("ack"), (
@@ -736,12 +753,14 @@ def _moves_refused(alice: Any, name: str) -> None:
 
 def replica_killed(world: World, jobs: list[str]) -> Outcome:
     """One of the old cluster's two member-role replicas (each runs a fencing agent) is killed just after
-    the stop was asked: the other one carries the failover through, acknowledged."""
+    the stop was asked: the other one carries the failover through, acknowledged. (The old operator
+    begins the stop once the replica is killed: the stop completes after the kill, whatever the load.)"""
     name = "replica-killed"
     jobs.append(name)
     old_cluster, _ = _start(world, name, "propagationpolicy-cluster-failover.yaml", "Gracefully")
     new_cluster = next(c for c in world.operators if c != old_cluster)
-    world.operators[old_cluster].stop_seconds = 8
+    old_operator = world.operators[old_cluster]
+    old_operator.withheld.add((NAMESPACE, name))
     killed = None
     try:
         triggered = time.monotonic()
@@ -756,9 +775,10 @@ def replica_killed(world: World, jobs: list[str]) -> Outcome:
             120,
         )
         killed = world.kill_member_replica(old_cluster, 0)
+        old_operator.withheld.discard((NAMESPACE, name))
         outcome = _outcome(world, name, old_cluster, triggered)
     finally:
-        world.operators[old_cluster].stop_seconds = 4.0
+        old_operator.withheld.discard((NAMESPACE, name))
         if killed is not None:
             world.restart_member_replica(old_cluster, 0)
     world.record(outcome.line("one of two agent replicas killed mid-failover"))
@@ -880,3 +900,232 @@ class HeartbeatSampler:
             modified = self.world.modified_time(self.path)
             if modified is not None:
                 self.changes.append(modified)
+
+
+# --- stopped means stopped, gone means gone (issue 45) --------------------------------------------
+
+GONE, LEADER_LOST, DELETING = "gone-early", "leader-lost", "deleting"
+
+
+@dataclass(frozen=True)
+class Ends:
+    """The three returns of :func:`stopped_and_gone`, each from member2 to member1."""
+
+    gone: Outcome  # a copy released on member2, evicted before it ran: its return to member1
+    suspended: Outcome  # the old copy's job SUSPENDED while fenced
+    deleting: Outcome  # the old FlinkSessionJob being deleted, its job SUSPENDED meanwhile
+
+
+def stopped_and_gone(world: World, jobs: list[str]) -> Ends:
+    """Three jobs, one NoExecute taint of member2 that sends each back to member1 (issue 45: "stopped
+    means stopped, and gone means gone"), each restored from its old job's newest checkpoint, counted,
+    never RUNNING twice:
+
+    - ``gone-early`` (Directly) first moves from member1 to member2 by a policy change (member1's copy
+      kept by the operator's finalizer while it is cancelled, so the restore on member2 is held, then
+      released: the release writes member2's heartbeat), where the operator does not get to start it; the
+      taint evicts it before it runs, and before member2's agents poll again (their replicas frozen, SIGSTOP,
+      from the release until the copy is gone and its return admitted on member1: otherwise whether a
+      poll comes first is a race).
+      member2's agent drops the heartbeat its release wrote at its next poll, so the return is released
+      by ``no-heartbeat``. Measured on Karmada v1.18.2 before: the
+      heartbeat stayed and the return waited the whole lease (``lease-expiry``, 31.6 s, where the first
+      failover took 1.7 s).
+    - ``leader-lost`` (Gracefully): fenced on member2, its JobManager loses the leadership as the suspend
+      is asked and Flink says SUSPENDED, which a new leader resumes: the job runs and checkpoints on. Its
+      restore on member1 stays held (member2 renews its heartbeat, writes no ack) until the stop
+      completes (FINISHED); before, SUSPENDED was a stop and the restore was released.
+    - ``deleting-session``, a FlinkSessionJob (its own checkpoint directory, Directly): deleted on member2
+      and kept by the operator's finalizer while its cancel waits for the session cluster's new JobManager
+      leader, its status SUSPENDED, its job running on. Its restore on member1 stays held until the cancel
+      completes and the object goes; before, a deleted session job that said SUSPENDED had ended."""
+    gone, lost = (NAMESPACE, GONE), (NAMESPACE, LEADER_LOST)
+    jobs.extend([GONE, LEADER_LOST])
+    op1, op2 = world.operators["member1"], world.operators["member2"]
+    shipped = "propagationpolicy-cluster-failover.yaml"
+    try:
+        # gone-early on member1 (member2 kept out until it is placed), the other two on member2
+        op1.finalized.add(gone)
+        world.taint("member2", NOT_YET)
+        policy = propagation_policy(shipped, [GONE])
+        world.submit([flink_job(GONE)], policy)
+        wait_until(f"{GONE} placed on member1", lambda: world.placed_on(GONE) == ["member1"], 60)
+        world.untaint("member2", NOT_YET["key"])
+        session = _submit_session_job(world, jobs, DELETING, on="member2", checkpoint_dir=CHECKPOINTS)
+        deleting = (NAMESPACE, session[1])
+        op2.finalized.add(deleting)
+        world.submit([flink_job(LEADER_LOST)], propagation_policy(shipped, [LEADER_LOST], "Gracefully"))
+        first = _running_captured(world, gone, "member1")
+        _running_captured(world, lost, "member2")
+        _session_job_running(world, session, "member2")
+        world.untaint("member1", NOT_YET["key"])
+
+        # member1 -> member2 for gone-early only, by a policy change (a taint's eviction task would keep
+        # member1 out of the return until the graceful-eviction timeout): held there while member1's copy
+        # is cancelled, then released
+        op2.withheld.add(gone)
+        _place(world, policy, ["member2"])
+        wait_until(f"{GONE} held on member2", lambda: _held(world, "member2", GONE), 120)
+        _place(world, policy, ["member1", "member2"])  # it stays (Karmada keeps a placement that fits)
+        wait_until(
+            f"{GONE} released on member2",
+            lambda: bool(_annotation(world, "member2", GONE, RELEASED)),
+            120,
+            interval=0.02,
+        )
+        # member2 -> member1 for all three, gone-early before it ran there, and before member2's agents
+        # poll again: as measured on Karmada (frozen from the release on; a poll in between would see the
+        # copy run)
+        world.freeze_member_role("member2")
+        try:
+            away = _annotation(world, "member2", GONE, RELEASED)
+            folder = _fencing_folder(CHECKPOINTS, "FlinkDeployment", GONE)
+            written = world.record_names(folder)
+            op2.leader_lost.update({lost, deleting})
+            triggered = time.monotonic()
+            world.taint("member2")
+            # and its return admitted on member1 (which reads member2's heartbeat) before they poll
+            wait_until(
+                f"{GONE} gone from member2 and back on member1",
+                lambda: _gone(world, "member2", GONE) and world.member_object("member1", GONE) is not None,
+                60,
+            )
+        finally:
+            world.freeze_member_role("member2", frozen=False)
+        # judged against the job that ran on member1 (none ran on member2)
+        back = _outcome(world, GONE, "member2", triggered, old_job=first)
+        held = {
+            key: _kept_while_old_runs(world, key, kind)
+            for key, kind in ((lost, "FlinkDeployment"), (deleting, SESSION_JOB))
+        }
+        op2.leader_lost.clear()  # the new leaders' stops complete: FINISHED, the deletion's cancel CANCELED
+        suspended = _outcome(world, LEADER_LOST, "member2", triggered)
+        ended = _outcome(world, session[1], "member2", triggered)
+    finally:
+        op1.finalized.discard(gone)
+        op2.withheld.discard(gone)
+        op2.leader_lost.clear()
+        op2.finalized.clear()
+    released = _released_after(world, gone, "member1", triggered)
+    world.record(
+        back.line(
+            f"a copy released on member2 ({away.split(' at ')[0]}) and evicted (Directly) before it ran, "
+            f"back on member1: released by {_annotation(world, 'member1', GONE, RELEASED).split(' at ')[0]} "
+            f"{released:.1f} s after the taint"
+        )
+    )
+    whats = {
+        LEADER_LOST: "the old job SUSPENDED (its JobManager's leadership lost) while fenced",
+        session[1]: "the old FlinkSessionJob being deleted, its job SUSPENDED",
+    }
+    for outcome in (suspended, ended):
+        name = outcome.new.key[1]
+        reason = outcome.annotations.get(RELEASED, "").split(" at ")[0]
+        world.record(outcome.line(f"{whats[name]}: released by {reason}"))
+    # every case judged, so that one that fails hides none of the others
+    problems = [p for found in held.values() for p in found]
+    if "heartbeat-member2.json" not in written:
+        problems.append(f"{GONE}: the release on member2 wrote no heartbeat: {written}")
+    reason = _annotation(world, "member1", GONE, RELEASED)
+    if not reason.startswith("no-heartbeat"):
+        problems.append(
+            f"{GONE}: the return was released otherwise than by no-heartbeat (member2's heartbeat "
+            f"outlived its copy): {reason!r}"
+        )
+    problems += _failed(lambda: _assert_restored_newest(back, count=2), GONE)
+    for outcome in (suspended, ended):
+        problems += _failed(lambda o=outcome: _assert_restored_newest(o), outcome.new.key[1])
+        problems += _failed(lambda o=outcome: _assert_started_after_the_old_ended(o), outcome.new.key[1])
+    assert not problems, "\n".join(problems)
+    return Ends(back, suspended, ended)
+
+
+def _place(world: World, policy: dict[str, Any], clusters: list[str]) -> None:
+    policy["spec"]["placement"]["clusterAffinity"]["clusterNames"] = clusters
+    world.stack.apply_karmada([policy])
+
+
+def _fencing_folder(checkpoint_dir: str, kind: str, name: str) -> str:
+    """Where a job's fencing records live (webhook/fencing/layout.py)."""
+    return f"{checkpoint_dir}/flink-failover/{NAMESPACE}/{kind.lower()}/{name}"
+
+
+def _running_captured(world: World, key: Key, cluster: str) -> Job:
+    world.wait_running(key, cluster)
+    job = world.wait_checkpoints(cluster, key, 3)
+    world.wait_captured(key[1], cluster, job.job_id)
+    return job
+
+
+def _released_after(world: World, key: Key, cluster: str, after: float) -> float:
+    """Seconds from ``after`` to the first status sample on ``cluster`` carrying the released marker."""
+    for sample in world.timeline.of(key, cluster):
+        if sample.at >= after and sample.annotations.get(RELEASED):
+            return sample.at - after
+    return float("nan")
+
+
+def _job_state(world: World, cluster: str, name: str) -> str:
+    obj = world.member_object(cluster, name) or {}
+    return str(((obj.get("status") or {}).get("jobStatus") or {}).get("state") or "")
+
+
+def _kept_while_old_runs(world: World, key: Key, kind: str) -> list[str]:
+    """The restore of ``key`` held on member1 while its old copy on member2 says SUSPENDED and runs on:
+    until member2's agent has renewed that copy's heartbeat twice since (two polls that read SUSPENDED),
+    or the restore is no longer held, or the heartbeat is gone. What is wrong then (the restore released,
+    the heartbeat gone, an ack of member2's written, the old job ended)."""
+    name = key[1]
+    folder = _fencing_folder(CHECKPOINTS, kind, name)
+    beat = f"{folder}/heartbeat-member2.json"
+    # its restore admitted on member1 (held from its CREATE on, unless the old heartbeat was gone by then)
+    wait_until(f"{name} restored on member1", lambda: world.member_object("member1", name) is not None, 120)
+    wait_until(
+        f"{name} SUSPENDED on member2 (or released on member1)",
+        lambda: _job_state(world, "member2", name) == "SUSPENDED" or not _held(world, "member1", name),
+        60,
+    )
+    since = time.time()
+    renewals: set[float] = set()
+
+    def settled() -> bool:
+        modified = world.modified_time(beat)
+        if modified is None or not _held(world, "member1", name):
+            return True
+        if modified > since:
+            renewals.add(modified)
+        return len(renewals) >= 2
+
+    wait_until(f"{name}'s heartbeat on member2 renewed twice while SUSPENDED", settled, 60, interval=0.5)
+    problems = []
+    if not _held(world, "member1", name):
+        problems.append(
+            f"{name}: released on member1 while its old job on member2 ran on, SUSPENDED: "
+            f"{_annotation(world, 'member1', name, RELEASED)!r}"
+        )
+    names = world.record_names(folder)
+    if "heartbeat-member2.json" not in names:
+        problems.append(f"{name}: member2 dropped the heartbeat of a job that said SUSPENDED: {names}")
+    if [n for n in names if n.startswith("ack-") and n.endswith("-member2.json")]:
+        problems.append(f"{name}: member2 acknowledged a job that said SUSPENDED: {names}")
+    if world.running_job("member2", key) is None:
+        problems.append(f"{name}: the old job on member2 ended before its stop was let complete")
+    return problems
+
+
+def _failed(check: Callable[[], None], name: str) -> list[str]:
+    """``check``'s assertion, as a problem of ``name`` (none when it holds)."""
+    try:
+        check()
+    except AssertionError as exc:
+        return [f"{name}: {exc}"]
+    return []
+
+
+def _assert_started_after_the_old_ended(outcome: Outcome) -> None:
+    """By the operators' own records (a job whose status says SUSPENDED is not RUNNING by status, but
+    runs): the new job started only after the old one ended."""
+    assert outcome.old.ended is not None, "the old job never ended"
+    assert outcome.new.started >= outcome.old.ended, (
+        f"the new job started {outcome.old.ended - outcome.new.started:.1f} s before the old one ended"
+    )

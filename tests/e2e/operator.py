@@ -18,6 +18,15 @@ else its session cluster's, and reports no JobManager (the session cluster's is 
 is the job's: ``CANCELED`` after a stateless suspend (the operator cancels it), ``FINISHED`` after a
 stop with a savepoint, ``lastReconciledSpec`` holding the suspend either way.
 
+What a scenario may ask of it per job (a set of keys each, changed while it runs): ``finalized``, the
+operator's finalizer on the object, so that a deletion is a cleanup (the job runs on for ``stop_seconds``,
+then ``FINISHED``/``CANCELED``, and only then the finalizer goes and the object with it), as the real
+operator does; ``leader_lost``, the JobManager loses its leadership as a stop (a suspend or a deletion's
+cleanup) is asked: Flink reports ``SUSPENDED``, only locally terminal, and a new leader resumes the job,
+which runs and checkpoints on, its status still saying ``SUSPENDED``, until the key is removed and the stop
+completes; ``withheld``, a job the operator does not get to: neither a start nor a stop is begun while
+its key is there (a stop then takes ``stop_seconds`` from its removal).
+
 It scales to a fleet of thousands on two cores: checkpoints are written by their own thread (a round of
 them to the storage emulator takes seconds at that size and must not hold up starts and stops), the
 starts' and stops' status writes go out on a few threads at once, and each job's records are indexed.
@@ -36,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.e2e.informer import Informer, Key, key_of
+from tests.e2e.kubelet import Kubelet, keeper_container
 from tests.e2e.rest import ApiError, Rest, flink_path
 from tests.support.operator import Job, running_status, stopped_status
 from tests.support.repo import shared_data_dir
@@ -121,6 +131,14 @@ class OperatorDouble:
     _snapshot: dict[Key, dict[str, Any]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     writers: int = 8  # status writes in flight at once
+    # the JobManager pods of FlinkDeployments that carry the lease keeper (tests/e2e/kubelet.py); None:
+    # the keeper sidecar is not run, and such a job runs as any other
+    kubelet: Kubelet | None = None
+    _recovering: dict[Key, Job] = field(default_factory=dict)  # jobs whose JobManager died, to recover
+    finalized: set[Key] = field(default_factory=set)  # the operator's finalizer on these objects
+    leader_lost: set[Key] = field(default_factory=set)  # a stop asked reports SUSPENDED, the job runs on
+    withheld: set[Key] = field(default_factory=set)  # neither started nor stopped while here
+    _cleanup: dict[Key, float] = field(default_factory=dict)  # a deletion's cleanup began (finalized)
 
     def start(self) -> OperatorDouble:
         self.informer = Informer(self.api, COLLECTIONS[DEPLOYMENT], f"operator-{self.cluster}").start()
@@ -190,8 +208,13 @@ class OperatorDouble:
                     self.errors.extend(errors)
                 for key in [k for k in self._current if k not in objects]:
                     self._end(key)
+                for key in [k for k in self._deployed if k not in objects]:  # ended by a cleanup too
                     self._deployed.pop(key, None)
                     self._failing.discard(key)
+                if self.kubelet is not None:
+                    for key in [k for k in self.kubelet.pods if k not in objects]:
+                        self.kubelet.remove(key)
+                        self._recovering.pop(key, None)
                 self._snapshot = objects
 
     def _reconcile_all(
@@ -213,7 +236,10 @@ class OperatorDouble:
         self, key: Key, obj: dict[str, Any], now: float, objects: dict[Key, dict[str, Any]]
     ) -> None:
         if (obj.get("metadata") or {}).get("deletionTimestamp"):
+            self._clean_up(key, obj, now)
             return
+        if key in self.finalized and FINALIZER[obj.get("kind", DEPLOYMENT)] not in _finalizers(obj):
+            self._patch_finalizers(obj, [*_finalizers(obj), FINALIZER[obj.get("kind", DEPLOYMENT)]])
         if is_session_cluster(obj):
             if (obj.get("status") or {}).get("jobManagerDeploymentStatus") != "READY":
                 asked = self._asked.setdefault(key, now)
@@ -221,19 +247,30 @@ class OperatorDouble:
                     self._asked.pop(key, None)
                     self._write_status(obj, session_cluster_status(obj))
             return
+        if key in self.withheld:
+            self._asked.pop(key, None)
+            return
         job_spec = (obj.get("spec") or {}).get("job") or {}
         desired = job_spec.get("state", "running")
         reported = ((obj.get("status") or {}).get("jobStatus") or {}).get("state")
         current = self._current.get(key)
+        sidecar = keeper_container(obj) if self.kubelet is not None else None
         if desired == "suspended":
             if current is None or current.ended is not None:
                 self._asked.pop(key, None)
+                self._no_pod(key)
+                return
+            if key in self.leader_lost:
+                self._report_suspended(obj, reported)
                 return
             asked = self._asked.setdefault(key, now)
             if now - asked >= self.stop_seconds:
                 self._end(key)
                 self._asked.pop(key, None)
                 self._write_status(obj, _stopped(obj))
+                self._no_pod(key)
+            return
+        if sidecar is not None and self._guarded(key, obj, sidecar, current):
             return
         if key in self._failing or (reported == "RUNNING" and current is not None and current.ended is None):
             return
@@ -254,6 +291,9 @@ class OperatorDouble:
         job = Job(
             secrets.token_hex(16), time.monotonic(), None, start_path, _checkpoint_id(start_path) + 1, key
         )
+        died = self._recovering.pop(key, None)
+        if died is not None and not first:  # a restarted JobManager recovers its job from HA data
+            job = _recovered(died, job_dir(obj, objects), key)
         if not self._write_status(obj, _running(job.job_id, obj)):
             return
         with self._lock:
@@ -261,6 +301,66 @@ class OperatorDouble:
             self._by_key.setdefault(key, []).append(job)
         self._current[key] = job
         self._deployed[key] = nonce
+
+    def _guarded(self, key: Key, obj: dict[str, Any], sidecar: dict[str, Any], current: Job | None) -> bool:
+        """A job whose JobManager pod carries the keeper runs only while that JobManager is alive: its
+        death (the keeper killing it) stops the job (RECONCILING, no checkpoint), and a JobManager that
+        is alive again recovers it (the operator's HA). True when nothing more is to be done now."""
+        assert self.kubelet is not None
+        pod = self.kubelet.ensure(key, sidecar)
+        running = current is not None and current.ended is None
+        if pod.jobmanager_alive:
+            return False
+        if running and current is not None:
+            self._end(key)
+            self._recovering[key] = current
+            status = copy.deepcopy(obj.get("status") or {})
+            status.setdefault("jobStatus", {})["state"] = "RECONCILING"
+            status["jobManagerDeploymentStatus"] = "DEPLOYING"
+            self._write_status(obj, status)
+        self._asked.pop(key, None)
+        return True
+
+    def _no_pod(self, key: Key) -> None:
+        if self.kubelet is not None:
+            self.kubelet.remove(key)
+            self._recovering.pop(key, None)
+
+    def _clean_up(self, key: Key, obj: dict[str, Any], now: float) -> None:
+        """A deleted object held by the operator's finalizer: its job runs on while the operator cancels
+        it (``stop_seconds``, or while its JobManager has lost the leadership), then the job ends, the
+        status says so and the finalizer goes. Without the finalizer the object is gone at once."""
+        finalizer = FINALIZER[obj.get("kind", DEPLOYMENT)]
+        if finalizer not in _finalizers(obj):
+            return
+        reported = ((obj.get("status") or {}).get("jobStatus") or {}).get("state")
+        if key in self.leader_lost and key in self._current:
+            self._report_suspended(obj, reported)
+            return
+        began = self._cleanup.setdefault(key, now)
+        if key in self._current and now - began < self.stop_seconds:
+            return
+        if key in self._current:
+            self._end(key)
+            if not self._write_status(obj, _stopped(obj, "CANCELED")):
+                return
+        self._cleanup.pop(key, None)
+        self._patch_finalizers(obj, [f for f in _finalizers(obj) if f != finalizer])
+
+    def _report_suspended(self, obj: dict[str, Any], reported: Any) -> None:
+        """The JobManager lost its leadership: Flink's SUSPENDED, once; the job is not ended (a new leader
+        resumes it) and goes on checkpointing."""
+        if reported != "SUSPENDED":
+            self._write_status(obj, _stopped(obj, "SUSPENDED"))
+
+    def _patch_finalizers(self, obj: dict[str, Any], finalizers: list[str]) -> None:
+        namespace, name = key_of(obj)
+        path = flink_path(str(obj.get("kind") or DEPLOYMENT), namespace, name)
+        try:
+            self.api.merge_patch(path, {"metadata": {"finalizers": finalizers or None}})
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
 
     def _end(self, key: Key) -> None:
         job = self._current.pop(key, None)
@@ -323,14 +423,35 @@ def _running(job_id: str, obj: dict[str, Any]) -> dict[str, Any]:
     return status
 
 
-def _stopped(obj: dict[str, Any]) -> dict[str, Any]:
+def _stopped(obj: dict[str, Any], state: str = "") -> dict[str, Any]:
     """The completed stop: a session job suspended stateless is cancelled (CANCELED), one stopped with a
-    savepoint FINISHED; a FlinkDeployment as ``stopped_status`` says."""
+    savepoint FINISHED; a FlinkDeployment as ``stopped_status`` says. ``state``: the job state instead
+    (a deletion's cancel, a JobManager's lost leadership)."""
     status = stopped_status(obj)
     job = (obj.get("spec") or {}).get("job") or {}
     if obj.get("kind") == SESSION_JOB and job.get("upgradeMode") == "stateless":
         status["jobStatus"]["state"] = "CANCELED"
+    if state:
+        status["jobStatus"]["state"] = state
     return status
+
+
+def _recovered(died: Job, folder: str, key: Key) -> Job:
+    """The job a JobManager restarted after its death runs: the same jobId, from its newest checkpoint."""
+    last = died.checkpoints[-1][0] if died.checkpoints else died.first_id - 1
+    path = f"{folder}/{died.job_id}/chk-{last}" if died.checkpoints else died.started_from
+    return Job(died.job_id, time.monotonic(), None, path, last + 1, key)
+
+
+# The real operator's finalizer of each kind (a deleted object stays until its cleanup is done).
+FINALIZER = {
+    DEPLOYMENT: "flinkdeployments.flink.apache.org/finalizer",
+    SESSION_JOB: "flinksessionjobs.flink.apache.org/finalizer",
+}
+
+
+def _finalizers(obj: dict[str, Any]) -> list[str]:
+    return [str(f) for f in (obj.get("metadata") or {}).get("finalizers") or []]
 
 
 def _checkpoint_id(path: str) -> int:

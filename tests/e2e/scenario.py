@@ -109,11 +109,15 @@ def session_cluster(
 
 
 def session_job(
-    name: str, cluster: str, namespace: str = NAMESPACE, upgrade_mode: str = "savepoint"
+    name: str,
+    cluster: str,
+    namespace: str = NAMESPACE,
+    upgrade_mode: str = "savepoint",
+    checkpoint_dir: str = "",
 ) -> dict[str, Any]:
-    """A FlinkSessionJob on the session cluster ``cluster``, with no directory of its own: it checkpoints
-    where its session cluster's configuration says."""
-    return {
+    """A FlinkSessionJob on the session cluster ``cluster``, with no directory of its own (it checkpoints
+    where its session cluster's configuration says) unless ``checkpoint_dir`` is given."""
+    job: dict[str, Any] = {
         "apiVersion": "flink.apache.org/v1beta1",
         "kind": SESSION_JOB,
         "metadata": {"name": name, "namespace": namespace},
@@ -127,6 +131,9 @@ def session_job(
             },
         },
     }
+    if checkpoint_dir:
+        job["spec"]["flinkConfiguration"] = {"execution.checkpointing.dir": checkpoint_dir}
+    return job
 
 
 def kind_and_name(entry: str) -> tuple[str, str]:
@@ -182,6 +189,12 @@ class World:
         api = self.stack.member_api(cluster)
         restart_pod(self.stack.procs, api, self.member_release(cluster), index)
 
+    def freeze_member_role(self, cluster: str, frozen: bool = True) -> None:
+        """SIGSTOP (``frozen``) or SIGCONT every member-role replica of ``cluster``: its agents poll no
+        more until thawed (its webhook answers nothing meanwhile)."""
+        for pod in self.member_release(cluster).replicas():
+            pod.process.signal(signal.SIGSTOP if frozen else signal.SIGCONT)
+
     def member_replicas_ready(self, cluster: str) -> bool:
         """Every member-role replica of ``cluster`` answers /readyz with 200 now."""
         import ssl
@@ -217,6 +230,14 @@ class World:
         )
         modified = (info or {}).get("LastModified")
         return modified.timestamp() if modified is not None else None
+
+    def record_names(self, folder: str) -> list[str]:
+        """The names of the objects in ``folder`` on S3 now (a job's fencing records): none without it."""
+        try:
+            found = self._s3().ls(folder.split("://", 1)[-1], refresh=True)
+        except FileNotFoundError:
+            return []
+        return sorted(str(path).rsplit("/", 1)[-1] for path in found)
 
     def _s3(self) -> Any:
         import s3fs

@@ -48,6 +48,11 @@ IMAGE = "registry.example/flink-failover"  # required by the chart; nothing pull
 # cores answers 60-90 requests a second at most (at 2 s, with a listing per job per poll, heartbeats
 # missed their deadline and healthy jobs stepped down, as they should on a storage that slow).
 FENCING = {"leaseSeconds": 16, "pollSeconds": 3, "renewDeadlineSeconds": 6, "stopMarginSeconds": 4}
+# The lease keeper (docs/keeper.md) on, as by default, but off in the namespace of the scenarios that
+# judge the fencing agent alone (tests/e2e/scenario.py NAMESPACE): the keeper's scenarios run in their own
+# (tests/e2e/flows_keeper.py GUARDED), where the operator double runs each injected keeper as a kubelet
+# would (tests/e2e/kubelet.py).
+KEEPER = {"enabled": True, "offNamespaces": ["analytics"]}
 
 
 @dataclass
@@ -131,8 +136,10 @@ def storage_values(
     options.update(others or {})
     return {
         "image": {"repository": IMAGE},
-        "policy": {"storageOptions": options, "fencing": dict(fencing or FENCING)},
+        "policy": {"storageOptions": options, "fencing": {**(fencing or FENCING), "keeper": KEEPER}},
         "member": {
+            # the tier's kube-apiserver is v1.28.4: native sidecars as where the SidecarContainers gate is on
+            "keeper": {"nativeSidecars": "on"},
             "extraEnv": [
                 {
                     "name": "AWS_ACCESS_KEY_ID",

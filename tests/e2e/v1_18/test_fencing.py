@@ -1,4 +1,5 @@
-"""One running copy when the fencing agent itself is in trouble, on Karmada v1.18.2 (issue 28)."""
+"""One running copy when the fencing agent itself is in trouble (issue 28), and when a job says it stopped
+or is gone before it did (issue 45), on Karmada v1.18.2."""
 
 from __future__ import annotations
 
@@ -16,3 +17,10 @@ def test_one_of_two_agent_replicas_killed_mid_failover(world: World, jobs: list[
 
 def test_a_storage_hung_with_held_copies_delays_no_other_heartbeat(world: World, jobs: list[str]) -> None:
     flows.hung_storage(world, jobs)
+
+
+def test_stopped_means_stopped_and_gone_means_gone(world: World, jobs: list[str]) -> None:
+    """Issue 45, through the agents on real Karmada: a copy released and evicted before it ran drops its
+    heartbeat (the return released by no-heartbeat, not the lease); a job SUSPENDED while fenced, and a
+    FlinkSessionJob being deleted whose job says SUSPENDED, keep theirs until the job has ended."""
+    flows.stopped_and_gone(world, jobs)
