@@ -150,7 +150,7 @@ def storage_values(
                     "valueFrom": {"secretKeyRef": {"name": "s3-credentials", "key": "secret"}},
                 },
                 {"name": "AWS_DEFAULT_REGION", "value": "us-east-1"},
-            ]
+            ],
         },
     }
 
