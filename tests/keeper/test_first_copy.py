@@ -29,12 +29,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield served
 
 
-@pytest.fixture(scope="module")
-def validate(shared_data: Path) -> Any:
-    crd = shared_data / "crds" / "flink-operator-1.15.0" / "flinkdeployments.flink.apache.org-v1.yml"
-    return crd_validator(crd, "v1beta1")
-
-
 def first(served: Served, name: str, namespace: str = "analytics", folder: str = "first") -> dict[str, Any]:
     """A job as its user writes it on its first cluster: none of our labels, its own checkpoint directory."""
     return flink_deployment(

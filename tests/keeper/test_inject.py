@@ -8,12 +8,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.crds import crd_validator
 from webhook.fencing.layout import Workload
 from webhook.keeper import command
 from webhook.keeper.inject import CONTAINER, PORT, KeeperPod, with_keeper
@@ -29,12 +27,6 @@ POD = KeeperPod(
     storage_options={"s3": {"endpoint_url": "https://s3.example"}},
     job_id="a" * 32,
 )
-
-
-@pytest.fixture(scope="module")
-def validate(shared_data: Path) -> Any:
-    crd = shared_data / "crds" / "flink-operator-1.15.0" / "flinkdeployments.flink.apache.org-v1.yml"
-    return crd_validator(crd, "v1beta1")
 
 
 def _deployment(**spec: Any) -> dict[str, Any]:

@@ -112,12 +112,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield served
 
 
-@pytest.fixture(scope="module")
-def validate(shared_data: Path) -> Any:
-    crd = shared_data / "crds" / "flink-operator-1.15.0" / "flinkdeployments.flink.apache.org-v1.yml"
-    return crd_validator(crd, "v1beta1")
-
-
 def _keeper(obj: dict[str, Any]) -> dict[str, Any]:
     pod = obj["spec"]["jobManager"]["podTemplate"]["spec"]
     (found,) = [c for c in pod["initContainers"] if c["name"] == CONTAINER]
