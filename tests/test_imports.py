@@ -56,6 +56,7 @@ PURE_CORE = (
     "webhook.fencing.layout",
     "webhook.fencing.copies",
     "webhook.fencing.renewal",
+    "webhook.fencing.admitted",
     "webhook.fencing.decide",
     "webhook.fencing.verdicts",
     "webhook.member.failover",
@@ -93,7 +94,8 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         # review's failover CREATE; who releases; session clusters; the lease keeper's part (pure)
         ("failover", "identity", "sessions", "keeper"),
         ("firstcopy",),  # the keeper of a copy no failover made (pure)
-        ("handler", "options", "kubeversion"),  # the admission answer; the serve options; 1.29 or not
+        # the admission answer; the serve options; 1.29 or not; an admission's heartbeat looked at again
+        ("handler", "options", "kubeversion", "followup"),
     ),
     # A checkpoint listed, verified, chosen: the pure core below, storage (the I/O edge) on top.
     "webhook.restore": (
@@ -119,8 +121,9 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     # One running copy: who may run (pure) below, the records, the agent and its commands above.
     "webhook.fencing": (
         ("protocol", "operator", "layout", "metrics"),  # who may run, what the operator reports, names
-        # a Flink object as fencing sees it; storage calls with a deadline; who renews, when (pure)
-        ("copies", "lanes", "renewal"),
+        # a Flink object as fencing sees it; storage calls with a deadline; who renews, when (pure); an
+        # admission's heartbeat, whether it goes (pure)
+        ("copies", "lanes", "renewal", "admitted"),
         # the agent's plans (pure); whose verdicts are due (pure); the records read and written
         ("decide", "verdicts", "records"),
         (

@@ -113,12 +113,16 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
     identity = options.identity()
     if fencing is not None:
         identity.announce()  # once per worker: whose release markers a held job accepts
-    vouch = lanes = keeper = None
+    vouch = lanes = keeper = admitted = None
     if fencing is not None:
         from webhook.fencing import runner
         from webhook.fencing.lanes import process_lanes
+        from webhook.member.followup import AdmittedHeartbeats
         from webhook.member.keeper import KeeperSetup, Sidecars
         from webhook.member.kubeversion import ClusterVersion
+
+        # a heartbeat written at an admission whose object is gone (or refused) goes before its lease ends
+        admitted = AdmittedHeartbeats(fencing.client, options.policy).schedule
 
         lanes = process_lanes(options.policy.fencing.call_timeout)
         lease = options.policy.fencing.lease_seconds
@@ -146,6 +150,7 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
         lanes=lanes,
         blue_green_parents=parents,
         keeper=keeper,
+        admitted=admitted,
     )
     if fencing is not None:
         agent = runner.AgentOptions(fencing.cluster, fencing.client.kubeconfig, fencing.client.context)

@@ -27,6 +27,7 @@ from typing import TypeVar
 from webhook.common.flink import FlinkResource
 from webhook.common.paths import StoragePath
 from webhook.fencing import copies, metrics
+from webhook.fencing.admitted import Admitted
 from webhook.fencing.lanes import Call
 from webhook.fencing.protocol import HoldOutcome, judge_admission, next_epoch
 from webhook.fencing.records import FencingStore, Listing, fence_body, heartbeat_body
@@ -39,6 +40,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+# Told of each heartbeat written at an admission (``member/followup.py`` looks at it again).
+AdmittedSink = Callable[[FencingStore, Admitted], None]
+
+
 @dataclass(frozen=True)
 class Pending:
     """The fence being written and the records being listed, for one admission."""
@@ -46,7 +51,8 @@ class Pending:
     epoch: concurrent.futures.Future[int]  # the fence's epoch, once written (or chosen, on a dry run)
     listing: concurrent.futures.Future[Listing]
     dry_run: bool
-    beat: Callable[[int, float], concurrent.futures.Future[None]]  # this cluster's heartbeat (epoch, timeout)
+    beat: Callable[[int], dict[str, object]]  # this cluster's heartbeat body at that epoch
+    folder: StoragePath  # where the records are
 
 
 class FencingGate:
@@ -60,13 +66,17 @@ class FencingGate:
         store: FencingStore,
         read_only: bool = False,
         vouch: Callable[[str], str | None] | None = None,
+        admitted: AdmittedSink | None = None,
     ) -> None:
-        """``vouch(kind)``: None when this replica's agent fences that kind now, else why not."""
+        """``vouch(kind)``: None when this replica's agent fences that kind now, else why not;
+        ``admitted``: told of each heartbeat written at an admission (queued: looked at once the CREATE
+        is persisted or refused, ``member/followup.py``)."""
         self.cluster = cluster
         self.policy = policy
         self.store = store
         self.read_only = read_only
         self.vouch = vouch
+        self.admitted = admitted
 
     def begin(
         self, resource: FlinkResource, dry_run: bool, pool: concurrent.futures.Executor, timeout: float
@@ -90,10 +100,8 @@ class FencingGate:
                 metrics.FENCES.inc()
             return epoch
 
-        def beat(epoch: int, left: float) -> concurrent.futures.Future[None]:
-            written = copies.format_time(datetime.now(UTC))
-            body = heartbeat_body(workload, me, epoch, "", written)
-            return store.lanes.submit(store.beat_call(folder, body), left)
+        def beat(epoch: int) -> dict[str, object]:
+            return heartbeat_body(workload, me, epoch, "", copies.format_time(datetime.now(UTC)))
 
         if counted:
             epoch: concurrent.futures.Future[int] = store.lanes.submit(
@@ -107,7 +115,7 @@ class FencingGate:
         else:
             epoch = pool.submit(fence, timeout)
         listing = store.lanes.submit(store.list_call(folder), timeout)
-        return Pending(epoch, listing, dry_run, beat)
+        return Pending(epoch, listing, dry_run, beat, folder)
 
     def admit(
         self, resource: FlinkResource, decision: RestoreDecision, pending: Pending, timeout: float
@@ -125,8 +133,10 @@ class FencingGate:
             )
             starts = verdict.outcome is HoldOutcome.RELEASE and unvouched is None
             if starts and not pending.dry_run and not self.read_only:
-                left = expires - time.monotonic()
-                _result(pending.beat(epoch, left), left)
+                left, body = expires - time.monotonic(), pending.beat(epoch)
+                _result(self.store.lanes.submit(self.store.beat_call(pending.folder, body), left), left)
+                if self.admitted is not None and not resource.blue_green_parent:  # a child's is its parent's
+                    self.admitted(self.store, _admitted(resource, pending.folder, body))
         except StorageError as exc:
             metrics.STORAGE_ERRORS.labels("admission").inc()
             epoch = copies.counted_epoch(resource, self.policy) or 1
@@ -175,6 +185,10 @@ def _fenced(
         store.fence_call(folder, epoch, body(epoch)).fn(left)
         metrics.FENCES.inc()
     return epoch
+
+
+def _admitted(resource: FlinkResource, folder: StoragePath, body: dict[str, object]) -> Admitted:
+    return Admitted(resource.kind, resource.namespace, resource.name, folder, body)
 
 
 def _result(future: concurrent.futures.Future[T], timeout: float) -> T:

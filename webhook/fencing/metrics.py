@@ -84,3 +84,10 @@ KEEPER_HANDOVERS = Counter(
     "flink_failover_fencing_keeper_handovers_total",
     "Running copies whose heartbeat the agent left to the lease keeper in their pod (seen writing it)",
 )
+ADMITTED_HEARTBEATS = Counter(
+    "flink_failover_fencing_admission_heartbeats_total",
+    "Heartbeats written at an admission, looked at again once the CREATE was persisted or refused, by "
+    "outcome (removed: the object is not there; present, rewritten, gone: kept; error, dropped: left to "
+    "the lease)",
+    ["outcome"],
+)

@@ -25,7 +25,7 @@ from webhook.common.events import NORMAL, WARNING, EventSink, NoEvents, Occurren
 from webhook.common.flink import GROUP, KINDS, FlinkResource, job_path, with_session_cluster
 from webhook.common.patch import object_ops
 from webhook.common.paths import StoragePath
-from webhook.fencing.gate import FencingGate
+from webhook.fencing.gate import AdmittedSink, FencingGate
 from webhook.fencing.lanes import Lanes
 from webhook.member.firstcopy import first_copy_part
 from webhook.member.identity import AgentIdentity
@@ -138,6 +138,7 @@ class MemberHandler:
         lanes: Lanes | None = None,
         blue_green_parents: SessionClusterSource | None = None,
         keeper: Callable[[], KeeperSetup] | None = None,
+        admitted: AdmittedSink | None = None,
     ) -> MemberHandler:
         """``cluster``: this member's name in Karmada, when its fencing agent runs (else no fencing);
         ``agent_users``: the identities the agent's release markers are accepted from (none known: no
@@ -145,7 +146,8 @@ class MemberHandler:
         answer is the server's; ``vouch(kind)``: why this replica's agent cannot fence a restore of that
         kind now (None: it can); ``lanes``: the storage lanes shared with the agent;
         ``blue_green_parents``: reads a child's FlinkBlueGreenDeployment (its hold holds the child);
-        ``keeper``: what the lease keeper's sidecar needs beside the policy (used with fencing only)."""
+        ``keeper``: what the lease keeper's sidecar needs beside the policy (used with fencing only);
+        ``admitted``: each heartbeat written at an admission, looked at again (``member/followup.py``)."""
         storage = CheckpointStorage(policy.storage_options)
         if not daemon_lookups:
             storage.warm(policy.allowed_schemes)  # each worker's clients before its first admission
@@ -156,7 +158,7 @@ class MemberHandler:
             store = FencingStore(storage, cluster, lanes)
             if not daemon_lookups and policy.default_checkpoint_dir:
                 store.warm(policy.default_checkpoint_dir)  # the heartbeats' own client, as the lookups'
-            gate = FencingGate(cluster, policy, store, read_only, vouch)
+            gate = FencingGate(cluster, policy, store, read_only, vouch, admitted)
         identity = agent_users if isinstance(agent_users, AgentIdentity) else AgentIdentity.fixed(agent_users)
         return cls(
             policy,

@@ -1,0 +1,155 @@
+"""Gone means gone, for the heartbeat the member webhook writes at an admission (issue 45): a failover
+CREATE admitted running heartbeats from its admission; once the CREATE has been persisted or refused the
+served webhook looks at it again, and removes it when the object is not on its cluster and the record
+is still the one it wrote. Without that, an object evicted (or refused) before the agent's first poll
+left its heartbeat to its lease, and the job's next failover back waited that lease (``lease-expiry``).
+Served for real (gunicorn, TLS, ``--cluster``) over a fake member API, on local files and moto's S3."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import fsspec
+import pytest
+import yaml
+
+from tests.controlplane import fakeapi
+from tests.member.test_fencing_agent import Site
+from tests.member.test_fencing_agent import local_site as local_site
+from tests.member.test_fencing_agent import moto as moto
+from tests.member.test_fencing_agent import site as site
+from tests.support.objects import JOB_ID as JOB
+from tests.support.objects import apply, decode_patch, flink_deployment, review
+from tests.support.production import agent_polled, wait_for
+from tests.support.server import RunningServer, generate_certs, serve
+from webhook.common.paths import StoragePath
+from webhook.fencing.admitted import Admitted, Outcome, Seen, delay, judge
+from webhook.fencing.layout import Workload
+from webhook.fencing.records import heartbeat_body
+
+P = "flink-failover.io"
+RECORDS = "flink-failover/analytics/flinkdeployment/orders"
+COUNTER = "flink_failover_fencing_admission_heartbeats_total"
+
+# --- the decision (pure) ---------------------------------------------------------------------------------
+
+WORKLOAD = Workload("FlinkDeployment", "analytics", "orders")
+WRITTEN = heartbeat_body(WORKLOAD, "member1", 3, "", "2026-12-07T19:00:00Z")
+ADMITTED = Admitted("FlinkDeployment", "analytics", "orders", StoragePath.parse("/c/" + RECORDS), WRITTEN)
+
+
+@pytest.mark.parametrize(
+    ("seen", "outcome"),
+    [
+        (Seen(False, dict(WRITTEN)), Outcome.REMOVED),
+        (Seen(True, dict(WRITTEN)), Outcome.PRESENT),  # the agent heartbeats it from its next poll
+        # the agent renewed it (its jobId, a later time), or a later admission wrote its own
+        (Seen(False, heartbeat_body(WORKLOAD, "member1", 3, JOB, "2026-12-07T19:00:05Z")), Outcome.REWRITTEN),
+        (Seen(False, heartbeat_body(WORKLOAD, "member1", 4, "", "2026-12-07T19:00:00Z")), Outcome.REWRITTEN),
+        (Seen(False, None), Outcome.GONE),
+        (Seen(None, error="member cluster: connection refused"), Outcome.ERROR),
+        (Seen(False, error="listing: timed out"), Outcome.ERROR),  # the record unread: never removed
+    ],
+)
+def test_only_the_admissions_own_record_of_an_absent_object_goes(seen: Seen, outcome: Outcome) -> None:
+    assert judge(ADMITTED, seen) is outcome
+
+
+def test_the_look_waits_out_the_admission_and_one_poll_within_half_a_lease() -> None:
+    assert delay(5.0, 5.0, 30.0) == 10.0  # the defaults: the chart's default webhook timeout (5 + 5 s)
+    assert delay(10.0, 5.0, 300.0) == 15.0
+    assert delay(30.0, 5.0, 30.0) == 15.0  # half a lease at most: a failover back waits at most that
+
+
+# --- served -----------------------------------------------------------------------------------------------
+
+
+def _policy(tmp_path: Path, site: Site) -> Path:
+    path = tmp_path / "policy.yaml"
+    doc: dict[str, Any] = {
+        "defaultCheckpointDir": site.root,
+        "deadlineSeconds": 5,
+        "fencing": {"leaseSeconds": 300, "pollSeconds": 0.5},
+    }
+    if site.options:
+        doc["storageOptions"] = site.options
+    path.write_text(yaml.safe_dump(doc), encoding="utf-8")
+    return path
+
+
+def _heartbeat(site: Site) -> tuple[Any, str]:
+    """The filesystem and path of member1's heartbeat, read as the test's own client (no cache)."""
+    path = StoragePath.parse(f"{site.root}/{RECORDS}/heartbeat-member1.json")
+    options = dict(site.options.get(path.protocol, {}))
+    return fsspec.filesystem(path.protocol, skip_instance_cache=True, **options), path.fs_path
+
+
+def _exists(site: Site) -> bool:
+    fs, path = _heartbeat(site)
+    return bool(fs.exists(path))
+
+
+def _looked(server: RunningServer, outcome: str) -> bool:
+    metrics = server.client().request("GET", "/metrics")[1].decode()
+    return f'{COUNTER}{{outcome="{outcome}"}} 1.0' in metrics
+
+
+class Served:
+    def __init__(self, server: RunningServer, member: fakeapi.RunningFake) -> None:
+        self.server, self.member = server, member
+
+    def admit_running(self) -> dict[str, Any]:
+        """A failover CREATE with no other copy heartbeating: admitted running, its heartbeat written."""
+        obj = flink_deployment(
+            labels={f"{P}/failover": "true", f"{P}/job-id": JOB},
+            annotations={f"{P}/failover-count": "1", f"{P}/source-cluster": "member2"},
+        )
+        obj["spec"]["job"]["state"] = "running"
+        answer = self.server.client().admit(review(obj))["response"]
+        assert answer["allowed"], answer
+        admitted = apply(obj, decode_patch(answer))
+        assert admitted["spec"]["job"]["state"] == "running", admitted["metadata"].get("annotations")
+        return admitted
+
+
+@pytest.fixture
+def served(tmp_path: Path, site: Site) -> Any:
+    site.checkpoints([1, 2])
+    member = fakeapi.start_member_cluster()
+    try:
+        kubeconfig = member.kubeconfig(tmp_path / "member1.kubeconfig")
+        extra = ["--cluster", "member1", "--kubeconfig", str(kubeconfig), "--workers", "1"]
+        certs = generate_certs(tmp_path / "certs")
+        with serve(certs, _policy(tmp_path, site), tmp_path / "server.log", extra=extra) as server:
+            assert wait_for(lambda: agent_polled(server))  # before that, restores are held for the agent
+            yield Served(server, member)
+    finally:
+        member.stop()
+
+
+def test_the_heartbeat_of_an_object_that_never_appears_is_removed(site: Site, served: Served) -> None:
+    # The CREATE admitted running, then refused later in admission (or evicted at once): the member API
+    # never has the object, so the agent never lists it.
+    served.admit_running()
+    assert _exists(site)  # written at the admission: a failover that follows now waits for it
+    assert wait_for(lambda: _looked(served.server, "removed"), 60), "the heartbeat was never looked at again"
+    assert not _exists(site)  # before: it stayed until its lease (300 s here) ran out
+
+
+@pytest.mark.parametrize("site", ["file"], indirect=True)
+def test_the_heartbeat_of_an_object_on_the_cluster_is_kept(site: Site, served: Served) -> None:
+    served.member.fake.upsert(served.admit_running())  # persisted: the agent owns it from its next poll
+    assert wait_for(lambda: _looked(served.server, "present"), 60)
+    assert _exists(site)
+
+
+@pytest.mark.parametrize("site", ["file"], indirect=True)
+def test_a_heartbeat_rewritten_since_the_admission_is_kept(site: Site, served: Served) -> None:
+    served.admit_running()
+    renewed = heartbeat_body(WORKLOAD, "member1", 1, JOB, "2099-01-01T00:00:00Z")  # as a renewal writes
+    fs, path = _heartbeat(site)
+    fs.pipe_file(path, json.dumps(renewed).encode())
+    assert wait_for(lambda: _looked(served.server, "rewritten"), 60)
+    assert _exists(site) and json.loads(fs.cat_file(path)) == renewed
