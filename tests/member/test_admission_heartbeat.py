@@ -97,8 +97,8 @@ def _looked(server: RunningServer, outcome: str) -> bool:
 
 
 class Served:
-    def __init__(self, server: RunningServer, member: fakeapi.RunningFake) -> None:
-        self.server, self.member = server, member
+    def __init__(self, server: RunningServer, member: fakeapi.RunningFake, log: Path) -> None:
+        self.server, self.member, self.log = server, member, log
 
     def admit_running(self) -> dict[str, Any]:
         """A failover CREATE with no other copy heartbeating: admitted running, its heartbeat written."""
@@ -122,9 +122,10 @@ def served(tmp_path: Path, site: Site) -> Any:
         kubeconfig = member.kubeconfig(tmp_path / "member1.kubeconfig")
         extra = ["--cluster", "member1", "--kubeconfig", str(kubeconfig), "--workers", "1"]
         certs = generate_certs(tmp_path / "certs")
-        with serve(certs, _policy(tmp_path, site), tmp_path / "server.log", extra=extra) as server:
+        log = tmp_path / "server.log"
+        with serve(certs, _policy(tmp_path, site), log, extra=extra) as server:
             assert wait_for(lambda: agent_polled(server))  # before that, restores are held for the agent
-            yield Served(server, member)
+            yield Served(server, member, log)
     finally:
         member.stop()
 
@@ -134,8 +135,11 @@ def test_the_heartbeat_of_an_object_that_never_appears_is_removed(site: Site, se
     # never has the object, so the agent never lists it.
     served.admit_running()
     assert _exists(site)  # written at the admission: a failover that follows now waits for it
-    assert wait_for(lambda: _looked(served.server, "removed"), 60), "the heartbeat was never looked at again"
-    assert not _exists(site)  # before: it stayed until its lease (300 s here) ran out
+    # before: it stayed until its lease (300 s here) ran out
+    assert wait_for(lambda: not _exists(site), 60), "the admission's heartbeat is still there"
+    assert wait_for(lambda: _looked(served.server, "removed"), 60)
+    said = [json.loads(line) for line in served.log.read_text().splitlines() if "looked at again" in line]
+    assert [(s["object"], s["outcome"]) for s in said] == [("FlinkDeployment/analytics/orders", "removed")]
 
 
 @pytest.mark.parametrize("site", ["file"], indirect=True)
