@@ -157,3 +157,26 @@ def test_a_heartbeat_rewritten_since_the_admission_is_kept(site: Site, served: S
     fs.pipe_file(path, json.dumps(renewed).encode())
     assert wait_for(lambda: _looked(served.server, "rewritten"), 60)
     assert _exists(site) and json.loads(fs.cat_file(path)) == renewed
+
+
+# --- the edge, called directly ----------------------------------------------------------------------------
+
+
+def test_a_member_api_that_does_not_answer_leaves_the_heartbeat_to_its_lease(tmp_path: Path) -> None:
+    from webhook.common.kubeclient import ClientConfig
+    from webhook.fencing.records import FencingStore
+    from webhook.member.followup import AdmittedHeartbeats
+    from webhook.restore.policy import FencingPolicy, RestorePolicy
+    from webhook.restore.storage.search import CheckpointStorage
+
+    gone = fakeapi.start_member_cluster()
+    kubeconfig = gone.kubeconfig(tmp_path / "member1.kubeconfig")
+    gone.stop()  # nothing answers there any more
+    folder = StoragePath.parse(str(tmp_path / "checkpoints" / RECORDS))
+    store = FencingStore(CheckpointStorage(), "member1")
+    store.beat(folder, WRITTEN, 5.0)
+    policy = RestorePolicy(fencing=FencingPolicy(lease_seconds=300, poll_seconds=0.5))
+    looks = AdmittedHeartbeats(ClientConfig(str(kubeconfig)), policy)
+    admitted = Admitted("FlinkDeployment", "analytics", "orders", folder, WRITTEN)
+    assert looks.look(store, admitted) is Outcome.ERROR
+    assert (tmp_path / "checkpoints" / RECORDS / "heartbeat-member1.json").exists()
