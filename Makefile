@@ -7,8 +7,9 @@ CERTS  ?= certs
 POLICY ?= webhook/restore-policy.yaml
 BIND   ?= 127.0.0.1:8443
 PYTEST_ARGS ?=
-# The unit tier's pytest-xdist workers (its tests wait on servers and subprocesses more than on the CPU)
-WORKERS ?= 2
+# The unit tier's pytest-xdist workers (its tests wait on servers and subprocesses more than on the CPU:
+# three keep a 2-core machine at a load average of about 2.5; measured in docs/development.md)
+WORKERS ?= 3
 # The end-to-end tier's binaries (tests/e2e/assets.py): ../shared/e2e when it is there, else whatever
 # FLINK_FAILOVER_E2E_ASSETS names; without either the tier is skipped with one line saying why.
 E2E_ASSETS ?= $(or $(FLINK_FAILOVER_E2E_ASSETS),$(if $(wildcard ../shared/e2e),$(abspath ../shared/e2e),))
