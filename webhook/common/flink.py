@@ -22,22 +22,33 @@ KEEPER_CONTAINER = "flink-failover-keeper"
 KEEPER_COMMAND = ("flink-failover", "keeper")
 
 
+# The kinds whose spec makes a JobManager of their own (a blue/green's: its children's); a FlinkSessionJob
+# runs in its session cluster's.
+JOBMANAGER_KINDS = ("FlinkDeployment", BLUE_GREEN)
+
+
 def deployment_spec_path(kind: str) -> tuple[str, ...]:
     """Where a kind keeps the FlinkDeployment spec that makes its JobManager: a FlinkBlueGreenDeployment
     in its template, which the operator copies into each child it creates."""
     return ("spec", "template", "spec") if kind == BLUE_GREEN else ("spec",)
 
 
+def deployment_spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The FlinkDeployment spec that makes the object's JobManager (``deployment_spec_path``)."""
+    node: Mapping[str, Any] = obj
+    for key in deployment_spec_path(str(obj.get("kind") or "")):
+        node = as_map(node.get(key))
+    return node
+
+
 def runs_keeper(obj: Mapping[str, Any]) -> bool:
     """The object's JobManager pod template runs the lease keeper (the sidecar the member webhook adds
     to a fenced FlinkDeployment or FlinkBlueGreenDeployment: the copy is guarded in its own pod). A
     FlinkSessionJob never is: it has no JobManager of its own."""
-    if str(obj.get("kind") or "FlinkDeployment") not in ("FlinkDeployment", BLUE_GREEN):
+    if str(obj.get("kind") or "FlinkDeployment") not in JOBMANAGER_KINDS:
         return False
-    spec: Any = obj
-    for key in deployment_spec_path(str(obj.get("kind") or "")):
-        spec = as_map(spec).get(key)
-    pod = as_map(as_map(as_map(as_map(spec).get("jobManager")).get("podTemplate")).get("spec"))
+    spec = deployment_spec(obj)
+    pod = as_map(as_map(as_map(spec.get("jobManager")).get("podTemplate")).get("spec"))
     containers = pod.get("initContainers")
     return isinstance(containers, list) and any(
         isinstance(c, Mapping)

@@ -61,6 +61,6 @@ def stopping_name(epoch: int, cluster: str) -> str:
     return f"stopping-{epoch:012d}-{cluster}.json"
 
 
-# The lease keeper (``keeper/``): its sidecar's name in a JobManager's podTemplate, and the ``writer`` its
-# heartbeat bodies carry (the agent's name none), by which the agent knows a copy's keeper renews it.
+# The ``writer`` the lease keeper's heartbeat bodies carry (``keeper/``; the agent's name none), by which the
+# agent knows a copy's keeper renews it.
 KEEPER_WRITER = "keeper"

@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from webhook.common.contract import FENCED
-from webhook.common.flink import FlinkResource, runs_keeper
+from webhook.common.flink import JOBMANAGER_KINDS, FlinkResource, runs_keeper
 from webhook.fencing.copies import as_restored, checkpoint_dir_of, epoch_of
-from webhook.member.keeper import KEPT_KINDS, KeeperSetup, Keeping, KeptLease, Saying, keeping
+from webhook.member.keeper import KeeperSetup, Keeping, KeptLease, Saying, keeping
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome, triggered
 from webhook.restore.policy import RestorePolicy
 from webhook.restore.updates import held_before
@@ -65,7 +65,7 @@ def unlabelled(resource: FlinkResource, old: FlinkResource | None, policy: Resto
     chart's first-copy entry sends (its matchConditions ask no trigger label on either version, to keep
     the entries disjoint), and an UPDATE that drops the trigger labels, which the trigger entries send
     by its old labels: the copy it becomes keeps its keeper (the restore's, read from its record)."""
-    if resource.kind not in KEPT_KINDS or resource.job is None or resource.deleting:
+    if resource.kind not in JOBMANAGER_KINDS or resource.job is None or resource.deleting:
         return False
     if triggered(resource, policy):
         return False

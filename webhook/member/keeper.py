@@ -29,9 +29,17 @@ from enum import StrEnum
 from typing import Any
 
 from webhook.common.contract import EPOCH, RESTORE_RECORD
-from webhook.common.flink import BLUE_GREEN, KEEPER_COMMAND, FlinkResource, deployment_spec_path, runs_keeper
+from webhook.common.flink import (
+    JOBMANAGER_KINDS,
+    KEEPER_COMMAND,
+    FlinkResource,
+    deployment_spec,
+    deployment_spec_path,
+    runs_keeper,
+)
 from webhook.common.patch import Op, set_fields
 from webhook.common.paths import StoragePath, StoragePathError
+from webhook.common.untyped import as_map
 from webhook.fencing.layout import Workload
 from webhook.keeper.inject import CONTAINER, FLINK_USER, PORT, KeeperPod, with_keeper
 from webhook.restore.fencing_policy import FENCING
@@ -53,7 +61,6 @@ class Sidecars(StrEnum):
 COMMAND = list(KEEPER_COMMAND)
 MAIN_CONTAINER = "flink-main-container"  # the operator's name for the JobManager's container
 _HEARTBEAT_KEYS = ("heartbeat.timeout", "heartbeat.interval")
-KEPT_KINDS = ("FlinkDeployment", BLUE_GREEN)  # each with a JobManager (a blue/green's: its children's)
 # What a job without its keeper is exposed to (docs/failover.md "What fencing cannot do"), for the Event.
 OFF_COST = (
     "this job is stopped only by this cluster's fencing agent: two copies can run while every replica of "
@@ -166,7 +173,7 @@ def keeper_part(
 ) -> Keeping | None:
     """The keeper's part of admitting ``obj`` (an UPDATE's ``old_obj`` beside it) as ``decision`` says;
     None where no keeper belongs (not a fenced FlinkDeployment's restore or hold)."""
-    if resource.kind not in KEPT_KINDS or resource.job is None or resource.deleting:
+    if resource.kind not in JOBMANAGER_KINDS or resource.job is None or resource.deleting:
         return None
     if decision.outcome not in (RestoreOutcome.RESTORED, RestoreOutcome.HELD):
         return None
@@ -226,7 +233,7 @@ def keeping(
         events = (KeeperEvent("Warning", "KeeperNotInjected", note),) if said else ()
         return Keeping(Kept.UNSUPPORTED, warnings=(note,) if said else (), events=events)
     at = deployment_spec_path(resource.kind)
-    spec = _spec(obj, at)
+    spec = deployment_spec(obj)
     blocked = blockers(spec, ".".join(at))
     if blocked:
         message = (
@@ -249,7 +256,7 @@ def keeping(
         extra_env=credential_env(spec, resource, lease.checkpoint_dir.scheme),
     )
     after, notes = with_keeper({"spec": spec}, pod)  # a blue/green template is a FlinkDeployment's spec
-    ops = _ops(obj, at, spec, _map(after["spec"]))
+    ops = _ops(obj, at, spec, as_map(after["spec"]))
     what = f"epoch {pod.epoch}, checkpoint directory {pod.checkpoint_dir}, image {pod.image}"
     if saying.added:
         text = f"lease keeper added to {where}'s JobManager pod ({what})"
@@ -322,20 +329,13 @@ def credential_env(
     return tuple(env.values())
 
 
-def _spec(obj: Mapping[str, Any], at: tuple[str, ...]) -> Mapping[str, Any]:
-    node: Mapping[str, Any] = obj
-    for key in at:
-        node = _map(node.get(key))
-    return node
-
-
 def _pod_specs(spec: Mapping[str, Any], at: str = "spec") -> list[tuple[str, Mapping[str, Any]]]:
     """(where, pod spec) of the JobManager's own pod template, then the common one, in a FlinkDeployment's
     ``spec`` (found at ``at``)."""
     out = []
     for where, template in (
-        (f"{at}.jobManager.podTemplate.spec", _map(_map(spec.get("jobManager")).get("podTemplate"))),
-        (f"{at}.podTemplate.spec", _map(spec.get("podTemplate"))),
+        (f"{at}.jobManager.podTemplate.spec", as_map(as_map(spec.get("jobManager")).get("podTemplate"))),
+        (f"{at}.podTemplate.spec", as_map(spec.get("podTemplate"))),
     ):
         pod = template.get("spec")
         if isinstance(pod, Mapping):
@@ -350,11 +350,11 @@ def _jobmanager_user(deployment: Mapping[str, Any]) -> int:
     for _, spec in _pod_specs(deployment):
         for container in spec.get("containers") or []:
             if isinstance(container, Mapping) and container.get("name") == MAIN_CONTAINER:
-                user = _map(container.get("securityContext")).get("runAsUser")
+                user = as_map(container.get("securityContext")).get("runAsUser")
                 if isinstance(user, int) and not isinstance(user, bool) and user > 0:
                     return user
     for _, spec in _pod_specs(deployment):
-        user = _map(spec.get("securityContext")).get("runAsUser")
+        user = as_map(spec.get("securityContext")).get("runAsUser")
         if isinstance(user, int) and not isinstance(user, bool) and user > 0:
             return user
     return FLINK_USER
@@ -409,15 +409,14 @@ def _ops(
     """The patch from the request's object to the one with the keeper (``before`` and ``after``: the
     FlinkDeployment spec found at ``at``): the JobManager's pod template (whole, when it differs) and
     the heartbeat keys of Flink's configuration."""
-    template = _map(after.get("jobManager")).get("podTemplate")
-    conf_after, conf_before = _map(after.get("flinkConfiguration")), _map(before.get("flinkConfiguration"))
+    template = as_map(after.get("jobManager")).get("podTemplate")
+    conf_after, conf_before = (
+        as_map(after.get("flinkConfiguration")),
+        as_map(before.get("flinkConfiguration")),
+    )
     changed = {
         k: conf_after[k] for k in _HEARTBEAT_KEYS if k in conf_after and conf_after[k] != conf_before.get(k)
     }
     return set_fields(obj, (*at, "jobManager"), {"podTemplate": template}) + set_fields(
         obj, (*at, "flinkConfiguration"), changed
     )
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
