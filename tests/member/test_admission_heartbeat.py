@@ -25,7 +25,7 @@ from tests.support.objects import apply, decode_patch, flink_deployment, review
 from tests.support.production import agent_polled, wait_for
 from tests.support.server import RunningServer, generate_certs, serve
 from webhook.common.paths import StoragePath
-from webhook.fencing.admitted import Admitted, Outcome, Seen, delay, judge
+from webhook.fencing.admitted import MAX_LOOKS, Admitted, Outcome, Seen, again, delay, judge
 from webhook.fencing.layout import Workload
 from webhook.fencing.records import heartbeat_body
 
@@ -61,6 +61,13 @@ def test_the_look_waits_out_the_admission_and_one_poll_within_half_a_lease() -> 
     assert delay(5.0, 5.0, 30.0) == 10.0  # the defaults: the chart's default webhook timeout (5 + 5 s)
     assert delay(10.0, 5.0, 300.0) == 15.0
     assert delay(30.0, 5.0, 30.0) == 15.0  # half a lease at most: a failover back waits at most that
+
+
+def test_a_look_that_could_not_tell_is_made_again_until_the_lease_is_out() -> None:
+    assert again(1, 10.0, 5.0, 30.0) == 5.0  # one poll after the first look
+    assert again(2, 15.0, 5.0, 30.0) == 10.0  # then doubling
+    assert again(3, 25.0, 5.0, 30.0) is None  # 25 + 20 s is past the lease: the agent's rules hold
+    assert [again(n, 0.0, 0.5, 300.0) for n in range(1, MAX_LOOKS + 1)] == [0.5, 1.0, 2.0, 4.0, 8.0, None]
 
 
 # --- served -----------------------------------------------------------------------------------------------
@@ -140,6 +147,26 @@ def test_the_heartbeat_of_an_object_that_never_appears_is_removed(site: Site, se
     assert wait_for(lambda: _looked(served.server, "removed"), 60)
     said = [json.loads(line) for line in served.log.read_text().splitlines() if "looked at again" in line]
     assert [(s["object"], s["outcome"]) for s in said] == [("FlinkDeployment/analytics/orders", "removed")]
+
+
+def _count(server: RunningServer, outcome: str) -> float:
+    metrics = server.client().request("GET", "/metrics")[1].decode()
+    prefix = f'{COUNTER}{{outcome="{outcome}"}} '
+    return sum(float(line.removeprefix(prefix)) for line in metrics.splitlines() if line.startswith(prefix))
+
+
+@pytest.mark.parametrize("site", ["file"], indirect=True)
+def test_a_member_api_slower_than_the_deadline_is_asked_again_and_the_heartbeat_then_goes(
+    site: Site, served: Served
+) -> None:
+    # a busy member API: each GET answers after the look's deadline (one poll, 0.5 s here)
+    served.member.fake.latency["GET"] = (2.0, 0.0)
+    served.admit_running()
+    assert wait_for(lambda: _count(served.server, "error") >= 1, 60)
+    assert _exists(site)  # could not tell: nothing removed
+    served.member.fake.latency.pop("GET")
+    assert wait_for(lambda: not _exists(site), 60), "the admission's heartbeat is still there"
+    assert wait_for(lambda: _looked(served.server, "removed"), 60)
 
 
 @pytest.mark.parametrize("site", ["file"], indirect=True)

@@ -50,8 +50,9 @@ class Outcome(enum.StrEnum):
     PRESENT = "present"  # the object exists: the agent owns its heartbeat from its next poll
     REWRITTEN = "rewritten"  # someone renewed the record since (the agent, a later admission): kept
     GONE = "gone"  # no record any more (the agent removed it already)
-    ERROR = "error"  # could not tell: left, its lease bounds it (as without the follow-up)
+    ERROR = "error"  # could not tell: looked at again (``again``), then left to its lease
     DROPPED = "dropped"  # the queue was full: never looked at
+    LEFT = "left"  # every look could not tell (``again``): left to its lease
 
 
 def judge(admitted: Admitted, seen: Seen) -> Outcome:
@@ -76,3 +77,16 @@ def delay(deadline_seconds: float, poll_seconds: float, lease_seconds: float) ->
     deadline and 5 s polls); at most half a lease, so a failover back is released within half the wait
     it had before. A lease spans at least two polls, so the cap leaves at least one."""
     return min(deadline_seconds + poll_seconds, lease_seconds / 2)
+
+
+MAX_LOOKS = 6
+
+
+def again(looks: int, written_ago: float, poll_seconds: float, lease_seconds: float) -> float | None:
+    """Seconds to the next look after ``looks`` looks that could not tell (a member API or a storage
+    read past its deadline on a busy cluster), or None: left to its lease. The wait doubles from one
+    poll; no look is due once the heartbeat's lease has run out (the agent's own rules hold from then)."""
+    if looks >= MAX_LOOKS:
+        return None
+    wait = poll_seconds * 2 ** (looks - 1)
+    return wait if written_ago + wait < lease_seconds else None
