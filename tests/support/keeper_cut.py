@@ -12,7 +12,6 @@ recorded is this machine's wall clock (moto's storage times are this machine's t
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 import urllib.request
@@ -21,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tests.support.keeper import Death, new_marker, policy_text, running_keeper, standin, wait_for
+from tests.support.keeper import Death, flink_env, new_marker, policy_text, running_keeper, standin, wait_for
 from tests.support.server import free_port
 from tests.support.tcpproxy import TcpProxy
 from webhook.common.paths import StoragePath
@@ -105,7 +104,7 @@ def storage_cut(
     proxy = TcpProxy(s3_port)
     logs = work / "flink-log"
     logs.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "FLINK_HOME": str(home), "FLINK_LOG_DIR": str(logs)}
+    env = flink_env(home, FLINK_LOG_DIR=str(logs))
     marker = new_marker()
     argv, rest_port = jobmanager_argv(home, marker)
     proxied = {"s3": {**options, "endpoint_url": f"http://127.0.0.1:{proxy.port}"}}
