@@ -87,7 +87,7 @@ KEEPER_HANDOVERS = Counter(
 ADMITTED_HEARTBEATS = Counter(
     "flink_failover_fencing_admission_heartbeats_total",
     "Heartbeats written at an admission, looked at again once the CREATE was persisted or refused, by "
-    "outcome (removed: the object is not there; present, rewritten, gone: kept; error, dropped: left to "
-    "the lease)",
+    "outcome (removed: the object is not there; present, rewritten, gone: kept; error: could not tell, "
+    "looked at again; left, dropped: left to the lease)",
     ["outcome"],
 )
