@@ -290,7 +290,7 @@ class Renewer:
             return
         quiet = silent(watch, now, self.policy)
         if quiet is not None:
-            self._take_back(workload, entry, watch, quiet)
+            self._take_back(workload, entry, watch, quiet, now)
 
     async def _look(self, workload: Workload, entry: _Entry, folder: StoragePath, start: float) -> None:
         """Read a handed-over copy's record (on its heartbeat lane, under the call deadline)."""
@@ -313,11 +313,14 @@ class Renewer:
             entry.watch = answered(entry.watch, identity(body) if found else None, start)
         self._judge(workload, entry, asyncio.get_running_loop().time())
 
-    def _take_back(self, workload: Workload, entry: _Entry, watch: Watch, quiet: float) -> None:
+    def _take_back(self, workload: Workload, entry: _Entry, watch: Watch, quiet: float, now: float) -> None:
         """Its keeper's record has not moved for the renew deadline: the copy is the agent's again,
         renewed at once (``takeback.taken_back``)."""
+        # Renewed a retry period from now, its record read first: a keeper's renewal that lands just
+        # late (a record first seen right after the hand-over counts from the agent's own last write)
+        # then hands the copy over again, unsaid and unwritten. The deadline is ``renewed``'s.
         renewed = max(entry.state.renewed, taken_back(watch, self.policy))
-        entry.state = replace(entry.state, keeper=False, renewed=renewed)
+        entry.state = replace(entry.state, keeper=False, renewed=renewed, attempted=now)
         entry.watch, entry.stale, entry.quiet = None, (watch.record, watch.looked), quiet
 
     def _taken_back(self, workload: Workload, entry: _Entry) -> None:
