@@ -86,11 +86,12 @@ def failed(watch: Watch, started: float) -> Watch:
 
 
 def read_due(watch: Watch, now: float, policy: FencingPolicy) -> bool:
-    """At least once a poll; every retry period once the record is a poll old (a live keeper renews
-    about now)."""
-    if now - watch.read >= policy.poll_seconds:
+    """At least once a poll; every retry period from a retry period before the record is a poll old (a
+    live keeper renews about then; the looks themselves come a retry period apart, give or take)."""
+    retry = retry_seconds(policy)
+    if now - watch.read >= policy.poll_seconds - retry / 10:
         return True
-    return now - watch.since >= policy.poll_seconds and now - watch.read >= retry_seconds(policy) * 0.9
+    return now - watch.since >= policy.poll_seconds - retry and now - watch.read >= retry * 0.9
 
 
 def silent(watch: Watch, now: float, policy: FencingPolicy) -> float | None:
