@@ -17,25 +17,29 @@ start of the agent's own last renewal that succeeded (the keeper's record landed
 cluster counts the lease from the record's storage time ``m``, and ``since <= m``.
 
 **Read often enough to see a live keeper.** At least once a poll, and every retry period (a fifth of a
-poll) once the record is a poll old, the moment a keeper renewing once a poll writes again
-(``read_due``): a live keeper's record is then seen within a retry period of landing, so ``since`` trails
-its renewals by at most a retry period and a read, and ``now - since`` stays about ``pollSeconds +
-2 x pollSeconds / 5`` (7 s at the defaults; 8 s with one of its renewals retried) under the 10 s deadline:
-no take-back. About two GETs a poll per handed-over copy.
+poll) from a retry period before the record is a poll old, when a keeper renewing once a poll writes
+again (``read_due``); judged once each read answers, and at every look while one is in flight (a read
+that hangs until its deadline delays nothing). A live keeper's record is then seen within a retry
+period of landing, ``since`` trails each renewal by about a retry period and a read, and ``now -
+since`` stays about ``pollSeconds + 2 x pollSeconds / 5`` (7 s at the defaults; 8 s with one of its
+renewals retried) under the 10 s deadline: no take-back. About two GETs a poll per handed-over copy.
+Right after a hand-over the first record counts from the agent's own last write, up to a poll before it
+landed: a take-back there is undone by the keeper's next record at the renewal's read (below).
 
 **Taken back before the lease can end elsewhere.** With the defaults (lease 30 s, renew deadline 10 s,
-poll 5 s, stop margin 10 s), on the agent's clock: the copy is taken back at the first look (every retry
-period) at or after ``since + 10 s``, counted as renewed at ``since + 5 s`` (``taken_back``: one poll
-before its deadline, as a copy first seen), so the agent renews at once and has until ``since + 15 s``;
-failing that it steps the copy down then, the suspend sent by ``since + 20 s`` (one poll, the call's
-deadline), the job stopped within the stop margin, by ``since + 30 s <= m + 30 s``, the earliest another
-cluster may count the lease as expired. In general ``since + renewDeadlineSeconds + 2 x pollSeconds +
+poll 5 s, stop margin 10 s), on the agent's clock: taken back at ``since + 10 s`` (plus a look), the copy
+counts as renewed at ``since + 5 s`` (``taken_back``: one poll before its deadline, as a copy first
+seen). The agent renews it a retry period later, reading the record first (a keeper renewal that landed
+just late hands the copy over again, unsaid and unwritten), and has until ``since + 15 s``; failing that
+it steps the copy down then, the suspend sent by ``since + 20 s`` (one poll, the call's deadline), the
+job stopped within the stop margin, by ``since + 30 s <= m + 30 s``, the earliest another cluster may
+count the lease as expired. In general ``since + renewDeadlineSeconds + 2 x pollSeconds +
 stopMarginSeconds <= since + leaseSeconds`` is the policy's rule (``restore/fencing_policy.py``): the poll
 of slack it keeps for the agent's own copies is here the poll the agent gets to renew a copy taken back.
-A renewal that succeeds in that poll is stamped no later than ``since + 15 s`` plus its call: the lease
-moves on before it ends. The agent cannot tell a dead keeper from its own storage path lost (its reads
-fail): it takes the copy back all the same, and steps it down if it cannot renew (safe; an availability
-cost where the keeper still renews).
+A renewal that succeeds in that poll is stamped by ``since + 15 s`` plus its call: the lease moves on
+before it ends. The agent cannot tell a dead keeper from its own storage path lost (its reads fail): it
+takes the copy back all the same, and steps it down if it cannot renew (safe; an availability cost
+where the keeper still renews). ``tests/member/test_fencing_takeback.py`` replays this on a timeline.
 """
 
 from __future__ import annotations
