@@ -68,6 +68,9 @@ class _Entry:
     # Its spec carries the keeper: each renewal first reads the record, and leaves the copy to the keeper
     # once it shows the keeper writing it for this epoch (the copy's judged epoch, from the poll).
     looking: int | None = None
+    # The start of the agent's own last renewal that succeeded (at first sight, the stand-in ``renewed``
+    # starts from): a keeper's record found over it landed after it. A take-back's ``renewed`` is none.
+    wrote: float = NEVER
     watch: Watch | None = None  # handed over: its keeper's record as last read
     # Taken back: its keeper's last record (found again, it is no renewal) and the start of the last read
     # that found it (a newer record landed after it).
@@ -138,7 +141,9 @@ class Renewer:
             if entry is None:
                 beaten = self._beaten.pop(workload, None)
                 renewed = max(first_seen(now, self.policy), beaten[0] if beaten else NEVER)
-                self._entries[workload] = _Entry(copy, Renewing(renewed, NEVER, may_step_down), beats)
+                self._entries[workload] = _Entry(
+                    copy, Renewing(renewed, NEVER, may_step_down), beats, wrote=renewed
+                )
                 continue
             renewed = entry.state.renewed
             keeper = entry.state.keeper and copy.guarded
@@ -147,6 +152,7 @@ class Renewer:
                 # Started again (resumed, perhaps by another replica), or the keeper gone from its spec:
                 # as if first seen, unless renewed since.
                 renewed = max(renewed, first_seen(now, self.policy))
+                entry.wrote = max(entry.wrote, renewed)
             entry.copy, entry.beats = copy, beats
             entry.looking = entry.looking if copy.guarded else None
             entry.watch = entry.watch if keeper else None
@@ -204,7 +210,7 @@ class Renewer:
         entry = self._entries.get(workload)
         if entry is not None and entry.copy.guarded and not entry.state.keeper:
             entry.state = replace(entry.state, keeper=True)
-            since = max(entry.state.renewed, entry.stale[1] if entry.stale else entry.state.renewed)
+            since = max(entry.wrote, entry.stale[1] if entry.stale else NEVER)
             entry.watch, entry.stale = handed(record, since, started), None
             if entry.quiet is not None:  # its record moved just after the take-back: nothing to say
                 entry.quiet = None
@@ -427,6 +433,7 @@ class Renewer:
                 self._beaten[workload] = (max(before[0] if before else NEVER, start), folder)
             return
         entry.state = replace(entry.state, renewed=max(entry.state.renewed, start))
+        entry.wrote = max(entry.wrote, start)
 
     def _body(self, copy: Copy) -> dict[str, object]:
         return heartbeat_body(copy.workload, self.cluster, copy.epoch, copy.job_id, self._written())
