@@ -59,6 +59,7 @@ PURE_CORE = (
     "webhook.fencing.admitted",
     "webhook.fencing.decide",
     "webhook.fencing.verdicts",
+    "webhook.fencing.takeback",
     "webhook.member.failover",
     "webhook.member.keeper",
     "webhook.member.firstcopy",
@@ -124,8 +125,9 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         # a Flink object as fencing sees it; storage calls with a deadline; who renews, when (pure); an
         # admission's heartbeat, whether it goes (pure)
         ("copies", "lanes", "renewal", "admitted"),
-        # the agent's plans (pure); whose verdicts are due (pure); the records read and written
-        ("decide", "verdicts", "records"),
+        # the agent's plans (pure); whose verdicts are due (pure); the records read and written; when a
+        # copy left to its keeper is taken back (pure)
+        ("decide", "verdicts", "records", "takeback"),
         (
             "gate",
             "flinkapi",

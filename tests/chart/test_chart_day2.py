@@ -74,6 +74,7 @@ FENCING_METRICS = {
     "FlinkFailoverFencingStorageErrors": "flink_failover_fencing_storage_errors_total",
     "FlinkFailoverFencingWaitingForOperator": "flink_failover_fencing_waiting_for_operator",
     "FlinkFailoverFencingSteppedDown": "flink_failover_fencing_step_downs_total",
+    "FlinkFailoverFencingKeeperSilent": "flink_failover_fencing_keeper_takebacks_total",
 }
 
 

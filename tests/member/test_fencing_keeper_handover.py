@@ -1,6 +1,8 @@
 """The agent's place beside the lease keeper (issue 47): a copy whose JobManager's podTemplate carries the
 keeper is renewed by the agent until its heartbeat record shows the keeper writing it for this epoch,
-then left to the keeper (no renewal, no step-down), and taken back when the spec drops the keeper.
+then left to the keeper (no renewal, no step-down), and taken back when the spec drops the keeper or
+when the keeper's record stops moving for the renew deadline (a keeper dead for good), and handed over
+again once the keeper writes again.
 
 The decisions are pure (``fencing/renewal.py``, ``fencing/decide.py``); the agent's side runs the real
 agent, one poll at a time on a stepped clock (``tests/support/agents.py``), against local files and a
@@ -11,9 +13,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from prometheus_client import REGISTRY
+
 from tests.member import test_fencing_agent as harness
 from tests.member.test_fencing_agent import Member, Site, policy_for, running_copy
+from tests.support.events import Collected
 from tests.support.objects import JOB_ID
+from webhook.common.events import Occurrence
 from webhook.common.flink import KEEPER_CONTAINER
 from webhook.common.paths import StoragePath
 from webhook.fencing.copies import read_copy
@@ -39,9 +45,12 @@ def guarded(obj: dict[str, Any], root: str = "s3://bkt/checkpoints") -> dict[str
     return with_keeper(obj, pod)[0]
 
 
-def keeper_body(cluster: str = "member1", epoch: int = 0) -> dict[str, Any]:
-    """The heartbeat body ``flink-failover keeper`` writes (keeper/keeper.py)."""
-    body = heartbeat_body(WORKLOAD, cluster, epoch, JOB_ID, "2026-12-07T00:00:00Z")
+def keeper_body(
+    cluster: str = "member1", epoch: int = 0, written: str = "2026-12-07T00:00:00Z"
+) -> dict[str, Any]:
+    """The heartbeat body ``flink-failover keeper`` writes (keeper/keeper.py): ``written`` tells its
+    renewals apart."""
+    body = heartbeat_body(WORKLOAD, cluster, epoch, JOB_ID, written)
     return {**body, "writer": KEEPER_WRITER, "pod": "orders-jm-0"}
 
 
@@ -119,10 +128,17 @@ def _stepped_down(m1: Member) -> bool:
     return f"{P}/stepped-down" in m1.obj()["metadata"].get("annotations", {})
 
 
-def _silent_past_the_deadline(m1: Member, policy: RestorePolicy) -> None:
-    """No poll for three polls (no listing vouches for the copy), then the heartbeat loop looks: a copy the
-    agent renews is past its renew deadline and steps down (its storage path as good as gone)."""
-    m1.driver.renew(advance=3 * policy.fencing.poll_seconds)
+def _silent_past_the_deadline(
+    m1: Member, policy: RestorePolicy, keeper: Site | None = None, polls: int = 3
+) -> None:
+    """No poll for ``polls`` polls (no listing vouches for the copy), the heartbeat loop looking every
+    second: a copy the agent renews is past its renew deadline and steps down (its storage path as good
+    as gone). ``keeper``: a live keeper renews its record there meanwhile, once a poll."""
+    for second in range(1, int(polls * policy.fencing.poll_seconds) + 1):
+        if keeper is not None and second % int(policy.fencing.poll_seconds) == 0:
+            store, folder = _store(keeper)
+            store.beat(folder, keeper_body(written=f"t+{second}"), 5.0)
+        m1.driver.renew(advance=1.0)
 
 
 def test_the_agent_renews_a_guarded_copy_until_its_keeper_writes_and_then_leaves_it_to_the_keeper(
@@ -131,7 +147,7 @@ def test_the_agent_renews_a_guarded_copy_until_its_keeper_writes_and_then_leaves
     """The spec carries the keeper while the pod runs the old JobManager (the operator has not rolled
     it): the agent renews and would step down as for any copy. Once the record shows the keeper writing
     it, the agent neither renews it (the keeper's record stays as the keeper wrote it) nor steps it down
-    when nothing vouches for it past the renew deadline."""
+    when nothing vouches for it past the renew deadline, while the keeper renews its record."""
     policy = policy_for(local_site, lease_seconds=30, poll_seconds=5, renew_deadline_seconds=10)
     m1 = world("member1", policy)
     m1.put(guarded(running_copy(), local_site.root))
@@ -146,12 +162,14 @@ def test_the_agent_renews_a_guarded_copy_until_its_keeper_writes_and_then_leaves
     store.beat(folder, keeper_body(), 5.0)  # the rolled pod's keeper renews
     assert m1.tick() == {"orders": "heartbeat"}
     assert m1.agent.renewer.kept(WORKLOAD)
+    store.beat(folder, keeper_body(written="its next renewal"), 5.0)  # once a poll
     steps = m1.driver.tick()
     assert [s.detail for s in steps] == ["renewed by the keeper in its pod"]
-    assert _body(local_site) == keeper_body()  # not written over by the agent
-    _silent_past_the_deadline(m1, policy)
+    assert _body(local_site) == keeper_body(written="its next renewal")  # not written over by the agent
+    _silent_past_the_deadline(m1, policy, keeper=local_site)
     assert not _stepped_down(m1) and m1.obj()["spec"]["job"]["state"] == "running"
-    assert _body(local_site) == keeper_body()
+    assert m1.agent.renewer.kept(WORKLOAD)
+    assert _body(local_site) == keeper_body(written="t+15")  # the keeper's last, not the agent's
 
 
 def test_a_guarded_copy_whose_keeper_never_wrote_steps_down_as_any_copy(local_site: Site, world: Any) -> None:
@@ -183,7 +201,7 @@ def test_a_copy_whose_spec_drops_the_keeper_is_the_agents_again(local_site: Site
     store.beat(folder, keeper_body(), 5.0)
     assert m1.tick() == {"orders": "heartbeat"}
     assert m1.agent.renewer.kept(WORKLOAD)
-    m1.driver.renew(advance=5 * policy.fencing.poll_seconds)  # long after the agent's own last renewal
+    _silent_past_the_deadline(m1, policy, local_site, polls=5)  # long after the agent's own last renewal
     plain = m1.obj()
     plain["spec"].pop("jobManager")
     m1.put(plain)
@@ -202,3 +220,86 @@ def test_an_unguarded_copy_never_reads_its_heartbeat(local_site: Site, world: An
     store.beat(folder, keeper_body(), 5.0)  # even a keeper's record (a stale one) is not looked at
     assert m1.tick() == {"orders": "heartbeat"}
     assert not m1.agent.renewer.kept(WORKLOAD)
+
+
+def _sample(name: str) -> float:
+    return REGISTRY.get_sample_value(name) or 0.0
+
+
+def _occurrences(m1: Member) -> list[Occurrence]:
+    events = m1.agent.events
+    assert isinstance(events, Collected)
+    return [o for o in events.occurrences if o.reason.startswith("Keeper")]
+
+
+def _events(m1: Member) -> list[tuple[str, str]]:
+    return [(o.type, o.reason) for o in _occurrences(m1)]
+
+
+def _until_taken_back(m1: Member) -> int:
+    """The heartbeat loop looks every second, a poll every five, until the copy is taken back (at most
+    15 s): the seconds it took."""
+    for second in range(1, 16):
+        m1.driver.renew(advance=1.0)
+        if second % 5 == 0:
+            m1.driver.tick(advance=0.0)
+        if not m1.agent.renewer.kept(WORKLOAD):
+            return second
+    raise AssertionError("never taken back")
+
+
+def test_a_copy_whose_keeper_died_for_good_is_taken_back_and_renewed_by_the_agent(
+    local_site: Site, world: Any
+) -> None:
+    """The keeper writes, the agent hands the copy over, the keeper dies (its JobManager runs on): once
+    its record has not moved for the renew deadline the agent takes the copy back, renews it at once (no
+    step-down), says so in a Warning Event, and its dead keeper's record never hands it over again."""
+    policy = policy_for(local_site, lease_seconds=30, poll_seconds=5, renew_deadline_seconds=10)
+    m1 = world("member1", policy)
+    m1.put(guarded(running_copy(), local_site.root))
+    store, folder = _store(local_site)
+    takebacks = _sample("flink_failover_fencing_keeper_takebacks_total")
+    assert m1.tick() == {"orders": "heartbeat"}
+    store.beat(folder, keeper_body(written="its last"), 5.0)
+    assert m1.tick() == {"orders": "heartbeat"}
+    assert m1.agent.renewer.kept(WORKLOAD)
+    assert _events(m1) == [("Normal", "KeeperRenews")]
+    second = _until_taken_back(m1)  # the keeper is gone
+    assert second <= 11, second  # within a look of the deadline counted from the agent's own last write
+    m1.driver.renew(advance=1.0)  # a retry period later (its record read first)
+    body = _body(local_site)
+    assert body is not None and "writer" not in body  # renewed by the agent at once
+    assert not _stepped_down(m1)
+    assert _sample("flink_failover_fencing_keeper_takebacks_total") == takebacks + 1
+    assert _events(m1) == [("Normal", "KeeperRenews"), ("Warning", "KeeperSilent")]
+    note = next(o.note for o in _occurrences(m1) if o.reason == "KeeperSilent")
+    assert "has not moved for 1" in note and "steps this copy down if it cannot" in note
+    store.beat(folder, keeper_body(written="its last"), 5.0)  # the dead keeper's record, found again
+    for _ in range(3):
+        assert m1.tick() == {"orders": "heartbeat"}
+        assert not m1.agent.renewer.kept(WORKLOAD)  # no renewal: the agent renews on
+        assert not _stepped_down(m1)
+
+
+def test_a_keeper_back_after_a_short_crash_is_handed_the_copy_again(local_site: Site, world: Any) -> None:
+    """Taken back from a keeper that crashed, the copy is handed over again as soon as the restarted
+    keeper renews (a record it had not seen), with its Event."""
+    policy = policy_for(local_site, lease_seconds=30, poll_seconds=5, renew_deadline_seconds=10)
+    m1 = world("member1", policy)
+    m1.put(guarded(running_copy(), local_site.root))
+    store, folder = _store(local_site)
+    assert m1.tick() == {"orders": "heartbeat"}
+    store.beat(folder, keeper_body(written="before the crash"), 5.0)
+    assert m1.tick() == {"orders": "heartbeat"}
+    assert m1.agent.renewer.kept(WORKLOAD)
+    _until_taken_back(m1)
+    m1.driver.renew(advance=1.0)  # the agent renews it
+    store.beat(folder, keeper_body(written="restarted"), 5.0)
+    assert m1.tick() == {"orders": "heartbeat"}
+    assert m1.agent.renewer.kept(WORKLOAD)
+    assert _body(local_site) == keeper_body(written="restarted")
+    kinds = [("Normal", "KeeperRenews"), ("Warning", "KeeperSilent"), ("Normal", "KeeperRenews")]
+    assert _events(m1) == kinds
+    store.beat(folder, keeper_body(written="renewing again"), 5.0)
+    assert m1.tick() == {"orders": "heartbeat"}
+    assert m1.agent.renewer.kept(WORKLOAD) and not _stepped_down(m1)

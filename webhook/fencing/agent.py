@@ -99,6 +99,7 @@ class FencingAgent:
             self.store,
             lambda copy, why: self.executors.step_down(copy, why),
             lambda: self.executors.now(),
+            lambda copy, kind, reason, note: self.executors.event(copy, kind, reason, "Heartbeat", note),
         )
         self.executors = Executors(self.store, self.renewer, storage, api, policy, self.events, clock)
         self.reads = PollReads(self.store)

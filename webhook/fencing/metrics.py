@@ -84,6 +84,10 @@ KEEPER_HANDOVERS = Counter(
     "flink_failover_fencing_keeper_handovers_total",
     "Running copies whose heartbeat the agent left to the lease keeper in their pod (seen writing it)",
 )
+KEEPER_TAKEBACKS = Counter(
+    "flink_failover_fencing_keeper_takebacks_total",
+    "Handed-over copies the agent took back: their keeper's record did not move for the renew deadline",
+)
 ADMITTED_HEARTBEATS = Counter(
     "flink_failover_fencing_admission_heartbeats_total",
     "Heartbeats written at an admission, looked at again once the CREATE was persisted or refused, by "

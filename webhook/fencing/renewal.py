@@ -10,8 +10,9 @@ that carries the keeper says nothing of the pod that runs (the operator may not 
 JobManager yet, a pod without a keeper), and until a keeper has written, the agent renews and steps
 down as for any copy. Once handed over
 (``Renewing.keeper``) the agent neither renews the heartbeat (two writers would double the PUTs, and its
-renewal would vouch for a JobManager its keeper killed) nor steps the copy down when its own storage
-path fails (a keeper that still holds the lease keeps its job; one that cannot renew has killed it). A
+renewal would vouch for a JobManager its keeper killed) nor steps the copy down (a keeper that cannot
+renew kills its JobManager itself), until the keeper's record has not moved for the renew deadline: a
+keeper dead for good beside a running JobManager; the agent then takes the copy back (``takeback``). A
 copy whose spec no longer carries the keeper is the agent's again at once (as one first seen: it must
 be renewed within a poll). A handed-over copy a newer fence makes stale is not renewed while its
 operator stops it: its keeper stopped renewing and killed the JobManager at that fence, within its

@@ -10,7 +10,10 @@ copy whose spec carries the lease keeper is read before each renewal (``look_for
 record shows the keeper writing it, it is not written but handed over, and left alone until its spec no
 longer carries the keeper (``renewal``'s docstring says why). Read just before the write it would
 replace, the record shows the keeper's renewal of the last poll if a keeper runs: a read at any other
-moment could keep finding the agent's own write, both writers renewing once a poll.
+moment could keep finding the agent's own write, both writers renewing once a poll. A handed-over
+copy's record is read on (``takeback.read_due``: at least once a poll), and the copy is taken back once
+it has not moved for the renew deadline (``takeback``'s docstring has the timing): renewed again at once,
+stepped down if that fails, and handed over again once its keeper writes a new record.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import logging
 from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass, replace
 
+from webhook.common.events import NORMAL, WARNING
 from webhook.common.paths import StoragePath
 from webhook.fencing import metrics
 from webhook.fencing.copies import Copy, CopyState
@@ -37,6 +41,7 @@ from webhook.fencing.renewal import (
     retry_seconds,
     step_down_reason,
 )
+from webhook.fencing.takeback import Watch, answered, failed, handed, identity, read_due, silent, taken_back
 from webhook.restore.policy import FencingPolicy
 from webhook.restore.snapshots import StorageError
 
@@ -63,6 +68,23 @@ class _Entry:
     # Its spec carries the keeper: each renewal first reads the record, and leaves the copy to the keeper
     # once it shows the keeper writing it for this epoch (the copy's judged epoch, from the poll).
     looking: int | None = None
+    # The start of the agent's own last renewal that succeeded (at first sight, the stand-in ``renewed``
+    # starts from): a keeper's record found over it landed after it. A take-back's ``renewed`` is none.
+    wrote: float = NEVER
+    watch: Watch | None = None  # handed over: its keeper's record as last read
+    # Taken back: its keeper's last record (found again, it is no renewal) and the start of the last read
+    # that found it (a newer record landed after it).
+    stale: tuple[str | None, float] | None = None
+    reading: bool = False  # a read of its handed-over record is in flight
+    quiet: float | None = None  # taken back, how long its record had not moved: said once the agent writes
+
+
+# ``told(copy, type, reason, note)``: an Event on the copy's object (the agent's recorder).
+Told = Callable[[Copy, str, str, str], None]
+
+
+def _untold(copy: Copy, kind: str, reason: str, note: str) -> None:
+    return None
 
 
 class Renewer:
@@ -75,8 +97,10 @@ class Renewer:
         store: FencingStore,
         step_down: Callable[[Copy, str], Awaitable[bool]],
         written: Callable[[], str],
+        told: Told = _untold,
     ) -> None:
         self.cluster = cluster
+        self._told = told
         self.policy = policy
         self.store = store
         self._step_down = step_down
@@ -117,7 +141,9 @@ class Renewer:
             if entry is None:
                 beaten = self._beaten.pop(workload, None)
                 renewed = max(first_seen(now, self.policy), beaten[0] if beaten else NEVER)
-                self._entries[workload] = _Entry(copy, Renewing(renewed, NEVER, may_step_down), beats)
+                self._entries[workload] = _Entry(
+                    copy, Renewing(renewed, NEVER, may_step_down), beats, wrote=renewed
+                )
                 continue
             renewed = entry.state.renewed
             keeper = entry.state.keeper and copy.guarded
@@ -126,8 +152,10 @@ class Renewer:
                 # Started again (resumed, perhaps by another replica), or the keeper gone from its spec:
                 # as if first seen, unless renewed since.
                 renewed = max(renewed, first_seen(now, self.policy))
+                entry.wrote = max(entry.wrote, renewed)
             entry.copy, entry.beats = copy, beats
             entry.looking = entry.looking if copy.guarded else None
+            entry.watch = entry.watch if keeper else None
             entry.state = replace(entry.state, may_step_down=may_step_down, renewed=renewed, keeper=keeper)
         dropped = []
         for workload in [w for w in self._entries if w not in listed or listed[w].state not in _KEPT]:
@@ -175,17 +203,28 @@ class Renewer:
         if entry is not None:
             entry.looking = epoch
 
-    def hand_over(self, workload: Workload) -> None:
-        """The keeper in the copy's pod renews its heartbeat (its record says so): renew it no more and
-        never step it down, while its spec carries the keeper. Its heartbeat is still removed when the
-        copy goes (``observe``)."""
+    def hand_over(self, workload: Workload, record: str | None, started: float) -> None:
+        """The keeper in the copy's pod renews its heartbeat (its ``record``, read at ``started``, says
+        so): renew it no more and never step it down, while its spec carries the keeper and its record
+        moves (``takeback``). Its heartbeat is still removed when the copy goes (``observe``)."""
         entry = self._entries.get(workload)
         if entry is not None and entry.copy.guarded and not entry.state.keeper:
             entry.state = replace(entry.state, keeper=True)
+            since = max(entry.wrote, entry.stale[1] if entry.stale else NEVER)
+            entry.watch, entry.stale = handed(record, since, started), None
+            if entry.quiet is not None:  # its record moved just after the take-back: nothing to say
+                entry.quiet = None
+                log.info("heartbeat left to the keeper again", extra={"fields": {"object": str(workload)}})
+                return
             metrics.KEEPER_HANDOVERS.inc()
             log.info(
                 "heartbeat left to the keeper in the job's pod", extra={"fields": {"object": str(workload)}}
             )
+            note = (
+                f"the lease keeper in the JobManager's pod renews the heartbeat (epoch {entry.looking}): "
+                "the agent leaves this copy to it, and takes it back if its record stops moving"
+            )
+            self._told(entry.copy, NORMAL, "KeeperRenews", note)
 
     def kept(self, workload: Workload) -> bool:
         """The copy's keeper renews its heartbeat (``hand_over``)."""
@@ -225,6 +264,9 @@ class Renewer:
         now = asyncio.get_running_loop().time()
         started = []
         for workload, entry in list(self._entries.items()):
+            watching = self._watching(workload, entry, now)
+            if watching is not None:
+                started.append(watching)
             state = entry.state if entry.beats else replace(entry.state, in_flight=True)
             decision = renewal(state, now, self.policy)
             if decision is Renewal.STEP_DOWN:
@@ -236,6 +278,75 @@ class Renewer:
                 task.add_done_callback(functools.partial(self._settled, workload))
                 started.append(task)
         return started
+
+    def _watching(self, workload: Workload, entry: _Entry, now: float) -> asyncio.Task[None] | None:
+        """A running copy handed over: taken back once its record is silent, else read when due."""
+        watch = entry.watch
+        if not entry.state.keeper or watch is None or not entry.state.may_step_down:
+            return None  # a stale copy's keeper stopped at the fence: it is not taken back
+        if not entry.reading and entry.copy.folder is not None and read_due(watch, now, self.policy):
+            entry.reading = True  # judged once answered, on what it found; meanwhile on what was found
+            return self._spawn(self._look(workload, entry, entry.copy.folder, now))
+        self._judge(workload, entry, now)
+        return None
+
+    def _judge(self, workload: Workload, entry: _Entry, now: float) -> None:
+        watch = entry.watch
+        if watch is None or not entry.state.keeper or not entry.state.may_step_down:
+            return
+        quiet = silent(watch, now, self.policy)
+        if quiet is not None:
+            self._take_back(workload, entry, watch, quiet, now)
+
+    async def _look(self, workload: Workload, entry: _Entry, folder: StoragePath, start: float) -> None:
+        """Read a handed-over copy's record (on its heartbeat lane, under the call deadline)."""
+        try:
+            body = await self.store.lanes.run(self.store.heartbeat_call(folder))
+        except StorageError as exc:
+            body, problem = None, str(exc)
+        else:
+            problem = ""
+        finally:
+            entry.reading = False
+        if self._entries.get(workload) is not entry or entry.watch is None:
+            return
+        if problem:
+            metrics.STORAGE_ERRORS.labels("heartbeat").inc()
+            entry.watch = failed(entry.watch, start)
+        else:
+            epoch = entry.looking
+            found = epoch is not None and keeper_renews(self.cluster, epoch, body)
+            entry.watch = answered(entry.watch, identity(body) if found else None, start)
+        self._judge(workload, entry, asyncio.get_running_loop().time())
+
+    def _take_back(self, workload: Workload, entry: _Entry, watch: Watch, quiet: float, now: float) -> None:
+        """Its keeper's record has not moved for the renew deadline: the copy is the agent's again,
+        renewed at once (``takeback.taken_back``)."""
+        # Renewed a retry period from now, its record read first: a keeper's renewal that lands just
+        # late (a record first seen right after the hand-over counts from the agent's own last write)
+        # then hands the copy over again, unsaid and unwritten. The deadline is ``renewed``'s.
+        renewed = max(entry.state.renewed, taken_back(watch, self.policy))
+        entry.state = replace(entry.state, keeper=False, renewed=renewed, attempted=now)
+        entry.watch, entry.stale, entry.quiet = None, (watch.record, watch.looked), quiet
+
+    def _taken_back(self, workload: Workload, entry: _Entry) -> None:
+        """Said once the renewal after a take-back writes: its read found no newer record of the keeper
+        (one that landed just after the look that took the copy back hands it over again, unsaid)."""
+        quiet, entry.quiet = entry.quiet, None
+        if quiet is None:
+            return
+        metrics.KEEPER_TAKEBACKS.inc()
+        log.warning(
+            "heartbeat taken back from the keeper in the job's pod: its record has not moved",
+            extra={"fields": {"object": str(workload), "silentSeconds": round(quiet, 1)}},
+        )
+        p = self.policy
+        note = (
+            f"the heartbeat the lease keeper renews has not moved for {quiet:.0f}s (renew deadline "
+            f"{p.renew_deadline_seconds:g}s): the agent renews it again and steps this copy down if it "
+            f"cannot within {p.poll_seconds:g}s; it leaves the copy to the keeper again once it renews"
+        )
+        self._told(entry.copy, WARNING, "KeeperSilent", note)
 
     def renewing(self, workload: Workload) -> asyncio.Task[None] | None:
         """The copy's renewal still in flight: a heartbeat removed before it lands would be written
@@ -259,8 +370,11 @@ class Renewer:
 
     async def _renew(self, workload: Workload, copy: Copy, folder: StoragePath, start: float) -> None:
         try:
-            if await self._keeper_writes(workload, folder):
+            if await self._keeper_writes(workload, folder, start):
                 return
+            entry = self._entries.get(workload)
+            if entry is not None:
+                self._taken_back(workload, entry)
             await self.store.lanes.run(self.store.beat_call(folder, self._body(copy)))
         except StorageError as exc:
             metrics.STORAGE_ERRORS.labels("heartbeat").inc()
@@ -278,9 +392,10 @@ class Renewer:
         if ok:
             self._renewed(workload, start)
 
-    async def _keeper_writes(self, workload: Workload, folder: StoragePath) -> bool:
+    async def _keeper_writes(self, workload: Workload, folder: StoragePath, start: float) -> bool:
         """The copy's keeper renewed its record since this agent's last write (read first where its spec
-        carries the keeper): the copy is handed over, and this renewal writes nothing."""
+        carries the keeper): the copy is handed over, and this renewal writes nothing. The record of a
+        keeper it was taken back from is no renewal: only a new one hands it over again."""
         entry = self._entries.get(workload)
         if entry is None or entry.looking is None or not entry.copy.guarded:
             return False
@@ -290,11 +405,15 @@ class Renewer:
             return False  # unknown: renew as before (the write says whether the storage answers)
         if not keeper_renews(self.cluster, entry.looking, body):
             return False
-        self.hand_over(workload)
+        record = identity(body)
+        if entry.stale is not None and record == entry.stale[0]:
+            return False
+        self.hand_over(workload, record, start)
         entry.state = replace(entry.state, in_flight=False)
         return True
 
     async def _down(self, workload: Workload, entry: _Entry, reason: str) -> None:
+        self._taken_back(workload, entry)  # taken back and never renewed since: said before it goes
         entry.state = replace(entry.state, may_step_down=False)  # once: the next poll says what it is
         if not await self._step_down(entry.copy, reason):
             current = self._entries.get(workload)
@@ -314,6 +433,7 @@ class Renewer:
                 self._beaten[workload] = (max(before[0] if before else NEVER, start), folder)
             return
         entry.state = replace(entry.state, renewed=max(entry.state.renewed, start))
+        entry.wrote = max(entry.wrote, start)
 
     def _body(self, copy: Copy) -> dict[str, object]:
         return heartbeat_body(copy.workload, self.cluster, copy.epoch, copy.job_id, self._written())
