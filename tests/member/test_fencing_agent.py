@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.controlplane import fakeapi
-from tests.support.agents import Driver, admitting
+from tests.support.agents import Driver, SteppedLoop, admitting
 from tests.support.events import Collected
 from tests.support.objects import (
     JOB_ID,
@@ -157,9 +157,11 @@ def world(tmp_path: Path) -> Iterator[Any]:
         assert isinstance(api, FlinkApi)
         storage = CheckpointStorage(policy.storage_options)
         calls = ThreadedApi(api, policy.fencing.call_timeout)
-        agent = FencingAgent(name, policy, calls, storage, events=Collected())
+        loop = SteppedLoop()  # the agent's deadlines count on the driver's clock (tests/support/agents.py)
+        lanes = loop.lanes(policy.fencing.call_timeout)
+        agent = FencingAgent(name, policy, calls, storage, events=Collected(), lanes=lanes)
         handler = MemberHandler.from_policy(policy, cluster=name, agent_users=frozenset({AGENT}))
-        found = Member(name, running, agent, handler, kubeconfig, Driver(agent))
+        found = Member(name, running, agent, handler, kubeconfig, Driver(agent, loop))
         started.append(found)
         return found
 

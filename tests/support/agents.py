@@ -4,6 +4,11 @@
 loop, everything they started waited for to the end, on an
 event loop of the driver's own whose clock moves one poll forward before each tick: each tick is "the
 next poll" to the agent (its renewals fall due, its renew deadline counts), however fast the test runs.
+And however slow: on that clock real time runs ``SLOWER`` times slower, so the agent's own deadlines (a
+poll's wait for its copies, an API or storage call's) are missed only by work ``SLOWER`` times slower
+than they allow. Measured under a load average of 13-16 on two cores: a poll's step on moto took over
+its 5 s poll, and the tick said "pending" (or the heartbeat missed its renewal) where the test expected
+the plan's action. Give the agent ``SteppedLoop.lanes`` for its storage calls to count on that clock too.
 The whole agent loop (``FencingAgent.run``) is what ``tests/support/simulation.py`` drives.
 """
 
@@ -14,30 +19,54 @@ import copy
 import selectors
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import replace
+from typing import Any, TypeVar
 
 from tests.controlplane.fakeapi import Refused
 from tests.support.objects import apply, decode_patch, review
 from webhook.common.admission import parse_review
 from webhook.fencing.agent import FencingAgent
+from webhook.fencing.lanes import Call, Lanes
 from webhook.fencing.report import Step
+
+SLOWER = 10.0  # real seconds per second of a driven agent's clock
+T = TypeVar("T")
 
 
 class SteppedLoop(asyncio.SelectorEventLoop):
-    """Real time plus an offset the driver moves."""
+    """Real time, ``SLOWER`` times slower, plus an offset the driver moves (the ticks move time)."""
 
     def __init__(self) -> None:
         super().__init__(selectors.DefaultSelector())
         self.offset = 0.0
+        self._started = time.monotonic()
 
     def time(self) -> float:
-        return time.monotonic() + self.offset
+        return self._started + (time.monotonic() - self._started) / SLOWER + self.offset
+
+    def lanes(self, timeout: float) -> Lanes:
+        """Storage lanes whose deadlines count on this clock (a thread may read it: it only reads)."""
+        return SlowedLanes(timeout, clock=self.time)
+
+
+class SlowedLanes(Lanes):
+    """Lanes on a ``SteppedLoop``'s clock, for the agent's calls (``run``): a call is handed its seconds
+    left (its storage client's own timeout) in real seconds, ``SLOWER`` times the clock's."""
+
+    async def run(self, call: Call[T], timeout: float | None = None) -> T:
+        return await super().run(_real(call), timeout)
+
+
+def _real(call: Call[T]) -> Call[T]:
+    fn = call.fn
+    return replace(call, fn=lambda left: fn(left * SLOWER))
 
 
 class Driver:
-    def __init__(self, agent: FencingAgent) -> None:
+    def __init__(self, agent: FencingAgent, loop: SteppedLoop | None = None) -> None:
+        """``loop``: the one whose ``lanes`` the agent was given, if it was."""
         self.agent = agent
-        self.loop = SteppedLoop()
+        self.loop = loop or SteppedLoop()
 
     def tick(self, advance: float | None = None) -> list[Step]:
         """One poll, then one pass of the heartbeat loop (renewals due, step-downs), all waited for."""
