@@ -135,6 +135,9 @@ def test_every_replica_of_the_old_role_killed_until_the_new_job_runs(pods: Produ
     p = pods
     ones, two = start_replicas(p)
     leave_to_the_keeper(p, keeper, *ones)
+    # the outage begins while the old job runs: on a loaded machine member1's agent may have stepped
+    # its copy down (a heartbeat write past its deadline) and not yet resumed it
+    assert wait_for(lambda: any(job.ended is None for job in p.old_jobs()), 120), "no old job runs"
     for one in ones:
         kill(one)  # SIGKILL, both replicas: nothing on member1 can step its copy down
     p.fail_over(two)
