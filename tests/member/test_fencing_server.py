@@ -36,7 +36,7 @@ def _policy_file(tmp_path: Path, root: Path) -> Path:
     policy_file = tmp_path / "policy.yaml"
     policy_file.write_text(
         f"defaultCheckpointDir: {root}\n"
-        "fencing: {leaseSeconds: 300, pollSeconds: 0.5, renewDeadlineSeconds: 100, stopMarginSeconds: 100}\n",
+        "fencing: {leaseSeconds: 300, pollSeconds: 2, renewDeadlineSeconds: 100, stopMarginSeconds: 100}\n",
         encoding="utf-8",
     )
     return policy_file
