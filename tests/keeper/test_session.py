@@ -28,8 +28,8 @@ A, B = "a" * 32, "b" * 32
 BODY = {"cluster": "member1", "session": "shared", "jobId": A, "epoch": 2, "workload": "x", "written": "t"}
 
 
-def _job(name: str, job_id: str, at: float = 100.0, records: Ownership = Ownership()) -> SessionJob:
-    job = adopt("member1", name, job_id, 0, records, at, at, POLICY)
+def _job(name: str, job_id: str, at: float = 100.0) -> SessionJob:
+    job = adopt("member1", name, job_id, 0, Ownership(), at, at, POLICY)
     return replace(job, lease=answered(sent(job.lease, at), at, ok=True))
 
 
