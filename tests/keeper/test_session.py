@@ -126,12 +126,17 @@ def test_a_job_whose_renewal_alone_fails_is_cancelled_while_the_others_run() -> 
     assert renew_due(a, frozenset({B}), True, 111.0, POLICY)  # cancelled: it may be taken again
 
 
-def test_no_rest_answer_with_a_job_at_risk_kills_since_no_cancel_can_be_sent() -> None:
+def test_no_rest_answer_kills_a_lapse_at_once_and_a_superseded_job_after_the_stop_margin() -> None:
     a = _job("orders", A)
     fence = Ownership(fences=(Fence("member2", 1, T0),))
     a = replace(a, lease=listed("member1", a.lease, fence, 101.0))
-    assert guard([a], None, True, 102.0, POLICY).kill
-    assert guard([a], None, False, 102.0, POLICY) == Guard()  # no JobManager: nothing runs
+    # A JobManager that starts answers before it runs a job: the superseded job waits for its cancel...
+    assert guard([a], None, True, 102.0, POLICY, unanswered=1.0) == Guard()
+    # ...unless it does not answer for the stop margin: hung, killed.
+    assert guard([a], None, True, 102.0, POLICY, unanswered=POLICY.stop_margin_seconds).kill
+    assert guard([a], None, False, 102.0, POLICY, unanswered=60.0) == Guard()  # no JobManager: nothing runs
+    lapsed = _failed(_job("payments", B, 100.0), 105.0)
+    assert guard([lapsed], None, True, 110.0, POLICY).kill  # a lapse with no answer: at once
 
 
 def test_a_job_flink_no_longer_lists_for_a_poll_is_dropped() -> None:

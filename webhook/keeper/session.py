@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from webhook.common.flink import is_job_id
+from webhook.fencing.layout import SESSION_FIELD
 from webhook.fencing.protocol import Ownership
 from webhook.fencing.renewal import first_seen
 from webhook.keeper.decide import Lease, decide, holds, listed
@@ -33,9 +34,6 @@ from webhook.restore.fencing_policy import FencingPolicy
 # Flink's job states in which nothing of the job runs any more (SUSPENDED: this JobManager lost its
 # leadership; the job is another JobManager's to run, or nobody's).
 STOPPED_STATES = frozenset({"FINISHED", "CANCELED", "FAILED", "SUSPENDED"})
-
-# What a session keeper writes and the agent writes for a FlinkSessionJob copy: its session cluster.
-SESSION_FIELD = "session"
 
 # The running jobIds Flink's REST endpoint listed; None: it did not answer.
 Overview = frozenset[str] | None
@@ -127,11 +125,19 @@ def lapsed_alone(job: SessionJob, others: Iterable[SessionJob]) -> bool:
 
 
 def guard(
-    jobs: Iterable[SessionJob], overview: Overview, jobmanager_runs: bool, now: float, policy: FencingPolicy
+    jobs: Iterable[SessionJob],
+    overview: Overview,
+    jobmanager_runs: bool,
+    now: float,
+    policy: FencingPolicy,
+    unanswered: float = 0.0,
 ) -> Guard:
     """The jobs that run while their lease is not held: each cancelled alone where it is superseded or
     lapsed alone; else the JobManager killed (a lapse of the keeper's as a whole, or Flink not answering,
-    so no cancel can be sent)."""
+    so no cancel can be sent). ``unanswered``: for how long a JobManager has run without its REST endpoint
+    answering. A JobManager that starts answers before it runs a job (Flink starts its REST endpoint
+    before its dispatcher recovers jobs), so a superseded job waits for the answer and its cancel, up to
+    ``stopMarginSeconds``: a JobManager that does not answer for that long is hung, and killed."""
     every = list(jobs)
     at_risk = []
     for job in every:
@@ -141,7 +147,10 @@ def guard(
     if not at_risk:
         return Guard()
     if overview is None:
-        job, reason = at_risk[0]
+        lapsed = [(job, reason) for job, reason in at_risk if job.lease.superseded is None]
+        if not lapsed and unanswered < policy.stop_margin_seconds:
+            return Guard()
+        job, reason = (lapsed or at_risk)[0]
         return Guard(kill=True, reason=f"{job.name}: {reason}; Flink's REST endpoint does not answer")
     cancel = []
     for job, reason in at_risk:
