@@ -51,6 +51,9 @@ class KeeperPod:
     # Storage credentials the JobManager's container has (``member/keeper.py`` ``credential_env``): env
     # entries as written, values or secretKeyRefs.
     extra_env: tuple[Mapping[str, Any], ...] = ()
+    # "session": the pod is a session cluster's, whose keeper keeps the leases of the fenced
+    # FlinkSessionJobs it runs (``workload`` the session cluster; docs/keeper.md "FlinkSessionJobs").
+    mode: str = "job"
 
     def policy_json(self) -> str:
         doc: dict[str, Any] = {"fencing": dict(self.fencing)}
@@ -70,6 +73,8 @@ def container(pod: KeeperPod) -> dict[str, Any]:
         "FLINK_FAILOVER_KEEPER_BIND": f"0.0.0.0:{PORT}",
         "FLINK_FAILOVER_KEEPER_POLICY": pod.policy_json(),
     }
+    if pod.mode != "job":
+        env["FLINK_FAILOVER_KEEPER_MODE"] = pod.mode
 
     def probe(path: str, period: int, failures: int) -> dict[str, Any]:
         return {

@@ -15,9 +15,9 @@ A job's first copy (no failover made it) gets it through ``member/firstcopy.py``
 
 A FlinkBlueGreenDeployment gets it in its template (``spec.template.spec``), which the operator copies
 into each child it creates, keeping the parent's lease (the workload its records are kept for); its
-children are not touched here. Not here: FlinkSessionJobs (their JobManager is the session cluster's, a
-FlinkDeployment of its own that carries no trigger label, shared by every job on it): docs/keeper.md
-says what is left.
+children are not touched here. A FlinkSessionJob runs in its session cluster's JobManager: that
+session cluster (a FlinkDeployment without a job) gets the keeper in session mode through
+``member/firstcopy.py``, and it keeps the leases of the fenced session jobs it runs.
 """
 
 from __future__ import annotations
@@ -197,6 +197,7 @@ class KeptLease:
     epoch: int
     checkpoint_dir: StoragePath
     origin: str
+    session: bool = False  # a session cluster's: the keeper keeps its fenced FlinkSessionJobs' leases
 
 
 @dataclass(frozen=True)
@@ -254,6 +255,7 @@ def keeping(
         storage_options=_shareable(policy, lease.checkpoint_dir.scheme),
         run_as_user=_jobmanager_user(spec),
         extra_env=credential_env(spec, resource, lease.checkpoint_dir.scheme),
+        mode="session" if lease.session else "job",
     )
     after, notes = with_keeper({"spec": spec}, pod)  # a blue/green template is a FlinkDeployment's spec
     ops = _ops(obj, at, spec, as_map(after["spec"]))
