@@ -64,6 +64,7 @@ PURE_CORE = (
     "webhook.member.firstcopy",
     "webhook.keeper.decide",
     "webhook.keeper.inject",
+    "webhook.keeper.session",
     "webhook.controlplane.audit",
     "webhook.controlplane.binding",
     "webhook.controlplane.work",
@@ -153,8 +154,11 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     # room above fencing (the member webhook will inject its sidecar: ``inject``), with its command.
     "webhook.keeper": (
         # hold, renew, stop (pure); the JobManager found and killed; its metrics; its sidecar (pure)
-        ("decide", "jobmanager", "metrics", "inject"),
-        ("keeper",),  # the lister, renewer and guard loops
+        # and the JobManager's REST endpoint (a session cluster's keeper: running jobs, a cancel)
+        ("decide", "jobmanager", "metrics", "inject", "flinkrest"),
+        # the lister, renewer and guard loops; a session cluster's rules (pure)
+        ("keeper", "session"),
+        ("session_keeper",),  # a session cluster's keeper's loops
         ("http",),  # /readyz, /healthz, /metrics
         ("command",),  # flink-failover keeper
     ),
