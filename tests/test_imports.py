@@ -156,9 +156,10 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         # hold, renew, stop (pure); the JobManager found and killed; its metrics; its sidecar (pure)
         # and the JobManager's REST endpoint (a session cluster's keeper: running jobs, a cancel)
         ("decide", "jobmanager", "metrics", "inject", "flinkrest"),
-        # the lister, renewer and guard loops; a session cluster's rules (pure)
-        ("keeper", "session"),
-        ("session_keeper",),  # a session cluster's keeper's loops
+        # what both keepers' loops share (threads, the kill); a session cluster's rules (pure)
+        ("loops", "session"),
+        # the lister, renewer and guard loops: a job's keeper, a session cluster's
+        ("keeper", "session_keeper"),
         ("http",),  # /readyz, /healthz, /metrics
         ("command",),  # flink-failover keeper
     ),

@@ -29,16 +29,16 @@ P = "flink-failover.io"
 COMMON = {
     "apiVersion": "v1",
     "kind": "Pod",
-    "metadata": {"labels": {"team": "payments"}},
-    "spec": {"containers": [{"name": "flink-main-container", "env": [{"name": "A", "value": "1"}]}]},
+    "metadata": {"annotations": {"owner": "stream-platform"}},
+    "spec": {"tolerations": [{"key": "flink", "operator": "Exists", "effect": "NoSchedule"}]},
 }
 JM_TEMPLATE = {
-    "metadata": {"annotations": {"x": "y"}},
+    "metadata": {"labels": {"component": "session-jm"}},
     "spec": {
-        "initContainers": [{"name": "fetch-jar", "image": "busybox", "command": ["true"]}],
-        "containers": [{"name": "log-shipper", "image": "fluent-bit"}],
-        "volumes": [{"name": "jars", "emptyDir": {}}],
-        "nodeSelector": {"pool": "flink"},
+        "initContainers": [{"name": "wait-for-dns", "image": "busybox", "command": ["true"]}],
+        "containers": [{"name": "metrics-relay", "image": "otel/collector"}],
+        "volumes": [{"name": "udfs", "emptyDir": {}}],
+        "priorityClassName": "streaming",
     },
 }
 
@@ -85,8 +85,8 @@ def test_a_session_cluster_gets_the_keeper_in_session_mode_its_templates_kept(va
     assert created["spec"]["podTemplate"] == COMMON  # the user's common template, as written
     pod = created["spec"]["jobManager"]["podTemplate"]
     assert pod["metadata"] == JM_TEMPLATE["metadata"] and pod["spec"]["shareProcessNamespace"] is True
-    assert [c["name"] for c in pod["spec"]["initContainers"]] == ["fetch-jar", CONTAINER]
-    for key in ("containers", "volumes", "nodeSelector"):
+    assert [c["name"] for c in pod["spec"]["initContainers"]] == ["wait-for-dns", CONTAINER]
+    for key in ("containers", "volumes", "priorityClassName"):
         assert pod["spec"][key] == JM_TEMPLATE["spec"][key]
     # the TaskManagers stop a killed JobManager's tasks within the stop margin, as for a job's cluster
     assert created["spec"]["flinkConfiguration"]["heartbeat.timeout"] == "10000"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -32,16 +31,6 @@ ORDERS = Workload("FlinkSessionJob", "analytics", "orders")
 PAYMENTS = Workload("FlinkSessionJob", "analytics", "payments")
 ELSEWHERE = Workload("FlinkSessionJob", "analytics", "elsewhere")  # another session cluster's job
 LEASE = float(FAST["leaseSeconds"])
-
-
-@pytest.fixture
-def proxied_s3(storage_servers: object) -> Iterator[tuple[Running, TcpProxy]]:
-    running = storage_servers("s3")  # type: ignore[operator]
-    proxy = TcpProxy(running.port)
-    try:
-        yield running, proxy
-    finally:
-        proxy.close()
 
 
 def _store(running: Running, cluster: str) -> FencingStore:

@@ -17,12 +17,10 @@ A lister or renewer stuck on a hung storage delays neither the guard nor the oth
 from __future__ import annotations
 
 import logging
-import socket
-import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from webhook.common.paths import StoragePath
@@ -34,6 +32,7 @@ from webhook.keeper import metrics
 from webhook.keeper.decide import Decision, answered, holds, listed, listing_due, sent
 from webhook.keeper.flinkrest import FlinkRest
 from webhook.keeper.jobmanager import JobManagers
+from webhook.keeper.loops import Loops, written
 from webhook.keeper.session import (
     Overview,
     SessionJob,
@@ -72,7 +71,7 @@ class SessionSettings:
         return Workload(SESSION_JOB, self.session.namespace, name)
 
 
-class SessionKeeper:
+class SessionKeeper(Loops):
     def __init__(
         self,
         settings: SessionSettings,
@@ -81,13 +80,9 @@ class SessionKeeper:
         flink: FlinkRest,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(settings.policy, store, jobmanagers, clock)
         self.settings = settings
-        self.policy = settings.policy
-        self.store = store
-        self.jobmanagers = jobmanagers
         self.flink = flink
-        self.clock = clock
-        self._lock = threading.Lock()
         self._jobs: dict[str, SessionJob] = {}  # by the FlinkSessionJob's name
         self._bodies: dict[str, tuple[datetime, Mapping[str, Any] | None]] = {}  # heartbeat read, by name
         self._dropped: set[str] = set()  # jobIds dropped: adopted again only once Flink runs them again
@@ -96,11 +91,7 @@ class SessionKeeper:
         self._listed_once = False
         self._listed_at = float("-inf")
         self._cancelled: dict[str, float] = {}  # jobId -> when its last cancel was sent
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._beats: dict[str, float] = {}
         self._ready = False
-        self.pod = socket.gethostname()
 
     # --- what the probes read --------------------------------------------------------------------------
     def decision(self) -> Decision:
@@ -111,22 +102,9 @@ class SessionKeeper:
         held, reason = ready(listed_once, jobs, self.clock(), self.policy)
         return Decision(held, False, False, reason)
 
-    def alive(self) -> bool:
-        if not self.policy.enabled:
-            return True
-        now = self.clock()
-        limit = 2 * self.policy.poll_seconds + 1.0
-        with self._lock:
-            beats = dict(self._beats)
-        return len(beats) == 3 and all(now - t <= limit for t in beats.values())
-
-    # --- start and stop ----------------------------------------------------------------------------------
+    # --- start -------------------------------------------------------------------------------------------
     def start(self) -> None:
-        if not self.policy.enabled:
-            log.warning(
-                "fencing is off in the policy: the keeper holds nothing and stops nothing",
-                extra={"fields": self._fields(event="off")},
-            )
+        if self._off():
             return
         found = self.jobmanagers.find()
         with self._lock:
@@ -135,24 +113,7 @@ class SessionKeeper:
             "session keeper started",
             extra={"fields": self._fields(event="started", mode="session", jobmanagers=len(found))},
         )
-        for name, loop in (
-            ("keeper-lister", self._lister),
-            ("keeper-renewer", self._renewer),
-            ("keeper-guard", self._guard),
-        ):
-            thread = threading.Thread(target=loop, name=name, daemon=True)
-            self._threads.append(thread)
-            thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout)
-        self.store.lanes.close()
-
-    def _tick(self, name: str) -> None:
-        with self._lock:
-            self._beats[name] = self.clock()
+        self._run_loops()
 
     # --- the lister ----------------------------------------------------------------------------------------
     def _lister(self) -> None:
@@ -285,7 +246,7 @@ class SessionKeeper:
         if job is None:
             return
         body = heartbeat_body(
-            self.settings.workload(name), self.settings.cluster, job.lease.epoch, job.job_id, _written(),
+            self.settings.workload(name), self.settings.cluster, job.lease.epoch, job.job_id, written(),
             self.settings.session.name,
         )  # fmt: skip
         body.update({"writer": KEEPER_WRITER, "pod": self.pod})
@@ -342,7 +303,8 @@ class SessionKeeper:
             unanswered = 0.0 if unanswered_since is None else now - unanswered_since
             action = guard(jobs, overview, bool(found), now, self.policy, unanswered)
             if action.kill and found:
-                self._kill(found, action.reason, overview)
+                why = "rest-unanswered" if overview is None else "renew-deadline"
+                self._kill(found, why, action.reason, "JobManager stopped: the keeper keeps no lease")
             for job_id in action.cancel:
                 self._cancel(next(j for j in jobs if j.job_id == job_id), now)
             self._stop.wait(self.settings.guard_seconds)
@@ -362,26 +324,6 @@ class SessionKeeper:
             log.error(
                 "a lease is not held", extra={"fields": self._fields(event="lost", reason=decision.reason)}
             )
-
-    def _kill(self, found: list[Any], reason: str, overview: Overview) -> None:
-        why = "rest-unanswered" if overview is None else "renew-deadline"
-        alive = self.jobmanagers.kill(found, self.policy.stop_margin_seconds)
-        metrics.KILLS.labels(why).inc(len(found) - len(alive))
-        fields = self._fields(
-            event="stopped",
-            why=why,
-            reason=reason,
-            pids=[p.pid for p in found],
-            entrypoint=found[0].entrypoint,
-        )
-        if alive:
-            metrics.KILL_FAILURES.inc(len(alive))
-            log.error(
-                "JobManager not stopped within the stop margin",
-                extra={"fields": {**fields, "event": "stop-failed", "alive": alive}},
-            )
-            return
-        log.error("JobManager stopped: the keeper keeps no lease", extra={"fields": fields})
 
     def _cancel(self, job: SessionJob, now: float) -> None:
         """At most once a retry period per job, while Flink lists it running."""
@@ -406,7 +348,3 @@ class SessionKeeper:
 
     def _fields(self, **more: object) -> dict[str, object]:
         return {"object": str(self.settings.session), "cluster": self.settings.cluster, **more}
-
-
-def _written() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
