@@ -109,7 +109,11 @@ def test_the_keeper_reads_back_its_session_settings(monkeypatch: pytest.MonkeyPa
     assert isinstance(settings, SessionSettings)
     assert settings.session == Workload("FlinkDeployment", "analytics", "shared")
     assert str(settings.root) == "s3://bkt/ckpt/flink-failover/analytics/flinksessionjob"
-    assert settings.rest == "http://127.0.0.1:8081"
+    assert settings.rest == "http://127.0.0.1:8081"  # Flink's default port
+    moved = _admitted(session_cluster(**{"rest.port": "8082"}))
+    assert {e["name"]: e.get("value") for e in _keeper(moved)["env"]}["FLINK_FAILOVER_KEEPER_REST"] == (
+        "http://127.0.0.1:8082"
+    )
 
 
 def _part(obj: dict[str, Any], **policy: Any) -> Any:

@@ -54,6 +54,7 @@ class KeeperPod:
     # "session": the pod is a session cluster's, whose keeper keeps the leases of the fenced
     # FlinkSessionJobs it runs (``workload`` the session cluster; docs/keeper.md "FlinkSessionJobs").
     mode: str = "job"
+    rest: str = ""  # session mode: the JobManager's REST endpoint, where its port is not Flink's 8081
 
     def policy_json(self) -> str:
         doc: dict[str, Any] = {"fencing": dict(self.fencing)}
@@ -75,6 +76,8 @@ def container(pod: KeeperPod) -> dict[str, Any]:
     }
     if pod.mode != "job":
         env["FLINK_FAILOVER_KEEPER_MODE"] = pod.mode
+    if pod.rest:
+        env["FLINK_FAILOVER_KEEPER_REST"] = pod.rest
 
     def probe(path: str, period: int, failures: int) -> dict[str, Any]:
         return {

@@ -256,6 +256,7 @@ def keeping(
         run_as_user=_jobmanager_user(spec),
         extra_env=credential_env(spec, resource, lease.checkpoint_dir.scheme),
         mode="session" if lease.session else "job",
+        rest=_rest(resource) if lease.session else "",
     )
     after, notes = with_keeper({"spec": spec}, pod)  # a blue/green template is a FlinkDeployment's spec
     ops = _ops(obj, at, spec, as_map(after["spec"]))
@@ -269,6 +270,13 @@ def keeping(
         text = f"lease keeper put back in {where}'s JobManager pod, {lease.origin} ({what})"
         return Keeping(Kept.INJECTED, tuple(ops), (text,))
     return Keeping(Kept.INJECTED)
+
+
+def _rest(resource: FlinkResource) -> str:
+    """The session JobManager's REST endpoint in its own pod, where ``rest.port`` moves it from Flink's
+    8081 ("": the keeper's default)."""
+    port = resource.configuration.get("rest.port", "").strip()
+    return f"http://127.0.0.1:{port}" if port.isdigit() and port != "8081" else ""
 
 
 def blockers(deployment: Mapping[str, Any], at: str = "spec") -> list[str]:
