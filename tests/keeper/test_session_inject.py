@@ -141,3 +141,11 @@ def test_what_gets_a_session_keeper() -> None:
     blocked = session_cluster()
     blocked["spec"]["jobManager"]["podTemplate"]["spec"]["hostPID"] = True
     assert _part(blocked).kept is Kept.REFUSED
+
+
+def test_session_mode_keeps_a_session_cluster_only() -> None:
+    parser = argparse.ArgumentParser()
+    command.add_arguments(parser)
+    base = ["--cluster", "member1", "--checkpoint-dir", "s3://bkt/ckpt", "--mode", "session"]
+    made = command._settings(parser.parse_args([*base, "--workload", "FlinkBlueGreenDeployment/analytics/x"]))
+    assert isinstance(made, str) and "session cluster's FlinkDeployment" in made
