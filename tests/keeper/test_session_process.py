@@ -116,6 +116,40 @@ def test_one_job_superseded_is_cancelled_alone_and_again_when_a_restarted_jobman
             assert keeper.ready() == 200  # the superseded job does not keep the session from its probe
 
 
+def test_one_jobs_renewal_alone_failing_cancels_that_job_and_the_other_runs_on(
+    storage_servers: object, tmp_path: Path
+) -> None:
+    """One job's record cannot be written any more (its heartbeat's name taken by a directory: a fault of
+    that folder alone) while the other's renewals go through: past its deadline the keeper cancels that
+    job alone; the JobManager and the other job run on, and nothing is killed."""
+    running: Running = storage_servers("file")  # type: ignore[operator]
+    ckpt = running.bucket() + "/checkpoints"
+    _agent_beats(running, ckpt)
+    marker, port, ha = new_marker(), free_port(), tmp_path / "ha.json"
+    write_jobs(ha, {A: "RUNNING", B: "RUNNING"})
+    policy = policy_text(running.storage_options())
+    workload = "FlinkDeployment/analytics/shared"
+    with running_keeper(
+        tmp_path, policy, ckpt, marker, workload=workload, extra=_session_args(port)
+    ) as keeper:
+        keeper.wait_event("held", 20)
+        with standin(marker, argv=session_argv(sys.executable, marker, port, ha)) as jm:
+            for each in (ORDERS, PAYMENTS):
+                wait_for(
+                    lambda w=each: _heartbeat(running, ckpt, w)[1].get("writer") == "keeper", 10, "beats"
+                )
+            record = ORDERS.folder(StoragePath.parse(ckpt)).child(heartbeat_name("member1")).fs_path
+            running.fs.rm(record)
+            running.fs.makedirs(record + "/taken")  # a name the keeper's write cannot take
+            cancelled = keeper.wait_event("cancelled", 20)
+            assert (cancelled["jobId"], cancelled["why"]) == (A, "renew-failed")
+            assert keeper.events("renew-failed")
+            assert read_jobs(ha) == {A: "CANCELED", B: "RUNNING"}
+            payments_beat = _heartbeat(running, ckpt, PAYMENTS)[0]
+            wait_for(lambda: _heartbeat(running, ckpt, PAYMENTS)[0] > payments_beat, 10, "payments renewed")
+            assert jm.alive and not jm.deaths and not keeper.events("stopped")
+
+
 def test_cut_from_its_storage_it_kills_the_jobmanager_before_another_cluster_may_count_a_lease_expired(
     proxied_s3: tuple[Running, TcpProxy], tmp_path: Path
 ) -> None:
