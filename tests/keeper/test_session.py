@@ -13,6 +13,7 @@ from webhook.keeper.session import (
     SessionJob,
     adopt,
     adoptable,
+    answered_job,
     dropped,
     guard,
     observed,
@@ -34,11 +35,11 @@ def _job(name: str, job_id: str, at: float = 100.0) -> SessionJob:
 
 
 def _failed(job: SessionJob, at: float) -> SessionJob:
-    return replace(job, lease=answered(sent(job.lease, at), at, ok=False))
+    return answered_job(replace(job, lease=sent(job.lease, at)), at, ok=False)
 
 
 def _renewed(job: SessionJob, at: float) -> SessionJob:
-    return replace(job, lease=answered(sent(job.lease, at), at, ok=True))
+    return answered_job(replace(job, lease=sent(job.lease, at)), at, ok=True)
 
 
 def test_a_heartbeat_is_adopted_only_when_it_names_this_cluster_this_session_cluster_and_a_job_id() -> None:
@@ -126,17 +127,34 @@ def test_a_job_whose_renewal_alone_fails_is_cancelled_while_the_others_run() -> 
     assert renew_due(a, frozenset({B}), True, 111.0, POLICY)  # cancelled: it may be taken again
 
 
-def test_no_rest_answer_kills_a_lapse_at_once_and_a_superseded_job_after_the_stop_margin() -> None:
+def test_its_retries_do_not_hide_that_another_renewal_went_through_after_its_first_failure() -> None:
+    """A failed renewal is retried every fifth of a poll, the other job renewed once a poll: what counts
+    is that the other went through after this one's failures began, not after its latest retry."""
+    a, b = _job("orders", A, 100.0), _job("payments", B, 100.0)
+    a = _failed(a, 105.0)
+    b = _renewed(b, 105.5)
+    for at in (106.0, 107.0, 108.0, 109.0, 109.9):
+        a = _failed(a, at)
+    found = guard([a, b], frozenset({A, B}), True, 110.0, POLICY)
+    assert (found.kill, found.cancel) == (False, (A,))
+    assert _renewed(a, 111.0).failed is None  # a renewal that goes through ends its failures
+
+
+def test_no_rest_answer_kills_a_whole_lapse_at_once_and_waits_a_poll_for_a_single_job() -> None:
     a = _job("orders", A)
     fence = Ownership(fences=(Fence("member2", 1, T0),))
     a = replace(a, lease=listed("member1", a.lease, fence, 101.0))
     # A JobManager that starts answers before it runs a job: the superseded job waits for its cancel...
-    assert guard([a], None, True, 102.0, POLICY, unanswered=1.0) == Guard()
-    # ...unless it does not answer for the stop margin: hung, killed.
-    assert guard([a], None, True, 102.0, POLICY, unanswered=POLICY.stop_margin_seconds).kill
-    assert guard([a], None, False, 102.0, POLICY, unanswered=60.0) == Guard()  # no JobManager: nothing runs
+    assert guard([a], None, True, 102.0, POLICY) == Guard()
+    # ...unless one that answered before has been silent for a poll: hung, killed.
+    assert guard([a], None, True, 102.0, POLICY, silent=POLICY.poll_seconds).kill
+    assert guard([a], None, False, 102.0, POLICY, silent=60.0) == Guard()  # no JobManager: nothing runs
     lapsed = _failed(_job("payments", B, 100.0), 105.0)
-    assert guard([lapsed], None, True, 110.0, POLICY).kill  # a lapse with no answer: at once
+    assert guard([lapsed], None, True, 110.0, POLICY).kill  # the keeper renews nothing: at once
+    # A job lapsed alone (another renewal went through since) waits for the answer as well.
+    other = _renewed(_job("refunds", "c" * 32, 100.0), 105.5)
+    assert guard([lapsed, other], None, True, 110.0, POLICY) == Guard()
+    assert guard([lapsed, other], frozenset({B}), True, 110.0, POLICY).cancel == (B,)
 
 
 def test_a_job_flink_no_longer_lists_for_a_poll_is_dropped() -> None:

@@ -28,7 +28,7 @@ from webhook.common.flink import is_job_id
 from webhook.fencing.layout import SESSION_FIELD
 from webhook.fencing.protocol import Ownership
 from webhook.fencing.renewal import first_seen
-from webhook.keeper.decide import Lease, decide, holds, listed
+from webhook.keeper.decide import Lease, answered, decide, holds, listed
 from webhook.restore.fencing_policy import FencingPolicy
 
 # Flink's job states in which nothing of the job runs any more (SUSPENDED: this JobManager lost its
@@ -47,6 +47,7 @@ class SessionJob:
     job_id: str
     lease: Lease
     seen: float  # when Flink last listed it running (or could not be asked)
+    failed: float | None = None  # start of its first renewal that failed since its last that went through
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,12 @@ def adopt(
     agent's ``first_seen``: it must be renewed within a poll), judged by that listing's fences."""
     lease = listed(me, Lease(epoch, renewed=first_seen(now, policy)), records, listed_at)
     return SessionJob(name, job_id, lease, now)
+
+
+def answered_job(job: SessionJob, started: float, ok: bool) -> SessionJob:
+    """Its renewal sent at ``started`` came back (``decide.answered``), and when its failures began."""
+    failed = None if ok else (job.failed if job.failed is not None else started)
+    return replace(job, lease=answered(job.lease, started, ok), failed=failed)
 
 
 def running(overview: Any) -> Overview:
@@ -116,12 +123,12 @@ def renew_due(
 
 
 def lapsed_alone(job: SessionJob, others: Iterable[SessionJob]) -> bool:
-    """Its last renewal failed, and a renewal of another job that started after that failure went
-    through: the storage answers this keeper, so the fault is this job's."""
-    tried = job.lease.attempted
-    if tried is None or tried <= job.lease.renewed:
+    """Its renewals fail, and a renewal of another job that started after the first of those failures
+    went through: the storage answers this keeper, so the fault is this job's. (In a storage cut every
+    renewal that starts after the cut fails: no other job's goes through after this one's first failure.)"""
+    if job.failed is None:
         return False
-    return any(o.lease.renewed > tried for o in others if o.name != job.name)
+    return any(o.lease.renewed > job.failed for o in others if o.name != job.name)
 
 
 def guard(
@@ -130,14 +137,18 @@ def guard(
     jobmanager_runs: bool,
     now: float,
     policy: FencingPolicy,
-    unanswered: float = 0.0,
+    silent: float = 0.0,
 ) -> Guard:
     """The jobs that run while their lease is not held: each cancelled alone where it is superseded or
-    lapsed alone; else the JobManager killed (a lapse of the keeper's as a whole, or Flink not answering,
-    so no cancel can be sent). ``unanswered``: for how long a JobManager has run without its REST endpoint
-    answering. A JobManager that starts answers before it runs a job (Flink starts its REST endpoint
-    before its dispatcher recovers jobs), so a superseded job waits for the answer and its cancel, up to
-    ``stopMarginSeconds``: a JobManager that does not answer for that long is hung, and killed."""
+    lapsed alone; else the JobManager killed (a lapse of the keeper's as a whole, or a hung JobManager,
+    to which no cancel can be sent).
+
+    Where the REST endpoint does not answer, a lapse of the keeper's as a whole kills at once (as a job's
+    keeper kills a JobManager that starts while it holds no lease). A superseded job, or one lapsed
+    alone, waits for the answer and its cancel: a JobManager that starts answers before it runs a job
+    (Flink starts its REST endpoint before its dispatcher runner, and answers 503 until the dispatcher
+    leads), so killing it would only start it again. ``silent``: for how long a JobManager that answered
+    before has not answered; after a poll it is hung, and killed."""
     every = list(jobs)
     at_risk = []
     for job in every:
@@ -146,18 +157,19 @@ def guard(
             at_risk.append((job, reason))
     if not at_risk:
         return Guard()
+    whole = [(j, r) for j, r in at_risk if j.lease.superseded is None and not lapsed_alone(j, every)]
     if overview is None:
-        lapsed = [(job, reason) for job, reason in at_risk if job.lease.superseded is None]
-        if not lapsed and unanswered < policy.stop_margin_seconds:
+        if not whole and silent < policy.poll_seconds:
             return Guard()
-        job, reason = (lapsed or at_risk)[0]
+        job, reason = (whole or at_risk)[0]
         return Guard(kill=True, reason=f"{job.name}: {reason}; Flink's REST endpoint does not answer")
-    cancel = []
-    for job, reason in at_risk:
-        if job.lease.superseded is None and not lapsed_alone(job, every):
-            return Guard(kill=True, reason=f"{job.name}: {reason}; no lease of this keeper renewed since")
-        cancel.append(job.job_id)
-    return Guard(cancel=tuple(cancel), reason="; ".join(f"{job.name}: {reason}" for job, reason in at_risk))
+    if whole:
+        job, reason = whole[0]
+        return Guard(kill=True, reason=f"{job.name}: {reason}; no lease of this keeper renewed since")
+    return Guard(
+        cancel=tuple(job.job_id for job, _ in at_risk),
+        reason="; ".join(f"{job.name}: {reason}" for job, reason in at_risk),
+    )
 
 
 def ready(

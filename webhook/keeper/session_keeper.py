@@ -29,7 +29,7 @@ from webhook.fencing.protocol import Ownership
 from webhook.fencing.records import FencingStore, Listing, heartbeat_body
 from webhook.fencing.renewal import retry_seconds
 from webhook.keeper import metrics
-from webhook.keeper.decide import Decision, answered, holds, listed, listing_due, sent
+from webhook.keeper.decide import Decision, holds, listed, listing_due, sent
 from webhook.keeper.flinkrest import FlinkRest
 from webhook.keeper.jobmanager import JobManagers
 from webhook.keeper.loops import Loops, written
@@ -38,6 +38,7 @@ from webhook.keeper.session import (
     SessionJob,
     adopt,
     adoptable,
+    answered_job,
     dropped,
     guard,
     observed,
@@ -268,21 +269,25 @@ class SessionKeeper(Loops):
         with self._lock:
             current = self._jobs.get(name)
             if current is not None:
-                self._jobs[name] = replace(current, lease=answered(current.lease, started, ok))
+                self._jobs[name] = answered_job(current, started, ok)
 
     # --- the guard -----------------------------------------------------------------------------------------
     def _guard(self) -> None:
-        unanswered_since: float | None = None  # a JobManager runs and its REST endpoint does not answer
+        answered: set[int] = set()  # JobManager pids that answered on the REST endpoint
+        silent_since: float | None = None  # since when one that answered before does not
         while not self._stop.is_set():
             self._tick("guard")
             found = self.jobmanagers.find()
             overview = running(self.flink.overview())
             now = self.clock()
             gone = []
-            if overview is not None or not found:
-                unanswered_since = None
-            elif unanswered_since is None:
-                unanswered_since = now
+            pids = {p.pid for p in found}
+            if overview is not None:
+                answered = pids  # these JobManagers answer: started, not hung
+            if overview is not None or not pids & answered:
+                silent_since = None  # answering, or starting (never answered yet), or none
+            elif silent_since is None:
+                silent_since = now
             with self._lock:
                 self._overview, self._jobmanager_runs = overview, bool(found)
                 for name, job in list(self._jobs.items()):
@@ -299,14 +304,14 @@ class SessionKeeper(Loops):
                     "session job dropped: Flink runs it no more",
                     extra={"fields": self._fields(event="dropped", job=job.name, jobId=job.job_id)},
                 )
-            self._ready_changed()
-            unanswered = 0.0 if unanswered_since is None else now - unanswered_since
-            action = guard(jobs, overview, bool(found), now, self.policy, unanswered)
+            silent = 0.0 if silent_since is None else now - silent_since
+            action = guard(jobs, overview, bool(found), now, self.policy, silent)
             if action.kill and found:
                 why = "rest-unanswered" if overview is None else "renew-deadline"
                 self._kill(found, why, action.reason, "JobManager stopped: the keeper keeps no lease")
             for job_id in action.cancel:
                 self._cancel(next(j for j in jobs if j.job_id == job_id), now)
+            self._ready_changed()  # after what this look stopped: no kill of its own follows `held`
             self._stop.wait(self.settings.guard_seconds)
 
     def _ready_changed(self) -> None:
