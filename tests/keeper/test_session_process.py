@@ -51,12 +51,22 @@ def _agent_beats(running: Running, ckpt: str) -> None:
 
 
 def _heartbeat(running: Running, ckpt: str, workload: Workload) -> tuple[datetime, dict[str, object]]:
+    """member1's heartbeat: its storage time and body. A local file is written in place, so a read that
+    meets a write in flight (no JSON yet) reads again."""
     path = workload.folder(StoragePath.parse(ckpt)).child(heartbeat_name("member1")).fs_path
-    modified = modified_time(running.fs.info(path))
-    assert modified is not None
-    if running.backend.scheme == "s3" and modified.microsecond == 0:  # counted at the end of its second
-        modified = datetime.fromtimestamp(modified.timestamp() + 1, UTC)
-    return modified, json.loads(running.fs.cat_file(path))
+
+    def read() -> tuple[datetime, dict[str, object]] | None:
+        modified = modified_time(running.fs.info(path))
+        assert modified is not None
+        if running.backend.scheme == "s3" and modified.microsecond == 0:  # the end of its second
+            modified = datetime.fromtimestamp(modified.timestamp() + 1, UTC)
+        try:
+            return modified, json.loads(running.fs.cat_file(path))
+        except ValueError:
+            return None
+
+    found: tuple[datetime, dict[str, object]] = wait_for(read, 5, "a whole heartbeat record")
+    return found
 
 
 def _session_args(port: int) -> list[str]:
