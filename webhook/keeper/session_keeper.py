@@ -234,10 +234,16 @@ class SessionKeeper(Loops):
             with self._lock:
                 overview, runs = self._overview, self._jobmanager_runs
                 due = [j.name for j in self._jobs.values() if renew_due(j, overview, runs, now, self.policy)]
-                for name in due:
-                    self._jobs[name] = replace(self._jobs[name], lease=sent(self._jobs[name].lease, now))
             for name in due:
-                self._renew(name, now)
+                # each renewal counts from its own start: one sent after another's failure started after
+                # it (``session.lapsed_alone`` tells a job's own fault from a cut by that order)
+                started = self.clock()
+                with self._lock:
+                    job = self._jobs.get(name)
+                    if job is None:
+                        continue
+                    self._jobs[name] = replace(job, lease=sent(job.lease, started))
+                self._renew(name, started)
             if not due:
                 self._stop.wait(period)
 
