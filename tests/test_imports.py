@@ -65,6 +65,7 @@ PURE_CORE = (
     "webhook.member.firstcopy",
     "webhook.keeper.decide",
     "webhook.keeper.inject",
+    "webhook.keeper.session",
     "webhook.controlplane.audit",
     "webhook.controlplane.binding",
     "webhook.controlplane.work",
@@ -155,8 +156,12 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     # room above fencing (the member webhook will inject its sidecar: ``inject``), with its command.
     "webhook.keeper": (
         # hold, renew, stop (pure); the JobManager found and killed; its metrics; its sidecar (pure)
-        ("decide", "jobmanager", "metrics", "inject"),
-        ("keeper",),  # the lister, renewer and guard loops
+        # and the JobManager's REST endpoint (a session cluster's keeper: running jobs, a cancel)
+        ("decide", "jobmanager", "metrics", "inject", "flinkrest"),
+        # what both keepers' loops share (threads, the kill); a session cluster's rules (pure)
+        ("loops", "session"),
+        # the lister, renewer and guard loops: a job's keeper, a session cluster's
+        ("keeper", "session_keeper"),
         ("http",),  # /readyz, /healthz, /metrics
         ("command",),  # flink-failover keeper
     ),

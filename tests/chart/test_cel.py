@@ -487,9 +487,9 @@ def first_copy(kind: str = "FlinkDeployment", labels: dict[str, str] | None = No
 def test_every_write_of_a_jobs_first_copy_reaches_the_webhook_once(
     fencing_docs: list[dict[str, Any]],
 ) -> None:
-    """The first-copy entry takes what runs a job with a checkpoint directory and none of the other
-    entries takes (trigger labels, held, fenced, a blue/green child), at CREATE and UPDATE; each
-    admission goes through one entry."""
+    """The first-copy entry takes what runs a job (or is a session cluster) with a checkpoint directory
+    and none of the other entries takes (trigger labels, held, fenced, a blue/green child), at CREATE
+    and UPDATE; each admission goes through one entry."""
     mwc = one(fencing_docs, "MutatingWebhookConfiguration")
     (entry,) = [h for h in mwc["webhooks"] if h["name"] == FIRST]
     assert entry["failurePolicy"] == "Fail" and entry["sideEffects"] == "NoneOnDryRun"
@@ -502,14 +502,18 @@ def test_every_write_of_a_jobs_first_copy_reaches_the_webhook_once(
     nested = copy.deepcopy(obj)  # the operator's nested configuration
     nested["spec"]["flinkConfiguration"] = {"execution": {"checkpointing": {"dir": "s3://flink/chk"}}}
     assert webhooks_called(mwc, None, nested) == [FIRST]
-    # a session cluster runs no job; a job without a checkpoint directory has no lease; a session job
-    # runs in its session cluster's JobManager
+    # a session cluster gets the keeper of its session jobs; a job without a checkpoint directory has
+    # no lease; a session job runs in its session cluster's JobManager
     session = copy.deepcopy(obj)
     del session["spec"]["job"]
+    assert webhooks_called(mwc, None, session) == [FIRST]
+    assert webhooks_called(mwc, session, copy.deepcopy(session)) == [FIRST]
     stateless = copy.deepcopy(obj)
     del stateless["spec"]["flinkConfiguration"]
+    stateless_session = copy.deepcopy(session)
+    del stateless_session["spec"]["flinkConfiguration"]
     session_job = {**copy.deepcopy(obj), "kind": "FlinkSessionJob"}
-    for other in (session, stateless, session_job):
+    for other in (stateless, stateless_session, session_job):
         assert webhooks_called(mwc, None, other) == []
     # a failover (the webhook's own reading: true in any case) and an edit that drops its labels: not here
     for value in ("true", "True"):

@@ -113,10 +113,12 @@ def test_what_has_no_lease_or_is_not_a_first_copy_is_left_as_it_is(served: Serve
     assert "podTemplate" not in off["spec"]["jobManager"]
     (event,) = served.events("nightly", "KeeperOff")
     assert "stopped only by this cluster's fencing agent" in event["note"]
-    # a session cluster runs no job
+    # a session cluster runs no job of its own: it gets the keeper of its fenced session jobs instead
+    # (docs/keeper.md "FlinkSessionJobs"; tests/keeper/test_session_inject.py)
     session = first(served, "sessions")
     del session["spec"]["job"]
-    assert decode_patch(served.answer(session)) == []
+    guarded, _ = served.admit(session)
+    assert _env(_keeper(guarded))["FLINK_FAILOVER_KEEPER_MODE"] == "session"
     # a stale copy the agent stopped stays as it is (its own entry keeps it stopped)
     stale = first(served, "stale")
     stale["metadata"]["labels"][f"{P}/fenced"] = "4"

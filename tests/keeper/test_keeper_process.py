@@ -34,16 +34,6 @@ LEASE = float(FAST["leaseSeconds"])
 
 
 @pytest.fixture
-def proxied_s3(storage_servers: object) -> Iterator[tuple[Running, TcpProxy]]:
-    running = storage_servers("s3")  # type: ignore[operator]
-    proxy = TcpProxy(running.port)
-    try:
-        yield running, proxy
-    finally:
-        proxy.close()
-
-
-@pytest.fixture
 def stack() -> Iterator[ExitStack]:
     """What a test starts in its middle (a JobManager once the startup probe passes), stopped at its end."""
     with ExitStack() as started:

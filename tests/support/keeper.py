@@ -181,6 +181,7 @@ class KeeperProcess:
         workload: str = "FlinkDeployment/analytics/orders",
         epoch: int = 0,
         env: dict[str, str] | None = None,
+        extra: list[str] | None = None,  # more arguments (``--mode session --rest ...``)
     ) -> None:
         workdir.mkdir(parents=True, exist_ok=True)
         self.policy_file = workdir / "policy.yaml"
@@ -190,7 +191,7 @@ class KeeperProcess:
             sys.executable, "-m", "webhook", "keeper", "--cluster", cluster,
             "--checkpoint-dir", checkpoint_dir, "--workload", workload, "--epoch", str(epoch),
             "--policy", str(self.policy_file),
-            "--bind", "127.0.0.1:0", "--jobmanager-marker", marker, "--job-id", "0" * 32,
+            "--bind", "127.0.0.1:0", "--jobmanager-marker", marker, "--job-id", "0" * 32, *(extra or []),
         ]  # fmt: skip
         self.env = {**os.environ, **(env or {})}
         self.process: subprocess.Popen[bytes] | None = None

@@ -43,8 +43,10 @@ def deployment_spec(obj: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def runs_keeper(obj: Mapping[str, Any]) -> bool:
     """The object's JobManager pod template runs the lease keeper (the sidecar the member webhook adds
-    to a fenced FlinkDeployment or FlinkBlueGreenDeployment: the copy is guarded in its own pod). A
-    FlinkSessionJob never is: it has no JobManager of its own."""
+    to a fenced FlinkDeployment or FlinkBlueGreenDeployment: the copy is guarded in its own pod; to a
+    session cluster, whose keeper guards its fenced FlinkSessionJobs). A FlinkSessionJob's own object
+    never does: it has no JobManager of its own (its guard is its session cluster's, ``session_keeper``
+    in ``FlinkResource``)."""
     if str(obj.get("kind") or "FlinkDeployment") not in JOBMANAGER_KINDS:
         return False
     spec = deployment_spec(obj)
@@ -225,6 +227,9 @@ class FlinkResource:
     # (restore/compat.py). A FlinkSessionJob has neither: its session cluster's count.
     flink_version: str = ""
     image: str = ""
+    # A session cluster (a FlinkDeployment without a job) whose JobManager's pod runs the lease keeper:
+    # that keeper guards the fenced FlinkSessionJobs it runs (docs/keeper.md).
+    session_keeper: bool = False
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> FlinkResource:
@@ -246,6 +251,7 @@ class FlinkResource:
             blue_green_parent=_blue_green_owner(meta.get("ownerReferences")),
             flink_version=_text(spec.get("flinkVersion")),
             image=_text(spec.get("image")),
+            session_keeper=kind == "FlinkDeployment" and job is None and runs_keeper(obj),
         )
 
     @property

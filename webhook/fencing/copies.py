@@ -240,8 +240,19 @@ def read_copy(obj: Mapping[str, Any], policy: RestorePolicy, sessions: SessionCl
         str(obj.get("apiVersion") or "flink.apache.org/v1beta1"),
         Workload(resource.kind, resource.namespace, resource.name) if resource.blue_green_parent else None,
         session=session,
-        guarded=runs_keeper(obj),
+        guarded=runs_keeper(obj) or _session_guarded(resource, session, sessions),
     )
+
+
+def _session_guarded(
+    resource: FlinkResource, session: FlinkResource | None, sessions: SessionClusters | None
+) -> bool:
+    """A FlinkSessionJob whose session cluster, as the agent listed it, runs the lease keeper."""
+    if resource.kind != "FlinkSessionJob":
+        return False
+    name = session.name if session is not None else resource.deployment_name
+    listed = (sessions or {}).get((resource.namespace, name))
+    return listed is not None and listed.session_keeper
 
 
 def with_children(found: list[Copy]) -> list[Copy]:

@@ -64,3 +64,7 @@ def stopping_name(epoch: int, cluster: str) -> str:
 # The ``writer`` the lease keeper's heartbeat bodies carry (``keeper/``; the agent's name none), by which the
 # agent knows a copy's keeper renews it.
 KEEPER_WRITER = "keeper"
+
+# The heartbeat body's field naming a FlinkSessionJob copy's session cluster (the agent's and the session
+# keeper's bodies): by it the session cluster's keeper finds the jobs it guards.
+SESSION_FIELD = "session"

@@ -34,6 +34,7 @@ from webhook.fencing.layout import (
     EPOCH_RE,
     FOLDER,
     NAME_RE,
+    SESSION_FIELD,
     ClusterNameError,
     Workload,
     ack_name,
@@ -274,16 +275,23 @@ def _timed(fs: Any, left: float) -> dict[str, float]:
     return {"timeout": max(left, 0.001)} if isinstance(fs, AsyncFileSystem) else {}
 
 
-def heartbeat_body(workload: Workload, cluster: str, epoch: int, job_id: str, written: str) -> dict[str, Any]:
+def heartbeat_body(
+    workload: Workload, cluster: str, epoch: int, job_id: str, written: str, session: str = ""
+) -> dict[str, Any]:
     """The one heartbeat body, whoever writes it (the webhook at admission, the agent every poll); for
-    people reading the bucket: decisions read names and storage times only."""
-    return {
+    people reading the bucket: decisions read names and storage times only. ``session``: a
+    FlinkSessionJob's session cluster, by which that cluster's keeper finds the jobs it guards (and, with
+    ``jobId``, the only body fields a keeper reads: docs/keeper.md)."""
+    body: dict[str, Any] = {
         "cluster": cluster,
         "epoch": epoch,
         "jobId": job_id,
         "workload": str(workload),
         "written": written,
     }
+    if session:
+        body[SESSION_FIELD] = session
+    return body
 
 
 def fence_body(workload: Workload, cluster: str, epoch: int, written: str) -> dict[str, Any]:

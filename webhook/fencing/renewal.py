@@ -88,11 +88,15 @@ def step_down_reason(entry: Renewing, now: float) -> str:
     return f"heartbeat not renewed for {now - entry.renewed:.0f}s"
 
 
-def keeper_renews(me: str, epoch: int, body: Mapping[str, Any] | None) -> bool:
+def keeper_renews(me: str, epoch: int, body: Mapping[str, Any] | None, job_id: str = "") -> bool:
     """``body`` (this cluster's heartbeat record, None when absent or unreadable) was written by the
     keeper in the copy's own pod for this cluster and ``epoch`` (the copy's judged epoch): a keeper runs
     beside its JobManager and renews. The agent's own body names no writer; a keeper of another epoch
-    (an earlier restore's pod) vouches for nothing."""
+    (an earlier restore's pod) vouches for nothing. ``job_id``: a FlinkSessionJob's (its session
+    cluster's keeper keeps each job by its jobId), which the record must name: a keeper still renewing
+    the job's former jobId does not guard the one that runs."""
     if body is None:
+        return False
+    if job_id and body.get("jobId") != job_id:
         return False
     return body.get("writer") == KEEPER_WRITER and body.get("cluster") == me and body.get("epoch") == epoch

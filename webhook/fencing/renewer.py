@@ -146,7 +146,7 @@ class Renewer:
                 )
                 continue
             renewed = entry.state.renewed
-            keeper = entry.state.keeper and copy.guarded
+            keeper = entry.state.keeper and copy.guarded and not _new_session_job_id(entry.copy, copy)
             started = copy.state is CopyState.RUNNING and entry.copy.state is not CopyState.RUNNING
             if started or keeper != entry.state.keeper:
                 # Started again (resumed, perhaps by another replica), or the keeper gone from its spec:
@@ -403,7 +403,8 @@ class Renewer:
             body = await self.store.lanes.run(self.store.heartbeat_call(folder))
         except StorageError:
             return False  # unknown: renew as before (the write says whether the storage answers)
-        if not keeper_renews(self.cluster, entry.looking, body):
+        job_id = entry.copy.job_id if entry.copy.workload.kind == "FlinkSessionJob" else ""
+        if not keeper_renews(self.cluster, entry.looking, body, job_id):
             return False
         record = identity(body)
         if entry.stale is not None and record == entry.stale[0]:
@@ -436,7 +437,24 @@ class Renewer:
         entry.wrote = max(entry.wrote, start)
 
     def _body(self, copy: Copy) -> dict[str, object]:
-        return heartbeat_body(copy.workload, self.cluster, copy.epoch, copy.job_id, self._written())
+        return heartbeat_body(
+            copy.workload, self.cluster, copy.epoch, copy.job_id, self._written(), _session_name(copy)
+        )
+
+
+def _session_name(copy: Copy) -> str:
+    """A FlinkSessionJob copy's session cluster (its restore record's, else ``spec.deploymentName``);
+    "" for any other kind. The agent's heartbeat names it, so that cluster's keeper finds the job."""
+    if copy.workload.kind != "FlinkSessionJob":
+        return ""
+    return copy.session.name if copy.session is not None else copy.resource.deployment_name
+
+
+def _new_session_job_id(before: Copy, after: Copy) -> bool:
+    """A FlinkSessionJob whose jobId changed (an upgrade resubmitted it): its session cluster's keeper
+    kept the former jobId and drops it, so the agent takes the copy back until the keeper adopts the new
+    one (from the agent's own record, which names it)."""
+    return after.workload.kind == "FlinkSessionJob" and before.job_id != after.job_id
 
 
 async def pause(stop: asyncio.Event, seconds: float) -> None:

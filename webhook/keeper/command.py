@@ -18,9 +18,11 @@ from webhook.fencing.layout import ClusterNameError, Workload, check_cluster_nam
 
 if TYPE_CHECKING:
     from webhook.keeper.keeper import Settings
+    from webhook.keeper.session_keeper import SessionSettings
 
 HELP = """\
-Keep one Flink job's lease from beside its JobManager: renew this cluster's heartbeat in the job's
+Keep one Flink job's lease from beside its JobManager (--mode session: the leases of the fenced
+FlinkSessionJobs a session cluster runs, docs/keeper.md): renew this cluster's heartbeat in the job's
 ownership folder (<checkpoint-dir>/flink-failover/<namespace>/<kind>/<name>/, the record the fencing
 agent writes) by the agent's rules and the policy's fencing timings, and SIGKILL the JobManager (found
 in the pod's shared process namespace by its main class) whenever it runs while the lease is not held:
@@ -28,7 +30,9 @@ when the heartbeat could not be renewed for renewDeadlineSeconds, when another c
 than this copy's epoch, and when a JobManager restarts before the lease is held again. /readyz answers
 200 only while the lease is held (the native sidecar's startup probe), /healthz while the keeper's loops
 run, /metrics its metrics. It needs storage credentials only (the policy's storageOptions, the
-environment), no Kubernetes ones. Exits 2 on unusable settings."""
+environment), no Kubernetes ones. In session mode it cancels through the JobManager's REST endpoint
+(--rest) one session job it cannot keep, and kills the JobManager only when it can keep none. Exits 2 on
+unusable settings."""
 
 _KINDS = {"flinkdeployment": "FlinkDeployment", BLUE_GREEN.lower(): BLUE_GREEN}
 
@@ -63,6 +67,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_env_option(
         parser, "--job-id", "FLINK_FAILOVER_KEEPER_JOB_ID", "", "the jobId, for the heartbeat's body"
     )
+    add_env_option(
+        parser,
+        "--mode",
+        "FLINK_FAILOVER_KEEPER_MODE",
+        "job",
+        "job: keep the lease of --workload's job; session: --workload is a session cluster "
+        "(FlinkDeployment/NAMESPACE/NAME), keep the leases of the fenced FlinkSessionJobs it runs",
+        choices=("job", "session"),
+    )
+    add_env_option(
+        parser,
+        "--rest",
+        "FLINK_FAILOVER_KEEPER_REST",
+        "http://127.0.0.1:8081",
+        "session mode: the JobManager's REST endpoint (which jobs run; a job's cancel)",
+    )
     parser.add_argument(
         "--policy",
         default=None,
@@ -95,7 +115,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_env_option(parser, "--log-level", "FLINK_FAILOVER_LOG_LEVEL", "INFO", "log level")
 
 
-def _settings(args: argparse.Namespace) -> tuple[Settings, dict[str, dict[str, Any]]] | str:
+def _settings(
+    args: argparse.Namespace,
+) -> tuple[Settings | SessionSettings, dict[str, dict[str, Any]]] | str:
     if not args.cluster:
         return "--cluster is required (or $FLINK_FAILOVER_CLUSTER)"
     try:
@@ -116,10 +138,13 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, dict[str, dict[str, A
         return (
             f"--workload: {parts[0]!r} has no JobManager of its own to keep (FlinkDeployment, {BLUE_GREEN})"
         )
+    if args.mode == "session" and kind != "FlinkDeployment":
+        return f"--mode session: --workload must be the session cluster's FlinkDeployment, not {kind}"
     if args.epoch < 0:
         return "--epoch must be 0 or more"
     # Loaded here, not when the command line is built: `flink-failover --help` loads no storage library.
     from webhook.keeper.keeper import Settings
+    from webhook.keeper.session_keeper import SessionSettings
     from webhook.restore.policy import PolicyError, policy_from_dict
     from webhook.restore.policy_file import load_policy, policy_source
 
@@ -132,18 +157,23 @@ def _settings(args: argparse.Namespace) -> tuple[Settings, dict[str, dict[str, A
         return str(exc)
     except ValueError as exc:  # not JSON
         return f"--policy-json: {exc}"
-    settings = Settings(
-        cluster, Workload(kind, parts[1], parts[2]), root, args.epoch, policy.fencing, args.job_id
-    )
+    workload = Workload(kind, parts[1], parts[2])
+    if args.mode == "session":
+        return SessionSettings(cluster, workload, root, policy.fencing, args.rest), dict(
+            policy.storage_options
+        )
+    settings = Settings(cluster, workload, root, args.epoch, policy.fencing, args.job_id)
     return settings, dict(policy.storage_options)
 
 
 def run(args: argparse.Namespace) -> int:
     from webhook.fencing.lanes import Lanes
     from webhook.fencing.records import FencingStore
-    from webhook.keeper.http import ProbeServer
+    from webhook.keeper.flinkrest import FlinkRest
+    from webhook.keeper.http import Probed, ProbeServer
     from webhook.keeper.jobmanager import JobManagers
-    from webhook.keeper.keeper import Keeper
+    from webhook.keeper.keeper import Keeper, Settings
+    from webhook.keeper.session_keeper import SessionKeeper
     from webhook.restore.storage.search import CheckpointStorage
     from webhook.server import logs
 
@@ -161,11 +191,19 @@ def run(args: argparse.Namespace) -> int:
     store = FencingStore(
         CheckpointStorage(storage_options), settings.cluster, Lanes(settings.policy.call_timeout)
     )
-    keeper = Keeper(settings, store, JobManagers(args.jobmanager_marker))
+    jobmanagers = JobManagers(args.jobmanager_marker)
+    keeper: Keeper | SessionKeeper
+    if isinstance(settings, Settings):
+        keeper = Keeper(settings, store, jobmanagers)
+        where = str(settings.folder)
+    else:
+        keeper = SessionKeeper(settings, store, jobmanagers, FlinkRest(settings.rest))
+        where = str(settings.root)
+    probed: Probed = keeper
     try:
         # a pod's probes come from the kubelet, on the pod's address
         everywhere = "0.0.0.0"  # noqa: S104  # nosec B104
-        server = ProbeServer(keeper, host or everywhere, int(port))
+        server = ProbeServer(probed, host or everywhere, int(port))
     except OSError as exc:
         print(f"flink-failover keeper: cannot listen on {args.bind}: {exc}", file=sys.stderr)
         return 2
@@ -179,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
             "fields": {
                 "event": "serving",
                 "port": server.port,
-                "folder": str(settings.folder),
+                "folder": where,
                 "enabled": settings.policy.enabled,
             }
         },

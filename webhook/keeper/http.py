@@ -7,16 +7,24 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from webhook.keeper import metrics
-from webhook.keeper.keeper import Keeper
+from webhook.keeper.decide import Decision
+
+
+class Probed(Protocol):
+    """A keeper (a job's, ``keeper.Keeper``, or a session cluster's, ``session_keeper.SessionKeeper``)."""
+
+    def decision(self) -> Decision: ...
+
+    def alive(self) -> bool: ...
 
 
 class _Handler(BaseHTTPRequestHandler):
-    keeper: Keeper
+    keeper: Probed
     server_version = "flink-failover-keeper"
 
     def do_GET(self) -> None:
@@ -45,7 +53,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class ProbeServer:
-    def __init__(self, keeper: Keeper, host: str, port: int) -> None:
+    def __init__(self, keeper: Probed, host: str, port: int) -> None:
         handler = type("Handler", (_Handler,), {"keeper": keeper})
         self.httpd = ThreadingHTTPServer((host, port), handler)
         self.httpd.daemon_threads = True

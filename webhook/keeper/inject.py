@@ -51,6 +51,10 @@ class KeeperPod:
     # Storage credentials the JobManager's container has (``member/keeper.py`` ``credential_env``): env
     # entries as written, values or secretKeyRefs.
     extra_env: tuple[Mapping[str, Any], ...] = ()
+    # "session": the pod is a session cluster's, whose keeper keeps the leases of the fenced
+    # FlinkSessionJobs it runs (``workload`` the session cluster; docs/keeper.md "FlinkSessionJobs").
+    mode: str = "job"
+    rest: str = ""  # session mode: the JobManager's REST endpoint, where its port is not Flink's 8081
 
     def policy_json(self) -> str:
         doc: dict[str, Any] = {"fencing": dict(self.fencing)}
@@ -70,6 +74,10 @@ def container(pod: KeeperPod) -> dict[str, Any]:
         "FLINK_FAILOVER_KEEPER_BIND": f"0.0.0.0:{PORT}",
         "FLINK_FAILOVER_KEEPER_POLICY": pod.policy_json(),
     }
+    if pod.mode != "job":
+        env["FLINK_FAILOVER_KEEPER_MODE"] = pod.mode
+    if pod.rest:
+        env["FLINK_FAILOVER_KEEPER_REST"] = pod.rest
 
     def probe(path: str, period: int, failures: int) -> dict[str, Any]:
         return {

@@ -16,12 +16,9 @@ lease under a lock and needs no storage.
 from __future__ import annotations
 
 import logging
-import socket
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 
 from webhook.common.paths import StoragePath
 from webhook.fencing.layout import FOLDER, KEEPER_WRITER, Workload
@@ -41,6 +38,7 @@ from webhook.keeper.decide import (
     sent,
 )
 from webhook.keeper.jobmanager import JobManagers, Process
+from webhook.keeper.loops import Loops, written
 from webhook.restore.fencing_policy import FencingPolicy
 from webhook.restore.snapshots import StorageError
 
@@ -62,7 +60,7 @@ class Settings:
         return self.workload.folder(self.checkpoint_dir)
 
 
-class Keeper:
+class Keeper(Loops):
     def __init__(
         self,
         settings: Settings,
@@ -70,21 +68,13 @@ class Keeper:
         jobmanagers: JobManagers,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(settings.policy, store, jobmanagers, clock)
         self.settings = settings
-        self.policy = settings.policy
-        self.store = store
-        self.jobmanagers = jobmanagers
-        self.clock = clock
         self._lease = Lease(settings.epoch)
-        self._lock = threading.Lock()
         self._listed_at = float("-inf")
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-        self._beats: dict[str, float] = {}  # thread -> when its loop last went round
         self._held = False
         self._runs = 0
         self._inherited_at: float | None = None  # when a JobManager was found running at start
-        self.pod = socket.gethostname()
 
     # --- what the probes read --------------------------------------------------------------------------
     def decision(self) -> Decision:
@@ -95,23 +85,9 @@ class Keeper:
             runs = self._runs
         return decide(lease, self.clock(), runs > 0, self.policy)
 
-    def alive(self) -> bool:
-        """Every loop went round within a poll and a deadline (a thread stuck past that is a bug)."""
-        if not self.policy.enabled:
-            return True
-        now = self.clock()
-        limit = 2 * self.policy.poll_seconds + 1.0
-        with self._lock:
-            beats = dict(self._beats)
-        return len(beats) == 3 and all(now - t <= limit for t in beats.values())
-
-    # --- start and stop ----------------------------------------------------------------------------------
+    # --- start -------------------------------------------------------------------------------------------
     def start(self) -> None:
-        if not self.policy.enabled:
-            log.warning(
-                "fencing is off in the policy: the keeper holds nothing and stops nothing",
-                extra={"fields": self._fields(event="off")},
-            )
+        if self._off():
             return
         found = self.jobmanagers.find()
         with self._lock:
@@ -124,20 +100,7 @@ class Keeper:
                 "fields": self._fields(event="started", epoch=self.settings.epoch, jobmanagers=len(found))
             },
         )
-        for name, loop in (
-            ("keeper-lister", self._lister),
-            ("keeper-renewer", self._renewer),
-            ("keeper-guard", self._guard),
-        ):
-            thread = threading.Thread(target=loop, name=name, daemon=True)
-            self._threads.append(thread)
-            thread.start()
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._stop.set()
-        for thread in self._threads:
-            thread.join(timeout)
-        self.store.lanes.close()
+        self._run_loops()
 
     def _inherit(self, running: int) -> None:
         """A JobManager runs already (the keeper's container restarted beside it): the lease counts as
@@ -192,10 +155,6 @@ class Keeper:
         )
 
     # --- the loops -----------------------------------------------------------------------------------------
-    def _tick(self, name: str) -> None:
-        with self._lock:
-            self._beats[name] = self.clock()
-
     def _lister(self) -> None:
         period = retry_seconds(self.policy)
         if self._inherited_at is not None:
@@ -257,7 +216,7 @@ class Keeper:
         with self._lock:
             epoch = self._lease.epoch
         body = heartbeat_body(
-            self.settings.workload, self.settings.cluster, epoch, self.settings.job_id, _written()
+            self.settings.workload, self.settings.cluster, epoch, self.settings.job_id, written()
         )
         body.update({"writer": KEEPER_WRITER, "pod": self.pod})
         metrics.REQUESTS.labels("beat").inc()
@@ -286,7 +245,7 @@ class Keeper:
             decision = self.decision()
             self._held_changed(decision)
             if decision.stop and found:
-                self._kill(found, decision)
+                self._stop_jobmanager(found, decision)
             self._stop.wait(self.settings.guard_seconds)
 
     def _held_changed(self, decision: Decision) -> None:
@@ -299,33 +258,13 @@ class Keeper:
         else:
             log.error("lease lost", extra={"fields": self._fields(event="lost", reason=decision.reason)})
 
-    def _kill(self, found: list[Process], decision: Decision) -> None:
+    def _stop_jobmanager(self, found: list[Process], decision: Decision) -> None:
         with self._lock:
             lease = self._lease
         reason = (
             "superseded" if lease.superseded else ("renew-deadline" if lease.renewed != NEVER else "not-held")
         )
-        alive = self.jobmanagers.kill(found, self.policy.stop_margin_seconds)
-        metrics.KILLS.labels(reason).inc(len(found) - len(alive))
-        fields = self._fields(
-            event="stopped",
-            why=reason,
-            reason=decision.reason,
-            pids=[p.pid for p in found],
-            entrypoint=found[0].entrypoint,
-        )
-        if alive:
-            metrics.KILL_FAILURES.inc(len(alive))
-            log.error(
-                "JobManager not stopped within the stop margin",
-                extra={"fields": {**fields, "event": "stop-failed", "alive": alive}},
-            )
-            return
-        log.error("JobManager stopped: the lease is not held", extra={"fields": fields})
+        self._kill(found, reason, decision.reason, "JobManager stopped: the lease is not held")
 
     def _fields(self, **more: object) -> dict[str, object]:
         return {"object": str(self.settings.workload), "cluster": self.settings.cluster, **more}
-
-
-def _written() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")

@@ -53,3 +53,15 @@ LAST_RENEWAL = Gauge(
     "When the last renewal that went through started (Unix time)",
     registry=REGISTRY,
 )
+SESSION_JOBS = Gauge(
+    "flink_failover_keeper_session_jobs",
+    "Session jobs whose leases a session cluster's keeper keeps (adopted), superseded ones included",
+    registry=REGISTRY,
+)
+CANCELS = Counter(
+    "flink_failover_keeper_job_cancels_total",
+    "Session jobs cancelled through the JobManager's REST endpoint, by why (superseded, renew-failed) and "
+    "result (ok, failed)",
+    ["reason", "result"],
+    registry=REGISTRY,
+)

@@ -1,5 +1,6 @@
 """The lease keeper of a copy no failover admission made: above all a job's first copy on its first cluster
-(issue 47, docs/keeper.md "When the webhook adds it"). Pure.
+(issue 47, docs/keeper.md "When the webhook adds it"); and a session cluster's (``session_cluster_part``).
+Pure.
 
 The trigger, held and fenced entries of the member webhook see only what a failover touched; the chart's
 ``first-copy`` entry sends the rest of the FlinkDeployments and FlinkBlueGreenDeployments that run a job,
@@ -73,3 +74,56 @@ def unlabelled(resource: FlinkResource, old: FlinkResource | None, policy: Resto
         if version is not None and (version.blue_green_parent or version.labels.get(policy.key(FENCED))):
             return False
     return not held_before(old, policy)
+
+
+def no_failover_part(
+    operation: str,
+    obj: Mapping[str, Any],
+    resource: FlinkResource,
+    old_obj: Mapping[str, Any] | None,
+    old: FlinkResource | None,
+    decision: RestoreDecision,
+    policy: RestorePolicy,
+    setup: KeeperSetup,
+) -> Keeping | None:
+    """What the chart's first-copy entry sends: a job's first copy, or a session cluster."""
+    first = first_copy_part(operation, obj, resource, old_obj, old, decision, policy, setup)
+    return first or session_cluster_part(operation, obj, resource, old_obj, decision, policy, setup)
+
+
+def session_cluster_part(
+    operation: str,
+    obj: Mapping[str, Any],
+    resource: FlinkResource,
+    old_obj: Mapping[str, Any] | None,
+    decision: RestoreDecision,
+    policy: RestorePolicy,
+    setup: KeeperSetup,
+) -> Keeping | None:
+    """The keeper's part of admitting a session cluster (a FlinkDeployment without a job, which the
+    chart's first-copy entry sends too): its keeper, in session mode, keeps the leases of the fenced
+    FlinkSessionJobs it runs, whose records lie below its checkpoint directory (its own, else the
+    policy's default; docs/keeper.md "FlinkSessionJobs"). None: not a session cluster, or no directory.
+    Events and refusals as for a first copy."""
+    if decision.outcome is not RestoreOutcome.SKIP or not is_session_cluster(resource, policy):
+        return None
+    checkpoint_dir = checkpoint_dir_of(resource, policy)
+    if checkpoint_dir is None:
+        return None
+    running = old_obj is not None and runs_keeper(old_obj)
+    created = operation == "CREATE"
+    lease = KeptLease(0, checkpoint_dir, "from the session cluster's spec", session=True)
+    kept = keeping(
+        obj, resource, policy, setup, lease, Saying(created or running, created or not running), running
+    )
+    if kept.refused and not (created or running):
+        return Keeping(kept.kept, warnings=(kept.refused,))
+    return kept
+
+
+def is_session_cluster(resource: FlinkResource, policy: RestorePolicy) -> bool:
+    """A session cluster no failover moves here: a FlinkDeployment without a job, not being deleted,
+    without a trigger label."""
+    if resource.kind != "FlinkDeployment" or resource.job is not None or resource.deleting:
+        return False
+    return not triggered(resource, policy)

@@ -27,7 +27,7 @@ from webhook.common.patch import object_ops
 from webhook.common.paths import StoragePath
 from webhook.fencing.gate import AdmittedSink, FencingGate
 from webhook.fencing.lanes import Lanes
-from webhook.member.firstcopy import first_copy_part
+from webhook.member.firstcopy import no_failover_part
 from webhook.member.identity import AgentIdentity
 from webhook.member.keeper import KeeperSetup, Keeping, keeper_part
 from webhook.restore.decide import SessionCluster, SessionClusterLookup, decide_restore
@@ -244,7 +244,7 @@ class MemberHandler:
             setup = self.keeper()
             keeping = keeper_part(
                 request.object, resource, old, decision, self.policy, setup, request.old_object
-            ) or first_copy_part(  # a copy no failover made (the chart's first-copy entry)
+            ) or no_failover_part(  # a first copy, a session cluster (the chart's first-copy entry)
                 request.operation,
                 request.object,
                 resource,

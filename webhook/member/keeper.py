@@ -15,9 +15,9 @@ A job's first copy (no failover made it) gets it through ``member/firstcopy.py``
 
 A FlinkBlueGreenDeployment gets it in its template (``spec.template.spec``), which the operator copies
 into each child it creates, keeping the parent's lease (the workload its records are kept for); its
-children are not touched here. Not here: FlinkSessionJobs (their JobManager is the session cluster's, a
-FlinkDeployment of its own that carries no trigger label, shared by every job on it): docs/keeper.md
-says what is left.
+children are not touched here. A FlinkSessionJob runs in its session cluster's JobManager: that
+session cluster (a FlinkDeployment without a job) gets the keeper in session mode through
+``member/firstcopy.py``, and it keeps the leases of the fenced session jobs it runs.
 """
 
 from __future__ import annotations
@@ -197,6 +197,7 @@ class KeptLease:
     epoch: int
     checkpoint_dir: StoragePath
     origin: str
+    session: bool = False  # a session cluster's: the keeper keeps its fenced FlinkSessionJobs' leases
 
 
 @dataclass(frozen=True)
@@ -254,6 +255,8 @@ def keeping(
         storage_options=_shareable(policy, lease.checkpoint_dir.scheme),
         run_as_user=_jobmanager_user(spec),
         extra_env=credential_env(spec, resource, lease.checkpoint_dir.scheme),
+        mode="session" if lease.session else "job",
+        rest=_rest(resource) if lease.session else "",
     )
     after, notes = with_keeper({"spec": spec}, pod)  # a blue/green template is a FlinkDeployment's spec
     ops = _ops(obj, at, spec, as_map(after["spec"]))
@@ -267,6 +270,13 @@ def keeping(
         text = f"lease keeper put back in {where}'s JobManager pod, {lease.origin} ({what})"
         return Keeping(Kept.INJECTED, tuple(ops), (text,))
     return Keeping(Kept.INJECTED)
+
+
+def _rest(resource: FlinkResource) -> str:
+    """The session JobManager's REST endpoint in its own pod, where ``rest.port`` moves it from Flink's
+    8081 ("": the keeper's default)."""
+    port = resource.configuration.get("rest.port", "").strip()
+    return f"http://127.0.0.1:{port}" if port.isdigit() and port != "8081" else ""
 
 
 def blockers(deployment: Mapping[str, Any], at: str = "spec") -> list[str]:
