@@ -315,7 +315,7 @@ class Renewer:
             entry.watch = failed(entry.watch, start)
         else:
             epoch = entry.looking
-            found = epoch is not None and keeper_renews(self.cluster, epoch, body)
+            found = epoch is not None and keeper_renews(self.cluster, epoch, body, _kept_job_id(entry.copy))
             entry.watch = answered(entry.watch, identity(body) if found else None, start)
         self._judge(workload, entry, asyncio.get_running_loop().time())
 
@@ -403,8 +403,7 @@ class Renewer:
             body = await self.store.lanes.run(self.store.heartbeat_call(folder))
         except StorageError:
             return False  # unknown: renew as before (the write says whether the storage answers)
-        job_id = entry.copy.job_id if entry.copy.workload.kind == "FlinkSessionJob" else ""
-        if not keeper_renews(self.cluster, entry.looking, body, job_id):
+        if not keeper_renews(self.cluster, entry.looking, body, _kept_job_id(entry.copy)):
             return False
         record = identity(body)
         if entry.stale is not None and record == entry.stale[0]:
@@ -448,6 +447,12 @@ def _session_name(copy: Copy) -> str:
     if copy.workload.kind != "FlinkSessionJob":
         return ""
     return copy.session.name if copy.session is not None else copy.resource.deployment_name
+
+
+def _kept_job_id(copy: Copy) -> str:
+    """The jobId a keeper's record must name to vouch for ``copy``: a FlinkSessionJob's (its session
+    cluster's keeper keeps each job by its jobId); any, for a FlinkDeployment's own keeper."""
+    return copy.job_id if copy.workload.kind == "FlinkSessionJob" else ""
 
 
 def _new_session_job_id(before: Copy, after: Copy) -> bool:
