@@ -4,8 +4,10 @@ same client GETs the range listings of ``ranges.py``.
 A verdict leaves a few hundred new files to ask one by one. Through s3fs each HEAD is a botocore call
 (signing, event hooks, parsing: 2-4 ms of CPU) and a hop to fsspec's event loop; 200 of them cost the
 admission about a second of CPU on two cores (docs/performance.md). Here the same client (its
-credentials, region and endpoint, through s3fs's own ``_url``) signs all of them in one batch on that
-loop, and plain HEADs go out over a urllib3 pool: an answer is a status line and a Content-Length.
+credentials, region and endpoint, through s3fs's own ``_url``) signs the first key of a bucket, and
+``Presigner`` signs the others in the calling thread from that URL (checked to give it exactly); plain
+HEADs go out over sockets of the client's own pool (``HeadClient.head``): an answer is a status line
+and a Content-Length. The range listings' GETs go over a urllib3 pool.
 
 Used only where a presigned URL asks exactly what ``head_object`` would (``usable``): no
 requester-pays or extra request parameters (SSE-C keys travel as headers), no proxy, an http endpoint
