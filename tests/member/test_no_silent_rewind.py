@@ -339,25 +339,13 @@ def resumed(obj: dict[str, Any], policy: RestorePolicy) -> tuple[str | None, lis
     (what went wrong, the patches it sent, the Events it told)."""
     import asyncio
 
+    from tests.support.agents import PatchesOnly
     from webhook.fencing.agent import FencingAgent
     from webhook.fencing.copies import read_copy
     from webhook.restore.storage.search import CheckpointStorage
 
-    patched: list[Any] = []
+    api = PatchesOnly()
     told: list[Any] = []
-
-    class Api:  # the agent's MemberApi: coroutines (its loop runs on asyncio)
-        async def list_kind(self, kind: str, timeout: float | None = None) -> list[Any]:
-            return []
-
-        async def get(self, kind: str, namespace: str, name: str, timeout: float | None = None) -> None:
-            return None
-
-        async def patch(
-            self, kind: str, namespace: str, name: str, body: Any, timeout: float | None = None
-        ) -> Any:
-            patched.append(body)
-            return body
 
     class Events:
         def record(self, occurrence: Any) -> None:
@@ -366,12 +354,12 @@ def resumed(obj: dict[str, Any], policy: RestorePolicy) -> tuple[str | None, lis
     obj["spec"]["job"]["state"] = "suspended"
     obj["status"] = {"jobStatus": {"jobId": obj["metadata"]["labels"][f"{P}/job-id"], "state": "SUSPENDED"}}
     obj["metadata"]["annotations"] = {f"{P}/stepped-down": "heartbeat not renewed for 15s"}
-    agent = FencingAgent("member1", policy, Api(), CheckpointStorage(), events=Events())
+    agent = FencingAgent("member1", policy, api, CheckpointStorage(), events=Events())
     try:
         problem = asyncio.run(agent.executors.resume(read_copy(obj, policy)))
     finally:
         agent.close()
-    return problem, patched, told
+    return problem, api.patched, told
 
 
 def test_the_fencing_agents_resume_is_held_rather_than_rewound(tmp_path: Path) -> None:

@@ -105,6 +105,41 @@ def presign(filesystem: Any, keys: Sequence[str], seconds_left: float) -> list[s
     return signed
 
 
+def _v2_parts(
+    bucket: str, host: str, path: str, values: Mapping[str, str], secret: str
+) -> tuple[str, str, str, bytes] | None:
+    """SigV2 query auth: the canonical resource's start, no query, the string to sign's start, the key."""
+    if set(values) - {"AWSAccessKeyId", "Signature", "Expires", "x-amz-security-token"}:
+        return None
+    resource = f"/{bucket}{path}" if host.startswith(f"{bucket}.") else path  # virtual host or path style
+    token = values.get("x-amz-security-token")
+    stamp = f"HEAD\n\n\n{values['Expires']}\n" + (f"x-amz-security-token:{token}\n" if token else "")
+    return resource, "", stamp, secret.encode()
+
+
+def _v4_parts(
+    path: str, fields: list[tuple[str, str, str]], values: Mapping[str, str], secret: str
+) -> tuple[str, str, str, bytes] | None:
+    """SigV4 query auth (signing the host header only): the path before the key, the canonical query,
+    the string to sign's start, the signing key of the credential scope."""
+    if values.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" or values.get("X-Amz-SignedHeaders") != "host":
+        return None
+    scope = values["X-Amz-Credential"].split("/", 1)[1]
+    day, region, service, end = scope.split("/")
+    if end != "aws4_request":
+        return None
+    pairs = sorted(
+        (quote(unquote(n), safe="-_.~"), quote(unquote(v), safe="-_.~"))
+        for n, _, v in fields
+        if n != "X-Amz-Signature"
+    )
+    key = f"AWS4{secret}".encode()
+    for part in (day, region, service, end):
+        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
+    stamp = f"AWS4-HMAC-SHA256\n{values['X-Amz-Date']}\n{scope}\n"
+    return path, "&".join(f"{n}={v}" for n, v in pairs), stamp, key
+
+
 _RETRIED = (500, 502, 503, 504)
 _MAX_HEAD = 65536
 
@@ -209,10 +244,10 @@ class _Template:
     prefix: str  # the URL before the key: "http://host:port/bucket/" or "https://bucket.host/"
     bucket: str
     host: str
-    resource: str  # SigV2: the canonical resource's start ("/bucket/"); SigV4: the path before the key
     before: str  # the query before the signature's value
     after: str  # the query after it
     v4: bool
+    resource: str  # SigV2: the canonical resource's start ("/bucket/"); SigV4: the path before the key
     query: str  # SigV4: the canonical query (the URL's, without the signature)
     stamp: str  # SigV2: Expires and the security token's line; SigV4: the algorithm, date and scope
     secret: bytes  # SigV2: the secret key; SigV4: the signing key of the scope's day, region, service
@@ -241,63 +276,17 @@ class _Template:
         before, after = "&".join(raw[:at]), "&".join(raw[at + 1 :])
         values = {n: unquote(v) for n, _, v in fields}
         try:
-            common = (prefix, bucket, host, before_key, before, after)
-            if v4:
-                template = _Template._v4(*common, fields, values, secret)
-            else:
-                template = _Template._v2(*common, values, secret)
+            parts = (
+                _v4_parts(before_key, fields, values, secret)
+                if v4
+                else _v2_parts(bucket, host, before_key, values, secret)
+            )
         except (KeyError, ValueError):
             return None
-        return template if template is not None and template.sign(key) == url else None
-
-    @staticmethod
-    def _v2(
-        prefix: str,
-        bucket: str,
-        host: str,
-        path: str,
-        before: str,
-        after: str,
-        values: Mapping[str, str],
-        secret: str,
-    ) -> _Template | None:
-        if set(values) - {"AWSAccessKeyId", "Signature", "Expires", "x-amz-security-token"}:
+        if parts is None:
             return None
-        virtual = host.startswith(f"{bucket}.")
-        resource = f"/{bucket}{path}" if virtual else path
-        token = values.get("x-amz-security-token")
-        stamp = f"HEAD\n\n\n{values['Expires']}\n" + (f"x-amz-security-token:{token}\n" if token else "")
-        return _Template(prefix, bucket, host, resource, before, after, False, "", stamp, secret.encode())
-
-    @staticmethod
-    def _v4(
-        prefix: str,
-        bucket: str,
-        host: str,
-        path: str,
-        before: str,
-        after: str,
-        fields: list[tuple[str, str, str]],
-        values: Mapping[str, str],
-        secret: str,
-    ) -> _Template | None:
-        if values.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" or values.get("X-Amz-SignedHeaders") != "host":
-            return None
-        scope = values["X-Amz-Credential"].split("/", 1)[1]
-        day, region, service, end = scope.split("/")
-        if end != "aws4_request":
-            return None
-        pairs = sorted(
-            (quote(unquote(n), safe="-_.~"), quote(unquote(v), safe="-_.~"))
-            for n, _, v in fields
-            if n != "X-Amz-Signature"
-        )
-        query = "&".join(f"{n}={v}" for n, v in pairs)
-        key = f"AWS4{secret}".encode()
-        for part in (day, region, service, end):
-            key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-        stamp = f"AWS4-HMAC-SHA256\n{values['X-Amz-Date']}\n{scope}\n"
-        return _Template(prefix, bucket, host, path, before, after, True, query, stamp, key)
+        template = _Template(prefix, bucket, host, before, after, v4, *parts)
+        return template if template.sign(key) == url else None
 
     def sign(self, key: str) -> str:
         bucket, _, name = key.partition("/")
