@@ -402,12 +402,12 @@ class HeadClient:
         where = (scheme, netloc)
         conn = self._idle(where)
         fresh = conn is None
+        head = b""
         try:
             if conn is None:
                 conn = self._connect(scheme, netloc, end)
             conn.settimeout(_left(min(self.read_timeout, end - time.monotonic())))
             conn.sendall(request)
-            head = b""
             while b"\r\n\r\n" not in head:
                 chunk = conn.recv(4096)
                 if not chunk:
@@ -415,13 +415,14 @@ class HeadClient:
                 head += chunk
                 if len(head) > _MAX_HEAD:
                     raise ConnectionError("an answer's head longer than 64 KiB")
-        except OSError:
+            status, length, keep = _answer(head)
+        except OSError as exc:
             if conn is not None:
                 conn.close()
-            if not fresh:  # a kept connection the server had closed: asked again on a new one
+            if not fresh and not head and not isinstance(exc, TimeoutError):
+                # a kept connection the server had closed meanwhile: asked again on a new one
                 return self._ask(scheme, netloc, request, end)
             raise
-        status, length, keep = _answer(head)
         if keep:
             self._keep(where, conn)
         else:
