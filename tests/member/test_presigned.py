@@ -135,7 +135,8 @@ def test_a_head_never_outlives_the_lookups_deadline(answering: str) -> None:
 def test_the_presigner_signs_every_key_as_the_client_does(
     options: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The client (aiobotocore) signs each bucket's first key; the rest are signed here from that URL.
+    """The client (aiobotocore) signs each bucket's first key; the rest are signed here by botocore's
+    query signers on the client's credentials.
     At one fixed time both give the same URL for every key, spaces, plus signs and UTF-8 included."""
     import datetime
 
@@ -154,7 +155,7 @@ def test_the_presigner_signs_every_key_as_the_client_does(
     ]
     signer = presigned.Presigner(fs, 10)
     assert signer.sign(keys) == presigned.presign(fs, keys, 10)
-    assert all(signer.templates.values())  # signed here, not by the client, after each bucket's first
+    assert all(signer.signings.values())  # signed here, not by the client, after each bucket's first
     assert signer.sign(keys[1:3]) == presigned.presign(fs, keys[1:3], 10)
 
 
@@ -172,7 +173,7 @@ def test_where_the_presigner_cannot_sign_the_client_signs_every_key() -> None:
             "http://127.0.0.1:9000/jobs/b",
         ]
     )
-    assert signer.templates == {"jobs": None}
+    assert signer.signings == {"jobs": None}
 
 
 # --- the HEADs' own connections -------------------------------------------------------------------
@@ -231,9 +232,10 @@ def test_heads_over_tls_keep_their_connection_and_retry_once(tls_server: tuple[s
     assert client.head(f"{url}/gone", 10) is False
     assert _KeptAlive.connections == 1
     assert client.head(f"{url}/flaky", 10) == 1234 and _KeptAlive.flaky == 2
-    for idle in client._sockets.values():  # a kept connection broke meanwhile
+    for idle in client._idle.values():  # a kept connection broke meanwhile
         for conn in idle:
-            conn.shutdown(2)
+            assert conn.sock is not None
+            conn.sock.shutdown(2)
     assert client.head(f"{url}/here/again", 10) == 1234
     untrusted = presigned.HeadClient(4, connect_timeout=2, read_timeout=5, verify=None)  # the system's
     with pytest.raises(ssl.SSLError):

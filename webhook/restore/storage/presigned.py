@@ -5,9 +5,9 @@ A verdict leaves a few hundred new files to ask one by one. Through s3fs each HE
 (signing, event hooks, parsing: 2-4 ms of CPU) and a hop to fsspec's event loop; 200 of them cost the
 admission about a second of CPU on two cores (docs/performance.md). Here the same client (its
 credentials, region and endpoint, through s3fs's own ``_url``) signs the first key of a bucket, and
-``Presigner`` signs the others in the calling thread from that URL (checked to give it exactly); plain
-HEADs go out over sockets of the client's own pool (``HeadClient.head``): an answer is a status line
-and a Content-Length. The range listings' GETs go over a urllib3 pool.
+``Presigner`` signs the others in the calling thread with botocore's own query signer on the client's
+frozen credentials (checked to give the client's URL exactly); plain HEADs go out over kept-alive
+``http.client`` connections (``HeadClient.head``). The range listings' GETs go over a urllib3 pool.
 
 Used only where a presigned URL asks exactly what ``head_object`` would (``usable``): no
 requester-pays or extra request parameters (SSE-C keys travel as headers), no proxy, an http endpoint
@@ -19,9 +19,7 @@ the lookup's deadline.
 
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
+import http.client
 import os
 import socket
 import ssl
@@ -30,7 +28,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, unquote
 
 import urllib3
 
@@ -105,210 +102,138 @@ def presign(filesystem: Any, keys: Sequence[str], seconds_left: float) -> list[s
     return signed
 
 
-def _v2_parts(
-    bucket: str, host: str, path: str, values: Mapping[str, str], secret: str
-) -> tuple[str, str, str, bytes] | None:
-    """SigV2 query auth: the canonical resource's start, no query, the string to sign's start, the key."""
-    if set(values) - {"AWSAccessKeyId", "Signature", "Expires", "x-amz-security-token"}:
-        return None
-    resource = f"/{bucket}{path}" if host.startswith(f"{bucket}.") else path  # virtual host or path style
-    token = values.get("x-amz-security-token")
-    stamp = f"HEAD\n\n\n{values['Expires']}\n" + (f"x-amz-security-token:{token}\n" if token else "")
-    return resource, "", stamp, secret.encode()
-
-
-def _v4_parts(
-    path: str, fields: list[tuple[str, str, str]], values: Mapping[str, str], secret: str
-) -> tuple[str, str, str, bytes] | None:
-    """SigV4 query auth (signing the host header only): the path before the key, the canonical query,
-    the string to sign's start, the signing key of the credential scope."""
-    if values.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256" or values.get("X-Amz-SignedHeaders") != "host":
-        return None
-    scope = values["X-Amz-Credential"].split("/", 1)[1]
-    day, region, service, end = scope.split("/")
-    if end != "aws4_request":
-        return None
-    pairs = sorted(
-        (quote(unquote(n), safe="-_.~"), quote(unquote(v), safe="-_.~"))
-        for n, _, v in fields
-        if n != "X-Amz-Signature"
-    )
-    key = f"AWS4{secret}".encode()
-    for part in (day, region, service, end):
-        key = hmac.new(key, part.encode(), hashlib.sha256).digest()
-    stamp = f"AWS4-HMAC-SHA256\n{values['X-Amz-Date']}\n{scope}\n"
-    return path, "&".join(f"{n}={v}" for n, v in pairs), stamp, key
-
-
 _RETRIED = (500, 502, 503, 504)
-_MAX_HEAD = 65536
-
-
-def _left(seconds: float) -> float:
-    if seconds <= 0:
-        raise TimeoutError("no time left for the HEAD")
-    return seconds
-
-
-def _address(netloc: str, default: int) -> tuple[str, int]:
-    """``host:port`` (``[v6]:port``) as a host and a port."""
-    host, colon, port = netloc.rpartition(":")
-    if not colon or "]" in port:
-        host, port = netloc, ""
-    host = host.strip("[]")
-    return host, int(port) if port else default
-
-
-def _answer(head: bytes) -> tuple[int, bytes | None, bool]:
-    """The status, Content-Length and whether the connection may be used again, of an answer's head
-    (a HEAD's answer has no body, whatever its Content-Length says)."""
-    at = head.index(b"\r\n\r\n")
-    lines = head[:at].split(b"\r\n")
-    version, _, rest = lines[0].partition(b" ")
-    code = rest[:3]
-    if not version.startswith(b"HTTP/") or not code.isdigit():
-        raise ConnectionError(f"not an HTTP answer: {lines[0][:40]!r}")
-    length: bytes | None = None
-    connection = b""
-    for line in lines[1:]:
-        name, _, value = line.partition(b":")
-        name = name.strip().lower()
-        if name == b"content-length":
-            length = value.strip()
-        elif name == b"connection":
-            connection = value.strip().lower()
-    keep = len(head) == at + 4 and (
-        connection == b"keep-alive" if version == b"HTTP/1.0" else connection != b"close"
-    )
-    return int(code), length, keep
+# A kept connection the server closed meanwhile: nothing of an answer came (not a timeout).
+_DROPPED = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 
 
 class Presigner:
     """Presigned HEAD URLs of one lookup's keys: the client (aiobotocore, on the filesystem's loop)
-    signs the first key of each bucket; the rest are signed in the calling thread from what that URL
-    carries (its endpoint, credential scope, time and expiry: ``_Template``), only where signing that
-    first key the same way gives exactly the client's URL. Anywhere else (another signature version,
-    anonymous access, an endpoint with a path) the client signs every key, as ``presign``.
+    signs the first key of each bucket; the rest are signed in the calling thread by botocore's own
+    query signers (``_Signing``) on the client's credentials, frozen once per bucket and lookup, with
+    the region, signature version and addressing the client's URL shows, only where signing that
+    first key so gives exactly the client's URL. Anywhere else (another signature version, anonymous
+    access, an endpoint with a path) the client signs every key, as ``presign``.
 
     Why: through aiobotocore a signature resolves the endpoint rules and runs the event hooks for
     every key (~0.2 ms of CPU each, 200 of them a quarter of an admission's CPU: docs/performance.md);
-    here one hop to the loop per bucket, then a hash or two per key."""
+    here one hop to the loop per bucket, then botocore's signer alone per key."""
 
     def __init__(self, filesystem: Any, seconds_left: float) -> None:
         self.filesystem = filesystem
         self.seconds_left = seconds_left
-        self.templates: dict[str, _Template | None] = {}
+        self.signings: dict[str, _Signing | None] = {}
 
     def sign(self, keys: Sequence[str]) -> list[str]:
         out: list[str] = []
         unsigned: list[int] = []  # where the client signs
         for key in keys:
             bucket = key.partition("/")[0]
-            if bucket not in self.templates:
-                url, self.templates[bucket] = self._first(key)
+            if bucket not in self.signings:
+                url, self.signings[bucket] = self._first(key)
                 out.append(url)
                 continue
-            template = self.templates[bucket]
-            if template is None:
+            signing = self.signings[bucket]
+            if signing is None:
                 unsigned.append(len(out))
-            out.append(template.sign(key) if template is not None else "")
+            out.append(signing.sign(key) if signing is not None else "")
         if unsigned:
             signed = presign(self.filesystem, [keys[i] for i in unsigned], self.seconds_left)
             for i, url in zip(unsigned, signed, strict=True):
                 out[i] = url
         return out
 
-    def _first(self, key: str) -> tuple[str, _Template | None]:
+    def _first(self, key: str) -> tuple[str, _Signing | None]:
+        """The client's URL of ``key`` and how to sign its bucket's other keys (None: by the client)."""
         from fsspec.asyn import sync
 
         fs = self.filesystem
 
-        async def first() -> tuple[str, Any]:
-            url = await fs._url(key, expires=EXPIRES_SECONDS, client_method="head_object")
+        async def first() -> tuple[str, _Signing | None]:
+            await fs.set_session()
             s3 = await fs.get_s3(key.partition("/")[0])
             credentials = getattr(getattr(s3, "_request_signer", None), "_credentials", None)
             frozen = await credentials.get_frozen_credentials() if credentials is not None else None
-            return url, frozen
+            url = ""
+            for _ in range(2):  # a second time where the clock's second turned between the two
+                url = await fs._url(key, expires=EXPIRES_SECONDS, client_method="head_object")
+                signing = _Signing.of(url, key, frozen)
+                if signing is None:
+                    return url, None
+                if signing.sign(key) == url:
+                    return url, signing
+            return url, None
 
-        url, frozen = sync(fs.loop, first, timeout=max(self.seconds_left, 0.001))
-        secret = getattr(frozen, "secret_key", None)
-        return url, (_Template.of(url, key, secret) if isinstance(secret, str) and secret else None)
+        out: tuple[str, _Signing | None] = sync(fs.loop, first, timeout=max(self.seconds_left, 0.001))
+        return out
 
 
 @dataclass(frozen=True)
-class _Template:
-    """A presigned HEAD URL (SigV2 or SigV4 query auth, as botocore writes them) with its key and
-    signature left out: ``sign`` puts another key of the same bucket in, signed with the same scope,
-    time and expiry."""
+class _Signing:
+    """How the client signs one bucket's keys, as its URL of one key shows: that URL up to the key,
+    and botocore's query signer of the same signature version (SigV2 ``HmacV1QueryAuth``, SigV4
+    ``S3SigV4QueryAuth`` with the URL's region and service) on the client's frozen credentials."""
 
     prefix: str  # the URL before the key: "http://host:port/bucket/" or "https://bucket.host/"
     bucket: str
-    host: str
-    before: str  # the query before the signature's value
-    after: str  # the query after it
-    v4: bool
-    resource: str  # SigV2: the canonical resource's start ("/bucket/"); SigV4: the path before the key
-    query: str  # SigV4: the canonical query (the URL's, without the signature)
-    stamp: str  # SigV2: Expires and the security token's line; SigV4: the algorithm, date and scope
-    secret: bytes  # SigV2: the secret key; SigV4: the signing key of the scope's day, region, service
+    auth: Any  # botocore.auth.HmacV1QueryAuth | botocore.auth.S3SigV4QueryAuth
 
     @staticmethod
-    def of(url: str, key: str, secret: str) -> _Template | None:
-        """The template of ``url`` (the client's for ``key``, ``bucket/key``), None where signing
-        ``key`` from it would not give ``url`` exactly."""
+    def of(url: str, key: str, credentials: Any) -> _Signing | None:
+        """The signing of ``url`` (the client's for ``key``, ``bucket/key``), None where botocore's
+        query signers cannot sign as it does (no secret key, another version, headers signed)."""
+        from urllib.parse import parse_qsl, urlsplit
+
+        from botocore.auth import HmacV1QueryAuth, S3SigV4QueryAuth
+        from botocore.utils import percent_encode
+
+        if not getattr(credentials, "secret_key", None) or not getattr(credentials, "access_key", None):
+            return None
         bucket, _, name = key.partition("/")
-        scheme, sep, rest = url.partition("://")
-        address, _, query = rest.partition("?")
-        host, slash, path = address.partition("/")
-        quoted = quote(name, safe="/~")
-        if not sep or not slash or not path.endswith(quoted):
+        base, _, query = url.partition("?")
+        quoted = percent_encode(name, safe="/~")
+        if not base.endswith(quoted):
             return None
-        before_key = "/" + path[: len(path) - len(quoted)]
-        prefix = f"{scheme}://{host}{before_key}"
-        raw = query.split("&")
-        fields = [part.partition("=") for part in raw]
-        names = [f[0] for f in fields]
-        v4 = "X-Amz-Signature" in names
-        mark = "X-Amz-Signature" if v4 else "Signature"
-        if mark not in names:
+        prefix = base[: len(base) - len(quoted)]
+        path = urlsplit(prefix).path
+        values = dict(parse_qsl(query, keep_blank_values=True))
+        auth: Any
+        if "X-Amz-Signature" in values:
+            scope = values.get("X-Amz-Credential", "").rsplit("/", 4)
+            if (
+                values.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256"
+                or values.get("X-Amz-SignedHeaders") != "host"
+                or len(scope) != 5
+                or scope[4] != "aws4_request"
+                or path not in ("/", f"/{bucket}/")
+            ):
+                return None
+            auth = S3SigV4QueryAuth(credentials, scope[3], scope[2], expires=EXPIRES_SECONDS)
+        elif "Signature" in values and "Expires" in values and path in ("/", f"/{bucket}/"):
+            auth = HmacV1QueryAuth(credentials, expires=EXPIRES_SECONDS)
+        else:
             return None
-        at = names.index(mark)
-        before, after = "&".join(raw[:at]), "&".join(raw[at + 1 :])
-        values = {n: unquote(v) for n, _, v in fields}
-        try:
-            parts = (
-                _v4_parts(before_key, fields, values, secret)
-                if v4
-                else _v2_parts(bucket, host, before_key, values, secret)
-            )
-        except (KeyError, ValueError):
-            return None
-        if parts is None:
-            return None
-        template = _Template(prefix, bucket, host, before, after, v4, *parts)
-        return template if template.sign(key) == url else None
+        return _Signing(prefix, bucket, auth)
 
     def sign(self, key: str) -> str:
+        from botocore.awsrequest import AWSRequest
+        from botocore.utils import percent_encode
+
         bucket, _, name = key.partition("/")
         if bucket != self.bucket:
             raise ValueError(f"{key} is not in bucket {self.bucket}")
-        quoted = quote(name, safe="/~")
-        if self.v4:
-            path = self.resource + quoted
-            canonical = f"HEAD\n{path}\n{self.query}\nhost:{self.host}\n\nhost\nUNSIGNED-PAYLOAD"
-            digest = hashlib.sha256(canonical.encode()).hexdigest()
-            signature = hmac.new(self.secret, (self.stamp + digest).encode(), hashlib.sha256).hexdigest()
-        else:
-            mac = hmac.new(self.secret, (self.stamp + self.resource + quoted).encode(), hashlib.sha1).digest()
-            signature = quote(base64.b64encode(mac).decode(), safe="-_.~")
-        tail = f"&{self.after}" if self.after else ""
-        head = f"{self.before}&" if self.before else ""
-        mark = "X-Amz-Signature" if self.v4 else "Signature"
-        return f"{self.prefix}{quoted}?{head}{mark}={signature}{tail}"
+        quoted = percent_encode(name, safe="/~")
+        # SigV2 signs the bucket in the path on a virtual host too (botocore's ``auth_path``)
+        request = AWSRequest(method="HEAD", url=self.prefix + quoted, auth_path=f"/{bucket}/{quoted}")
+        self.auth.add_auth(request)
+        url: str = request.url
+        return url
 
 
 class HeadClient:
-    """One urllib3 pool per process (made again after a fork), as many connections as lookup requests."""
+    """The HEADs' and range listings' connections of one process (made again after a fork): the HEADs
+    over a keep-alive pool of the standard library's ``http.client`` connections per endpoint, the
+    listings' GETs over a urllib3 pool."""
 
     def __init__(self, connections: int, connect_timeout: float, read_timeout: float, verify: Any) -> None:
         self.connections = connections
@@ -317,14 +242,14 @@ class HeadClient:
         self.verify = verify
         self._pid = -1
         self._pool: urllib3.PoolManager | None = None
-        self._sockets: dict[tuple[str, str], list[socket.socket]] = {}  # HEADs' idle connections
+        self._idle: dict[tuple[str, str], list[http.client.HTTPConnection]] = {}  # HEADs' kept connections
         self._context: ssl.SSLContext | None = None
         self._lock = threading.Lock()
 
     def _forked(self) -> None:
-        """After a fork (under the lock): the parent's pool and sockets are not this process's."""
+        """After a fork (under the lock): the parent's pools are not this process's."""
         if self._pid != os.getpid():
-            self._pid, self._pool, self._sockets = os.getpid(), None, {}
+            self._pid, self._pool, self._idle = os.getpid(), None, {}
 
     def _manager(self) -> urllib3.PoolManager:
         with self._lock:
@@ -338,9 +263,10 @@ class HeadClient:
                 self._pool = urllib3.PoolManager(num_pools=8, maxsize=self.connections, block=False, **tls)
             return self._pool
 
-    def _timeouts(self, seconds_left: float, method: str) -> tuple[urllib3.Timeout, urllib3.Retry]:
+    def get(self, url: str, seconds_left: float) -> tuple[int, bytes]:
+        """A GET's status and body (a listing page: ``ranges.py``), retried and timed as ``head``."""
         if seconds_left <= 0:
-            raise TimeoutError(f"no time left for the {method}")
+            raise TimeoutError("no time left for the GET")
         timeout = urllib3.Timeout(
             connect=min(self.connect_timeout, seconds_left),
             read=min(self.read_timeout, seconds_left),
@@ -351,16 +277,11 @@ class HeadClient:
             connect=1,
             read=1,
             status=1,
-            status_forcelist=(500, 502, 503, 504),
+            status_forcelist=_RETRIED,
             backoff_factor=0,
             raise_on_status=False,
-            allowed_methods=frozenset({method}),
+            allowed_methods=frozenset({"GET"}),
         )
-        return timeout, retries
-
-    def get(self, url: str, seconds_left: float) -> tuple[int, bytes]:
-        """A GET's status and body (a listing page: ``ranges.py``), retried and timed as ``head``."""
-        timeout, retries = self._timeouts(seconds_left, "GET")
         answer = self._manager().request("GET", url, timeout=timeout, retries=retries)
         return answer.status, answer.data
 
@@ -369,20 +290,17 @@ class HeadClient:
 
         One retry on a dropped connection, a timeout or a 5xx answer (botocore's standard mode tries
         twice too); neither the connection nor the answer may take longer than the client's timeouts or
-        the time left. Sent on a socket of its own pool, not urllib3's: a HEAD is one request line and
-        one header out, a status line and a Content-Length back, and urllib3's URL parsing, retry and
-        header objects cost more CPU than the rest of the HEAD (docs/performance.md)."""
+        the time left. Sent over ``http.client`` directly, not urllib3: urllib3's URL parsing, retry
+        and timeout objects cost more CPU than the rest of the HEAD (docs/performance.md)."""
         if seconds_left <= 0:
             raise TimeoutError("no time left for the HEAD")
         end = time.monotonic() + seconds_left
         scheme, _, rest = url.partition("://")
         netloc, _, target = rest.partition("/")
-        request = f"HEAD /{target} HTTP/1.1\r\nHost: {netloc}\r\n\r\n".encode()
-        status = 0
-        length: bytes | None = None
+        status, length = 0, None
         for attempt in (1, 2):
             try:
-                status, length = self._ask(scheme, netloc, request, end)
+                status, length = self._ask(scheme, netloc, "/" + target, end)
             except OSError:
                 if attempt == 2 or time.monotonic() >= end:
                     raise
@@ -397,65 +315,63 @@ class HeadClient:
             raise PermissionError("HTTP 403")
         raise HeadFailed(f"HTTP {status}")
 
-    def _ask(self, scheme: str, netloc: str, request: bytes, end: float) -> tuple[int, bytes | None]:
-        """One HEAD on a pooled connection (a new one when none is idle): its status and Content-Length."""
+    def _ask(self, scheme: str, netloc: str, target: str, end: float) -> tuple[int, str | None]:
+        """One HEAD on a kept connection (a new one when none is idle): its status and Content-Length."""
         where = (scheme, netloc)
-        conn = self._idle(where)
-        fresh = conn is None
-        head = b""
+        conn = self._take(where)
+        kept = conn is not None
         try:
             if conn is None:
                 conn = self._connect(scheme, netloc, end)
-            conn.settimeout(_left(min(self.read_timeout, end - time.monotonic())))
-            conn.sendall(request)
-            while b"\r\n\r\n" not in head:
-                chunk = conn.recv(4096)
-                if not chunk:
-                    raise ConnectionResetError("the connection closed before the answer")
-                head += chunk
-                if len(head) > _MAX_HEAD:
-                    raise ConnectionError("an answer's head longer than 64 KiB")
-            status, length, keep = _answer(head)
-        except OSError as exc:
+            if conn.sock is not None:
+                conn.sock.settimeout(_left(min(self.read_timeout, end - time.monotonic())))
+            conn.request("HEAD", target)
+            answer = conn.getresponse()
+            answer.read()  # nothing (a HEAD's answer has no body): frees the connection for the next
+        except (OSError, http.client.HTTPException) as exc:
             if conn is not None:
                 conn.close()
-            if not fresh and not head and not isinstance(exc, TimeoutError):
-                # a kept connection the server had closed meanwhile: asked again on a new one
-                return self._ask(scheme, netloc, request, end)
-            raise
-        if keep:
+            if kept and isinstance(exc, _DROPPED):
+                return self._ask(scheme, netloc, target, end)  # the server closed it meanwhile
+            if isinstance(exc, OSError):
+                raise
+            raise ConnectionError(f"no HTTP answer: {exc!r}"[:200]) from None
+        if conn.sock is not None and not answer.will_close:
             self._keep(where, conn)
         else:
             conn.close()
-        return status, length
+        return answer.status, answer.getheader("Content-Length")
 
-    def _idle(self, where: tuple[str, str]) -> socket.socket | None:
+    def _take(self, where: tuple[str, str]) -> http.client.HTTPConnection | None:
         with self._lock:
             self._forked()
-            idle = self._sockets.get(where)
+            idle = self._idle.get(where)
             return idle.pop() if idle else None
 
-    def _keep(self, where: tuple[str, str], conn: socket.socket) -> None:
+    def _keep(self, where: tuple[str, str], conn: http.client.HTTPConnection) -> None:
         with self._lock:
-            idle = self._sockets.setdefault(where, [])
+            idle = self._idle.setdefault(where, [])
             if len(idle) < self.connections:
                 idle.append(conn)
                 return
         conn.close()
 
-    def _connect(self, scheme: str, netloc: str, end: float) -> socket.socket:
-        host, port = _address(netloc, 443 if scheme == "https" else 80)
-        conn = socket.create_connection(
-            (host, port), timeout=_left(min(self.connect_timeout, end - time.monotonic()))
+    def _connect(self, scheme: str, netloc: str, end: float) -> http.client.HTTPConnection:
+        """A new connection to ``netloc``, connected within the connect timeout and the time left."""
+        timeout = _left(min(self.connect_timeout, end - time.monotonic()))
+        conn = (
+            http.client.HTTPSConnection(netloc, timeout=timeout, context=self._tls())
+            if scheme == "https"
+            else http.client.HTTPConnection(netloc, timeout=timeout)
         )
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if scheme != "https":
-            return conn
         try:
-            return self._tls().wrap_socket(conn, server_hostname=host)
+            conn.connect()
+            if conn.sock is not None:
+                conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except BaseException:
             conn.close()
             raise
+        return conn
 
     def _tls(self) -> ssl.SSLContext:
         with self._lock:
@@ -470,3 +386,9 @@ class HeadClient:
                     )
                 self._context = context
             return self._context
+
+
+def _left(seconds: float) -> float:
+    if seconds <= 0:
+        raise TimeoutError("no time left for the HEAD")
+    return seconds
