@@ -473,13 +473,12 @@ def test_a_resume_that_cannot_check_its_newest_checkpoint_waits() -> None:
     copy = read_copy(obj, policy)
     query = resume_query(copy, policy)
     assert copy.state is CopyState.STEPPED_DOWN and query is not None
-    prefer = policy.prefer
     unchecked = Snapshots(None, None, unchecked="budget")
-    assert isinstance(resume_start(copy, query, unchecked, prefer), Unresolved)
-    assert resume_start(copy, query, Snapshots(None, None), prefer) == StartFrom("")  # it has none
+    assert isinstance(resume_start(copy, query, unchecked, policy), Unresolved)
+    assert resume_start(copy, query, Snapshots(None, None), policy) == StartFrom("")  # it has none
     obj["status"]["jobStatus"] = {"state": "FINISHED"}  # its jobId lost: its checkpoints cannot be found
     nameless = read_copy(obj, policy)
-    assert isinstance(resume_start(nameless, resume_query(nameless, policy), None, prefer), Unresolved)
+    assert isinstance(resume_start(nameless, resume_query(nameless, policy), None, policy), Unresolved)
 
 
 def test_a_release_that_waited_is_tried_again_at_the_next_poll_not_at_every_recheck() -> None:

@@ -329,3 +329,79 @@ def test_a_restore_of_older_state_says_what_it_left_behind_in_an_event() -> None
         o.reason == "Rewound"
         for o in admission_events(request, RestoreDecision(RestoreOutcome.RESTORED, "r"), RestorePolicy())
     )
+
+
+# --- the fencing agent's resume: the same rule ----------------------------------------------------
+
+
+def resumed(obj: dict[str, Any], policy: RestorePolicy) -> tuple[str | None, list[Any], list[Any]]:
+    """The fencing agent resumes a stepped-down copy of ``obj`` (its real executors, the real storage):
+    (what went wrong, the patches it sent, the Events it told)."""
+    import asyncio
+
+    from tests.support.agents import PatchesOnly
+    from webhook.fencing.agent import FencingAgent
+    from webhook.fencing.copies import read_copy
+    from webhook.restore.storage.search import CheckpointStorage
+
+    api = PatchesOnly()
+    told: list[Any] = []
+
+    class Events:
+        def record(self, occurrence: Any) -> None:
+            told.append(occurrence)
+
+    obj["spec"]["job"]["state"] = "suspended"
+    obj["status"] = {"jobStatus": {"jobId": obj["metadata"]["labels"][f"{P}/job-id"], "state": "SUSPENDED"}}
+    obj["metadata"]["annotations"] = {f"{P}/stepped-down": "heartbeat not renewed for 15s"}
+    agent = FencingAgent("member1", policy, api, CheckpointStorage(), events=Events())
+    try:
+        problem = asyncio.run(agent.executors.resume(read_copy(obj, policy)))
+    finally:
+        agent.close()
+    return problem, api.patched, told
+
+
+def test_the_fencing_agents_resume_is_held_rather_than_rewound(tmp_path: Path) -> None:
+    """A stepped-down 2.3 copy on a 1.20 member: the agent's resume looks up its newest checkpoint as
+    a restore does, and chk-8 (format 6) does not load on 1.20. Before, it resumed from chk-5 in
+    silence (the Event said only "skipped"); now it stays stopped with the restore's hold, and where
+    the policy allows older state it resumes from chk-5 with a Warning Event of what it left behind."""
+    obj, job_dir = mixed(tmp_path)
+    problem, patched, told = resumed(obj, RestorePolicy())
+    assert patched == [], patched  # not resumed: no initialSavepointPath chk-5
+    assert problem is not None and problem.startswith(
+        "resume waits, held rather than rewound: the newest snapshot, chk-8, loads if you run Flink 2.1+; "
+        "restoring the older chk-5 (checkpoint id 5) would leave 3 newer snapshots behind (chk-8, chk-7, "
+    ), problem
+    assert [(e.type, e.reason) for e in told] == [("Warning", "ResumeHeld")]
+    assert f"To restore the newest: run Flink 2.1+, then spec.job.initialSavepointPath {job_dir}/chk-8" in (
+        told[0].note
+    )
+
+    problem, patched, told = resumed(mixed(tmp_path / "again")[0], older())
+    assert problem is None
+    job_dir = f"{url_of(tmp_path / 'again' / 'new')}/ck/{tree('2.3.0-hashmap-files').job_id}"
+    assert patched[-1]["spec"]["job"]["initialSavepointPath"] == f"{job_dir}/chk-5"
+    assert [(e.type, e.reason) for e in told] == [("Warning", "Resumed")]
+    assert (
+        "; rewound: restored the older chk-5 (checkpoint id 5), leaving 3 newer snapshots behind (chk-8, "
+        "chk-7, "
+    ) in told[0].note
+    assert "3 checkpoint ids newer, about 6 s at execution.checkpointing.interval 2 s" in told[0].note
+
+
+def test_the_fencing_agents_resume_of_an_unclaimed_changelog_job_is_held(tmp_path: Path) -> None:
+    """Its changelog checkpoints do not load in NO_CLAIM: the resume holds (it would have started from
+    the canonical savepoint, five checkpoint ids older); in CLAIM it resumes from its newest."""
+    each = tree("2.3.0-changelog")
+    obj = deployment(each, tmp_path, **INTERVAL)
+    problem, patched, told = resumed(obj, RestorePolicy())
+    assert patched == [] and problem is not None
+    assert "held rather than rewound: the newest snapshot, chk-9, loads if you set" in problem, problem
+    obj = deployment(each, tmp_path, **{"execution.savepoint-restore-mode": "CLAIM"})
+    problem, patched, told = resumed(obj, RestorePolicy())
+    assert problem is None
+    assert patched[-1]["spec"]["job"]["initialSavepointPath"] == f"{url_of(tmp_path)}/ck/{each.job_id}/chk-9"
+    assert [(e.type, e.reason) for e in told] == [("Normal", "Resumed")]
+    assert "rewound" not in told[0].note

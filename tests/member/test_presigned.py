@@ -6,8 +6,11 @@ the same storage errors as before, from a real HTTP server answering each way.""
 from __future__ import annotations
 
 import http.server
+import ssl
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +18,7 @@ import pytest
 from tests.support.backends import Running
 from tests.support.httpd import serving
 from tests.support.jobtrees import SIZE, checkpoint, chosen, lookup, put, remove, verified_job
+from tests.support.server import generate_certs
 from webhook.common.paths import StoragePath
 from webhook.restore.snapshots import StorageError
 from webhook.restore.storage import presigned
@@ -110,3 +114,129 @@ def test_a_head_never_outlives_the_lookups_deadline(answering: str) -> None:
         _head(f"{answering}/200", seconds=0)
     with pytest.raises(StorageError, match="checking s3://bucket"):  # read timeout cut to the time left
         _head(f"{answering}/hang", seconds=0.2)
+
+
+# --- signed in the calling thread, as the client signs --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"endpoint_url": "http://127.0.0.1:9000", "token": "session/token+="},  # SigV2, path style
+        {"client_kwargs": {"region_name": "eu-west-1"}},  # SigV2, virtual host
+        {
+            "endpoint_url": "http://127.0.0.1:9000",
+            "config_kwargs": {"signature_version": "s3v4"},
+            "token": "t/k",
+        },
+        {"client_kwargs": {"region_name": "eu-west-1"}, "config_kwargs": {"signature_version": "s3v4"}},
+    ],
+)
+def test_the_presigner_signs_every_key_as_the_client_does(
+    options: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client (aiobotocore) signs each bucket's first key; the rest are signed here by botocore's
+    query signers on the client's credentials.
+    At one fixed time both give the same URL for every key, spaces, plus signs and UTF-8 included."""
+    import datetime
+
+    import botocore.auth
+    import s3fs
+
+    now = datetime.datetime(2026, 12, 7, 21, 0, 0)
+    monkeypatch.setattr(botocore.auth, "get_current_datetime", lambda: now)  # SigV4's time
+    monkeypatch.setattr(botocore.auth.HmacV1QueryAuth, "_get_date", lambda self: "1796677500")  # SigV2's
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, key="AKIDEXAMPLE", secret="secret/key+", **options)
+    keys = [
+        "jobs/ck/job/shared/first",
+        "jobs/ck/job/shared/a b+c~d%e",
+        "jobs/ck/job/shared/Ünï/çode",
+        "other/ck/job/shared/x",
+    ]
+    signer = presigned.Presigner(fs, 10)
+    assert signer.sign(keys) == presigned.presign(fs, keys, 10)
+    assert all(signer.signings.values())  # signed here, not by the client, after each bucket's first
+    assert signer.sign(keys[1:3]) == presigned.presign(fs, keys[1:3], 10)
+
+
+def test_where_the_presigner_cannot_sign_the_client_signs_every_key() -> None:
+    import s3fs
+
+    fs = s3fs.S3FileSystem(skip_instance_cache=True, anon=True, endpoint_url="http://127.0.0.1:9000")
+    keys = ["jobs/a", "jobs/b"]
+    signer = presigned.Presigner(fs, 10)
+    assert (
+        signer.sign(keys)
+        == presigned.presign(fs, keys, 10)
+        == [
+            "http://127.0.0.1:9000/jobs/a",
+            "http://127.0.0.1:9000/jobs/b",
+        ]
+    )
+    assert signer.signings == {"jobs": None}
+
+
+# --- the HEADs' own connections -------------------------------------------------------------------
+
+
+class _KeptAlive(http.server.BaseHTTPRequestHandler):
+    """HTTP/1.1 with keep-alive (as S3 answers): counts connections; /flaky answers 503 once."""
+
+    protocol_version = "HTTP/1.1"
+    connections = 0
+    flaky = 0
+
+    def setup(self) -> None:
+        type(self).connections += 1
+        super().setup()
+
+    def do_HEAD(self) -> None:
+        if self.path.startswith("/flaky"):
+            type(self).flaky += 1
+            status = 503 if type(self).flaky == 1 else 200
+        else:
+            status = 200 if self.path.startswith("/here") else 404
+        self.send_response(status)
+        self.send_header("Content-Length", "1234")
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A TLS server for 127.0.0.1 signed by a CA of the test's own (the project's ``certs generate``)."""
+
+    certs = generate_certs(tmp_path / "certs")
+    _KeptAlive.connections, _KeptAlive.flaky = 0, 0
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _KeptAlive)
+    server.daemon_threads = True
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certs / "tls.crt", certs / "tls.key")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"https://127.0.0.1:{server.server_address[1]}", str(certs / "ca.crt")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_heads_over_tls_keep_their_connection_and_retry_once(tls_server: tuple[str, str]) -> None:
+    """Verified against the CA bundle named, one connection for HEADs one after another (HTTP/1.1),
+    a 503 asked again; a kept connection that broke meanwhile is replaced, never an error."""
+    url, ca = tls_server
+    client = presigned.HeadClient(4, connect_timeout=2, read_timeout=5, verify=ca)
+    assert [client.head(f"{url}/here/{i}?X-Amz-Signature=s", 10) for i in range(3)] == [1234] * 3
+    assert client.head(f"{url}/gone", 10) is False
+    assert _KeptAlive.connections == 1
+    assert client.head(f"{url}/flaky", 10) == 1234 and _KeptAlive.flaky == 2
+    for idle in client._idle.values():  # a kept connection broke meanwhile
+        for conn in idle:
+            assert conn.sock is not None
+            conn.sock.shutdown(2)
+    assert client.head(f"{url}/here/again", 10) == 1234
+    untrusted = presigned.HeadClient(4, connect_timeout=2, read_timeout=5, verify=None)  # the system's
+    with pytest.raises(ssl.SSLError):
+        untrusted.head(f"{url}/here", 10)

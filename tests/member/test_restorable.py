@@ -346,6 +346,7 @@ def test_the_served_webhook_and_review_refuse_the_same_cut_checkpoint(tmp_path: 
 
 
 def test_the_fencing_agents_resume_skips_what_flink_cannot_restore(tmp_path: Path) -> None:
+    from tests.support.agents import PatchesOnly
     from tests.support.objects import running_deployment
     from webhook.fencing.agent import FencingAgent
     from webhook.fencing.copies import read_copy
@@ -356,25 +357,11 @@ def test_the_fencing_agents_resume_skips_what_flink_cannot_restore(tmp_path: Pat
     top, below = each.checkpoints()[:2]
     (tmp_path / next(rel for rel in named_only_by(each, top) if "/shared/" in rel)).unlink()
     policy = replace(RestorePolicy(), default_checkpoint_dir=f"{url}/ck", default_savepoint_dir=f"{url}/sp")
-    patched: list[dict[str, Any]] = []
-
-    class Api:  # the agent's MemberApi: coroutines (its loop runs on asyncio)
-        async def list_kind(self, kind: str, timeout: float | None = None) -> list[Any]:
-            return []
-
-        async def get(self, kind: str, namespace: str, name: str, timeout: float | None = None) -> None:
-            return None
-
-        async def patch(
-            self, kind: str, namespace: str, name: str, body: Any, timeout: float | None = None
-        ) -> Any:
-            patched.append(body)
-            return body
-
-    agent = FencingAgent("member1", policy, Api(), CheckpointStorage())
+    api = PatchesOnly()
+    agent = FencingAgent("member1", policy, api, CheckpointStorage())
     obj = running_deployment(each.job_id)
     obj["spec"]["flinkVersion"] = flink_version(each.flink)  # its own Flink: what it wrote, it reads
     copy = read_copy(obj, policy)
     assert asyncio.run(agent.executors.resume(copy)) is None
-    job = patched[-1]["spec"]["job"]
+    job = api.patched[-1]["spec"]["job"]
     assert job["initialSavepointPath"] == f"{url}/ck/{each.job_id}/chk-{below}"

@@ -121,3 +121,23 @@ def admitting(
         return apply(new, decode_patch(response))
 
     return admit
+
+
+class PatchesOnly:
+    """The agent's MemberApi (coroutines) for a test of one executor: lists and finds nothing, answers
+    each patch with its body and keeps it (``patched``)."""
+
+    def __init__(self) -> None:
+        self.patched: list[Any] = []
+
+    async def list_kind(self, kind: str, timeout: float | None = None) -> list[Any]:
+        return []
+
+    async def get(self, kind: str, namespace: str, name: str, timeout: float | None = None) -> None:
+        return None
+
+    async def patch(
+        self, kind: str, namespace: str, name: str, body: Any, timeout: float | None = None
+    ) -> Any:
+        self.patched.append(body)
+        return body

@@ -57,7 +57,8 @@ from webhook.fencing.renewal import retry_seconds
 from webhook.restore.decide import restoring_flink
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
 from webhook.restore.policy import FencingPolicy, FencingStorageError, Prefer, RestorePolicy
-from webhook.restore.snapshots import SnapshotQuery, Snapshots, checked_as, choose, newest
+from webhook.restore.restoring import cannot_load_any, judge_rewind
+from webhook.restore.snapshots import Candidate, SnapshotQuery, Snapshots, checked_as, choose, newest
 
 
 class Action(StrEnum):
@@ -365,6 +366,16 @@ class Unresolved:
 @dataclass(frozen=True)
 class StartFrom:
     path: str  # "" keeps the path the job was admitted with
+    rewound: str = ""  # how much newer state it leaves behind (policy onUnloadable: older), for its Event
+
+
+@dataclass(frozen=True)
+class ResumeHeld:
+    """A stepped-down copy stays stopped rather than rewound: its newest snapshot is one its Flink
+    cannot load (the version, the claim mode, 1.x state into Flink 2), and the policy holds such a job
+    (``onUnloadable: hold``, ``restoring.judge_rewind``, the rule a restore follows)."""
+
+    why: str
 
 
 def newest_known(decision: RestoreDecision, found: Snapshots | None, admitted: str) -> str | Unresolved:
@@ -415,11 +426,13 @@ def release_start(cause: ReleaseCause, resolved: str | Unresolved) -> StartFrom 
 
 
 def resume_start(
-    copy: Copy, query: SnapshotQuery | None, found: Snapshots | None, prefer: Prefer
-) -> StartFrom | Unresolved:
+    copy: Copy, query: SnapshotQuery | None, found: Snapshots | None, policy: RestorePolicy
+) -> StartFrom | Unresolved | ResumeHeld:
     """Where a stepped-down copy resumes: its own newest restorable snapshot; "" (its HA metadata or
     last savepoint) only when it keeps none to look for. It stays stopped while its newest checkpoint
-    cannot be checked, or cannot be found (no jobId in its status) and no HA data resumes it."""
+    cannot be checked, or cannot be found (no jobId in its status) and no HA data resumes it; and, as a
+    restore does, rather than start from older state than a snapshot its Flink cannot load (no silent
+    rewind: held, or with ``onUnloadable: older`` resumed, its Event saying what it left behind)."""
     if query is None:
         if copy.job_id or copy.folder is None or stop_mode(copy.resource) == "last-state":
             return StartFrom("")
@@ -427,7 +440,14 @@ def resume_start(
     if found is None or found.unchecked:
         why = found.unchecked if found is not None else "not looked up"
         return Unresolved(f"{why}: the newest checkpoint was not checked")
-    return StartFrom(resume_path(found, prefer))
+    chosen = resume_choice(found, policy.prefer)
+    if chosen is None:
+        blocked = cannot_load_any(found)
+        return ResumeHeld(f"its Flink cannot load any snapshot left: {blocked}") if blocked else StartFrom("")
+    rewind = judge_rewind(found, chosen, False, query.job_dir, copy.resource, policy)
+    if rewind.held:
+        return ResumeHeld(rewind.held)
+    return StartFrom(str(chosen.path), rewind.rewound)
 
 
 def resume_query(copy: Copy, policy: RestorePolicy) -> SnapshotQuery | None:
@@ -455,8 +475,7 @@ def resume_skipped(found: Snapshots) -> str:
     return "".join(f"; skipped {why}" for why in (*found.rejected, found.unchecked) if why)
 
 
-def resume_path(found: Snapshots, prefer: Prefer) -> str:
+def resume_choice(found: Snapshots, prefer: Prefer) -> Candidate | None:
     """Its newest complete checkpoint, or its own newer savepoint, ordered as a restore orders them
-    ("" when none: the operator's own HA data or last savepoint)."""
-    chosen = choose(found.checkpoint, newest(found.listed), prefer)
-    return str(chosen.path) if chosen is not None else ""
+    (None when none: the operator's own HA data or last savepoint)."""
+    return choose(found.checkpoint, newest(found.listed), prefer)

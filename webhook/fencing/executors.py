@@ -33,6 +33,7 @@ from webhook.fencing.decide import (
     KeepRenewing,
     LookForKeeper,
     MarkStopping,
+    ResumeHeld,
     RewriteHold,
     Stop,
     StorageHold,
@@ -316,19 +317,25 @@ class Executors:
         stopped, and is tried again at the next poll, while that cannot be checked."""
         query = resume_query(copy, self.policy)
         found = await self._snapshots(query) if query is not None else None
-        start = resume_start(copy, query, found, self.policy.prefer)
+        start = resume_start(copy, query, found, self.policy)
         if isinstance(start, Unresolved):
             metrics.STORAGE_ERRORS.labels("agent").inc()
             return StorageProblem(
                 f"resume waits: the newest checkpoint could not be checked: {start.problem}"
             )
-        path, skipped = start.path, resume_skipped(found) if found is not None else ""
+        skipped = resume_skipped(found) if found is not None else ""
+        if isinstance(start, ResumeHeld):  # looked up again at the next poll: a fix lets it resume
+            why = f"resume waits, {start.why}{skipped}"
+            self.event(copy, WARNING, "ResumeHeld", "Resume", why)
+            return why
+        path = start.path
         problem = await self._patched(copy, copies.resume_patch(copy, path, self.policy, self.now()))
         if problem is None:
             metrics.RESUMES.inc()
             source = path or "its own HA data or last savepoint"
-            note = f"the storage answers again and nobody took over: resumed from {source}{skipped}"
-            self.event(copy, NORMAL, "Resumed", "Resume", note)
+            rewound = f"; {start.rewound}" if start.rewound else ""
+            note = f"the storage answers again and nobody took over: resumed from {source}{rewound}{skipped}"
+            self.event(copy, WARNING if rewound else NORMAL, "Resumed", "Resume", note)
             log.warning(
                 "stepped-down copy resumed",
                 extra={

@@ -20,7 +20,7 @@ from webhook.common.flink import (
     with_session_cluster,
 )
 from webhook.common.paths import StoragePath, StoragePathError
-from webhook.restore.compat import NOT_STATED, Target, is_target_problem
+from webhook.restore.compat import NOT_STATED, Target
 from webhook.restore.outcome import (
     RestoreDecision,
     RestoreOutcome,
@@ -29,9 +29,9 @@ from webhook.restore.outcome import (
     restored,
     triggered,
 )
-from webhook.restore.policy import Fallback, OnUnloadable, RestorePolicy
+from webhook.restore.policy import Fallback, RestorePolicy
 from webhook.restore.record import make_record
-from webhook.restore.restoring import id_note, left_behind, unloadable_newer
+from webhook.restore.restoring import cannot_load_any, id_note, judge_rewind
 from webhook.restore.restoring import restoring_flink as restoring_flink  # where fencing/ takes it from
 from webhook.restore.snapshots import (
     SnapshotLookup,
@@ -279,11 +279,11 @@ def _from_snapshots(
             lineage += f" (a {chosen.kind} of job {predecessor}{'' if whole else '...'})"
     if chosen is None:
         why = _nothing(job_dir, savepoint, result, listed_dir, job_id, started_from)
-        blocked = [r for r in result.rejected if is_target_problem(r)]
+        blocked = cannot_load_any(result)
         if blocked:
             # State exists that a newer Flink can load: held, never started empty (onMissingState)
             # nor from what would crash-loop it, until a Flink that reads it is named or it is released.
-            why = f"the restoring Flink cannot load any snapshot left: {blocked[0]}; {why}"
+            why = f"the restoring Flink cannot load any snapshot left: {blocked}; {why}"
             return _fallback(Fallback.SUSPEND, why, job_id, warnings, policy)
         return _fallback(policy.on_missing_state, why, job_id, warnings, policy)
     if (
@@ -297,12 +297,11 @@ def _from_snapshots(
 
     # No silent rewind: a newer snapshot passed over only because the restoring Flink cannot load it
     # (not for damage) holds the job, unless the policy lets it restore the older one.
-    passed = unloadable_newer(result, chosen, bool(lineage), policy.prefer)
-    left = left_behind(passed, chosen, bool(lineage), job_dir, resource, policy) if passed else None
-    if left is not None and policy.on_unloadable is OnUnloadable.HOLD:
-        why = f"{left.held}; skipped {'; '.join(result.rejected)}"
+    rewind = judge_rewind(result, chosen, bool(lineage), job_dir, resource, policy)
+    if rewind.held:
+        why = f"{rewind.held}; skipped {'; '.join(result.rejected)}"
         return replace(_fallback(Fallback.SUSPEND, why, job_id, warnings, policy), unloadable=True)
-    rewound = left.rewound if left is not None else ""
+    rewound = rewind.rewound
 
     path = str(chosen.path)
     if lineage:

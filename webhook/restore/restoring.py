@@ -15,8 +15,16 @@ from dataclasses import dataclass
 
 from webhook.common.flink import FlinkResource
 from webhook.common.paths import StoragePath
-from webhook.restore.compat import Layer, Target, Unloadable, target_of, unloadable, what_loads
-from webhook.restore.policy import Prefer, RestorePolicy
+from webhook.restore.compat import (
+    Layer,
+    Target,
+    Unloadable,
+    is_target_problem,
+    target_of,
+    unloadable,
+    what_loads,
+)
+from webhook.restore.policy import OnUnloadable, Prefer, RestorePolicy
 from webhook.restore.snapshots import Candidate, Snapshots
 
 
@@ -112,6 +120,41 @@ def left_behind(
         f"(the newest loads if you {fix}; policy onUnloadable: older). {why}"
     )
     return LeftBehind(held, rewound)
+
+
+@dataclass(frozen=True)
+class Rewind:
+    """The no-silent-rewind rule's answer for restoring ``chosen`` (both "" when nothing newer was
+    passed over for what the restoring Flink cannot load)."""
+
+    held: str = ""  # hold with this (policy onUnloadable: hold)
+    rewound: str = ""  # restore, with this warning in the Event (policy onUnloadable: older)
+
+
+def judge_rewind(
+    result: Snapshots,
+    chosen: Candidate,
+    floor: bool,
+    job_dir: StoragePath | None,
+    resource: FlinkResource,
+    policy: RestorePolicy,
+) -> Rewind:
+    """No silent rewind, one rule for every start from state (the webhook's restore, the agent's
+    resume): restoring ``chosen`` while newer snapshots were passed over only because the restoring
+    Flink cannot load them (not for damage) holds, unless the policy allows the older state."""
+    passed = unloadable_newer(result, chosen, floor, policy.prefer)
+    if not passed:
+        return Rewind()
+    left = left_behind(passed, chosen, floor, job_dir, resource, policy)
+    if policy.on_unloadable is OnUnloadable.HOLD:
+        return Rewind(held=left.held)
+    return Rewind(rewound=left.rewound)
+
+
+def cannot_load_any(result: Snapshots) -> str:
+    """The first snapshot passed over because the restoring Flink cannot load it, when nothing else is
+    left to restore ("" when none was): such state holds, never starts empty nor from older state."""
+    return next((r for r in result.rejected if is_target_problem(r)), "")
 
 
 def _unloadable_name(each: Unloadable) -> str:

@@ -4,8 +4,10 @@ same client GETs the range listings of ``ranges.py``.
 A verdict leaves a few hundred new files to ask one by one. Through s3fs each HEAD is a botocore call
 (signing, event hooks, parsing: 2-4 ms of CPU) and a hop to fsspec's event loop; 200 of them cost the
 admission about a second of CPU on two cores (docs/performance.md). Here the same client (its
-credentials, region and endpoint, through s3fs's own ``_url``) signs all of them in one batch on that
-loop, and plain HEADs go out over a urllib3 pool: an answer is a status line and a Content-Length.
+credentials, region and endpoint, through s3fs's own ``_url``) signs the first key of a bucket, and
+``Presigner`` signs the others in the calling thread with botocore's own query signer on the client's
+frozen credentials (checked to give the client's URL exactly); plain HEADs go out over kept-alive
+``http.client`` connections (``HeadClient.head``). The range listings' GETs go over a urllib3 pool.
 
 Used only where a presigned URL asks exactly what ``head_object`` would (``usable``): no
 requester-pays or extra request parameters (SSE-C keys travel as headers), no proxy, an http endpoint
@@ -17,9 +19,14 @@ the lookup's deadline.
 
 from __future__ import annotations
 
+import http.client
 import os
+import socket
+import ssl
 import threading
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import urllib3
@@ -95,8 +102,138 @@ def presign(filesystem: Any, keys: Sequence[str], seconds_left: float) -> list[s
     return signed
 
 
+_RETRIED = (500, 502, 503, 504)
+# A kept connection the server closed meanwhile: nothing of an answer came (not a timeout).
+_DROPPED = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+
+
+class Presigner:
+    """Presigned HEAD URLs of one lookup's keys: the client (aiobotocore, on the filesystem's loop)
+    signs the first key of each bucket; the rest are signed in the calling thread by botocore's own
+    query signers (``_Signing``) on the client's credentials, frozen once per bucket and lookup, with
+    the region, signature version and addressing the client's URL shows, only where signing that
+    first key so gives exactly the client's URL. Anywhere else (another signature version, anonymous
+    access, an endpoint with a path) the client signs every key, as ``presign``.
+
+    Why: through aiobotocore a signature resolves the endpoint rules and runs the event hooks for
+    every key (~0.2 ms of CPU each, 200 of them a quarter of an admission's CPU: docs/performance.md);
+    here one hop to the loop per bucket, then botocore's signer alone per key."""
+
+    def __init__(self, filesystem: Any, seconds_left: float) -> None:
+        self.filesystem = filesystem
+        self.seconds_left = seconds_left
+        self.signings: dict[str, _Signing | None] = {}
+
+    def sign(self, keys: Sequence[str]) -> list[str]:
+        out: list[str] = []
+        unsigned: list[int] = []  # where the client signs
+        for key in keys:
+            bucket = key.partition("/")[0]
+            if bucket not in self.signings:
+                url, self.signings[bucket] = self._first(key)
+                out.append(url)
+                continue
+            signing = self.signings[bucket]
+            if signing is None:
+                unsigned.append(len(out))
+            out.append(signing.sign(key) if signing is not None else "")
+        if unsigned:
+            signed = presign(self.filesystem, [keys[i] for i in unsigned], self.seconds_left)
+            for i, url in zip(unsigned, signed, strict=True):
+                out[i] = url
+        return out
+
+    def _first(self, key: str) -> tuple[str, _Signing | None]:
+        """The client's URL of ``key`` and how to sign its bucket's other keys (None: by the client)."""
+        from fsspec.asyn import sync
+
+        fs = self.filesystem
+
+        async def first() -> tuple[str, _Signing | None]:
+            await fs.set_session()
+            s3 = await fs.get_s3(key.partition("/")[0])
+            credentials = getattr(getattr(s3, "_request_signer", None), "_credentials", None)
+            frozen = await credentials.get_frozen_credentials() if credentials is not None else None
+            url = ""
+            for _ in range(2):  # a second time where the clock's second turned between the two
+                url = await fs._url(key, expires=EXPIRES_SECONDS, client_method="head_object")
+                signing = _Signing.of(url, key, frozen)
+                if signing is None:
+                    return url, None
+                if signing.sign(key) == url:
+                    return url, signing
+            return url, None
+
+        out: tuple[str, _Signing | None] = sync(fs.loop, first, timeout=max(self.seconds_left, 0.001))
+        return out
+
+
+@dataclass(frozen=True)
+class _Signing:
+    """How the client signs one bucket's keys, as its URL of one key shows: that URL up to the key,
+    and botocore's query signer of the same signature version (SigV2 ``HmacV1QueryAuth``, SigV4
+    ``S3SigV4QueryAuth`` with the URL's region and service) on the client's frozen credentials."""
+
+    prefix: str  # the URL before the key: "http://host:port/bucket/" or "https://bucket.host/"
+    bucket: str
+    auth: Any  # botocore.auth.HmacV1QueryAuth | botocore.auth.S3SigV4QueryAuth
+
+    @staticmethod
+    def of(url: str, key: str, credentials: Any) -> _Signing | None:
+        """The signing of ``url`` (the client's for ``key``, ``bucket/key``), None where botocore's
+        query signers cannot sign as it does (no secret key, another version, headers signed)."""
+        from urllib.parse import parse_qsl, urlsplit
+
+        from botocore.auth import HmacV1QueryAuth, S3SigV4QueryAuth
+        from botocore.utils import percent_encode
+
+        if not getattr(credentials, "secret_key", None) or not getattr(credentials, "access_key", None):
+            return None
+        bucket, _, name = key.partition("/")
+        base, _, query = url.partition("?")
+        quoted = percent_encode(name, safe="/~")
+        if not base.endswith(quoted):
+            return None
+        prefix = base[: len(base) - len(quoted)]
+        path = urlsplit(prefix).path
+        values = dict(parse_qsl(query, keep_blank_values=True))
+        auth: Any
+        if "X-Amz-Signature" in values:
+            scope = values.get("X-Amz-Credential", "").rsplit("/", 4)
+            if (
+                values.get("X-Amz-Algorithm") != "AWS4-HMAC-SHA256"
+                or values.get("X-Amz-SignedHeaders") != "host"
+                or len(scope) != 5
+                or scope[4] != "aws4_request"
+                or path not in ("/", f"/{bucket}/")
+            ):
+                return None
+            auth = S3SigV4QueryAuth(credentials, scope[3], scope[2], expires=EXPIRES_SECONDS)
+        elif "Signature" in values and "Expires" in values and path in ("/", f"/{bucket}/"):
+            auth = HmacV1QueryAuth(credentials, expires=EXPIRES_SECONDS)
+        else:
+            return None
+        return _Signing(prefix, bucket, auth)
+
+    def sign(self, key: str) -> str:
+        from botocore.awsrequest import AWSRequest
+        from botocore.utils import percent_encode
+
+        bucket, _, name = key.partition("/")
+        if bucket != self.bucket:
+            raise ValueError(f"{key} is not in bucket {self.bucket}")
+        quoted = percent_encode(name, safe="/~")
+        # SigV2 signs the bucket in the path on a virtual host too (botocore's ``auth_path``)
+        request = AWSRequest(method="HEAD", url=self.prefix + quoted, auth_path=f"/{bucket}/{quoted}")
+        self.auth.add_auth(request)
+        url: str = request.url
+        return url
+
+
 class HeadClient:
-    """One urllib3 pool per process (made again after a fork), as many connections as lookup requests."""
+    """The HEADs' and range listings' connections of one process (made again after a fork): the HEADs
+    over a keep-alive pool of the standard library's ``http.client`` connections per endpoint, the
+    listings' GETs over a urllib3 pool."""
 
     def __init__(self, connections: int, connect_timeout: float, read_timeout: float, verify: Any) -> None:
         self.connections = connections
@@ -105,12 +242,19 @@ class HeadClient:
         self.verify = verify
         self._pid = -1
         self._pool: urllib3.PoolManager | None = None
+        self._idle: dict[tuple[str, str], list[http.client.HTTPConnection]] = {}  # HEADs' kept connections
+        self._context: ssl.SSLContext | None = None
         self._lock = threading.Lock()
+
+    def _forked(self) -> None:
+        """After a fork (under the lock): the parent's pools are not this process's."""
+        if self._pid != os.getpid():
+            self._pid, self._pool, self._idle = os.getpid(), None, {}
 
     def _manager(self) -> urllib3.PoolManager:
         with self._lock:
-            if self._pool is None or self._pid != os.getpid():
-                self._pid = os.getpid()
+            self._forked()
+            if self._pool is None:
                 tls: dict[str, Any] = {}  # the system's trust store (``usable`` made sure it has one)
                 if self.verify is False:
                     tls = {"cert_reqs": "CERT_NONE"}
@@ -119,9 +263,10 @@ class HeadClient:
                 self._pool = urllib3.PoolManager(num_pools=8, maxsize=self.connections, block=False, **tls)
             return self._pool
 
-    def _timeouts(self, seconds_left: float, method: str) -> tuple[urllib3.Timeout, urllib3.Retry]:
+    def get(self, url: str, seconds_left: float) -> tuple[int, bytes]:
+        """A GET's status and body (a listing page: ``ranges.py``), retried and timed as ``head``."""
         if seconds_left <= 0:
-            raise TimeoutError(f"no time left for the {method}")
+            raise TimeoutError("no time left for the GET")
         timeout = urllib3.Timeout(
             connect=min(self.connect_timeout, seconds_left),
             read=min(self.read_timeout, seconds_left),
@@ -132,32 +277,36 @@ class HeadClient:
             connect=1,
             read=1,
             status=1,
-            status_forcelist=(500, 502, 503, 504),
+            status_forcelist=_RETRIED,
             backoff_factor=0,
             raise_on_status=False,
-            allowed_methods=frozenset({method}),
+            allowed_methods=frozenset({"GET"}),
         )
-        return timeout, retries
-
-    def get(self, url: str, seconds_left: float) -> tuple[int, bytes]:
-        """A GET's status and body (a listing page: ``ranges.py``), retried and timed as ``head``."""
-        timeout, retries = self._timeouts(seconds_left, "GET")
         answer = self._manager().request("GET", url, timeout=timeout, retries=retries)
         return answer.status, answer.data
 
     def head(self, url: str, seconds_left: float) -> int | bool | None:
         """The object's size (None: no Content-Length), False when there is none (404).
 
-        One retry on a dropped connection or a 5xx answer (botocore's standard mode tries twice too);
-        neither the connection nor the answer may take longer than the client's timeouts or the time left.
-        """
-        timeout, retries = self._timeouts(seconds_left, "HEAD")
-        answer = self._manager().request("HEAD", url, timeout=timeout, retries=retries, preload_content=False)
-        try:
-            status = answer.status
-            length = answer.headers.get("Content-Length")
-        finally:
-            answer.release_conn()
+        One retry on a dropped connection, a timeout or a 5xx answer (botocore's standard mode tries
+        twice too); neither the connection nor the answer may take longer than the client's timeouts or
+        the time left. Sent over ``http.client`` directly, not urllib3: urllib3's URL parsing, retry
+        and timeout objects cost more CPU than the rest of the HEAD (docs/performance.md)."""
+        if seconds_left <= 0:
+            raise TimeoutError("no time left for the HEAD")
+        end = time.monotonic() + seconds_left
+        scheme, _, rest = url.partition("://")
+        netloc, _, target = rest.partition("/")
+        status, length = 0, None
+        for attempt in (1, 2):
+            try:
+                status, length = self._ask(scheme, netloc, "/" + target, end)
+            except OSError:
+                if attempt == 2 or time.monotonic() >= end:
+                    raise
+                continue
+            if status not in _RETRIED or time.monotonic() >= end:
+                break
         if status == 200:
             return int(length) if length is not None and length.isdigit() else None
         if status == 404:
@@ -165,3 +314,81 @@ class HeadClient:
         if status == 403:
             raise PermissionError("HTTP 403")
         raise HeadFailed(f"HTTP {status}")
+
+    def _ask(self, scheme: str, netloc: str, target: str, end: float) -> tuple[int, str | None]:
+        """One HEAD on a kept connection (a new one when none is idle): its status and Content-Length."""
+        where = (scheme, netloc)
+        conn = self._take(where)
+        kept = conn is not None
+        try:
+            if conn is None:
+                conn = self._connect(scheme, netloc, end)
+            if conn.sock is not None:
+                conn.sock.settimeout(_left(min(self.read_timeout, end - time.monotonic())))
+            conn.request("HEAD", target)
+            answer = conn.getresponse()
+            answer.read()  # nothing (a HEAD's answer has no body): frees the connection for the next
+        except (OSError, http.client.HTTPException) as exc:
+            if conn is not None:
+                conn.close()
+            if kept and isinstance(exc, _DROPPED):
+                return self._ask(scheme, netloc, target, end)  # the server closed it meanwhile
+            if isinstance(exc, OSError):
+                raise
+            raise ConnectionError(f"no HTTP answer: {exc!r}"[:200]) from None
+        if conn.sock is not None and not answer.will_close:
+            self._keep(where, conn)
+        else:
+            conn.close()
+        return answer.status, answer.getheader("Content-Length")
+
+    def _take(self, where: tuple[str, str]) -> http.client.HTTPConnection | None:
+        with self._lock:
+            self._forked()
+            idle = self._idle.get(where)
+            return idle.pop() if idle else None
+
+    def _keep(self, where: tuple[str, str], conn: http.client.HTTPConnection) -> None:
+        with self._lock:
+            idle = self._idle.setdefault(where, [])
+            if len(idle) < self.connections:
+                idle.append(conn)
+                return
+        conn.close()
+
+    def _connect(self, scheme: str, netloc: str, end: float) -> http.client.HTTPConnection:
+        """A new connection to ``netloc``, connected within the connect timeout and the time left."""
+        timeout = _left(min(self.connect_timeout, end - time.monotonic()))
+        conn = (
+            http.client.HTTPSConnection(netloc, timeout=timeout, context=self._tls())
+            if scheme == "https"
+            else http.client.HTTPConnection(netloc, timeout=timeout)
+        )
+        try:
+            conn.connect()
+            if conn.sock is not None:
+                conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _tls(self) -> ssl.SSLContext:
+        with self._lock:
+            if self._context is None:
+                if self.verify is False:
+                    context = ssl.create_default_context()
+                    context.check_hostname = False
+                    context.verify_mode = ssl.CERT_NONE
+                else:  # the CA bundle named, else the system's trust store (``usable`` made sure of one)
+                    context = ssl.create_default_context(
+                        cafile=self.verify if isinstance(self.verify, str) else None
+                    )
+                self._context = context
+            return self._context
+
+
+def _left(seconds: float) -> float:
+    if seconds <= 0:
+        raise TimeoutError("no time left for the HEAD")
+    return seconds

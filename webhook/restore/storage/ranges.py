@@ -5,7 +5,7 @@ says which ranges; they are listed side by side).
 ListObjectsV2 with ``prefix`` = the folder, ``delimiter`` = ``/`` (sub-folders come back as one entry
 each), ``start-after`` = the name before the range's first and ``encoding-type=url`` (any key travels
 in XML 1.0); each page is signed by s3fs's own client (as ``presigned.presign`` signs HEADs), sent over
-the same pooled urllib3 client as the HEADs (``presigned.HeadClient.get``), and read by the standard
+the urllib3 pool of the HEADs' client (``presigned.HeadClient.get``), and read by the standard
 library's C XML parser (``_xml``: an answer declaring a DTD is refused, so no entity is expanded):
 botocore's parsing of a 1,000-key page costs ~0.1 s of CPU, this ~10 ms.
 Used where presigned HEADs are (``presigned.usable``); every page within the lookup's deadline.
