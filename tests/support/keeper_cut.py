@@ -67,6 +67,25 @@ def jobmanager_argv(home: Path, marker: str) -> tuple[list[str], int]:
     return argv, rest
 
 
+@dataclass(frozen=True)
+class RealJobManager:
+    """How to start Flink's JobManager for one test: its command, marker, REST port and environment."""
+
+    marker: str
+    argv: list[str]
+    rest_port: int
+    env: dict[str, str]
+
+
+def real_jobmanager(home: Path, work: Path) -> RealJobManager:
+    """``jobmanager_argv`` with a new marker, Flink's logs kept in ``work/flink-log``."""
+    logs = work / "flink-log"
+    logs.mkdir(parents=True, exist_ok=True)
+    marker = new_marker()
+    argv, rest_port = jobmanager_argv(home, marker)
+    return RealJobManager(marker, argv, rest_port, flink_env(home, FLINK_LOG_DIR=str(logs)))
+
+
 @dataclass
 class CutRun:
     """What one run recorded (wall clock, seconds since the epoch)."""
@@ -102,11 +121,8 @@ def storage_cut(
     restarts killed while the cut lasts before the heal; ``start_seconds``: a JVM's start at most."""
     lease, deadline = float(timings["leaseSeconds"]), float(timings["renewDeadlineSeconds"])
     proxy = TcpProxy(s3_port)
-    logs = work / "flink-log"
-    logs.mkdir(parents=True, exist_ok=True)
-    env = flink_env(home, FLINK_LOG_DIR=str(logs))
-    marker = new_marker()
-    argv, rest_port = jobmanager_argv(home, marker)
+    flink = real_jobmanager(home, work)
+    marker, argv, rest_port, env = flink.marker, flink.argv, flink.rest_port, flink.env
     proxied = {"s3": {**options, "endpoint_url": f"http://127.0.0.1:{proxy.port}"}}
     other = FencingStore(CheckpointStorage({"s3": options}), "member2", Lanes(5.0))
     folder = WORKLOAD.folder(StoragePath.parse(checkpoint_dir))
