@@ -77,9 +77,7 @@ class Keeper(Loops):
         self._inherited_at: float | None = None  # when a JobManager was found running at start
 
     # --- what the probes read --------------------------------------------------------------------------
-    def decision(self) -> Decision:
-        if not self.policy.enabled:  # fencing off: ready, nothing renewed, nothing stopped
-            return Decision(True, False, False, "")
+    def _decide(self) -> Decision:
         with self._lock:
             lease = self._lease
             runs = self._runs

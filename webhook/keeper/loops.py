@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 from webhook.fencing.records import FencingStore
 from webhook.keeper import metrics
+from webhook.keeper.decide import Decision
 from webhook.keeper.jobmanager import JobManagers, Process
 from webhook.restore.fencing_policy import FencingPolicy
 
@@ -22,7 +23,8 @@ LOOPS = ("lister", "renewer", "guard")
 
 class Loops:
     """Subclasses give ``_lister``, ``_renewer`` and ``_guard`` (each calls ``_tick`` every turn and
-    waits on ``_stop``) and ``_fields`` (what every log line names)."""
+    waits on ``_stop``), ``_decide`` (the decision with fencing on) and ``_fields`` (what every log line
+    names)."""
 
     def __init__(
         self, policy: FencingPolicy, store: FencingStore, jobmanagers: JobManagers, clock: Callable[[], float]
@@ -36,6 +38,12 @@ class Loops:
         self._threads: list[threading.Thread] = []
         self._beats: dict[str, float] = {}  # thread -> when its loop last went round
         self.pod = socket.gethostname()
+
+    def decision(self) -> Decision:
+        """What the probes read: with fencing off, ready, nothing renewed, nothing stopped."""
+        if not self.policy.enabled:
+            return Decision(True, False, False, "")
+        return self._decide()
 
     def alive(self) -> bool:
         """Every loop went round within a poll and a deadline (a thread stuck past that is a bug)."""
@@ -92,6 +100,9 @@ class Loops:
             )
             return
         log.error(said, extra={"fields": fields})
+
+    def _decide(self) -> Decision:
+        raise NotImplementedError
 
     def _fields(self, **more: object) -> dict[str, object]:
         raise NotImplementedError

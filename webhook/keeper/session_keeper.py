@@ -95,9 +95,7 @@ class SessionKeeper(Loops):
         self._ready = False
 
     # --- what the probes read --------------------------------------------------------------------------
-    def decision(self) -> Decision:
-        if not self.policy.enabled:
-            return Decision(True, False, False, "")
+    def _decide(self) -> Decision:
         with self._lock:
             listed_once, jobs = self._listed_once, list(self._jobs.values())
         held, reason = ready(listed_once, jobs, self.clock(), self.policy)
