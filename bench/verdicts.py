@@ -57,6 +57,7 @@ from webhook.member.handler import MemberHandler
 from webhook.restore.policy import RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage
 from webhook.restore.storage.verify import FileCheck
+from webhook.server.runtime import tune_worker
 
 RTT = 0.020
 RUNS, WARM = 20, 3
@@ -185,6 +186,7 @@ def _case(
     same proxy (the store's floor) and straight to moto (``direct``: no round-trip time), ``replays``
     times (0: ``REPLAYS`` times through the proxy only)."""
     handler = MemberHandler.from_policy(policy)
+    tune_worker()  # as the server does once its endpoints are built (server/runtime.py)
     if not ranged:
         FileCheck.ranged = lambda self, path: False  # type: ignore[method-assign]
     moto = _moto_pids()
