@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.member import test_fencing_agent as harness
-from tests.member.test_fencing_agent import SESSION_JOBS, Site, policy_for, session_job
+from tests.fencing import test_agent as harness
+from tests.fencing.test_agent import SESSION_JOBS, Site, policy_for, session_job
 from tests.support.objects import JOB_ID, flink_deployment
 from webhook.common.flink import FlinkResource
 from webhook.common.paths import StoragePath
