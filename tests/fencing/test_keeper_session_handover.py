@@ -4,7 +4,7 @@ heartbeat names the session cluster (so that keeper finds the job), the keeper's
 over only for the copy's jobId, and a copy whose jobId changes is the agent's again.
 
 Pure decisions first, then the real agent one poll at a time on local files and a fake API server
-(``tests/member/test_fencing_agent.py``'s harness)."""
+(``tests/fencing/test_agent.py``'s harness)."""
 
 from __future__ import annotations
 
