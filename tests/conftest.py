@@ -18,6 +18,7 @@ from hypothesis import settings
 
 from tests.support.backends import MissingServer, Running, by_name
 from tests.support.repo import REPO, shared_data_dir, shared_data_required
+from tests.support.server import RunningServer, generate_certs, serve
 
 __all__ = ["REPO", "shared_data_dir"]
 
@@ -140,3 +141,29 @@ def storage_backend(request: pytest.FixtureRequest, storage_servers: Callable[[s
     """The running server of the backend named by the test's parameter:
     ``@pytest.mark.parametrize("storage_backend", BACKEND_NAMES, indirect=True)``."""
     return storage_servers(request.param)
+
+
+# The member role served for real (gunicorn, TLS) on a local checkpoint root: tests of the member webhook,
+# of the server (tests/server/) and of the commands (tests/test_command_errors.py) share it.
+@pytest.fixture(scope="session")
+def cert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return generate_certs(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture(scope="module")
+def checkpoint_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("checkpoints")
+
+
+@pytest.fixture(scope="module")
+def member_server(
+    cert_dir: Path, checkpoint_root: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunningServer]:
+    work = tmp_path_factory.mktemp("server")
+    policy = work / "policy.yaml"
+    policy.write_text(
+        "apiVersion: flink-failover.io/v1alpha1\nkind: RestorePolicy\n"
+        f"defaultCheckpointDir: {checkpoint_root}\ndeadlineSeconds: 2\n"
+    )
+    with serve(cert_dir, policy, work / "server.log") as server:
+        yield server

@@ -283,7 +283,7 @@ def test_deployment_is_hardened_and_probed(rendered: dict[str, list[dict[str, An
     spec = dep["spec"]
     assert spec["replicas"] == 2
     pod = spec["template"]["spec"]
-    assert pod["automountServiceAccountToken"] is True  # for Events only (test_chart_day_one)
+    assert pod["automountServiceAccountToken"] is True  # for Events only (test_chart_install)
     assert pod["serviceAccountName"] == FULLNAME
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}

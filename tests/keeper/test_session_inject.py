@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.keeper.test_first_copy_part import SETUP, SKIP, Untouchable
+from tests.member.test_first_copy_part import SETUP, SKIP, Untouchable
 from tests.support.objects import apply, decode_patch, flink_deployment, review
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource, runs_keeper

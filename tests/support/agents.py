@@ -1,4 +1,4 @@
-"""The fencing agent driven one pass at a time, for the step-by-step tests (test_fencing_agent.py).
+"""The fencing agent driven one pass at a time, for the step-by-step tests (tests/fencing/test_agent.py).
 
 ``Driver.tick`` is one poll (the heartbeat loop running beside it) and one more pass of the heartbeat
 loop, everything they started waited for to the end, on an

@@ -15,8 +15,8 @@ from typing import Any
 
 from prometheus_client import REGISTRY
 
-from tests.member import test_fencing_agent as harness
-from tests.member.test_fencing_agent import Member, Site, policy_for, running_copy
+from tests.fencing import test_agent as harness
+from tests.fencing.test_agent import Member, Site, policy_for, running_copy
 from tests.support.events import Collected
 from tests.support.objects import JOB_ID
 from webhook.common.events import Occurrence

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from tests.controlplane import fakeapi
-from tests.member import test_fencing_agent as harness
-from tests.member.test_fencing_agent import AGENT, Member, Site, failed_over, policy_for, running_copy
+from tests.fencing import test_agent as harness
+from tests.fencing.test_agent import AGENT, Member, Site, failed_over, policy_for, running_copy
 from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment, make_checkpoints, review
 from tests.support.operator import set_status, stopped_status
 from webhook.common.admission import parse_review

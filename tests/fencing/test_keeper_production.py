@@ -47,7 +47,7 @@ from tests.support.server import RunningServer
 pytestmark = [pytest.mark.slow]
 
 P = "flink-failover.io"
-LEASE, POLL, DEADLINE, MARGIN, STOP = 16, 1, 4, 10, 3.0  # as test_fencing_production.py
+LEASE, POLL, DEADLINE, MARGIN, STOP = 16, 1, 4, 10, 3.0  # as test_production.py
 
 
 @pytest.fixture(params=[True, False], ids=["keeper", "no-keeper"])
@@ -208,7 +208,7 @@ def test_a_role_that_loses_its_storage_takes_its_copy_back_and_steps_it_down(
     """member1's role is cut from the storage while the job's own path (and its keeper's) is not. The
     agent cannot tell its own lost path from a keeper dead for good (its reads of the keeper's record
     fail, and a failed read moves nothing): it takes the copy back at the renew deadline and, unable to
-    renew it, steps it down through its operator, as a copy without a keeper (test_fencing_production.py).
+    renew it, steps it down through its operator, as a copy without a keeper (test_production.py).
     Safe; the cost is a job its keeper still held (before issue 47's take-back, the agent left it
     running, and a keeper dead for good then left it unguarded)."""
     p = pods

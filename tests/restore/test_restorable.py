@@ -38,7 +38,7 @@ def spelled(url: str) -> str:
 
 def deployment(each: Tree, url: str) -> dict[str, Any]:
     """The object restoring ``each``, run by the Flink that wrote it (spec.flinkVersion), configured as
-    its job was: a changelog job restores in CLAIM mode (tests/member/test_changelog_claim.py: without)."""
+    its job was: a changelog job restores in CLAIM mode (tests/restore/test_changelog_claim.py: without)."""
     obj = flink_deployment(
         checkpoint_dir=f"{url}/ck",
         savepoint_dir=f"{url}/sp",

@@ -863,7 +863,7 @@ def test_a_release_that_cannot_check_the_newest_checkpoint_stays_held_says_why_a
     """The old copy stopped and acked, but the release's lookup of the newest checkpoint cannot run to
     its end: it outgrew ``verifyBudget`` (the stale copy kept checkpointing), or the held object no
     longer carries the labels it is resolved by (an edit dropped them from an object restored before
-    restore records existed: with a record the release reads it, tests/member/test_restore_record.py).
+    restore records existed: with a record the release reads it, tests/fencing/test_restore_record.py).
     It stays held, the hold says
     why, and the next poll tries again; once the lookup can run, it starts from chk-4, which the stale
     copy completed after the admission. Before, anything but a restore read as "nothing newer" and the

@@ -1,5 +1,5 @@
 """Kubernetes Events: recorded without blocking; rate-limited, combined and aggregated into series as
-client-go's recorder does (the decisions themselves: tests/test_correlator.py)."""
+client-go's recorder does (the decisions themselves: tests/common/test_correlator.py)."""
 
 from __future__ import annotations
 

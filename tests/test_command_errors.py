@@ -15,11 +15,11 @@ import yaml
 
 from tests.conftest import REPO
 from tests.controlplane import fakeapi
-from tests.member.test_review_forms import SAMPLES, failover_object, run
 from tests.samples.make_storage import make
 from tests.support.kube import write_kubeconfig
 from tests.support.production import wait_for
 from tests.support.server import RunningServer, serve
+from tests.test_review_forms import SAMPLES, failover_object, run
 from webhook.cli import build_parser, main
 from webhook.fencing.flinkapi import PLURALS
 from webhook.restore.policy import RestorePolicy

@@ -8,7 +8,7 @@ and Flink 2.0's format 5.
 :func:`tests.support.flinktrees.census` counts what the reader met while reading; each test here says
 the tree holds what it was made for and that the reader read every byte of it, as Flink does. (That the
 files the handles name are the files Flink wrote is checked for every tree by
-tests/member/test_metadata_reader.py.)
+tests/restore/test_metadata_reader.py.)
 """
 
 from __future__ import annotations

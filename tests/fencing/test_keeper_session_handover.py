@@ -4,14 +4,14 @@ heartbeat names the session cluster (so that keeper finds the job), the keeper's
 over only for the copy's jobId, and a copy whose jobId changes is the agent's again.
 
 Pure decisions first, then the real agent one poll at a time on local files and a fake API server
-(``tests/member/test_fencing_agent.py``'s harness)."""
+(``tests/fencing/test_agent.py``'s harness)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from tests.member import test_fencing_agent as harness
-from tests.member.test_fencing_agent import SESSION_JOBS, Site, policy_for, session_job
+from tests.fencing import test_agent as harness
+from tests.fencing.test_agent import SESSION_JOBS, Site, policy_for, session_job
 from tests.support.objects import JOB_ID, flink_deployment
 from webhook.common.flink import FlinkResource
 from webhook.common.paths import StoragePath

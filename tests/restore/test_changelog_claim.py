@@ -124,7 +124,7 @@ def test_without_claim_the_newest_savepoint_is_restored_and_the_checkpoints_are_
     name: str, tmp_path: Path
 ) -> None:
     """Where the policy lets it rewind (onUnloadable: older); by default it is held (no silent rewind:
-    tests/member/test_no_silent_rewind.py)."""
+    tests/restore/test_no_silent_rewind.py)."""
     each = tree(name)
     obj = deployment(each, tmp_path, {})
     path, state, said = answered(obj, RestorePolicy(on_unloadable=OnUnloadable.OLDER))

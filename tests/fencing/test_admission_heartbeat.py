@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from tests.controlplane import fakeapi
-from tests.member.test_fencing_agent import Site
-from tests.member.test_fencing_agent import local_site as local_site
-from tests.member.test_fencing_agent import moto as moto
-from tests.member.test_fencing_agent import site as site
+from tests.fencing.test_agent import Site
+from tests.fencing.test_agent import local_site as local_site
+from tests.fencing.test_agent import moto as moto
+from tests.fencing.test_agent import site as site
 from tests.support.objects import JOB_ID as JOB
 from tests.support.objects import apply, decode_patch, flink_deployment, review
 from tests.support.production import agent_polled, wait_for

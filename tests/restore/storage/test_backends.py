@@ -42,7 +42,7 @@ def test_missing_backends_match_what_is_installed() -> None:
 def test_every_extra_named_exists_in_pyproject() -> None:
     import tomllib
 
-    extras = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"][
+    extras = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
     ]
     for extra, module in BACKENDS.values():
