@@ -30,7 +30,7 @@ from webhook.fencing.lanes import Lanes
 from webhook.member.firstcopy import no_failover_part
 from webhook.member.identity import AgentIdentity
 from webhook.member.keeper import KeeperSetup, Keeping, keeper_part
-from webhook.restore.decide import SessionCluster, SessionClusterLookup, decide_restore
+from webhook.restore.decide import Parent, ParentLookup, decide_restore
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome, triggered
 from webhook.restore.policy import RestorePolicy
 from webhook.restore.snapshots import SnapshotQuery, Snapshots, StorageError
@@ -88,15 +88,15 @@ class RestoreAudit(Audit):
         return self.storage_error or self.held
 
 
-# (namespace, name, seconds left) -> the session cluster a FlinkSessionJob names; built at the edge.
-SessionClusterSource = Callable[[str, str, float], SessionCluster]
+# (namespace, name, seconds left) -> a parent (session cluster, FlinkBlueGreenDeployment); built at the edge.
+ParentSource = Callable[[str, str, float], Parent]
 
 
 @dataclass
 class MemberHandler:
     policy: RestorePolicy
     storage: CheckpointStorage
-    session_clusters: SessionClusterSource | None = None  # without it: the session job's own settings
+    session_clusters: ParentSource | None = None  # without it: the session job's own settings
     # Offline (``review``): each lookup on a daemon thread, so a lookup abandoned at the deadline on a
     # hung storage does not hold the process after its answer is printed (a pool's threads are joined
     # at exit: 10 s and more).
@@ -109,7 +109,7 @@ class MemberHandler:
     events: EventSink = field(default_factory=NoEvents)
     # (namespace, name, seconds left) -> a FlinkBlueGreenDeployment (its hold holds its children); with
     # fencing, read from the member cluster's API.
-    blue_green_parents: SessionClusterSource | None = None
+    blue_green_parents: ParentSource | None = None
     # With fencing: the product's image, this member's name and its Kubernetes version, for the lease
     # keeper each fenced FlinkDeployment gets (member/keeper.py); None: no keeper.
     keeper: Callable[[], KeeperSetup] | None = None
@@ -128,7 +128,7 @@ class MemberHandler:
     def from_policy(
         cls,
         policy: RestorePolicy,
-        session_clusters: SessionClusterSource | None = None,
+        session_clusters: ParentSource | None = None,
         daemon_lookups: bool = False,
         cluster: str = "",
         agent_users: frozenset[str] | AgentIdentity | None = None,
@@ -136,7 +136,7 @@ class MemberHandler:
         read_only: bool = False,
         vouch: Callable[[str], str | None] | None = None,
         lanes: Lanes | None = None,
-        blue_green_parents: SessionClusterSource | None = None,
+        blue_green_parents: ParentSource | None = None,
         keeper: Callable[[], KeeperSetup] | None = None,
         admitted: AdmittedSink | None = None,
     ) -> MemberHandler:
@@ -181,13 +181,13 @@ class MemberHandler:
         if not resource.namespace:  # the request names it when the object does not (yet)
             resource = replace(resource, namespace=request.namespace)
         old = FlinkResource.from_object(request.old_object) if request.old_object is not None else None
-        clusters: SessionClusterLookup | None = None
+        clusters: ParentLookup | None = None
         source = self.session_clusters
-        session: SessionCluster | None = None
+        session: Parent | None = None
         if source is not None:
-            read: dict[tuple[str, str], SessionCluster] = {}
+            read: dict[tuple[str, str], Parent] = {}
 
-            def clusters(namespace: str, name: str) -> SessionCluster:
+            def clusters(namespace: str, name: str) -> Parent:
                 if (namespace, name) not in read:  # once per admission: the fence and the restore share it
                     read[(namespace, name)] = source(namespace, name, max(deadline.remaining(), 0.001))
                 return read[(namespace, name)]
@@ -277,7 +277,7 @@ class MemberHandler:
             return None  # neither a start nor a move away from its parent: nothing to read
         name = old.blue_green_parent or resource.blue_green_parent
         if self.blue_green_parents is None:
-            found = SessionCluster(None, "this member role does not read its cluster's API")
+            found = Parent(None, "this member role does not read its cluster's API")
         else:
             found = self.blue_green_parents(resource.namespace, name, max(deadline.remaining(), 0.001))
         return keep_child_held(

@@ -26,7 +26,7 @@ from webhook.restore.outcome import (
     RestoreOutcome,
     decision_annotations,
     job_id_label,
-    restored,
+    restore_from,
     triggered,
 )
 from webhook.restore.policy import Fallback, RestorePolicy
@@ -46,17 +46,18 @@ from webhook.restore.updates import carry_over, held_before, keep_fenced, refuse
 
 
 @dataclass(frozen=True)
-class SessionCluster:
-    """What the API server said about the FlinkDeployment a FlinkSessionJob names (spec.deploymentName):
-    the session cluster's configuration holds the checkpoint directory the job writes to."""
+class Parent:
+    """What the API server said about an object's parent: the FlinkDeployment a FlinkSessionJob names
+    (spec.deploymentName; the session cluster's configuration holds the checkpoint directory the job
+    writes to), or the FlinkBlueGreenDeployment that owns a child (its hold holds the child)."""
 
-    resource: FlinkResource | None  # None: no such FlinkDeployment (or it could not be read: ``error``)
-    error: str = ""  # the API server could not be asked or refused: the directory is unknown
+    resource: FlinkResource | None  # None: no such object (or it could not be read: ``error``)
+    error: str = ""  # the API server could not be asked or refused: what it holds is unknown
 
 
-# (namespace, name) -> the session cluster; built at the edge (a GET in the member's own cluster, or
-# the objects of ``review --objects``).
-SessionClusterLookup = Callable[[str, str], SessionCluster]
+# (namespace, name) -> a FlinkSessionJob's session cluster; built at the edge (a GET in the member's own
+# cluster, or the objects of ``review --objects``).
+ParentLookup = Callable[[str, str], Parent]
 
 
 def decide_restore(
@@ -65,7 +66,7 @@ def decide_restore(
     old: FlinkResource | None,
     policy: RestorePolicy,
     lookup: SnapshotLookup,
-    session_clusters: SessionClusterLookup | None = None,
+    session_clusters: ParentLookup | None = None,
     requester: str = "",
     from_agent: bool = False,
     agent_unknown: str = "",
@@ -318,7 +319,15 @@ def _from_snapshots(
             f"can load {chosen.kind} {path}"
         )
     warnings.extend(f"skipped {r}" for r in result.rejected)
-    decision = restored(resource, job_id, path, chosen.kind, policy, found.has_savepoint_dir, tuple(warnings))
+    decision = restore_from(
+        resource,
+        job_id,
+        path,
+        chosen.kind,
+        policy,
+        has_savepoint_dir=found.has_savepoint_dir,
+        warnings=tuple(warnings),
+    )
     if lineage:
         decision = replace(decision, lineage=lineage, reason=f"{decision.reason}: {lineage}")
     if rewound:

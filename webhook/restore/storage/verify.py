@@ -1,6 +1,6 @@
 """Are the files a ``_metadata`` names there? The job's verdict spares the ones a recent full check
-confirmed; the rest are asked by the fewest requests ``restore/verdict.py`` ``plan`` names (HEADs, prefix
-listings, folder listings, key ranges), side by side, on S3 by presigned URL (``presigned.py``,
+confirmed; the rest are asked by the fewest requests ``restore/verdict.py`` ``file_requests`` names
+(HEADs, prefix listings, folder listings, key ranges), side by side, on S3 by presigned URL (``presigned.py``,
 ``ranges.py``). A storage that may write (the fencing agent's) leaves a verdict after a check that
 confirmed every file.
 """
@@ -35,8 +35,8 @@ from webhook.restore.verdict import (
     coverage,
     decode,
     encode,
+    file_requests,
     made,
-    plan,
 )
 
 log = logging.getLogger(__name__)
@@ -74,7 +74,7 @@ class FileCheck:
         newest: bool = False,
     ) -> str:
         """Why a named file is not there ("" when all are): the ones a verdict does not cover are
-        checked by the fewest requests (restore/verdict.py ``plan``), made side by side. A verdict
+        checked by the fewest requests (restore/verdict.py ``file_requests``), made side by side. A verdict
         covers only the ``newest`` complete checkpoint of the job (``coverage``), and a listing of this
         lookup wins over it: a covered file it does not show is missing."""
         job_dir = lookup.job_dir if directory_id is not None else None
@@ -91,7 +91,7 @@ class FileCheck:
         known = {f: len(n) for f, n in verdict.files.items()} if verdict is not None else {}
         names = {f: n.keys() for f, n in verdict.files.items()} if verdict is not None else {}
         ranged = (snapshot.scheme,) if self.ranged(snapshot) else ()
-        todo = plan(
+        todo = file_requests(
             covers.unchecked, (snapshot.canonical,), lookup.trees(), known, job_dir or snapshot, names, ranged
         )
         seen: dict[StoragePath, dict[str, int | None]] = {}
