@@ -12,7 +12,7 @@ import pytest
 from tests.support.objects import apply, decode_patch, flink_deployment, review
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource, runs_keeper
-from webhook.member.firstcopy import first_copy_part, unlabelled
+from webhook.member.firstcopy import Admission, first_copy_part, unlabelled
 from webhook.member.handler import MemberHandler
 from webhook.member.keeper import KeeperSetup, Kept, Sidecars
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
@@ -50,7 +50,18 @@ def _part(obj: dict[str, Any], old: dict[str, Any] | None, setup: KeeperSetup = 
     operation = "UPDATE" if old is not None else "CREATE"
     resource = FlinkResource.from_object(obj)
     before = FlinkResource.from_object(old) if old is not None else None
-    return first_copy_part(operation, obj, resource, old, before, SKIP, policy_from_dict(policy), setup)
+    return first_copy_part(
+        Admission(
+            operation=operation,
+            obj=obj,
+            resource=resource,
+            old_obj=old,
+            old=before,
+            decision=SKIP,
+            policy=policy_from_dict(policy),
+            setup=setup,
+        )
+    )
 
 
 def test_events_where_the_keeper_is_added_or_dropped_not_at_every_write() -> None:

@@ -20,7 +20,7 @@ from webhook.fencing.layout import Workload
 from webhook.keeper import command
 from webhook.keeper.inject import CONTAINER
 from webhook.keeper.session_keeper import SessionSettings
-from webhook.member.firstcopy import first_copy_part, session_cluster_part
+from webhook.member.firstcopy import Admission, first_copy_part, session_cluster_part
 from webhook.member.handler import MemberHandler
 from webhook.member.keeper import Kept
 from webhook.restore.policy import policy_from_dict
@@ -118,7 +118,18 @@ def test_the_keeper_reads_back_its_session_settings(monkeypatch: pytest.MonkeyPa
 
 def _part(obj: dict[str, Any], **policy: Any) -> Any:
     resource = FlinkResource.from_object(obj)
-    return session_cluster_part("CREATE", obj, resource, None, SKIP, policy_from_dict(policy), SETUP)
+    return session_cluster_part(
+        Admission(
+            operation="CREATE",
+            obj=obj,
+            resource=resource,
+            old_obj=None,
+            old=None,
+            decision=SKIP,
+            policy=policy_from_dict(policy),
+            setup=SETUP,
+        )
+    )
 
 
 def test_what_gets_a_session_keeper() -> None:
@@ -127,7 +138,18 @@ def test_what_gets_a_session_keeper() -> None:
     assert _part(job) is None  # a job's cluster: its own keeper (the first copy's)
     resource = FlinkResource.from_object(session_cluster())
     assert (
-        first_copy_part("CREATE", session_cluster(), resource, None, None, SKIP, policy_from_dict({}), SETUP)
+        first_copy_part(
+            Admission(
+                operation="CREATE",
+                obj=session_cluster(),
+                resource=resource,
+                old_obj=None,
+                old=None,
+                decision=SKIP,
+                policy=policy_from_dict({}),
+                setup=SETUP,
+            )
+        )
         is None
     )
     assert _part(flink_deployment(name="shared", job=None)) is None  # no directory: nothing to keep

@@ -24,7 +24,7 @@ from webhook.common.flink import GROUP, KINDS, FlinkResource, job_path, with_ses
 from webhook.common.patch import object_ops
 from webhook.fencing.gate import AdmittedSink, FencingGate
 from webhook.fencing.lanes import Lanes
-from webhook.member.firstcopy import no_failover_part
+from webhook.member.firstcopy import Admission, no_failover_part
 from webhook.member.identity import AgentIdentity
 from webhook.member.keeper import KeeperSetup, Keeping, keeper_part
 from webhook.restore.decide import Parent, ParentLookup, decide_restore
@@ -232,14 +232,16 @@ class MemberHandler:
             keeping = keeper_part(
                 request.object, resource, old, decision, self.policy, setup, request.old_object
             ) or no_failover_part(  # a first copy, a session cluster (the chart's first-copy entry)
-                request.operation,
-                request.object,
-                resource,
-                request.old_object,
-                old,
-                decision,
-                self.policy,
-                setup,
+                Admission(
+                    operation=request.operation,
+                    obj=request.object,
+                    resource=resource,
+                    old_obj=request.old_object,
+                    old=old,
+                    decision=decision,
+                    policy=self.policy,
+                    setup=setup,
+                )
             )
         if not request.dry_run:
             for occurrence in admission_events(request, decision, self.policy, keeping):
