@@ -404,6 +404,38 @@ def budget_units(pages: int, heads: int) -> int:
     return pages + -(-heads // HEADS_PER_UNIT)
 
 
+@dataclass(frozen=True)
+class VerdictWrite:
+    """An effect a check returns for its caller to execute: write ``verdict`` beside the checkpoints of
+    ``job_dir`` (``started``: when the check began, on the monotonic clock: how long before the write
+    its files were seen)."""
+
+    job_dir: StoragePath
+    verdict: Verdict
+    started: float
+
+
+def due(
+    named: NamedFiles,
+    snapshot: StoragePath,
+    entry: tuple[int | None, datetime | None],
+    seen: Mapping[StoragePath, Mapping[str, int | None]],
+    covers: Coverage,
+    verdict: Verdict | None,
+    started: datetime,
+) -> Verdict | None:
+    """The verdict a check of ``snapshot`` that found every file of ``named`` leaves (``entry``: its
+    ``_metadata``'s size and storage time; ``seen``: the sizes it saw), or None: none is new (the one
+    read covered every file of this very checkpoint) or the ``_metadata``'s size or time is unknown."""
+    size, stamped = entry
+    fresh = covers.unchecked or verdict is None or verdict.checkpoint != snapshot.canonical
+    if not fresh or size is None or not stamped:
+        return None
+    sizes = {f.path: seen[f.path.parent][f.path.name] for f in named.files}
+    confirmed = {p: s for p, s in sizes.items() if s is not None}
+    return made(snapshot, size, stamped, named, confirmed, started, verdict if covers.covered else None)
+
+
 def made(
     snapshot: StoragePath,
     metadata_size: int,

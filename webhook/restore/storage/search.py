@@ -395,7 +395,11 @@ class CheckpointStorage:
         if named is not None:
             if named.problem:
                 return _Metadata(modified, named.problem)
-            why = self.files.files(named, snapshot, entry, directory_id, listing, lookup, cursor, newest)
+            why, write = self.files.files(
+                named, snapshot, entry, directory_id, listing, lookup, cursor, newest
+            )
+            if write is not None:  # off the lookup's path
+                self.files.write_verdict(write.job_dir, write.verdict, write.started)
             if why:
                 return _Metadata(modified, why)
         return _Metadata(modified, "", judged.checkpoint_id, judged.note)

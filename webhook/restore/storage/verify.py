@@ -32,11 +32,12 @@ from webhook.restore.verdict import (
     WRITER_MAX_AGE,
     Range,
     Verdict,
+    VerdictWrite,
     coverage,
     decode,
+    due,
     encode,
     file_requests,
-    made,
 )
 
 log = logging.getLogger(__name__)
@@ -72,11 +73,13 @@ class FileCheck:
         lookup: Lookup,
         cursor: Cursor,
         newest: bool = False,
-    ) -> str:
-        """Why a named file is not there ("" when all are): the ones a verdict does not cover are
-        checked by the fewest requests (restore/verdict.py ``file_requests``), made side by side. A verdict
-        covers only the ``newest`` complete checkpoint of the job (``coverage``), and a listing of this
-        lookup wins over it: a covered file it does not show is missing."""
+    ) -> tuple[str, VerdictWrite | None]:
+        """Why a named file is not there ("" when all are), and the verdict write a storage that may
+        write is due after a check that confirmed them all (the caller executes it: ``write_verdict``).
+        The ones a verdict does not cover are checked by the fewest requests (restore/verdict.py
+        ``file_requests``), made side by side. A verdict covers only the ``newest`` complete checkpoint
+        of the job (``coverage``), and a listing of this lookup wins over it: a covered file it does not
+        show is missing."""
         job_dir = lookup.job_dir if directory_id is not None else None
         verdict = lookup.verdict if job_dir is not None and snapshot.parent.canonical == job_dir else None
         max_age = (
@@ -139,18 +142,10 @@ class FileCheck:
                 seen.setdefault(path.parent, {})[path.name] = size
         self.listed_win(covers.covered, seen, lookup, cursor)
         why = missing(named, seen)
-        size, stamped = entry
-        fresh = covers.unchecked or verdict is None or verdict.checkpoint != snapshot.canonical
-        if not why and fresh and self.write_verdicts and job_dir is not None and size is not None and stamped:
-            sizes = {f.path: seen[f.path.parent][f.path.name] for f in named.files}
-            confirmed = {p: s for p, s in sizes.items() if s is not None}
-            carried = verdict if covers.covered else None
-            self.write_verdict(
-                job_dir,
-                made(snapshot, size, stamped, named, confirmed, lookup.started, carried),
-                lookup.started_mono,
-            )
-        return why
+        if why or not self.write_verdicts or job_dir is None:
+            return why, None
+        leaves = due(named, snapshot, entry, seen, covers, verdict, lookup.started)
+        return why, VerdictWrite(job_dir, leaves, lookup.started_mono) if leaves is not None else None
 
     @staticmethod
     def listed_win(
