@@ -115,7 +115,8 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     "webhook.restore.storage": (
         ("backends",),  # each backend's client and defaults, the deadline, the errors
-        ("requests", "presigned"),  # a lookup's requests counted and run; S3 HEADs by presigned URL
+        # a lookup's requests counted and run; S3 HEADs by presigned URL; where lookups run, hung storage
+        ("requests", "presigned", "pool"),
         ("listings", "ranges"),  # folders, prefixes and files read, once per lookup; S3 key ranges
         ("verify",),  # the files a _metadata names, with the verdict
         ("search",),  # which snapshots a job has: CheckpointStorage

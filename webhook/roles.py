@@ -95,10 +95,10 @@ def _member_endpoints(options: MemberOptions, ready: Ready) -> ServerConfig:
     """Built in each worker after fork. With its own cluster's API the webhook reads a session job's
     FlinkDeployment for its directories; with ``options.fencing`` it fences failover admissions and the
     fencing agent starts (it runs in one worker: ``member.fencing.runner``)."""
-    from webhook.member.handler import MemberHandler, SessionClusterSource, internal_error
+    from webhook.member.handler import MemberHandler, ParentSource, internal_error
 
-    clusters: SessionClusterSource | None = None
-    parents: SessionClusterSource | None = None
+    clusters: ParentSource | None = None
+    parents: ParentSource | None = None
     if options.own_cluster is not None:
         from webhook.member.sessions import BLUE_GREENS, KubeSessionClusters
 

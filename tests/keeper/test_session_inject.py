@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.member.test_first_copy_part import SETUP, SKIP, Untouchable
+from tests.member.test_first_copy_part import SETUP, Untouchable, admission
 from tests.support.objects import apply, decode_patch, flink_deployment, review
 from webhook.common.admission import parse_review
-from webhook.common.flink import FlinkResource, runs_keeper
+from webhook.common.flink import runs_keeper
 from webhook.fencing.layout import Workload
 from webhook.keeper import command
 from webhook.keeper.inject import CONTAINER
@@ -117,19 +117,14 @@ def test_the_keeper_reads_back_its_session_settings(monkeypatch: pytest.MonkeyPa
 
 
 def _part(obj: dict[str, Any], **policy: Any) -> Any:
-    resource = FlinkResource.from_object(obj)
-    return session_cluster_part("CREATE", obj, resource, None, SKIP, policy_from_dict(policy), SETUP)
+    return session_cluster_part(admission(obj, **policy))
 
 
 def test_what_gets_a_session_keeper() -> None:
     assert _part(session_cluster()).kept is Kept.INJECTED
     job = flink_deployment(checkpoint_dir="s3://bkt/ckpt")
     assert _part(job) is None  # a job's cluster: its own keeper (the first copy's)
-    resource = FlinkResource.from_object(session_cluster())
-    assert (
-        first_copy_part("CREATE", session_cluster(), resource, None, None, SKIP, policy_from_dict({}), SETUP)
-        is None
-    )
+    assert first_copy_part(admission(session_cluster())) is None
     assert _part(flink_deployment(name="shared", job=None)) is None  # no directory: nothing to keep
     defaulted = _part(flink_deployment(name="shared", job=None), defaultCheckpointDir="s3://bkt/default")
     assert defaulted is not None and defaulted.kept is Kept.INJECTED

@@ -12,7 +12,7 @@ import pytest
 from tests.support.objects import apply, decode_patch, flink_deployment, review
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource, runs_keeper
-from webhook.member.firstcopy import first_copy_part, unlabelled
+from webhook.member.firstcopy import Admission, first_copy_part, unlabelled
 from webhook.member.handler import MemberHandler
 from webhook.member.keeper import KeeperSetup, Kept, Sidecars
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
@@ -46,11 +46,24 @@ def test_a_first_copys_admission_touches_neither_storage_nor_the_fence() -> None
         handler.close()
 
 
+def admission(
+    obj: dict[str, Any], old: dict[str, Any] | None = None, setup: KeeperSetup = SETUP, **policy: Any
+) -> Admission:
+    """A SKIP admission of ``obj`` (an UPDATE from ``old``) as the chart's first-copy entry sends it."""
+    return Admission(
+        operation="UPDATE" if old is not None else "CREATE",
+        obj=obj,
+        resource=FlinkResource.from_object(obj),
+        old_obj=old,
+        old=FlinkResource.from_object(old) if old is not None else None,
+        decision=SKIP,
+        policy=policy_from_dict(policy),
+        setup=setup,
+    )
+
+
 def _part(obj: dict[str, Any], old: dict[str, Any] | None, setup: KeeperSetup = SETUP, **policy: Any) -> Any:
-    operation = "UPDATE" if old is not None else "CREATE"
-    resource = FlinkResource.from_object(obj)
-    before = FlinkResource.from_object(old) if old is not None else None
-    return first_copy_part(operation, obj, resource, old, before, SKIP, policy_from_dict(policy), setup)
+    return first_copy_part(admission(obj, old, setup, **policy))
 
 
 def test_events_where_the_keeper_is_added_or_dropped_not_at_every_write() -> None:

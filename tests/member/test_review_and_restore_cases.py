@@ -33,7 +33,7 @@ from tests.support.server import executable
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource
 from webhook.member.handler import MemberHandler
-from webhook.restore.decide import SessionCluster
+from webhook.restore.decide import Parent
 from webhook.restore.metadata import metadata_problem
 from webhook.restore.policy import PolicyError, RestorePolicy, UpgradeModePolicy, policy_from_dict
 
@@ -282,9 +282,9 @@ def test_session_job_reads_its_checkpoint_dir_from_the_session_cluster(ckpt: Pat
     cluster = FlinkResource.from_object(session_cluster(str(ckpt)))
     asked: list[tuple[str, str]] = []
 
-    def lookup(namespace: str, name: str, _timeout: float) -> SessionCluster:
+    def lookup(namespace: str, name: str, _timeout: float) -> Parent:
         asked.append((namespace, name))
-        return SessionCluster(cluster)
+        return Parent(cluster)
 
     obj = session_job()
     handler = MemberHandler.from_policy(RestorePolicy(), lookup)
@@ -302,13 +302,13 @@ def test_session_job_reads_its_checkpoint_dir_from_the_session_cluster(ckpt: Pat
 
 def test_session_cluster_unreadable_or_missing(ckpt: Path) -> None:
     obj = session_job()
-    failing = MemberHandler.from_policy(RestorePolicy(), lambda *_: SessionCluster(None, "403 Forbidden"))
+    failing = MemberHandler.from_policy(RestorePolicy(), lambda *_: Parent(None, "403 Forbidden"))
     refused = answer(RestorePolicy(), review(obj), failing)
     assert refused.allowed is False and refused.code == 503
     assert "cannot read the session cluster FlinkDeployment analytics/session-cluster: 403" in refused.message
     make_checkpoints(ckpt / JOB_ID, [2])
     policy = RestorePolicy(default_checkpoint_dir=str(ckpt))
-    missing = MemberHandler.from_policy(policy, lambda *_: SessionCluster(None))
+    missing = MemberHandler.from_policy(policy, lambda *_: Parent(None))
     resp = answer(policy, review(obj), missing)
     assert resp.decision == "restored" and any("not found" in w for w in resp.warnings)
     assert resp.audit.fields()["checkpointDirFrom"] == "restore policy defaultCheckpointDir"

@@ -41,14 +41,14 @@ from webhook.restore.verdict import (
     HEADS_PER_UNIT,
     MAX_AGE,
     VERDICT_NAME,
-    Plan,
+    FileRequests,
     Verdict,
     budget_units,
     coverage,
     decode,
     encode,
+    file_requests,
     made,
-    plan,
 )
 
 BACKENDS = pytest.mark.parametrize("storage_backend", BACKEND_NAMES, indirect=True)
@@ -449,18 +449,18 @@ def test_plan_asks_few_new_files_by_head_many_folders_by_prefix_many_files_by_li
     shared = ROOT.child("shared")
     new = tuple(needed(shared.child(f"n{i}")) for i in range(200))
     # 200 new files in a folder the verdict knew with 10,000: HEADs (2 budget units, not 10 pages)
-    assert len(plan(new, (CHK.canonical,), (), {shared.canonical: 10_000}, ROOT).heads) == 200
+    assert len(file_requests(new, (CHK.canonical,), (), {shared.canonical: 10_000}, ROOT).heads) == 200
     # the same 200 in a folder of 100: one listing
-    assert plan(new, (), (), {shared.canonical: 100}, ROOT).folders == (shared.canonical,)
+    assert file_requests(new, (), (), {shared.canonical: 100}, ROOT).folders == (shared.canonical,)
     # file merging: a folder per subtask below shared/: one prefix listing of shared/
     subtasks = tuple(needed(shared.child(f"op_{i}", "f")) for i in range(128))
-    assert plan(subtasks, (), (), {}, ROOT) == Plan(trees=(shared.canonical,))
+    assert file_requests(subtasks, (), (), {}, ROOT) == FileRequests(trees=(shared.canonical,))
     # ... but 128 new files in those folders, which the verdict knew with 10,000: HEADs (2 units, not 10)
     known = {f.path.parent: 10_000 // 128 for f in subtasks}
-    assert len(plan(subtasks, (), (), known, ROOT).heads) == 128
+    assert len(file_requests(subtasks, (), (), known, ROOT).heads) == 128
     # entropy injection: a folder of its own per file, outside the job directory: a HEAD each
     entropy = tuple(needed(StoragePath.parse(f"s3://b/{i:04x}/ck/{JOB}/shared/f{i}")) for i in range(50))
-    assert len(plan(entropy, (), (), {}, ROOT).heads) == 50
+    assert len(file_requests(entropy, (), (), {}, ROOT).heads) == 50
     assert budget_units(pages=3, heads=2 * HEADS_PER_UNIT + 1) == 6
 
 

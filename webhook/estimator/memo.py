@@ -35,7 +35,7 @@ class _Flight(Generic[T]):
 
 
 @dataclass(frozen=True)
-class Lookup(Generic[T]):
+class Memoized(Generic[T]):
     value: T
     computed: bool  # this call computed it (False: another call's answer for the same snapshot)
 
@@ -51,7 +51,7 @@ class Answers(Generic[T]):
         self.computed = 0  # calls that computed their answer
         self.shared = 0  # calls answered by another call's computation
 
-    def get(self, snapshot: object, key: Hashable, compute: Callable[[], T]) -> Lookup[T]:
+    def get(self, snapshot: object, key: Hashable, compute: Callable[[], T]) -> Memoized[T]:
         """``compute()``'s value for ``key`` on ``snapshot``, computed at most once while it is current.
 
         A caller with another snapshot than the entries' starts a new set of entries (the state only
@@ -60,7 +60,7 @@ class Answers(Generic[T]):
         waited for that computation and is not kept: the next call computes again.
         """
         if not self.entries:
-            return self._count(Lookup(compute(), True))
+            return self._count(Memoized(compute(), True))
         with self._lock:
             if snapshot is not self._snapshot:
                 self._snapshot = snapshot
@@ -85,13 +85,13 @@ class Answers(Generic[T]):
                 raise
             finally:
                 flight.done.set()
-            return self._count(Lookup(flight.value, True))
+            return self._count(Memoized(flight.value, True))
         flight.done.wait()
         if flight.error is not None:
             raise flight.error
-        return self._count(Lookup(flight.value, False))  # type: ignore[arg-type]  # set when no error
+        return self._count(Memoized(flight.value, False))  # type: ignore[arg-type]  # set when no error
 
-    def _count(self, found: Lookup[T]) -> Lookup[T]:
+    def _count(self, found: Memoized[T]) -> Memoized[T]:
         with self._lock:
             if found.computed:
                 self.computed += 1

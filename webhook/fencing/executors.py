@@ -54,7 +54,7 @@ from webhook.fencing.records import FencingStore, fence_body
 from webhook.fencing.renewal import retry_seconds
 from webhook.fencing.renewer import Renewer
 from webhook.fencing.verdicts import VERDICT_BUDGET_FACTOR, VERDICT_DEADLINE_SECONDS, VERDICTS_AT_ONCE
-from webhook.restore.decide import SessionCluster, SessionClusterLookup, decide_restore
+from webhook.restore.decide import Parent, ParentLookup, decide_restore
 from webhook.restore.policy import RestorePolicy
 from webhook.restore.snapshots import SnapshotQuery, Snapshots, StorageError
 from webhook.restore.storage.backends import Deadline
@@ -414,12 +414,12 @@ class Executors:
         self._verdict_threads.shutdown(wait=False, cancel_futures=True)
 
 
-def _session_of(copy: Copy) -> SessionClusterLookup | None:
+def _session_of(copy: Copy) -> ParentLookup | None:
     """A session job's cluster as the copy knows it (recorded or listed); None for other kinds."""
     if copy.resource.kind != "FlinkSessionJob":
         return None
     session = copy.session
-    return lambda _namespace, _name: SessionCluster(session)
+    return lambda _namespace, _name: Parent(session)
 
 
 def _mono() -> float:

@@ -18,6 +18,7 @@ no decision annotations): it is no restore. No storage call: every write of ever
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from webhook.common.contract import FENCED
@@ -29,32 +30,39 @@ from webhook.restore.policy import RestorePolicy
 from webhook.restore.updates import held_before
 
 
-def first_copy_part(
-    operation: str,
-    obj: Mapping[str, Any],
-    resource: FlinkResource,
-    old_obj: Mapping[str, Any] | None,
-    old: FlinkResource | None,
-    decision: RestoreDecision,
-    policy: RestorePolicy,
-    setup: KeeperSetup,
-) -> Keeping | None:
+@dataclass(frozen=True, kw_only=True)
+class Admission:
+    """One admission as the keeper's part of a copy no failover made reads it: the request's operation,
+    its object and old object (as sent, and as read), the restore decision, the policy, and what the
+    keeper's sidecar needs beside it."""
+
+    operation: str
+    obj: Mapping[str, Any]
+    resource: FlinkResource
+    old_obj: Mapping[str, Any] | None
+    old: FlinkResource | None
+    decision: RestoreDecision
+    policy: RestorePolicy
+    setup: KeeperSetup
+
+
+def first_copy_part(admission: Admission) -> Keeping | None:
     """The keeper's part of admitting a copy no failover made (None: not such a copy, or no lease to keep:
     no usable checkpoint directory). Events where it is created, and where an UPDATE adds or drops the
     keeper; a pod template that keeps the keeper out refuses a CREATE, and an UPDATE only of a copy
     that runs it (refusing every write of a job that ran without it would wedge its operator)."""
-    if decision.outcome is not RestoreOutcome.SKIP or not unlabelled(resource, old, policy):
+    resource, old, policy = admission.resource, admission.old, admission.policy
+    if admission.decision.outcome is not RestoreOutcome.SKIP or not unlabelled(resource, old, policy):
         return None
     view, _ = as_restored(resource, policy)  # a record's directory where a restore left one
     checkpoint_dir = checkpoint_dir_of(view, policy)
     if checkpoint_dir is None:
         return None  # nothing to keep: the agent keeps nothing for it either
-    running = old_obj is not None and runs_keeper(old_obj)
-    created = operation == "CREATE"
+    running = admission.old_obj is not None and runs_keeper(admission.old_obj)
+    created = admission.operation == "CREATE"
     lease = KeptLease(epoch_of(resource, policy), checkpoint_dir, "from its spec")
-    kept = keeping(
-        obj, resource, policy, setup, lease, Saying(created or running, created or not running), running
-    )
+    saying = Saying(created or running, created or not running)
+    kept = keeping(admission.obj, resource, policy, admission.setup, lease, saying, running)
     if kept.refused and not (created or running):
         return Keeping(kept.kept, warnings=(kept.refused,))
     return kept
@@ -76,46 +84,28 @@ def unlabelled(resource: FlinkResource, old: FlinkResource | None, policy: Resto
     return not held_before(old, policy)
 
 
-def no_failover_part(
-    operation: str,
-    obj: Mapping[str, Any],
-    resource: FlinkResource,
-    old_obj: Mapping[str, Any] | None,
-    old: FlinkResource | None,
-    decision: RestoreDecision,
-    policy: RestorePolicy,
-    setup: KeeperSetup,
-) -> Keeping | None:
+def no_failover_part(admission: Admission) -> Keeping | None:
     """What the chart's first-copy entry sends: a job's first copy, or a session cluster."""
-    first = first_copy_part(operation, obj, resource, old_obj, old, decision, policy, setup)
-    return first or session_cluster_part(operation, obj, resource, old_obj, decision, policy, setup)
+    return first_copy_part(admission) or session_cluster_part(admission)
 
 
-def session_cluster_part(
-    operation: str,
-    obj: Mapping[str, Any],
-    resource: FlinkResource,
-    old_obj: Mapping[str, Any] | None,
-    decision: RestoreDecision,
-    policy: RestorePolicy,
-    setup: KeeperSetup,
-) -> Keeping | None:
+def session_cluster_part(admission: Admission) -> Keeping | None:
     """The keeper's part of admitting a session cluster (a FlinkDeployment without a job, which the
     chart's first-copy entry sends too): its keeper, in session mode, keeps the leases of the fenced
     FlinkSessionJobs it runs, whose records lie below its checkpoint directory (its own, else the
     policy's default; docs/keeper.md "FlinkSessionJobs"). None: not a session cluster, or no directory.
     Events and refusals as for a first copy."""
-    if decision.outcome is not RestoreOutcome.SKIP or not is_session_cluster(resource, policy):
+    resource, policy = admission.resource, admission.policy
+    if admission.decision.outcome is not RestoreOutcome.SKIP or not is_session_cluster(resource, policy):
         return None
     checkpoint_dir = checkpoint_dir_of(resource, policy)
     if checkpoint_dir is None:
         return None
-    running = old_obj is not None and runs_keeper(old_obj)
-    created = operation == "CREATE"
+    running = admission.old_obj is not None and runs_keeper(admission.old_obj)
+    created = admission.operation == "CREATE"
     lease = KeptLease(0, checkpoint_dir, "from the session cluster's spec", session=True)
-    kept = keeping(
-        obj, resource, policy, setup, lease, Saying(created or running, created or not running), running
-    )
+    saying = Saying(created or running, created or not running)
+    kept = keeping(admission.obj, resource, policy, admission.setup, lease, saying, running)
     if kept.refused and not (created or running):
         return Keeping(kept.kept, warnings=(kept.refused,))
     return kept

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import concurrent.futures
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -24,24 +22,20 @@ from webhook.common.contract import HOLD, RELEASE_REQUESTED_BY
 from webhook.common.events import NORMAL, WARNING, EventSink, NoEvents, Occurrence, Regarding
 from webhook.common.flink import GROUP, KINDS, FlinkResource, job_path, with_session_cluster
 from webhook.common.patch import object_ops
-from webhook.common.paths import StoragePath
 from webhook.fencing.gate import AdmittedSink, FencingGate
 from webhook.fencing.lanes import Lanes
-from webhook.member.firstcopy import no_failover_part
+from webhook.member.firstcopy import Admission, no_failover_part
 from webhook.member.identity import AgentIdentity
 from webhook.member.keeper import KeeperSetup, Keeping, keeper_part
-from webhook.restore.decide import SessionCluster, SessionClusterLookup, decide_restore
+from webhook.restore.decide import Parent, ParentLookup, decide_restore
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome, triggered
 from webhook.restore.policy import RestorePolicy
-from webhook.restore.snapshots import SnapshotQuery, Snapshots, StorageError
-from webhook.restore.storage.backends import Deadline, DeadlineExceeded
+from webhook.restore.storage.backends import Deadline
+from webhook.restore.storage.pool import LookupPool
 from webhook.restore.storage.search import CheckpointStorage
 from webhook.restore.updates import RELEASE_IGNORED, keep_child_held
 
 log = logging.getLogger(__name__)
-
-# Storage calls that outlive their deadline keep running in the background; the pool bounds how many.
-_POOL_SIZE = 32
 
 STORAGE_ERRORS = Counter(
     "flink_failover_storage_errors_total", "Checkpoint storage lookups that failed or timed out"
@@ -88,18 +82,16 @@ class RestoreAudit(Audit):
         return self.storage_error or self.held
 
 
-# (namespace, name, seconds left) -> the session cluster a FlinkSessionJob names; built at the edge.
-SessionClusterSource = Callable[[str, str, float], SessionCluster]
+# (namespace, name, seconds left) -> a parent (session cluster, FlinkBlueGreenDeployment); built at the edge.
+ParentSource = Callable[[str, str, float], Parent]
 
 
 @dataclass
 class MemberHandler:
     policy: RestorePolicy
     storage: CheckpointStorage
-    session_clusters: SessionClusterSource | None = None  # without it: the session job's own settings
-    # Offline (``review``): each lookup on a daemon thread, so a lookup abandoned at the deadline on a
-    # hung storage does not hold the process after its answer is printed (a pool's threads are joined
-    # at exit: 10 s and more).
+    session_clusters: ParentSource | None = None  # without it: the session job's own settings
+    # Offline (``review``): each lookup on a daemon thread (restore/storage/pool.py).
     daemon_lookups: bool = False
     fencing: FencingGate | None = None  # with --cluster: a failover admission fences, a restore may be held
     # Who may release a held job with the agent's markers (the member role's own identity); unknown:
@@ -109,26 +101,19 @@ class MemberHandler:
     events: EventSink = field(default_factory=NoEvents)
     # (namespace, name, seconds left) -> a FlinkBlueGreenDeployment (its hold holds its children); with
     # fencing, read from the member cluster's API.
-    blue_green_parents: SessionClusterSource | None = None
+    blue_green_parents: ParentSource | None = None
     # With fencing: the product's image, this member's name and its Kubernetes version, for the lease
     # keeper each fenced FlinkDeployment gets (member/keeper.py); None: no keeper.
     keeper: Callable[[], KeeperSetup] | None = None
 
     def __post_init__(self) -> None:
-        self._pool: concurrent.futures.Executor = (
-            _DaemonThreads()
-            if self.daemon_lookups
-            else concurrent.futures.ThreadPoolExecutor(_POOL_SIZE, thread_name_prefix="storage")
-        )
-        self._pool_lock = threading.Lock()
-        # Lookups abandoned at the deadline and still running, per storage (see _lookup).
-        self._abandoned: dict[tuple[str, str, str], int] = {}
+        self._lookups = LookupPool(daemon=self.daemon_lookups)  # restore/storage/pool.py
 
     @classmethod
     def from_policy(
         cls,
         policy: RestorePolicy,
-        session_clusters: SessionClusterSource | None = None,
+        session_clusters: ParentSource | None = None,
         daemon_lookups: bool = False,
         cluster: str = "",
         agent_users: frozenset[str] | AgentIdentity | None = None,
@@ -136,7 +121,7 @@ class MemberHandler:
         read_only: bool = False,
         vouch: Callable[[str], str | None] | None = None,
         lanes: Lanes | None = None,
-        blue_green_parents: SessionClusterSource | None = None,
+        blue_green_parents: ParentSource | None = None,
         keeper: Callable[[], KeeperSetup] | None = None,
         admitted: AdmittedSink | None = None,
     ) -> MemberHandler:
@@ -181,13 +166,13 @@ class MemberHandler:
         if not resource.namespace:  # the request names it when the object does not (yet)
             resource = replace(resource, namespace=request.namespace)
         old = FlinkResource.from_object(request.old_object) if request.old_object is not None else None
-        clusters: SessionClusterLookup | None = None
+        clusters: ParentLookup | None = None
         source = self.session_clusters
-        session: SessionCluster | None = None
+        session: Parent | None = None
         if source is not None:
-            read: dict[tuple[str, str], SessionCluster] = {}
+            read: dict[tuple[str, str], Parent] = {}
 
-            def clusters(namespace: str, name: str) -> SessionCluster:
+            def clusters(namespace: str, name: str) -> Parent:
                 if (namespace, name) not in read:  # once per admission: the fence and the restore share it
                     read[(namespace, name)] = source(namespace, name, max(deadline.remaining(), 0.001))
                 return read[(namespace, name)]
@@ -223,13 +208,15 @@ class MemberHandler:
         fenced = with_session_cluster(resource, session.resource if session is not None else None)
         if self.fencing is not None and _fences(request, resource, self.policy):
             # beside the lookup, on the storage's lane
-            pending = self.fencing.begin(fenced, request.dry_run, self._pool, deadline.remaining())
+            pending = self.fencing.begin(
+                fenced, request.dry_run, self._lookups.executor, deadline.remaining()
+            )
         decision = decide_restore(
             request.operation,
             resource,
             old,
             self.policy,
-            lambda q: self._lookup(q, deadline),
+            lambda q: self._lookups.lookup(self.storage.snapshots, q, deadline, self.policy.deadline_seconds),
             clusters,
             requester=request.user,
             from_agent=from_agent,
@@ -245,14 +232,16 @@ class MemberHandler:
             keeping = keeper_part(
                 request.object, resource, old, decision, self.policy, setup, request.old_object
             ) or no_failover_part(  # a first copy, a session cluster (the chart's first-copy entry)
-                request.operation,
-                request.object,
-                resource,
-                request.old_object,
-                old,
-                decision,
-                self.policy,
-                setup,
+                Admission(
+                    operation=request.operation,
+                    obj=request.object,
+                    resource=resource,
+                    old_obj=request.old_object,
+                    old=old,
+                    decision=decision,
+                    policy=self.policy,
+                    setup=setup,
+                )
             )
         if not request.dry_run:
             for occurrence in admission_events(request, decision, self.policy, keeping):
@@ -277,68 +266,15 @@ class MemberHandler:
             return None  # neither a start nor a move away from its parent: nothing to read
         name = old.blue_green_parent or resource.blue_green_parent
         if self.blue_green_parents is None:
-            found = SessionCluster(None, "this member role does not read its cluster's API")
+            found = Parent(None, "this member role does not read its cluster's API")
         else:
             found = self.blue_green_parents(resource.namespace, name, max(deadline.remaining(), 0.001))
         return keep_child_held(
             resource, old, found.resource, found.error, self.policy, request.user, from_agent
         )
 
-    def _lookup(self, query: SnapshotQuery, deadline: Deadline) -> Snapshots:
-        """Run the storage lookup on the pool and wait at most until the deadline.
-
-        A storage that left a lookup running past its deadline is not asked again until that lookup
-        ends (storage answered or gave up): the answer is the same storage error at once. Otherwise
-        every admission would hold a worker thread for the whole deadline, and when more of them wait
-        than the server has threads, the rest queue outside the deadline (tests/faults).
-        """
-        keys = {_storage_key(p) for p in (query.job_dir, query.savepoint) if p is not None}
-        asked = ", ".join(str(p) for p in (query.job_dir, query.savepoint) if p is not None)
-        with self._pool_lock:
-            hung = sorted(k for k in keys if self._abandoned.get(k))
-        if hung:
-            raise DeadlineExceeded(
-                f"storage did not answer within {self.policy.deadline_seconds:g}s deadline "
-                f"(an earlier lookup on {_describe(hung[0])} is still waiting for it; looking up {asked})"
-            )
-
-        def late() -> DeadlineExceeded:  # built only when a deadline passed: not on every admission
-            seconds = self.policy.deadline_seconds
-            message = f"storage did not answer within {seconds:g}s deadline (looking up {asked})"
-            return DeadlineExceeded(message)
-
-        future = self._pool.submit(self.storage.snapshots, query, deadline)
-        try:
-            return future.result(timeout=max(deadline.remaining(), 0.001))
-        except concurrent.futures.TimeoutError:
-            if not future.cancel():
-                self._abandon(future, keys)
-            raise late() from None
-        except DeadlineExceeded:  # noticed inside the lookup, between two of its calls: the same answer
-            raise late() from None
-        except StorageError:
-            raise
-        except Exception as exc:  # an fsspec backend failing in an unexpected way is still a storage error
-            raise StorageError(f"{type(exc).__name__}: {str(exc)[:200]}") from None
-
-    def _abandon(self, future: concurrent.futures.Future[Snapshots], keys: set[tuple[str, str, str]]) -> None:
-        with self._pool_lock:
-            for key in keys:
-                self._abandoned[key] = self._abandoned.get(key, 0) + 1
-
-        def finished(_: concurrent.futures.Future[Snapshots]) -> None:
-            with self._pool_lock:
-                for key in keys:
-                    left = self._abandoned.get(key, 0) - 1
-                    if left > 0:
-                        self._abandoned[key] = left
-                    else:
-                        self._abandoned.pop(key, None)
-
-        future.add_done_callback(finished)  # runs at once if the lookup finished meanwhile
-
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._lookups.close()
 
 
 def _fences(request: AdmissionRequest, resource: FlinkResource, policy: RestorePolicy) -> bool:
@@ -350,24 +286,6 @@ def _fences(request: AdmissionRequest, resource: FlinkResource, policy: RestoreP
         and not resource.deleting
         and triggered(resource, policy)
     )
-
-
-class _DaemonThreads(concurrent.futures.Executor):
-    """Runs each call on a daemon thread of its own (the offline review makes a handful of lookups)."""
-
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-
-        def run() -> None:
-            if not future.set_running_or_notify_cancel():
-                return
-            try:
-                future.set_result(fn(*args, **kwargs))
-            except BaseException as exc:  # handed to the waiting admission, as a pool would
-                future.set_exception(exc)
-
-        threading.Thread(target=run, name="storage-offline", daemon=True).start()
-        return future
 
 
 def _not_ours(request: AdmissionRequest) -> str:
@@ -384,18 +302,6 @@ def _not_ours(request: AdmissionRequest) -> str:
     if request.operation not in ("CREATE", "UPDATE"):
         return f"operation {request.operation or '(missing)'} is never changed"
     return ""
-
-
-def _storage_key(path: StoragePath) -> tuple[str, str, str]:
-    """What one hung storage stalls: a bucket / host per scheme (options are per scheme), or for local
-    paths the top-level directory (a hung mount)."""
-    top = path.path.strip("/").split("/", 1)[0] if path.protocol == "file" else ""
-    return (path.scheme, path.authority, top)
-
-
-def _describe(key: tuple[str, str, str]) -> str:
-    scheme, authority, top = key
-    return f"{scheme}://{authority}/{top}" if top else f"{scheme}://{authority}"
 
 
 def admission_events(

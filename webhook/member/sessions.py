@@ -2,7 +2,7 @@
 
 A session job usually leaves its checkpoint directory to the session cluster's FlinkDeployment
 (``spec.deploymentName``, same namespace); the restore decision is handed one of these lookups and
-stays pure. Errors are values (:class:`SessionCluster` ``error``), never exceptions.
+stays pure. Errors are values (:class:`Parent` ``error``), never exceptions.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from webhook.common.flinkresources import BLUE_GREENS as BLUE_GREENS
 from webhook.common.flinkresources import DEPLOYMENTS
 from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.common.kubeobjects import KubeObjects, Resource
-from webhook.restore.decide import SessionCluster
+from webhook.restore.decide import Parent
 
 
 class KubeSessionClusters:
@@ -40,16 +40,16 @@ class KubeSessionClusters:
                 self._api = made
             return self._api
 
-    def __call__(self, namespace: str, name: str, timeout: float) -> SessionCluster:
+    def __call__(self, namespace: str, name: str, timeout: float) -> Parent:
         api = self._client()
         if isinstance(api, ApiFailure):
-            return SessionCluster(None, api.message)
+            return Parent(None, api.message)
         obj = api.get(self._resource, namespace, name, timeout=max(timeout, 0.05))
         if obj is None:
-            return SessionCluster(None)
+            return Parent(None)
         if isinstance(obj, ApiFailure):
-            return SessionCluster(None, obj.message)
-        return SessionCluster(FlinkResource.from_object(obj))
+            return Parent(None, obj.message)
+        return Parent(FlinkResource.from_object(obj))
 
 
 class StaticSessionClusters:
@@ -62,8 +62,8 @@ class StaticSessionClusters:
             resource = FlinkResource.from_object(obj)
             self._by_name[(resource.namespace or "default", resource.name)] = resource
 
-    def __call__(self, namespace: str, name: str, _timeout: float) -> SessionCluster:
-        return SessionCluster(self.get(namespace, name))
+    def __call__(self, namespace: str, name: str, _timeout: float) -> Parent:
+        return Parent(self.get(namespace, name))
 
     def get(self, namespace: str, name: str) -> FlinkResource | None:
         return self._by_name.get((namespace or "default", name))

@@ -26,7 +26,7 @@ from webhook.restore.outcome import (
     RestoreOutcome,
     decision_annotations,
     job_id_label,
-    restored,
+    restore_from,
     triggered,
 )
 from webhook.restore.policy import Fallback, RestorePolicy
@@ -46,17 +46,18 @@ from webhook.restore.updates import carry_over, held_before, keep_fenced, refuse
 
 
 @dataclass(frozen=True)
-class SessionCluster:
-    """What the API server said about the FlinkDeployment a FlinkSessionJob names (spec.deploymentName):
-    the session cluster's configuration holds the checkpoint directory the job writes to."""
+class Parent:
+    """What the API server said about an object's parent: the FlinkDeployment a FlinkSessionJob names
+    (spec.deploymentName; the session cluster's configuration holds the checkpoint directory the job
+    writes to), or the FlinkBlueGreenDeployment that owns a child (its hold holds the child)."""
 
-    resource: FlinkResource | None  # None: no such FlinkDeployment (or it could not be read: ``error``)
-    error: str = ""  # the API server could not be asked or refused: the directory is unknown
+    resource: FlinkResource | None  # None: no such object (or it could not be read: ``error``)
+    error: str = ""  # the API server could not be asked or refused: what it holds is unknown
 
 
-# (namespace, name) -> the session cluster; built at the edge (a GET in the member's own cluster, or
-# the objects of ``review --objects``).
-SessionClusterLookup = Callable[[str, str], SessionCluster]
+# (namespace, name) -> a FlinkSessionJob's session cluster; built at the edge (a GET in the member's own
+# cluster, or the objects of ``review --objects``).
+ParentLookup = Callable[[str, str], Parent]
 
 
 def decide_restore(
@@ -65,8 +66,9 @@ def decide_restore(
     old: FlinkResource | None,
     policy: RestorePolicy,
     lookup: SnapshotLookup,
-    session_clusters: SessionClusterLookup | None = None,
+    session_clusters: ParentLookup | None = None,
     requester: str = "",
+    *,
     from_agent: bool = False,
     agent_unknown: str = "",
 ) -> RestoreDecision:
@@ -110,34 +112,31 @@ def decide_restore(
     if operation == "UPDATE":
         return carry_over(resource, old, policy, requester, from_agent, agent_unknown)
 
-    warnings: list[str] = []
     own = resource
     cluster: FlinkResource | None = None
-    # Read whenever there is one: its directories, and the Flink that restores the job, are its.
-    needs_cluster = True
-    if (
-        resource.kind == "FlinkSessionJob"
-        and not session_clusters
-        and resource.deployment_name
-        and needs_cluster
-    ):
-        warnings.append(
-            SESSION_CLUSTER_NOT_READ.format(where=f"{resource.namespace}/{resource.deployment_name}")
-        )
-    if resource.kind == "FlinkSessionJob" and session_clusters and resource.deployment_name and needs_cluster:
-        session = session_clusters(resource.namespace, resource.deployment_name)
+    warning = ""  # what reading the session cluster (or not) left unknown
+    if resource.kind == "FlinkSessionJob" and resource.deployment_name:
+        # Read whenever there is one: its directories, and the Flink that restores the job, are its.
         where = f"FlinkDeployment {resource.namespace}/{resource.deployment_name}"
-        if session.error and not resource.checkpoint_dir:
-            why = f"cannot read the session cluster {where}: {session.error}"
-            return _fallback(policy.on_storage_error, why, job_id, warnings, policy, True)
-        if session.error:
-            warnings.append(f"cannot read the session cluster {where}: {session.error}")
-        elif session.resource is None:
-            warnings.append(f"session cluster {where} not found: its checkpoint directory is unknown")
+        if not session_clusters:
+            warning = SESSION_CLUSTER_NOT_READ.format(
+                where=f"{resource.namespace}/{resource.deployment_name}"
+            )
         else:
-            cluster = session.resource
-            resource = with_session_cluster(resource, cluster)
-    decision = _resolve(resource, job_id, policy, lookup, warnings, own, cluster)
+            session = session_clusters(resource.namespace, resource.deployment_name)
+            if session.error and not resource.checkpoint_dir:
+                why = f"cannot read the session cluster {where}: {session.error}"
+                return _fallback(policy.on_storage_error, why, job_id, policy, storage_error=True)
+            if session.error:
+                warning = f"cannot read the session cluster {where}: {session.error}"
+            elif session.resource is None:
+                warning = f"session cluster {where} not found: its checkpoint directory is unknown"
+            else:
+                cluster = session.resource
+                resource = with_session_cluster(resource, cluster)
+    decision = _warned(
+        (warning,) if warning else (), _resolve(resource, job_id, policy, lookup, own, cluster)
+    )
     if decision.outcome in (RestoreOutcome.RESTORED, RestoreOutcome.SUSPENDED):
         record = make_record(own, resource, cluster, job_id, policy, requester)
         annotations = {**decision.annotations, policy.key(RESTORE_RECORD): record.encode()}
@@ -145,38 +144,42 @@ def decide_restore(
     return decision
 
 
+def _warned(earlier: tuple[str, ...], decision: RestoreDecision) -> RestoreDecision:
+    """``decision`` told after the ``earlier`` warnings of the steps that led to it (a refusal carries
+    none: its reason is the whole answer)."""
+    if not earlier or decision.outcome is RestoreOutcome.DENIED:
+        return decision
+    return replace(decision, warnings=(*earlier, *decision.warnings))
+
+
 def _resolve(
     resource: FlinkResource,
     job_id: str,
     policy: RestorePolicy,
     lookup: SnapshotLookup,
-    warnings: list[str] | None = None,
-    own: FlinkResource | None = None,
-    cluster: FlinkResource | None = None,
+    own: FlinkResource,
+    cluster: FlinkResource | None,
 ) -> RestoreDecision:
-    warnings = [] if warnings is None else warnings
-    own = own or resource
     checkpoint_from = _source(own, CHECKPOINT_DIR_KEYS, "defaultCheckpointDir", cluster)
-    try:
-        checkpoint_dir = _storage_dir(
-            checkpoint_from,
-            resource.checkpoint_dir or policy.default_checkpoint_dir,
-            policy,
-        )
-        savepoint_dir = _storage_dir(
-            _source(own, SAVEPOINT_DIR_KEYS, "defaultSavepointDir", cluster),
-            resource.savepoint_dir or policy.default_savepoint_dir,
-            policy,
-        )
-    except _Refused as exc:
-        return RestoreDecision(RestoreOutcome.DENIED, str(exc), job_id=job_id)
+    checkpoint_dir = _storage_dir(
+        checkpoint_from, resource.checkpoint_dir or policy.default_checkpoint_dir, policy
+    )
+    savepoint_dir = _storage_dir(
+        _source(own, SAVEPOINT_DIR_KEYS, "defaultSavepointDir", cluster),
+        resource.savepoint_dir or policy.default_savepoint_dir,
+        policy,
+    )
+    if isinstance(checkpoint_dir, str):  # why it is refused
+        return RestoreDecision(RestoreOutcome.DENIED, checkpoint_dir, job_id=job_id)
+    if isinstance(savepoint_dir, str):
+        return RestoreDecision(RestoreOutcome.DENIED, savepoint_dir, job_id=job_id)
     if checkpoint_dir is None:
         checkpoint_from = ""
     target = restoring_flink(own, cluster, policy)
     # A session job's directories may be its cluster's: it declares no state only when that was read.
     all_read = own.kind != "FlinkSessionJob" or cluster is not None
     decision = _resolve_dirs(
-        resource, job_id, policy, lookup, warnings, checkpoint_dir, savepoint_dir, target, all_read
+        resource, job_id, policy, lookup, checkpoint_dir, savepoint_dir, target, all_read=all_read
     )
     return replace(decision, checkpoint_dir_from=checkpoint_from) if checkpoint_from else decision
 
@@ -186,19 +189,20 @@ def _resolve_dirs(
     job_id: str,
     policy: RestorePolicy,
     lookup: SnapshotLookup,
-    warnings: list[str],
     checkpoint_dir: StoragePath | None,
     savepoint_dir: StoragePath | None,
     target: Target = NOT_STATED,
+    *,
     all_read: bool = True,
 ) -> RestoreDecision:
     job_dir: StoragePath | None = None
     if checkpoint_dir is not None and job_id:
         job_dir = resource.job_checkpoints(checkpoint_dir, job_id)
     roots = [d for d in (savepoint_dir, checkpoint_dir) if d is not None]  # where the job keeps state
-    savepoint = _reported_savepoint(resource, job_id, roots, policy, warnings)
+    savepoint, ignored_savepoint = _reported_savepoint(resource, job_id, roots, policy)
     listed_dir = savepoint_dir if job_id else None
-    started_from = _started_from(resource, job_id, roots, policy, warnings)
+    started_from, ignored_start = _started_from(resource, job_id, roots, policy)
+    ignored = tuple(w for w in (ignored_savepoint, ignored_start) if w)
 
     if job_dir is None and savepoint is None and listed_dir is None and started_from is None:
         no_dirs = checkpoint_dir is None and savepoint_dir is None
@@ -208,12 +212,11 @@ def _resolve_dirs(
                 "the job declares no state (upgradeMode stateless, no checkpoint or savepoint directory "
                 f"in {_checkpoint_dir_places(resource)}): started as declared, nothing to restore"
             )
-            warnings.append(why)
             return RestoreDecision(
                 RestoreOutcome.STATELESS,
                 why,
                 job_id=job_id,
-                warnings=tuple(warnings),
+                warnings=(*ignored, why),
                 annotations=decision_annotations(policy, RestoreOutcome.STATELESS, job_id),
             )
         if checkpoint_dir is None and savepoint_dir is None:
@@ -224,7 +227,9 @@ def _resolve_dirs(
         else:
             labels = ", ".join(policy.job_id_labels)
             why = f"no jobId label (searched: {labels}) and no last-savepoint annotation"
-        return _fallback(policy.on_missing_state, f"nothing to restore: {why}", job_id, warnings, policy)
+        return _warned(
+            ignored, _fallback(policy.on_missing_state, f"nothing to restore: {why}", job_id, policy)
+        )
 
     asked = ", ".join(str(p) for p in (job_dir, savepoint, listed_dir, started_from) if p is not None)
     query = checked_as(
@@ -233,16 +238,26 @@ def _resolve_dirs(
     )
     try:
         result = lookup(query)
-    except StorageError as exc:
-        decision = _fallback(policy.on_storage_error, f"storage error: {exc}", job_id, warnings, policy, True)
-        return replace(decision, storage=asked)
-    found = _Found(result, job_dir, savepoint, listed_dir, started_from, savepoint_dir is not None, target)
-    decision = _from_snapshots(resource, job_id, policy, warnings, found)
+    except StorageError as exc:  # the lookup's contract (snapshots.py): raised at the edge, a value here
+        decision = _fallback(
+            policy.on_storage_error, f"storage error: {exc}", job_id, policy, storage_error=True
+        )
+        return _warned(ignored, replace(decision, storage=asked))
+    found = _Found(
+        result=result,
+        job_dir=job_dir,
+        savepoint=savepoint,
+        listed_dir=listed_dir,
+        started_from=started_from,
+        has_savepoint_dir=savepoint_dir is not None,
+        target=target,
+    )
+    decision = _warned(ignored, _from_snapshots(resource, job_id, policy, found))
     trips = result.trips
     return replace(decision, storage=asked, storage_rounds=trips.rounds, storage_requests=trips.requests)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Found:
     """What storage answered, and what it was asked."""
 
@@ -256,7 +271,7 @@ class _Found:
 
 
 def _from_snapshots(
-    resource: FlinkResource, job_id: str, policy: RestorePolicy, warnings: list[str], found: _Found
+    resource: FlinkResource, job_id: str, policy: RestorePolicy, found: _Found
 ) -> RestoreDecision:
     """The decision once storage answered: the newest candidate that passed its check, or the hold."""
     result, job_dir, savepoint, listed_dir = found.result, found.job_dir, found.savepoint, found.listed_dir
@@ -264,8 +279,7 @@ def _from_snapshots(
     if result.unchecked:
         # Never a restore nobody checked, and never an older one chosen in its stead: hold it.
         why = f"{result.unchecked}: held rather than restored unchecked"
-        decision = _fallback(Fallback.SUSPEND, why, job_id, warnings, policy)
-        return replace(decision, reason=why)
+        return replace(_fallback(Fallback.SUSPEND, why, job_id, policy), reason=why)
     own_savepoint = newest([c for c in (result.savepoint, *result.listed) if c is not None])
     chosen = choose(result.checkpoint, own_savepoint, policy.prefer)
     lineage = ""
@@ -284,8 +298,8 @@ def _from_snapshots(
             # State exists that a newer Flink can load: held, never started empty (onMissingState)
             # nor from what would crash-loop it, until a Flink that reads it is named or it is released.
             why = f"the restoring Flink cannot load any snapshot left: {blocked}; {why}"
-            return _fallback(Fallback.SUSPEND, why, job_id, warnings, policy)
-        return _fallback(policy.on_missing_state, why, job_id, warnings, policy)
+            return _fallback(Fallback.SUSPEND, why, job_id, policy)
+        return _fallback(policy.on_missing_state, why, job_id, policy)
     if (
         not lineage
         and job_dir is not None
@@ -293,32 +307,40 @@ def _from_snapshots(
         and not chosen.path.is_within(job_dir)
     ):
         why = "checkpoint outside the job directory"
-        return _fallback(policy.on_storage_error, why, job_id, warnings, policy, True)
+        return _fallback(policy.on_storage_error, why, job_id, policy, storage_error=True)
 
     # No silent rewind: a newer snapshot passed over only because the restoring Flink cannot load it
     # (not for damage) holds the job, unless the policy lets it restore the older one.
     rewind = judge_rewind(result, chosen, bool(lineage), job_dir, resource, policy)
     if rewind.held:
         why = f"{rewind.held}; skipped {'; '.join(result.rejected)}"
-        return replace(_fallback(Fallback.SUSPEND, why, job_id, warnings, policy), unloadable=True)
+        return replace(_fallback(Fallback.SUSPEND, why, job_id, policy), unloadable=True)
     rewound = rewind.rewound
 
     path = str(chosen.path)
     if lineage:
-        warnings.append(f"restoring from the state the old job started from: {lineage}")
+        told = [f"restoring from the state the old job started from: {lineage}"]
     else:
-        warnings.append(f"restoring from {chosen.kind} {path}{id_note(chosen)}")
+        told = [f"restoring from {chosen.kind} {path}{id_note(chosen)}"]
     if rewound:
-        warnings.append(rewound)
+        told.append(rewound)
     if chosen.note:
-        warnings.append(f"{chosen.kind} {path}: {chosen.note}")
+        told.append(f"{chosen.kind} {path}: {chosen.note}")
     if not found.target.known:
-        warnings.append(
+        told.append(
             f"the restoring Flink's version is not known ({found.target.unknown}): not checked that it "
             f"can load {chosen.kind} {path}"
         )
-    warnings.extend(f"skipped {r}" for r in result.rejected)
-    decision = restored(resource, job_id, path, chosen.kind, policy, found.has_savepoint_dir, tuple(warnings))
+    told.extend(f"skipped {r}" for r in result.rejected)
+    decision = restore_from(
+        resource,
+        job_id,
+        path,
+        chosen.kind,
+        policy,
+        has_savepoint_dir=found.has_savepoint_dir,
+        warnings=tuple(told),
+    )
     if lineage:
         decision = replace(decision, lineage=lineage, reason=f"{decision.reason}: {lineage}")
     if rewound:
@@ -329,13 +351,10 @@ def _from_snapshots(
 
 
 def _fallback(
-    choice: Fallback,
-    why: str,
-    job_id: str,
-    warnings: list[str],
-    policy: RestorePolicy,
-    storage_error: bool = False,
+    choice: Fallback, why: str, job_id: str, policy: RestorePolicy, *, storage_error: bool = False
 ) -> RestoreDecision:
+    """What the policy says to do when nothing can be restored: refuse, hold, or start empty (its one
+    warning says which and why)."""
     if choice is Fallback.DENY:
         refused = f"failover restore refused: {why}"
         return RestoreDecision(RestoreOutcome.DENIED, refused, job_id=job_id, storage_error=storage_error)
@@ -343,20 +362,15 @@ def _fallback(
         outcome, note, spec_job = RestoreOutcome.SUSPENDED, "job held suspended", {"state": "suspended"}
     else:
         outcome, note, spec_job = RestoreOutcome.STATELESS, "job starts without state", {}
-    warnings.append(f"{note}: {why}")
     return RestoreDecision(
         outcome,
         why,
         job_id=job_id,
         storage_error=storage_error,
-        warnings=tuple(warnings),
+        warnings=(f"{note}: {why}",),
         spec_job=spec_job,
         annotations=decision_annotations(policy, outcome, job_id),
     )
-
-
-class _Refused(Exception):
-    pass
 
 
 def _checkpoint_dir_places(resource: FlinkResource) -> str:
@@ -388,16 +402,17 @@ def _source(
     return f"restore policy {policy_key}"
 
 
-def _storage_dir(source: str, value: str, policy: RestorePolicy) -> StoragePath | None:
+def _storage_dir(source: str, value: str, policy: RestorePolicy) -> StoragePath | str | None:
+    """The directory ``value`` names (None: none set), or why it is refused (a str)."""
     if not value:
         return None
     allowed = f"allowed schemes: {', '.join(policy.allowed_schemes)}"
     try:
         path = StoragePath.parse(value)
     except StoragePathError as exc:
-        raise _Refused(f"{source} {value[:200]!r}: {exc} ({allowed})") from None
+        return f"{source} {value[:200]!r}: {exc} ({allowed})"
     if path.scheme not in policy.allowed_schemes:
-        raise _Refused(
+        return (
             f"{source} {value[:200]!r}: storage scheme {path.scheme!r} is not allowed by the restore "
             f"policy ({allowed})"
         )
@@ -441,52 +456,45 @@ def _nothing(
 
 
 def _started_from(
-    resource: FlinkResource, job_id: str, roots: list[StoragePath], policy: RestorePolicy, warnings: list[str]
-) -> StoragePath | None:
+    resource: FlinkResource, job_id: str, roots: list[StoragePath], policy: RestorePolicy
+) -> tuple[StoragePath | None, str]:
     """The snapshot the old job was started from (the started-from annotation the control plane took
-    from that job's own status), when it lies where this job keeps state: its floor."""
+    from that job's own status), when it lies where this job keeps state: its floor; else why it is
+    ignored ("" when there is none)."""
     raw = resource.annotations.get(policy.key(STARTED_FROM), "").strip()
     if not raw or not job_id:
-        return None
-    return _annotated_snapshot("started-from", raw, roots, True, policy, warnings)
+        return None, ""
+    return _annotated_snapshot("started-from", raw, roots, policy, need_root=True)
 
 
 def _annotated_snapshot(
-    what: str,
-    raw: str,
-    roots: list[StoragePath],
-    need_root: bool,
-    policy: RestorePolicy,
-    warnings: list[str],
-) -> StoragePath | None:
+    what: str, raw: str, roots: list[StoragePath], policy: RestorePolicy, *, need_root: bool
+) -> tuple[StoragePath | None, str]:
     """A snapshot path an annotation names, when it parses, has an allowed scheme and lies inside one
-    of the job's directories (``need_root``: even when it has none); else None and a warning why."""
+    of the job's directories (``need_root``: even when it has none); else None and the warning why."""
     try:
         path = StoragePath.parse(raw)
     except StoragePathError as exc:
-        warnings.append(f"ignored {what}: {exc}")
-        return None
+        return None, f"ignored {what}: {exc}"
     if path.scheme not in policy.allowed_schemes:
-        warnings.append(f"ignored {what}: scheme {path.scheme!r} not allowed")
-        return None
+        return None, f"ignored {what}: scheme {path.scheme!r} not allowed"
     if (roots or need_root) and not any(path.is_within(root) and path != root for root in roots):
-        warnings.append(f"ignored {what}: outside the job's savepoint and checkpoint directories")
-        return None
-    return path
+        return None, f"ignored {what}: outside the job's savepoint and checkpoint directories"
+    return path, ""
 
 
 def _reported_savepoint(
-    resource: FlinkResource, job_id: str, roots: list[StoragePath], policy: RestorePolicy, warnings: list[str]
-) -> StoragePath | None:
-    """The last-savepoint annotation, when it can belong to this job and lives where the job keeps state."""
+    resource: FlinkResource, job_id: str, roots: list[StoragePath], policy: RestorePolicy
+) -> tuple[StoragePath | None, str]:
+    """The last-savepoint annotation, when it can belong to this job and lives where the job keeps state;
+    else why it is ignored ("" when there is none)."""
     raw = resource.annotations.get(policy.key(LAST_SAVEPOINT), "").strip()
     if not raw:
-        return None
-    path = _annotated_snapshot("last-savepoint", raw, roots, False, policy, warnings)
+        return None, ""
+    path, ignored = _annotated_snapshot("last-savepoint", raw, roots, policy, need_root=False)
     if path is None:
-        return None
+        return None, ignored
     prefix = savepoint_prefix(path.name)
     if prefix and job_id and prefix != job_id[:6]:
-        warnings.append("ignored last-savepoint: it belongs to another job")
-        return None
-    return path
+        return None, "ignored last-savepoint: it belongs to another job"
+    return path, ""

@@ -73,16 +73,19 @@ def job_id_label(resource: FlinkResource, policy: RestorePolicy) -> tuple[str, s
     return None
 
 
-def restored(
+def restore_from(
     resource: FlinkResource,
     job_id: str,
     path: str,
     source: str,
     policy: RestorePolicy,
+    *,
     has_savepoint_dir: bool,
-    warnings: tuple[str, ...],
+    warnings: tuple[str, ...] = (),
     carried: bool = False,
 ) -> RestoreDecision:
+    """Build the decision that restores ``resource`` from ``path`` (a ``source``: checkpoint, savepoint,
+    carried): the spec.job fields and the decision annotations it writes."""
     spec_job: dict[str, str] = {"initialSavepointPath": path}
     mode = _upgrade_mode(resource, policy, has_savepoint_dir)
     if mode:

@@ -1,5 +1,5 @@
-"""What the restore decision asks storage and what storage answers (the lookup's contract), and which of
-the candidates it found is the newest.
+"""What the restore decision asks storage and what storage answers (the lookup's contract), which of
+the candidates it found count (:func:`own_savepoints`, :func:`floor_of`) and which is the newest.
 
 Pure values: ``decide.py`` builds a :class:`SnapshotQuery` and reads :class:`Snapshots`; ``storage/`` answers
 one, raising :class:`StorageError` when it cannot. Neither side imports the other.
@@ -130,3 +130,43 @@ def choose(checkpoint: Candidate | None, savepoint: Candidate | None, prefer: Pr
     if prefer is Prefer.SAVEPOINT:
         return savepoint
     return savepoint if newer(checkpoint, savepoint) else checkpoint
+
+
+def own_savepoints(
+    found: tuple[Candidate, ...], query: SnapshotQuery, clash: str
+) -> tuple[tuple[Candidate, ...], tuple[str, ...]]:
+    """The job's own savepoints among those its savepoint directory's listing ``found`` (the reported
+    one apart: it is checked on its own), and why any are passed over: ``clash``, another job in the
+    same checkpoint directory whose jobId starts with the same 6 hex ("" when none), means a savepoint's
+    name cannot tell whose it is."""
+    listed = tuple(c for c in found if query.savepoint is None or c.path != query.savepoint)
+    if not listed or not clash:
+        return listed, ()
+    return (), tuple(
+        f"savepoint {c.path}: its prefix {query.job_id[:6]} is also that of job {clash} "
+        f"in {query.checkpoint_dir}, so whose it is cannot be told by its name"
+        for c in listed
+    )
+
+
+def needs_floor(
+    query: SnapshotQuery,
+    checkpoint: Candidate | None,
+    savepoint: Candidate | None,
+    listed: tuple[Candidate, ...],
+) -> bool:
+    """Is the snapshot the job started from to be checked? Only when it names one and nothing of the
+    job's own (its newest checkpoint, the reported savepoint, its listed savepoints) is restorable."""
+    return query.started_from is not None and checkpoint is None and savepoint is None and not listed
+
+
+def floor_of(
+    started_from: StoragePath, candidate: Candidate | None, problem: str
+) -> tuple[Candidate | None, tuple[str, ...]]:
+    """The snapshot the job started from as its floor, from its check (``candidate`` when it passed,
+    else ``problem``: why not, "" when it has no ``_metadata``), and why it is passed over. Checked as a
+    savepoint is; one in a ``chk-`` directory is a checkpoint."""
+    floor = candidate
+    if candidate is not None and started_from.name.startswith("chk-"):
+        floor = replace(candidate, kind="checkpoint")
+    return floor, ((f"started from {started_from}: {problem}",) if problem else ())

@@ -30,7 +30,7 @@ from webhook.restore.outcome import (
     RestoreDecision,
     RestoreOutcome,
     decision_annotations,
-    restored,
+    restore_from,
     triggered,
 )
 from webhook.restore.policy import RestorePolicy
@@ -71,7 +71,9 @@ def carry_over(
         spec_job: dict[str, str] = {}
         if path and not explicit:
             has_sp = bool(resource.savepoint_dir or policy.default_savepoint_dir)
-            decision = restored(resource, job_id, path, "carried", policy, has_sp, (), carried=True)
+            decision = restore_from(
+                resource, job_id, path, "carried", policy, has_savepoint_dir=has_sp, carried=True
+            )
             # Keep upgradeMode as it was after CREATE rather than recomputing it from a changed spec.
             spec_job = dict(decision.spec_job)
             if old.job_field("upgradeMode") and resource.upgrade_mode == "stateless":

@@ -13,7 +13,7 @@ complete, Flink may have subsumed the verdict's and deleted its shared files. Th
 the store's clock, from when the files were seen (``Verdict.seen``: the verdict object's storage time
 less the check's duration), never by the writer's clock; a listing the lookup made wins over it
 (``verify.py``). Anything odd in a verdict is no verdict (``decode``): the full check runs, and the
-agent's next check writes over it. It checks the rest (:func:`plan`), by HEADs where a few files of a
+agent's next check writes over it. It checks the rest (:func:`file_requests`), by HEADs where a few files of a
 large folder are new, by one prefix listing where many folders share a parent (file merging), on S3 by
 listings of the key ranges the names fall in, side by side (:func:`cut`), where those cost less, by a
 folder listing otherwise. docs/flink.md "Verdicts" says what a verdict cannot see.
@@ -276,7 +276,7 @@ def _number(checkpoint: StoragePath) -> int | None:
 
 
 @dataclass(frozen=True)
-class Plan:
+class FileRequests:
     """How the unchecked files are confirmed, each way in requests made side by side."""
 
     heads: tuple[StoragePath, ...] = ()  # files asked one by one
@@ -297,7 +297,7 @@ class Range:
     keys: int  # how many keys it is expected to hold (the names known there)
 
 
-def plan(
+def file_requests(
     unchecked: tuple[Needed, ...],
     listed: tuple[StoragePath, ...],
     trees: tuple[StoragePath, ...],
@@ -305,7 +305,7 @@ def plan(
     inside: StoragePath,
     known_names: Mapping[StoragePath, Collection[str]] | None = None,
     ranged: Collection[str] = (),
-) -> Plan:
+) -> FileRequests:
     """The fewest requests that confirm ``unchecked``: folders already ``listed`` and parents whose
     prefix listing (``trees``) is under way answer theirs; a parent inside ``inside`` (the job
     directory) holding ``PREFIX_MIN_FOLDERS`` named folders or more is listed by prefix when its pages
@@ -349,7 +349,7 @@ def plan(
             heads.extend(f.path for f in files)
         else:
             folders.append(folder)
-    return Plan(tuple(heads), tuple(folders), new_trees, tuple(ranges))
+    return FileRequests(tuple(heads), tuple(folders), new_trees, tuple(ranges))
 
 
 def range_cost(keys: int) -> int:
@@ -402,6 +402,38 @@ def _tree_pays(
 def budget_units(pages: int, heads: int) -> int:
     """What verifyBudget counts: listing pages, and HEADs by the hundred (rounded up)."""
     return pages + -(-heads // HEADS_PER_UNIT)
+
+
+@dataclass(frozen=True)
+class VerdictWrite:
+    """An effect a check returns for its caller to execute: write ``verdict`` beside the checkpoints of
+    ``job_dir`` (``started``: when the check began, on the monotonic clock: how long before the write
+    its files were seen)."""
+
+    job_dir: StoragePath
+    verdict: Verdict
+    started: float
+
+
+def due(
+    named: NamedFiles,
+    snapshot: StoragePath,
+    entry: tuple[int | None, datetime | None],
+    seen: Mapping[StoragePath, Mapping[str, int | None]],
+    covers: Coverage,
+    verdict: Verdict | None,
+    started: datetime,
+) -> Verdict | None:
+    """The verdict a check of ``snapshot`` that found every file of ``named`` leaves (``entry``: its
+    ``_metadata``'s size and storage time; ``seen``: the sizes it saw), or None: none is new (the one
+    read covered every file of this very checkpoint) or the ``_metadata``'s size or time is unknown."""
+    size, stamped = entry
+    fresh = covers.unchecked or verdict is None or verdict.checkpoint != snapshot.canonical
+    if not fresh or size is None or not stamped:
+        return None
+    sizes = {f.path: seen[f.path.parent][f.path.name] for f in named.files}
+    confirmed = {p: s for p, s in sizes.items() if s is not None}
+    return made(snapshot, size, stamped, named, confirmed, started, verdict if covers.covered else None)
 
 
 def made(

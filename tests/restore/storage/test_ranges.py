@@ -61,16 +61,16 @@ def test_plan_lists_ranges_of_a_large_folder_and_heads_a_few_new_names_spread_ov
         return tuple(Needed(FOLDER.child(n), SIZE, "test") for n in names)
 
     everything = [f"{i:05d}" for i in range(10_000)]
-    full = verdict.plan(needed(everything), (), (), {}, FOLDER.parent, {}, ("s3",))
+    full = verdict.file_requests(needed(everything), (), (), {}, FOLDER.parent, {}, ("s3",))
     assert not full.heads and not full.folders and len(full.ranges) == 12  # 900 keys a range
-    assert verdict.plan(needed(everything), (), (), {}, FOLDER.parent).folders == (FOLDER,)  # not S3
+    assert verdict.file_requests(needed(everything), (), (), {}, FOLDER.parent).folders == (FOLDER,)  # not S3
     spread = everything[::50]  # 200 new names among 10,000 known: a HEAD each costs less
     known = {FOLDER: [n for n in everything if n not in set(spread)]}
     sizes = {FOLDER: len(known[FOLDER])}
-    few = verdict.plan(needed(spread), (), (), sizes, FOLDER.parent, known, ("s3",))
+    few = verdict.file_requests(needed(spread), (), (), sizes, FOLDER.parent, known, ("s3",))
     assert len(few.heads) == 200 and not few.ranges
     together = [f"z{i:03d}" for i in range(200)]  # 200 new names that sort together: one range
-    bunched = verdict.plan(needed(together), (), (), sizes, FOLDER.parent, known, ("s3",))
+    bunched = verdict.file_requests(needed(together), (), (), sizes, FOLDER.parent, known, ("s3",))
     assert not bunched.heads and [(p.after, p.last) for p in bunched.ranges] == [("09999", "z199")]
 
 

@@ -12,7 +12,7 @@ import concurrent.futures
 import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -29,7 +29,14 @@ from webhook.restore.metadata import (
     read_metadata,
 )
 from webhook.restore.policy import Verify
-from webhook.restore.snapshots import Candidate, SnapshotQuery, Snapshots
+from webhook.restore.snapshots import (
+    Candidate,
+    SnapshotQuery,
+    Snapshots,
+    floor_of,
+    needs_floor,
+    own_savepoints,
+)
 from webhook.restore.storage.backends import Deadline, Filesystems, modified_time, storage_error
 from webhook.restore.storage.listings import (
     Listings,
@@ -197,25 +204,16 @@ class CheckpointStorage:
         if listed_branch is not None:
             found: SavepointScan = lookup.wait(listed_branch[0])
             rejected.extend(found.rejected)
-            listed = tuple(c for c in found.found if query.savepoint is None or c.path != query.savepoint)
             clash = lookup.wait(clash_branch[0]) if clash_branch is not None else ""
-            if listed and clash:
-                rejected.extend(
-                    f"savepoint {c.path}: its prefix {query.job_id[:6]} is also that of job {clash} "
-                    f"in {shared_dir}, so whose it is cannot be told by its name"
-                    for c in listed
-                )
-                listed = ()
+            listed, clashing = own_savepoints(found.found, query, clash)
+            rejected.extend(clashing)
         floor = None
-        own = (scan is not None and scan.candidate is not None) or savepoint is not None or bool(listed)
-        if query.started_from is not None and not own:
+        if query.started_from is not None and needs_floor(
+            query, scan.candidate if scan is not None else None, savepoint, listed
+        ):
             started = self._check_savepoint(query.started_from, lookup, cursor)
-            if started.candidate is not None and query.started_from.name.startswith("chk-"):
-                floor = replace(started.candidate, kind="checkpoint")
-            else:
-                floor = started.candidate
-            if started.problem:
-                rejected.append(f"started from {query.started_from}: {started.problem}")
+            floor, passed_over = floor_of(query.started_from, started.candidate, started.problem)
+            rejected.extend(passed_over)
         deadline.check()
         return Snapshots(
             scan.candidate if scan is not None else None,
@@ -397,7 +395,11 @@ class CheckpointStorage:
         if named is not None:
             if named.problem:
                 return _Metadata(modified, named.problem)
-            why = self.files.files(named, snapshot, entry, directory_id, listing, lookup, cursor, newest)
+            why, write = self.files.files(
+                named, snapshot, entry, directory_id, listing, lookup, cursor, newest
+            )
+            if write is not None:  # off the lookup's path
+                self.files.write_verdict(write.job_dir, write.verdict, write.started)
             if why:
                 return _Metadata(modified, why)
         return _Metadata(modified, "", judged.checkpoint_id, judged.note)

@@ -1,6 +1,6 @@
 """Are the files a ``_metadata`` names there? The job's verdict spares the ones a recent full check
-confirmed; the rest are asked by the fewest requests ``restore/verdict.py`` ``plan`` names (HEADs, prefix
-listings, folder listings, key ranges), side by side, on S3 by presigned URL (``presigned.py``,
+confirmed; the rest are asked by the fewest requests ``restore/verdict.py`` ``file_requests`` names
+(HEADs, prefix listings, folder listings, key ranges), side by side, on S3 by presigned URL (``presigned.py``,
 ``ranges.py``). A storage that may write (the fencing agent's) leaves a verdict after a check that
 confirmed every file.
 """
@@ -32,11 +32,12 @@ from webhook.restore.verdict import (
     WRITER_MAX_AGE,
     Range,
     Verdict,
+    VerdictWrite,
     coverage,
     decode,
+    due,
     encode,
-    made,
-    plan,
+    file_requests,
 )
 
 log = logging.getLogger(__name__)
@@ -72,11 +73,13 @@ class FileCheck:
         lookup: Lookup,
         cursor: Cursor,
         newest: bool = False,
-    ) -> str:
-        """Why a named file is not there ("" when all are): the ones a verdict does not cover are
-        checked by the fewest requests (restore/verdict.py ``plan``), made side by side. A verdict
-        covers only the ``newest`` complete checkpoint of the job (``coverage``), and a listing of this
-        lookup wins over it: a covered file it does not show is missing."""
+    ) -> tuple[str, VerdictWrite | None]:
+        """Why a named file is not there ("" when all are), and the verdict write a storage that may
+        write is due after a check that confirmed them all (the caller executes it: ``write_verdict``).
+        The ones a verdict does not cover are checked by the fewest requests (restore/verdict.py
+        ``file_requests``), made side by side. A verdict covers only the ``newest`` complete checkpoint
+        of the job (``coverage``), and a listing of this lookup wins over it: a covered file it does not
+        show is missing."""
         job_dir = lookup.job_dir if directory_id is not None else None
         verdict = lookup.verdict if job_dir is not None and snapshot.parent.canonical == job_dir else None
         max_age = (
@@ -91,7 +94,7 @@ class FileCheck:
         known = {f: len(n) for f, n in verdict.files.items()} if verdict is not None else {}
         names = {f: n.keys() for f, n in verdict.files.items()} if verdict is not None else {}
         ranged = (snapshot.scheme,) if self.ranged(snapshot) else ()
-        todo = plan(
+        todo = file_requests(
             covers.unchecked, (snapshot.canonical,), lookup.trees(), known, job_dir or snapshot, names, ranged
         )
         seen: dict[StoragePath, dict[str, int | None]] = {}
@@ -139,18 +142,10 @@ class FileCheck:
                 seen.setdefault(path.parent, {})[path.name] = size
         self.listed_win(covers.covered, seen, lookup, cursor)
         why = missing(named, seen)
-        size, stamped = entry
-        fresh = covers.unchecked or verdict is None or verdict.checkpoint != snapshot.canonical
-        if not why and fresh and self.write_verdicts and job_dir is not None and size is not None and stamped:
-            sizes = {f.path: seen[f.path.parent][f.path.name] for f in named.files}
-            confirmed = {p: s for p, s in sizes.items() if s is not None}
-            carried = verdict if covers.covered else None
-            self.write_verdict(
-                job_dir,
-                made(snapshot, size, stamped, named, confirmed, lookup.started, carried),
-                lookup.started_mono,
-            )
-        return why
+        if why or not self.write_verdicts or job_dir is None:
+            return why, None
+        leaves = due(named, snapshot, entry, seen, covers, verdict, lookup.started)
+        return why, VerdictWrite(job_dir, leaves, lookup.started_mono) if leaves is not None else None
 
     @staticmethod
     def listed_win(
