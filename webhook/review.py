@@ -33,8 +33,7 @@ from webhook.common.contract import Contract
 from webhook.common.envoptions import positive_int
 from webhook.member.failover import NotRunning, failover_create
 from webhook.member.sessions import StaticSessionClusters, is_session_cluster, review_session_clusters
-from webhook.restore.policy import PolicyError
-from webhook.restore.policy_file import load_policy, policy_notes, policy_source
+from webhook.policy.load import Unusable, load
 from webhook.roles import ROLES, review_handler
 from webhook.server.config import MAX_BODY_BYTES
 
@@ -397,13 +396,13 @@ def run(args: argparse.Namespace) -> int:
             check_cluster_name(args.cluster)
         except ClusterNameError as exc:
             return _fail(f"--cluster: {exc}")
-    source = policy_source(args.policy, os.environ)
     try:
-        policy = load_policy(source.path)
-    except (PolicyError, documents.DocumentError) as exc:
-        return _fail(f"policy {source.describe()}: {exc}" if isinstance(exc, PolicyError) else str(exc))
+        loaded_policy = load(args.policy, os.environ)
     except (OSError, ValueError) as exc:
         return _fail(str(exc))
+    if isinstance(loaded_policy, Unusable):
+        return _fail(loaded_policy.message())
+    policy, source = loaded_policy.policy, loaded_policy.source
     try:
         # Read before the handler is built: a session cluster in FILE stands in for the member cluster's.
         loaded = documents.load_form(args.file, _limit(args))
@@ -422,7 +421,7 @@ def run(args: argparse.Namespace) -> int:
     except (OSError, ValueError) as exc:
         return _fail(str(exc))
     print(f"{PROG}: policy {source.describe()}", file=sys.stderr)
-    for note in policy_notes(policy):
+    for note in loaded_policy.notes:
         print(f"{PROG}: warning: {note}", file=sys.stderr)
     try:
         if args.output is None:

@@ -22,8 +22,8 @@ from webhook.controlplane import options as control_plane_options
 from webhook.estimator import options as estimator_options  # options only: no gRPC loaded here
 from webhook.member import options as member_options
 from webhook.member.options import MemberOptions
-from webhook.restore.policy import PolicyError, RestorePolicy
-from webhook.restore.policy_file import load_policy, policy_notes, policy_source
+from webhook.policy.load import Unusable, load
+from webhook.policy.restore import RestorePolicy
 from webhook.server import logs
 from webhook.server import run as server
 from webhook.server.config import Endpoint, Ready, ServerConfig
@@ -400,16 +400,15 @@ def _usage(problem: str) -> int:
 def _policy(args: argparse.Namespace) -> RestorePolicy | None:
     """The restore policy ``--policy`` (or the environment) names; None after saying why it is unusable."""
     logs.configure(args.log_level)
-    source = policy_source(args.policy, os.environ)
-    try:
-        policy = load_policy(source.path)
-    except PolicyError as exc:
-        print(f"flink-failover: policy {source.describe()}: {exc}", file=sys.stderr)
+    loaded = load(args.policy, os.environ)
+    if isinstance(loaded, Unusable):
+        print(f"flink-failover: {loaded.message()}", file=sys.stderr)
         return None
+    source = loaded.source
     log.info("restore policy loaded", extra={"fields": {"policy": str(source.path), "from": source.origin}})
-    for note in policy_notes(policy):
+    for note in loaded.notes:
         log.warning(note)
-    return policy
+    return loaded.policy
 
 
 def refused_options(role: Role, given: Mapping[str, str | None]) -> list[str]:

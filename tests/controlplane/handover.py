@@ -21,7 +21,7 @@ from tests.conftest import REPO
 from tests.controlplane import fakeapi
 from tests.support.server import RunningServer, generate_certs, serve
 from webhook.controlplane.record import BindingRecord
-from webhook.restore.policy_file import DEFAULT_POLICY_FILE
+from webhook.policy.load import DEFAULT_POLICY_FILE
 from webhook.review import wrap
 
 NS = "karmada-system"

@@ -23,7 +23,7 @@ from webhook.keeper.session_keeper import SessionSettings
 from webhook.member.firstcopy import first_copy_part, session_cluster_part
 from webhook.member.handler import MemberHandler
 from webhook.member.keeper import Kept
-from webhook.restore.policy import policy_from_dict
+from webhook.policy.restore import policy_from_dict
 
 P = "flink-failover.io"
 COMMON = {

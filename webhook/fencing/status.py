@@ -30,7 +30,7 @@ from webhook.fencing import command, copies
 from webhook.fencing.copies import Copy, CopyState
 from webhook.fencing.flinkapi import OPTIONAL_KINDS, PLURALS, FlinkApi
 from webhook.fencing.protocol import HoldOutcome, Ownership, judge_hold
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.snapshots import StorageError
 
 if TYPE_CHECKING:  # storage (fsspec) is loaded when a command runs, not when the CLI parses

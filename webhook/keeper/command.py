@@ -145,8 +145,8 @@ def _settings(
     # Loaded here, not when the command line is built: `flink-failover --help` loads no storage library.
     from webhook.keeper.keeper import Settings
     from webhook.keeper.session_keeper import SessionSettings
-    from webhook.restore.policy import PolicyError, policy_from_dict
-    from webhook.restore.policy_file import load_policy, policy_source
+    from webhook.policy.load import load_policy, policy_source
+    from webhook.policy.restore import PolicyError, policy_from_dict
 
     try:
         if args.policy_json:

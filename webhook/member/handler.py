@@ -30,9 +30,9 @@ from webhook.fencing.lanes import Lanes
 from webhook.member.firstcopy import no_failover_part
 from webhook.member.identity import AgentIdentity
 from webhook.member.keeper import KeeperSetup, Keeping, keeper_part
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.decide import SessionCluster, SessionClusterLookup, decide_restore
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome, triggered
-from webhook.restore.policy import RestorePolicy
 from webhook.restore.snapshots import SnapshotQuery, Snapshots, StorageError
 from webhook.restore.storage.backends import Deadline, DeadlineExceeded
 from webhook.restore.storage.search import CheckpointStorage
