@@ -22,6 +22,9 @@ PACKAGE = REPO / "webhook"
 
 ROLES = ("webhook.member", "webhook.controlplane", "webhook.estimator")
 COMPOSITION_ROOT = "webhook.roles"
+# The commands stand above the roles and the rooms: only the command line (and the commands) import them.
+COMMANDS = "webhook.commands"
+COMMAND_LINE = ("webhook.cli", "webhook.__main__")
 # Capabilities the roles use, bottom first: each imports no role and only the rooms below it. The policy
 # is the lowest: restore and fencing read it, it reads neither (issue 48).
 POLICY = "webhook.policy"
@@ -140,10 +143,9 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
             "renewer",
             "reads",
         ),  # the webhook's side; the agent's Kubernetes edge; the heartbeat loop; what a poll reads
-        # what the fencing commands do first; the calls that carry out effects; what a poll shows
-        ("command", "executors", "report"),
+        ("executors", "report"),  # the calls that carry out effects; what a poll shows
         ("agent", "status"),  # the loops that execute plans; every job's fencing state
-        ("runner", "release", "http"),  # one agent per server; the release command; /fencing/status
+        ("runner", "http"),  # one agent per server; /fencing/status
     ),
     "webhook.controlplane": (
         ("binding", "record", "audit", "leader"),  # Karmada's objects, our record, the answer, the election
@@ -168,7 +170,6 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         # the lister, renewer and guard loops: a job's keeper, a session cluster's
         ("keeper", "session_keeper"),
         ("http",),  # /readyz, /healthz, /metrics
-        ("command",),  # flink-failover keeper
     ),
     # Not a role: the server every webhook role runs in (issue 31: layered like the roles).
     "webhook.server": (
@@ -188,7 +189,12 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("estimate",),  # how many sets fit (the core's answer)
         ("select",),  # which clusters
         ("api",),  # the Python API (docs/placement.md)
-        ("cli", "http"),  # the edges
+        ("http",),  # the HTTP edge (its command line: commands/placement.py)
+    ),
+    # Each command's arguments and entry (cli.py dispatches), above the roles and rooms they run.
+    "webhook.commands": (
+        ("fencing",),  # what release and status do first: the target, the policy, the cluster
+        ("serve", "review", "certs", "placement", "release", "status", "keeper"),
     ),
 }
 # The longest import chain inside a package: the control plane (issue 18: it was 8), placement (issue 24:
@@ -265,6 +271,8 @@ def violations(graph: Mapping[str, set[str]]) -> list[str]:
                 out.append(f"{module} -> {name}: the server knows no role")
             if _within(module, "webhook.common") and not _within(name, "webhook.common"):
                 out.append(f"{module} -> {name}: shared code imports only shared code")
+            if _within(name, COMMANDS) and not (_within(module, COMMANDS) or module in COMMAND_LINE):
+                out.append(f"{module} -> {name}: only the command line imports a command")
             if _within(module, POLICY) and not (_within(name, POLICY) or _within(name, "webhook.common")):
                 out.append(f"{module} -> {name}: the policy imports only itself and shared code")
             room = _room_of(module)
@@ -370,6 +378,7 @@ def test_the_control_plane_and_placement_stay_within_their_floors() -> None:
         ({"webhook.placement.model": {"webhook.placement.estimate"}}, "only from lower layers"),
         ({"webhook.placement.estimate": {"webhook.placement.api"}}, "only from lower layers"),
         ({"webhook.placement.newthing": set()}, "not placed"),
+        ({"webhook.commands.fencing": {"webhook.commands.status"}}, "only from lower layers"),
     ],
 )
 def test_a_wrong_direction_inside_a_role_is_caught(graph: dict[str, set[str]], rule: str) -> None:
@@ -410,7 +419,7 @@ def test_known_cross_role_imports_still_exist() -> None:
             "the policy imports only itself and shared code",
         ),
         (
-            {"webhook.review": {"webhook.member.handler", "webhook.controlplane.offline"}},
+            {"webhook.commands.review": {"webhook.member.handler", "webhook.controlplane.offline"}},
             f"only {COMPOSITION_ROOT} wires several roles",
         ),
         (
@@ -433,6 +442,15 @@ def test_restore_and_fencing_read_the_policy() -> None:
     assert violations(graph) == []
 
 
+def test_the_command_line_runs_the_commands_and_the_commands_run_the_roles() -> None:
+    graph = {
+        "webhook.cli": {"webhook.commands.serve", "webhook.commands.review"},
+        "webhook.commands.serve": {"webhook.roles", "webhook.server.run"},
+        "webhook.commands.review": {"webhook.roles", "webhook.member.sessions"},
+    }
+    assert violations(graph) == []
+
+
 def test_lazy_imports_count_and_type_checking_ones_do_not() -> None:
     source = (
         "from typing import TYPE_CHECKING\n"
@@ -446,7 +464,7 @@ def test_lazy_imports_count_and_type_checking_ones_do_not() -> None:
 def test_offline_review_and_serve_arguments_load_no_web_framework() -> None:
     """``flink-failover review`` runs without Flask or gunicorn in the process."""
     code = (
-        "import sys, webhook.review, webhook.roles, webhook.cli\n"
+        "import sys, webhook.commands.review, webhook.commands.serve, webhook.roles, webhook.cli\n"
         "webhook.cli.build_parser()\n"
         "print(sorted(m for m in ('flask', 'werkzeug', 'gunicorn', 'fsspec') if m in sys.modules))\n"
     )

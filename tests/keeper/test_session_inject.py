@@ -14,10 +14,10 @@ import pytest
 
 from tests.keeper.test_first_copy_part import SETUP, SKIP, Untouchable
 from tests.support.objects import apply, decode_patch, flink_deployment, review
+from webhook.commands import keeper as command
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource, runs_keeper
 from webhook.fencing.layout import Workload
-from webhook.keeper import command
 from webhook.keeper.inject import CONTAINER
 from webhook.keeper.session_keeper import SessionSettings
 from webhook.member.firstcopy import first_copy_part, session_cluster_part
