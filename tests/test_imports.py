@@ -193,7 +193,9 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     # Each command's arguments and entry (cli.py dispatches), above the roles and rooms they run.
     "webhook.commands": (
-        ("fencing",),  # what release and status do first: the target, the policy, the cluster
+        # what release and status do first (the target, the policy, the cluster); review's requests from FILE
+        ("fencing", "review_requests"),
+        ("review_answers",),  # what review prints of each answer
         ("serve", "review", "certs", "placement", "release", "status", "keeper"),
     ),
 }

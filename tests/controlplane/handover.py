@@ -20,7 +20,7 @@ import yaml
 from tests.conftest import REPO
 from tests.controlplane import fakeapi
 from tests.support.server import RunningServer, generate_certs, serve
-from webhook.commands.review import wrap
+from webhook.commands.review_requests import wrap
 from webhook.controlplane.record import BindingRecord
 from webhook.policy.load import DEFAULT_POLICY_FILE
 
