@@ -43,12 +43,12 @@ class _Store(argparse.Action):
         values: Any,
         option_string: str | None = None,
     ) -> None:
-        setattr(namespace, self.dest, values)
+        setattr(namespace, self.dest, self.const if self.nargs == 0 else values)
         _note_given(namespace, self.dest, option_string)
 
 
-class _StoreTrue(argparse.Action):
-    """``store_true`` that also notes that its option was given."""
+class _StoreTrue(_Store):
+    """``store_true`` that also notes that its option was given (no argument: ``const``, True, is stored)."""
 
     def __init__(
         self,
@@ -61,16 +61,6 @@ class _StoreTrue(argparse.Action):
         super().__init__(
             option_strings, dest, nargs=0, const=True, default=default, required=required, help=help
         )
-
-    def __call__(
-        self,
-        parser: argparse.ArgumentParser,
-        namespace: argparse.Namespace,
-        values: Any,
-        option_string: str | None = None,
-    ) -> None:
-        setattr(namespace, self.dest, self.const)
-        _note_given(namespace, self.dest, option_string)
 
 
 def _add_options(parser: argparse.ArgumentParser, role: str) -> None:
