@@ -163,7 +163,7 @@ flink-fixtures-check: $(STAMP) $(FLINK_VENVS)
 clean:
 	rm -rf $(VENV) .venv-moto .venv-azurite .venv-flink-jm .venv-audit .cache .pytest_cache .mypy_cache .ruff_cache .hypothesis
 
-# Generated from the restore policy's declaration (webhook/restore/policy.py POLICY): the chart's
+# Generated from the restore policy's declaration (webhook/policy/restore.py POLICY): the chart's
 # values.schema.json, its storage option names and rule checks, and the README's and docs/failover.md's
 # policy tables (tests/chart/test_schema.py fails when a committed one differs).
 .PHONY: chart-schema

@@ -22,7 +22,7 @@ from tests.faults.probes import ADMISSIONS, hung_stack
 from tests.support.objects import flink_deployment, make_checkpoints, review
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 
 JOB = "d" * 32
 ROUNDS = 2  # ADMISSIONS (24) on the server's 2 workers x 8 threads

@@ -40,7 +40,7 @@ from webhook.common.kubeclient import ClientConfig
 from webhook.fencing.agent import FencingAgent
 from webhook.fencing.flinkapi import FlinkApi, ThreadedApi
 from webhook.fencing.runner import run_agent
-from webhook.restore.policy import FencingPolicy, RestorePolicy
+from webhook.policy.restore import FencingPolicy, RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage
 
 P = "flink-failover.io"

@@ -59,9 +59,9 @@ from pathlib import Path
 from typing import Any
 
 from webhook.common.flink import FlinkResource
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.decide import decide_restore
 from webhook.restore.outcome import RestoreOutcome
-from webhook.restore.policy import RestorePolicy
 from webhook.restore.storage.backends import Deadline
 from webhook.restore.storage.search import CheckpointStorage
 

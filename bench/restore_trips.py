@@ -28,7 +28,7 @@ from tests.support.s3 import CREDENTIALS, moto_server, s3_options
 from tests.support.tcpproxy import TcpProxy, tcp_proxy
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
-from webhook.restore.policy import RestorePolicy, Verify
+from webhook.policy.restore import RestorePolicy, Verify
 
 RTT = 0.020
 RUNS, WARM = 20, 3

@@ -48,7 +48,7 @@ from webhook.fencing.lanes import Lanes
 from webhook.fencing.layout import Workload
 from webhook.fencing.records import FencingStore, heartbeat_body
 from webhook.fencing.runner import run_agent
-from webhook.restore.policy import FencingPolicy, RestorePolicy
+from webhook.policy.restore import FencingPolicy, RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage
 
 P = "flink-failover.io"

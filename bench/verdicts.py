@@ -54,7 +54,7 @@ from tests.support.jobtrees import lookup
 from tests.support.s3 import CREDENTIALS, moto_server, s3_options
 from tests.support.tcpproxy import ProxyProcess, tcp_proxy_process
 from webhook.member.handler import MemberHandler
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage
 from webhook.restore.storage.verify import FileCheck
 from webhook.server.runtime import tune_worker

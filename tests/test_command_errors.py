@@ -22,8 +22,8 @@ from tests.support.server import RunningServer, serve
 from tests.test_review_forms import SAMPLES, failover_object, run
 from webhook.cli import build_parser, main
 from webhook.fencing.flinkapi import PLURALS
-from webhook.restore.policy import RestorePolicy
-from webhook.restore.policy_file import load_policy
+from webhook.policy.load import load_policy
+from webhook.policy.restore import RestorePolicy
 from webhook.server.config import MAX_BODY_BYTES
 
 

@@ -17,7 +17,7 @@ from tests.conftest import REPO
 PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
 # An extra's library may be imported only in these modules, inside a function (the extra is optional).
 EXTRA_USERS = {
-    "review": {"webhook/review.py"},
+    "review": {"webhook/commands/review.py", "webhook/commands/review_answers.py"},
     # the JSON-only gcsfs class for a gs endpoint other than Google's, imported when such a policy asks for it
     "gcs": {"webhook/restore/storage/backends.py"},
 }

@@ -8,8 +8,8 @@ import re
 
 from tests.conftest import REPO
 from webhook.controlplane.audit import WorkDecision
+from webhook.policy.restore import POLICY
 from webhook.restore.outcome import RestoreOutcome
-from webhook.restore.policy import POLICY
 
 README = (REPO / "README.md").read_text()
 

@@ -22,8 +22,13 @@ PACKAGE = REPO / "webhook"
 
 ROLES = ("webhook.member", "webhook.controlplane", "webhook.estimator")
 COMPOSITION_ROOT = "webhook.roles"
-# Capabilities the roles use, bottom first: each imports no role and only the rooms below it.
-ROOMS = ("webhook.placement", "webhook.restore", "webhook.fencing", "webhook.keeper")
+# The commands stand above the roles and the rooms: only the command line (and the commands) import them.
+COMMANDS = "webhook.commands"
+COMMAND_LINE = ("webhook.cli", "webhook.__main__")
+# Capabilities the roles use, bottom first: each imports no role and only the rooms below it. The policy
+# is the lowest: restore and fencing read it, it reads neither (issue 48).
+POLICY = "webhook.policy"
+ROOMS = (POLICY, "webhook.placement", "webhook.restore", "webhook.fencing", "webhook.keeper")
 # Libraries that do I/O (storage, HTTP, Kubernetes, serving, metrics) and the stdlib's network modules.
 IO_LIBRARIES = (
     "fsspec", "s3fs", "gcsfs", "adlfs", "boto3", "botocore", "flask", "werkzeug", "gunicorn",
@@ -38,17 +43,17 @@ PURE_CORE = (
     "webhook.common.patch",
     "webhook.common.untyped",
     "webhook.common.paths",
-    "webhook.restore.backend_options",
-    "webhook.restore.schema",
+    "webhook.common.flink_reads",
+    "webhook.policy.backend_options",
+    "webhook.policy.schema",
+    "webhook.policy.fencing",
     "webhook.restore.metadata",
-    "webhook.restore.compat",
     "webhook.restore.outcome",
     "webhook.restore.updates",
     "webhook.restore.record",
     "webhook.restore.checks",
     "webhook.restore.restoring",
     "webhook.restore.verdict",
-    "webhook.restore.fencing_policy",
     "webhook.restore.decide",
     "webhook.restore.snapshots",
     "webhook.fencing.protocol",
@@ -101,17 +106,20 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     # A checkpoint listed, verified, chosen: the pure core below, storage (the I/O edge) on top.
     "webhook.restore": (
-        # what each fsspec backend takes; how a policy field is declared; which Flink reads what
-        ("backend_options", "schema", "compat"),
-        ("fencing_policy",),  # its fencing part (one running copy's timings), declared once
-        ("policy",),  # the restore policy, declared once
         # Flink's _metadata read from bytes; what a decision is; what the decision asks storage (pure);
-        # which policy file is read; what a restore decided from, kept on the object (pure)
-        ("metadata", "outcome", "snapshots", "policy_file", "record"),
+        # what a restore decided from, kept on the object (pure)
+        ("metadata", "outcome", "snapshots", "record"),
         # what an UPDATE keeps; is a snapshot restorable; which Flink restores it, what a rewind leaves
         ("updates", "checks", "restoring"),
         ("decide", "verdict"),  # the decision; what a full check found, kept (both pure)
         ("storage",),  # the I/O edge: listed, verified, searched through fsspec
+    ),
+    # The policy, declared, validated and loaded once: below restore and fencing, which read it.
+    "webhook.policy": (
+        ("schema", "backend_options"),  # how a policy field is declared; what each fsspec backend takes
+        ("fencing",),  # its fencing part (one running copy's timings)
+        ("restore",),  # the whole policy, declared once
+        ("load",),  # which policy file is read, read once, with what it probably gets wrong
     ),
     "webhook.restore.storage": (
         ("backends",),  # each backend's client and defaults, the deadline, the errors
@@ -136,10 +144,9 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
             "renewer",
             "reads",
         ),  # the webhook's side; the agent's Kubernetes edge; the heartbeat loop; what a poll reads
-        # what the fencing commands do first; the calls that carry out effects; what a poll shows
-        ("command", "executors", "report"),
+        ("executors", "report"),  # the calls that carry out effects; what a poll shows
         ("agent", "status"),  # the loops that execute plans; every job's fencing state
-        ("runner", "release", "http"),  # one agent per server; the release command; /fencing/status
+        ("runner", "http"),  # one agent per server; /fencing/status
     ),
     "webhook.controlplane": (
         ("binding", "record", "audit", "leader"),  # Karmada's objects, our record, the answer, the election
@@ -164,7 +171,6 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         # the lister, renewer and guard loops: a job's keeper, a session cluster's
         ("keeper", "session_keeper"),
         ("http",),  # /readyz, /healthz, /metrics
-        ("command",),  # flink-failover keeper
     ),
     # Not a role: the server every webhook role runs in (issue 31: layered like the roles).
     "webhook.server": (
@@ -184,7 +190,14 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         ("estimate",),  # how many sets fit (the core's answer)
         ("select",),  # which clusters
         ("api",),  # the Python API (docs/placement.md)
-        ("cli", "http"),  # the edges
+        ("http",),  # the HTTP edge (its command line: commands/placement.py)
+    ),
+    # Each command's arguments and entry (cli.py dispatches), above the roles and rooms they run.
+    "webhook.commands": (
+        # what release and status do first (the target, the policy, the cluster); review's requests from FILE
+        ("fencing", "review_requests"),
+        ("review_answers",),  # what review prints of each answer
+        ("serve", "review", "certs", "placement", "release", "status", "keeper"),
     ),
 }
 # The longest import chain inside a package: the control plane (issue 18: it was 8), placement (issue 24:
@@ -261,6 +274,10 @@ def violations(graph: Mapping[str, set[str]]) -> list[str]:
                 out.append(f"{module} -> {name}: the server knows no role")
             if _within(module, "webhook.common") and not _within(name, "webhook.common"):
                 out.append(f"{module} -> {name}: shared code imports only shared code")
+            if _within(name, COMMANDS) and not (_within(module, COMMANDS) or module in COMMAND_LINE):
+                out.append(f"{module} -> {name}: only the command line imports a command")
+            if _within(module, POLICY) and not (_within(name, POLICY) or _within(name, "webhook.common")):
+                out.append(f"{module} -> {name}: the policy imports only itself and shared code")
             room = _room_of(module)
             if room is not None and role is not None:
                 out.append(f"{module} -> {name}: a room ({room}) is used by roles and imports none")
@@ -364,6 +381,7 @@ def test_the_control_plane_and_placement_stay_within_their_floors() -> None:
         ({"webhook.placement.model": {"webhook.placement.estimate"}}, "only from lower layers"),
         ({"webhook.placement.estimate": {"webhook.placement.api"}}, "only from lower layers"),
         ({"webhook.placement.newthing": set()}, "not placed"),
+        ({"webhook.commands.fencing": {"webhook.commands.status"}}, "only from lower layers"),
     ],
 )
 def test_a_wrong_direction_inside_a_role_is_caught(graph: dict[str, set[str]], rule: str) -> None:
@@ -392,13 +410,19 @@ def test_known_cross_role_imports_still_exist() -> None:
     ("graph", "rule"),
     [
         ({"webhook.server.app": {"webhook.member.handler"}}, "the server knows no role"),
-        ({"webhook.common.flink": {"webhook.restore.policy"}}, "shared code imports only shared code"),
+        ({"webhook.common.flink": {"webhook.policy.restore"}}, "shared code imports only shared code"),
         ({"webhook.member.handler": {"webhook.controlplane.work"}}, "a role imports no other role"),
         ({"webhook.placement.api": {"webhook.controlplane.binding"}}, "is used by roles and imports none"),
         ({"webhook.fencing.agent": {"webhook.member.sessions"}}, "is used by roles and imports none"),
         ({"webhook.restore.storage": {"webhook.fencing.lanes"}}, "a room imports only rooms below it"),
+        ({"webhook.policy.restore": {"webhook.restore.compat"}}, "a room imports only rooms below it"),
+        ({"webhook.policy.fencing": {"webhook.fencing.protocol"}}, "a room imports only rooms below it"),
         (
-            {"webhook.review": {"webhook.member.handler", "webhook.controlplane.offline"}},
+            {"webhook.policy.load": {"webhook.server.config"}},
+            "the policy imports only itself and shared code",
+        ),
+        (
+            {"webhook.commands.review": {"webhook.member.handler", "webhook.controlplane.offline"}},
             f"only {COMPOSITION_ROOT} wires several roles",
         ),
         (
@@ -409,6 +433,25 @@ def test_known_cross_role_imports_still_exist() -> None:
 )
 def test_a_wrong_direction_is_caught(graph: dict[str, set[str]], rule: str) -> None:
     assert any(rule in v for v in violations(graph)), violations(graph)
+
+
+def test_restore_and_fencing_read_the_policy() -> None:
+    """The arrows the policy room is for: restore and fencing import it, it imports shared code."""
+    graph = {
+        "webhook.restore.decide": {"webhook.policy.restore"},
+        "webhook.fencing.copies": {"webhook.policy.fencing"},
+        "webhook.policy.restore": {"webhook.policy.schema", "webhook.common.flink_reads"},
+    }
+    assert violations(graph) == []
+
+
+def test_the_command_line_runs_the_commands_and_the_commands_run_the_roles() -> None:
+    graph = {
+        "webhook.cli": {"webhook.commands.serve", "webhook.commands.review"},
+        "webhook.commands.serve": {"webhook.roles", "webhook.server.run"},
+        "webhook.commands.review": {"webhook.roles", "webhook.member.sessions"},
+    }
+    assert violations(graph) == []
 
 
 def test_lazy_imports_count_and_type_checking_ones_do_not() -> None:
@@ -424,7 +467,7 @@ def test_lazy_imports_count_and_type_checking_ones_do_not() -> None:
 def test_offline_review_and_serve_arguments_load_no_web_framework() -> None:
     """``flink-failover review`` runs without Flask or gunicorn in the process."""
     code = (
-        "import sys, webhook.review, webhook.roles, webhook.cli\n"
+        "import sys, webhook.commands.review, webhook.commands.serve, webhook.roles, webhook.cli\n"
         "webhook.cli.build_parser()\n"
         "print(sorted(m for m in ('flask', 'werkzeug', 'gunicorn', 'fsspec') if m in sys.modules))\n"
     )

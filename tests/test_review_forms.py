@@ -20,8 +20,8 @@ from tests.conftest import REPO
 from tests.samples.make_storage import RESTORABLE, make
 from tests.support.objects import JOB_ID, OTHER_JOB_ID, make_checkpoints
 from tests.support.server import executable
-from webhook.restore.policy import RestorePolicy, policy_from_dict
-from webhook.restore.policy_file import DEFAULT_POLICY_FILE, load_policy
+from webhook.policy.load import DEFAULT_POLICY_FILE, load_policy
+from webhook.policy.restore import RestorePolicy, policy_from_dict
 
 SAMPLES = REPO / "tests" / "samples"
 CKPT = "file:///tmp/flink-failover-samples/checkpoints"

@@ -84,7 +84,7 @@ def test_member_with_kubeconfig_and_cluster_gets_a_fencing_target(monkeypatch: p
     """The member role's options: --cluster runs the fencing agent (on --kubeconfig, else in-cluster),
     --kubeconfig alone reads only session clusters, neither is the webhook alone; a policy with fencing
     off never fences."""
-    from webhook.restore.policy import FencingPolicy, RestorePolicy
+    from webhook.policy.restore import FencingPolicy, RestorePolicy
 
     monkeypatch.delenv("FLINK_FAILOVER_CLUSTER", raising=False)  # --cluster's default
 
@@ -122,7 +122,7 @@ def test_the_agent_users_come_from_the_environment_and_the_options_alike(
 ) -> None:
     """``$FLINK_FAILOVER_AGENT_USERS`` (comma-separated, the chart's) through ``add_env_option``, each
     ``--agent-user`` added to it; ``$FLINK_FAILOVER_CLUSTER`` is ``--cluster``'s default."""
-    from webhook.restore.policy import RestorePolicy
+    from webhook.policy.restore import RestorePolicy
 
     monkeypatch.setenv("FLINK_FAILOVER_AGENT_USERS", "system:serviceaccount:ff:agent, ops")
     monkeypatch.setenv("FLINK_FAILOVER_CLUSTER", "member2")
@@ -156,7 +156,7 @@ def test_fencing_refuses_to_start_under_a_webhook_registered_ignore(
 
 
 def test_ignore_is_accepted_without_fencing_and_fail_with_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    from webhook.restore.policy import FencingPolicy, RestorePolicy
+    from webhook.policy.restore import FencingPolicy, RestorePolicy
 
     monkeypatch.delenv("FLINK_FAILOVER_CLUSTER", raising=False)
     monkeypatch.delenv(member_options.FAILURE_POLICY_ENV, raising=False)
@@ -188,7 +188,7 @@ def test_native_sidecars_are_read_from_the_version_unless_declared(
     """``--native-sidecars`` (the chart's member.keeper.nativeSidecars, as the variable): auto by default;
     a value the variable gives that is none of auto/on/off stops the server with the variable named."""
     from webhook.member.keeper import Sidecars
-    from webhook.restore.policy import RestorePolicy
+    from webhook.policy.restore import RestorePolicy
 
     monkeypatch.delenv("FLINK_FAILOVER_CLUSTER", raising=False)
     monkeypatch.delenv(member_options.NATIVE_SIDECARS_ENV, raising=False)

@@ -1,4 +1,5 @@
-"""The ``flink-failover`` command; each subcommand is a module with ``add_arguments`` and ``run``."""
+"""The ``flink-failover`` command; each subcommand is a module of ``webhook.commands`` with ``add_arguments``
+and ``run``."""
 
 from __future__ import annotations
 
@@ -24,14 +25,10 @@ SUMMARIES: dict[str, str] = {
 
 def _commands() -> dict[str, ModuleType]:
     """The command modules, imported when the parser is built, not when ``webhook.cli`` is imported."""
-    from webhook import review, roles
-    from webhook.certs import cli as certs
-    from webhook.fencing import release, status
-    from webhook.keeper import command as keeper
-    from webhook.placement import cli as placement
+    from webhook.commands import certs, keeper, placement, release, review, serve, status
 
     return {
-        "serve": roles,
+        "serve": serve,
         "review": review,
         "certs": certs,
         "placement": placement,

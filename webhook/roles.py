@@ -1,9 +1,9 @@
 """The composition root: which roles exist, the options each reads, and how each serves and answers offline.
 
 The only module that imports more than one role. The server (``webhook.server``) knows no role; a role
-knows no server. ``flink-failover serve`` is this module's ``add_arguments`` / ``run``: every role is one
-:class:`Role` entry, and an option the chosen role does not read is refused (exit 2) with a message
-naming the option that does, rather than accepted and ignored.
+knows no server. Every role is one :class:`Role` entry; ``flink-failover serve`` (``commands/serve.py``)
+refuses an option the chosen role does not read (exit 2) with a message naming the option that does
+(``refused_options``), rather than accepting and ignoring it. Imports no command.
 """
 
 from __future__ import annotations
@@ -17,31 +17,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from webhook.common.admission import Handler, OnError
-from webhook.common.envoptions import CLUSTER_ENV, add_env_option
 from webhook.controlplane import options as control_plane_options
 from webhook.estimator import options as estimator_options  # options only: no gRPC loaded here
 from webhook.member import options as member_options
 from webhook.member.options import MemberOptions
-from webhook.restore.policy import PolicyError, RestorePolicy
-from webhook.restore.policy_file import load_policy, policy_notes, policy_source
+from webhook.policy.load import Unusable, load
+from webhook.policy.restore import RestorePolicy
 from webhook.server import logs
 from webhook.server import run as server
 from webhook.server.config import Endpoint, Ready, ServerConfig
 
 log = logging.getLogger(__name__)
-
-HELP = """\
-Run one role of flink-failover as a server (--role, default member):
-
-  member         the admission webhook on every member cluster (FlinkDeployment, FlinkSessionJob):
-                 restores a failed-over job from its newest restorable checkpoint or savepoint; given
-                 its cluster's name (--cluster), also its fencing agent: one running copy of every job
-  control-plane  beside Karmada: records each job's last good state, labels the Work bound for the new
-                 cluster (/mutate-work), serves component-fit placement (/placement)
-  estimator      Karmada's scheduler-estimator (gRPC) for one member cluster
-
-`flink-failover serve --role ROLE --help` lists that role's options only; docs/install.md tells how the
-Helm chart runs each."""
 
 MEMBER = "member"
 CONTROL_PLANE = "control-plane"
@@ -50,12 +36,36 @@ MEMBER_PATH = "/mutate"
 
 GIVEN = "_given"  # on the parsed namespace: dest -> the option string given on the command line
 
+# Every action name argparse knows: an option added with any of them is seen by ``_dests``.
+_ACTIONS = (
+    None,
+    "store",
+    "store_const",
+    "store_true",
+    "store_false",
+    "append",
+    "append_const",
+    "count",
+    "extend",
+)
+
 
 def _dests(add_arguments: Callable[[argparse.ArgumentParser], None]) -> frozenset[str]:
-    """The dests of the options an ``add_arguments`` adds (so a new option is owned where it is added)."""
+    """The dests of the options an ``add_arguments`` adds (so a new option is owned where it is added),
+    seen through argparse's action registry as each option is added, not read from the parser's
+    private list of actions (an action given as a class, which these options do not use, is not seen)."""
+    seen: list[str] = []
+
+    class Seen(argparse.Action):
+        def __init__(self, option_strings: Sequence[str], dest: str, **_: Any) -> None:
+            seen.append(dest)
+            super().__init__(option_strings, dest)
+
     parser = argparse.ArgumentParser(add_help=False)
+    for name in _ACTIONS:
+        parser.register("action", name, Seen)
     add_arguments(parser)
-    return frozenset(action.dest for action in parser._actions)
+    return frozenset(seen)
 
 
 EVERY_ROLE = frozenset({"role", "log_level"})
@@ -76,6 +86,8 @@ class Role:
     # How it is served: by ``webhook.server`` (gunicorn, whose workers share a Prometheus multiprocess
     # directory prepared before the role loads), or by a server of its own (the estimator's gRPC).
     own_server: bool = False
+    # Adds the options of its own package (``serve`` shows them; ``options`` owns their dests).
+    add_options: Callable[[argparse.ArgumentParser], None] | None = None
 
     def refusal(self, dest: str, option: str, roles: Sequence[Role]) -> str:
         """Why ``option`` is refused for this role, naming what this role reads instead or who reads it."""
@@ -286,6 +298,7 @@ SERVED: dict[str, Role] = {
         _serve_member,
         _member_offline,
         _GUNICORN_INSTEAD,
+        add_options=member_options.add_arguments,
     ),
     CONTROL_PLANE: Role(
         CONTROL_PLANE,
@@ -294,6 +307,7 @@ SERVED: dict[str, Role] = {
         _serve_control_plane,
         _control_plane_offline,
         _GUNICORN_INSTEAD,
+        add_options=control_plane_options.add_arguments,
     ),
     ESTIMATOR: Role(
         ESTIMATOR,
@@ -302,9 +316,10 @@ SERVED: dict[str, Role] = {
         _serve_estimator,
         instead=_ESTIMATOR_INSTEAD,
         own_server=True,
+        add_options=estimator_options.add_arguments,
     ),
 }
-# The roles ``flink-failover review`` can answer as (review.py's --role choices).
+# The roles ``flink-failover review`` can answer as (commands/review.py's --role choices).
 ROLES: dict[str, Role] = {name: role for name, role in SERVED.items() if role.offline is not None}
 
 
@@ -316,82 +331,6 @@ def review_handler(args: argparse.Namespace, policy: RestorePolicy) -> tuple[Han
     return offline(args, policy)
 
 
-# --- the command line ----------------------------------------------------------------------------------
-
-
-def _tracking(base: type[argparse.Action]) -> type[argparse.Action]:
-    """``base`` that also notes, on the namespace, that its option was given (defaults are not)."""
-
-    class Tracked(base):  # type: ignore[valid-type,misc]
-        def __call__(
-            self,
-            parser: argparse.ArgumentParser,
-            namespace: argparse.Namespace,
-            values: Any,
-            option_string: str | None = None,
-        ) -> None:
-            super().__call__(parser, namespace, values, option_string)
-            setattr(namespace, GIVEN, {**getattr(namespace, GIVEN, {}), self.dest: option_string})
-
-    return Tracked
-
-
-def add_arguments(parser: argparse.ArgumentParser, only: str | None = None) -> None:
-    """Every role's options; ``only`` (``serve --role ROLE --help``) leaves the other roles' options out of
-    the help (parsing always takes all of them)."""
-
-    def shows(*roles: str) -> bool:
-        return only not in SERVED or only in roles
-
-    for name, action in ((None, argparse._StoreAction), ("store", argparse._StoreAction)):
-        parser.register("action", name, _tracking(action))
-    parser.register("action", "store_true", _tracking(argparse._StoreTrueAction))
-    parser.add_argument(
-        "--role",
-        choices=list(SERVED),
-        default=MEMBER,
-        help="; ".join(f"{role.name}: {role.summary}" for role in SERVED.values()),
-    )
-    if shows(MEMBER, CONTROL_PLANE):
-        parser.add_argument(
-            "--policy",
-            default=None,
-            help="member and control-plane: restore policy file (default: $FLINK_FAILOVER_POLICY, else the "
-            "policy shipped in the package)",
-        )
-        server.add_arguments(parser)
-    if shows(MEMBER):
-        member_options.add_arguments(parser)
-    kube = parser.add_argument_group(
-        "Kubernetes API (control-plane role: Karmada's; estimator: the member cluster's; member role: its "
-        "own cluster's, for session clusters and, with --cluster, its fencing agent)"
-    )
-    kube.add_argument(
-        "--kubeconfig",
-        default=None,
-        help="control-plane: the Karmada API server; estimator: the member cluster; member: its own "
-        "cluster, to read the FlinkDeployment a FlinkSessionJob runs on and, with --cluster, for the "
-        "fencing agent (default: in-cluster, else ~/.kube/config; member: not read without --cluster or "
-        "--read-session-clusters)",
-    )
-    kube.add_argument("--context", default=None, help="kubeconfig context (default: its current one)")
-    if shows(MEMBER, ESTIMATOR):
-        add_env_option(
-            kube,
-            "--cluster",
-            CLUSTER_ENV,
-            "",
-            "the member cluster's name in Karmada; member: runs the fencing agent (one running copy); "
-            "estimator: requests for other clusters are refused",
-            aliases=("--cluster-name",),  # Karmada's estimator spells it so
-            dest="cluster",
-        )
-    if shows(CONTROL_PLANE):
-        control_plane_options.add_arguments(parser)
-    if shows(ESTIMATOR):
-        estimator_options.add_arguments(parser)
-
-
 def _usage(problem: str) -> int:
     print(f"flink-failover: {problem}", file=sys.stderr)
     return 2
@@ -400,16 +339,15 @@ def _usage(problem: str) -> int:
 def _policy(args: argparse.Namespace) -> RestorePolicy | None:
     """The restore policy ``--policy`` (or the environment) names; None after saying why it is unusable."""
     logs.configure(args.log_level)
-    source = policy_source(args.policy, os.environ)
-    try:
-        policy = load_policy(source.path)
-    except PolicyError as exc:
-        print(f"flink-failover: policy {source.describe()}: {exc}", file=sys.stderr)
+    loaded = load(args.policy, os.environ)
+    if isinstance(loaded, Unusable):
+        print(f"flink-failover: {loaded.message()}", file=sys.stderr)
         return None
+    source = loaded.source
     log.info("restore policy loaded", extra={"fields": {"policy": str(source.path), "from": source.origin}})
-    for note in policy_notes(policy):
+    for note in loaded.notes:
         log.warning(note)
-    return policy
+    return loaded.policy
 
 
 def refused_options(role: Role, given: Mapping[str, str | None]) -> list[str]:
@@ -420,19 +358,3 @@ def refused_options(role: Role, given: Mapping[str, str | None]) -> list[str]:
         for dest, option in given.items()
         if dest not in EVERY_ROLE and dest not in role.options
     ]
-
-
-def run(args: argparse.Namespace) -> int:
-    """``flink-failover serve``: refuse the options the role does not read, then serve the chosen role."""
-    role = SERVED[args.role]
-    problems = refused_options(role, getattr(args, GIVEN, {}))
-    for problem in problems:
-        print(f"flink-failover: {problem}", file=sys.stderr)
-    if problems:
-        return 2
-    if role.own_server:
-        return role.serve(args)  # its own server and metrics registry
-    server.prepare_metrics_dir()  # before any role module imports prometheus_client
-    code = role.serve(args)
-    server.discard_metrics_dir()  # serve removes it when it ran; a refused start leaves nothing either
-    return code

@@ -27,7 +27,7 @@ from tests.conftest import REPO
 from tests.support.production import wait_for
 from tests.support.server import stop_group
 from webhook.certs import store
-from webhook.restore.policy_file import DEFAULT_POLICY_FILE
+from webhook.policy.load import DEFAULT_POLICY_FILE
 
 pytestmark = pytest.mark.slow
 

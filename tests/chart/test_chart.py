@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from webhook.restore.policy import policy_from_dict
-from webhook.restore.policy_file import DEFAULT_POLICY_FILE, load_policy
+from webhook.policy.load import DEFAULT_POLICY_FILE, load_policy
+from webhook.policy.restore import policy_from_dict
 
 CHART = REPO / "charts" / "flink-failover"
 NS = "flink-failover"

@@ -247,7 +247,7 @@ def _typos() -> dict[str, dict[str, str]]:
     """Near misses of real option names, in several backends: one letter dropped, doubled, swapped for
     another, camelCase, a hyphen; and a name near nothing."""
     from webhook.common.paths import FSSPEC_PROTOCOL
-    from webhook.restore.backend_options import STORAGE_OPTIONS
+    from webhook.policy.backend_options import STORAGE_OPTIONS
 
     out: dict[str, dict[str, str]] = {}
     for scheme in ("s3", "gs", "abfs", "oss", "file", "hdfs"):
@@ -270,7 +270,7 @@ def _typos() -> dict[str, dict[str, str]]:
 
 def test_a_storage_option_typo_gets_the_servers_message_and_hint(helm: str, tmp_path: Path) -> None:
     """Before: ``at ''`` and a list of thirty names, where the server says "did you mean endpoint_url"."""
-    from webhook.restore.policy import PolicyError, policy_from_dict
+    from webhook.policy.restore import PolicyError, policy_from_dict
 
     typos = _typos()
     with pytest.raises(PolicyError) as server:

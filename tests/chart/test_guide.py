@@ -30,8 +30,8 @@ from tests.support import guide
 from tests.support.crds import crd_validator
 from tests.support.karmada_lua import karmada_lua
 from tests.support.karmada_results import convert
-from webhook.restore.policy import policy_from_dict
-from webhook.restore.policy_file import load_policy
+from webhook.policy.load import load_policy
+from webhook.policy.restore import policy_from_dict
 
 GUIDE = REPO / "docs" / "guide-flink-on-karmada.md"
 STEPS = guide.steps(GUIDE)

@@ -104,7 +104,7 @@ def test_extras_build_argument_selects_the_storage_backends() -> None:
     import tomllib
 
     from webhook.common.paths import FSSPEC_PROTOCOL
-    from webhook.restore.policy import DEFAULT_ALLOWED_SCHEMES
+    from webhook.policy.restore import DEFAULT_ALLOWED_SCHEMES
     from webhook.restore.storage.backends import BACKENDS
 
     text = (REPO / "Dockerfile").read_text()

@@ -1,4 +1,4 @@
-"""The restore policy, declared once (``webhook/restore/policy.py`` ``POLICY``): one table of policies run
+"""The restore policy, declared once (``webhook/policy/restore.py`` ``POLICY``): one table of policies run
 through the server's validator, the JSON schema made from the declaration and ``helm template`` with the
 chart's generated schema and rule checks; all three decide alike (a typo fails ``helm install`` instead of
 crash-looping the pods), and a rule between fields fails helm with the server's own words. The generated
@@ -17,9 +17,9 @@ import yaml
 from tests.chart.schema import SCHEMA_PATH, generated
 from tests.chart.schema import render as render_schema
 from tests.chart.test_chart import one, template
-from webhook.restore.policy import RestorePolicy, json_schema, policy_from_dict
-from webhook.restore.policy_file import DEFAULT_POLICY_FILE, load_policy
-from webhook.restore.schema import PolicyError
+from webhook.policy.load import DEFAULT_POLICY_FILE, load_policy
+from webhook.policy.restore import RestorePolicy, json_schema, policy_from_dict
+from webhook.policy.schema import PolicyError
 
 
 def test_committed_schema_is_the_generated_one() -> None:

@@ -7,7 +7,7 @@ import re
 from tests.conftest import REPO
 from webhook.common import contract
 from webhook.controlplane import record
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 
 WRITTEN_BY_CONTROL_PLANE = (
     contract.FAILOVER,

@@ -20,9 +20,9 @@ import yaml
 from tests.conftest import REPO
 from tests.controlplane import fakeapi
 from tests.support.server import RunningServer, generate_certs, serve
+from webhook.commands.review_requests import wrap
 from webhook.controlplane.record import BindingRecord
-from webhook.restore.policy_file import DEFAULT_POLICY_FILE
-from webhook.review import wrap
+from webhook.policy.load import DEFAULT_POLICY_FILE
 
 NS = "karmada-system"
 LEASE = "flink-failover-control-plane"

@@ -20,7 +20,7 @@ from tests.controlplane import support as s
 from tests.support.production import wait_for
 from tests.support.server import free_port
 from webhook.controlplane.record import BindingRecord
-from webhook.restore.policy_file import DEFAULT_POLICY_FILE
+from webhook.policy.load import DEFAULT_POLICY_FILE
 
 BIN = Path(sys.executable).parent / "flink-failover"
 KEY = "flink-failover.io/last-known-state"

@@ -23,7 +23,7 @@ from tests.conftest import shared_data_dir
 from webhook.common.admission import review
 from webhook.controlplane.handler import WorkHandler, internal_error
 from webhook.controlplane.offline import static_lookup
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 
 JOB_A = "3c653dbe4c19bb72f8eb28445541bed6"  # recorded: orders on member1 (scenA)
 JOB_B = "0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b"

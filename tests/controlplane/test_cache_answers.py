@@ -23,7 +23,7 @@ from webhook.controlplane.capture import observe
 from webhook.controlplane.handler import WorkHandler, internal_error
 from webhook.controlplane.lookup import BindingLookupResult, Found
 from webhook.controlplane.record import BindingRecord
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 
 NAME = "orders-flinkdeployment"
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -20,7 +20,7 @@ from webhook.controlplane.handler import WorkHandler, internal_error
 from webhook.controlplane.lookup import BindingLookupResult
 from webhook.controlplane.record import BindingRecord
 from webhook.member.handler import MemberHandler
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 
 pytestmark = pytest.mark.shared
 

@@ -28,7 +28,7 @@ from webhook.controlplane.handler import WorkHandler, internal_error
 from webhook.controlplane.lookup import BindingCache
 from webhook.controlplane.record import BindingRecord
 from webhook.controlplane.watch import Watcher
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 
 pytestmark = pytest.mark.shared
 

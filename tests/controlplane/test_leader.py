@@ -29,7 +29,7 @@ from webhook.controlplane.leader import (
     LeaseRecord,
     claim,
 )
-from webhook.restore.policy_file import DEFAULT_POLICY_FILE
+from webhook.policy.load import DEFAULT_POLICY_FILE
 
 T0 = datetime(2026, 12, 1, 9, 0, 0, tzinfo=UTC)
 

@@ -15,7 +15,7 @@ from tests.controlplane import support as s
 from tests.support.karmada_lua import karmada_lua
 from tests.support.karmada_results import ENTRY_POINTS, convert
 from webhook.controlplane.serve import WORK_PATH
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 
 pytestmark = pytest.mark.shared
 

@@ -14,7 +14,7 @@ from webhook.controlplane.binding import Binding
 from webhook.controlplane.capture import capture, observe
 from webhook.controlplane.record import BindingRecord, read_annotation
 from webhook.controlplane.relocation import Relocation, decide_relocation
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 
 CLUSTERS = ("member1", "member2", "member3")
 JOBS = ("3c653dbe4c19bb72f8eb28445541bed6", "0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b", "not-a-job", "")

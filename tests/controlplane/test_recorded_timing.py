@@ -28,7 +28,7 @@ from webhook.controlplane.karmada import KarmadaApi
 from webhook.controlplane.lookup import BindingCache, BindingLookupResult, Entry, Found, FreshLookup
 from webhook.controlplane.record import BindingRecord, HistoryType
 from webhook.controlplane.relocation import Relocation, decide_relocation
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 
 P = "flink-failover.io/"
 J_RACE = "7b53faafa334fcbcb8092450d29784f6"  # orders-c on member1

@@ -25,7 +25,7 @@ from webhook.controlplane.handler import WorkHandler, internal_error
 from webhook.controlplane.karmada import KarmadaApi
 from webhook.controlplane.lookup import BindingCache, Found, FreshLookup, LookupFailed, NotFound
 from webhook.controlplane.record import BindingRecord
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 
 pytestmark = pytest.mark.shared
 

@@ -34,7 +34,7 @@ from tests.support.production import wait_for
 from tests.support.server import ApiServerClient
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.storage.backends import DeadlineExceeded
 from webhook.restore.storage.search import CheckpointStorage
 
@@ -214,7 +214,7 @@ def test_permission_denied_on_local_storage(faults: FaultStack, tmp_path: Path) 
         "import json, sys\n"
         "from webhook.common.admission import parse_review\n"
         "from webhook.member.handler import MemberHandler\n"
-        "from webhook.restore.policy import RestorePolicy\n"
+        "from webhook.policy.restore import RestorePolicy\n"
         f"h = MemberHandler.from_policy(RestorePolicy(deadline_seconds={DEADLINE}))\n"
         "body = json.load(open(sys.argv[1]))\n"
         "resp = h(parse_review(body)).to_review()['response']\n"

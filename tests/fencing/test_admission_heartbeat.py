@@ -193,7 +193,7 @@ def test_a_member_api_that_does_not_answer_leaves_the_heartbeat_to_its_lease(tmp
     from webhook.common.kubeclient import ClientConfig
     from webhook.fencing.records import FencingStore
     from webhook.member.followup import AdmittedHeartbeats
-    from webhook.restore.policy import FencingPolicy, RestorePolicy
+    from webhook.policy.restore import FencingPolicy, RestorePolicy
     from webhook.restore.storage.search import CheckpointStorage
 
     gone = fakeapi.start_member_cluster()

@@ -34,7 +34,7 @@ from webhook.fencing.agent import FencingAgent
 from webhook.fencing.flinkapi import FlinkApi, ThreadedApi
 from webhook.fencing.report import Step
 from webhook.member.handler import MemberHandler
-from webhook.restore.policy import MAX_DEADLINE_SECONDS, FencingPolicy, FencingStorageError, RestorePolicy
+from webhook.policy.restore import MAX_DEADLINE_SECONDS, FencingPolicy, FencingStorageError, RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage
 
 P = "flink-failover.io"

@@ -26,7 +26,7 @@ from tests.support.server import generate_certs, serve
 from webhook.common.kubeclient import ClientConfig
 from webhook.fencing.agent import FencingAgent
 from webhook.fencing.flinkapi import FlinkApi, ThreadedApi
-from webhook.restore.policy import FencingPolicy, RestorePolicy
+from webhook.policy.restore import FencingPolicy, RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage
 
 P = "flink-failover.io"

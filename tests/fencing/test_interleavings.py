@@ -30,7 +30,7 @@ from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from tests.support.simulation import Fault, World
-from webhook.restore.policy import FencingPolicy, RenewFailure, RestorePolicy
+from webhook.policy.restore import FencingPolicy, RenewFailure, RestorePolicy
 
 FENCING = FencingPolicy(lease_seconds=30, poll_seconds=5, renew_deadline_seconds=10, stop_margin_seconds=10)
 POLICY = RestorePolicy(default_checkpoint_dir="s3://jobs/checkpoints", fencing=FENCING)

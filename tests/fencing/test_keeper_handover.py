@@ -29,7 +29,7 @@ from webhook.fencing.protocol import Ownership
 from webhook.fencing.records import FencingStore, heartbeat_body
 from webhook.fencing.renewal import Renewal, Renewing, first_seen, keeper_renews, renewal
 from webhook.keeper.inject import KeeperPod, with_keeper
-from webhook.restore.policy import FencingPolicy, RestorePolicy
+from webhook.policy.restore import FencingPolicy, RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage
 
 world, local_site = harness.world, harness.local_site

@@ -20,7 +20,7 @@ from webhook.fencing.layout import KEEPER_WRITER, Workload
 from webhook.fencing.records import FencingStore, heartbeat_body
 from webhook.fencing.renewal import keeper_renews
 from webhook.keeper.inject import KeeperPod, with_keeper
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage
 
 world, local_site = harness.world, harness.local_site

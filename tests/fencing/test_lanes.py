@@ -42,7 +42,7 @@ from webhook.fencing.lanes import HEARTBEAT_THREADS, THREADS_PER_LANE, Call, Lan
 from webhook.fencing.layout import Workload
 from webhook.fencing.protocol import Fence
 from webhook.fencing.records import FencingStore, heartbeat_body
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.storage.backends import DeadlineExceeded
 from webhook.restore.storage.search import CheckpointStorage
 

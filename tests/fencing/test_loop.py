@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.simulation import LATENCY, Fault, SimFileSystem, World
 from webhook.fencing.renewal import retry_seconds
-from webhook.restore.policy import FencingPolicy, RestorePolicy
+from webhook.policy.restore import FencingPolicy, RestorePolicy
 
 FENCING = FencingPolicy(lease_seconds=30, poll_seconds=5, renew_deadline_seconds=10, stop_margin_seconds=10)
 POLICY = RestorePolicy(default_checkpoint_dir="s3://jobs/checkpoints", fencing=FENCING)

@@ -46,8 +46,8 @@ from webhook.fencing.records import (
     heartbeat_name,
     parse_listing,
 )
+from webhook.policy.restore import FencingPolicy, RestorePolicy
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
-from webhook.restore.policy import FencingPolicy, RestorePolicy
 from webhook.restore.snapshots import Snapshots
 
 T0 = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)

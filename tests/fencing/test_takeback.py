@@ -12,8 +12,8 @@ import pytest
 
 from webhook.fencing.renewal import first_seen
 from webhook.fencing.takeback import Watch, answered, failed, handed, identity, read_due, silent, taken_back
-from webhook.restore.fencing_policy import FENCING
-from webhook.restore.policy import FencingPolicy
+from webhook.policy.fencing import FENCING
+from webhook.policy.restore import FencingPolicy
 
 POLICY = FencingPolicy()  # lease 30 s, renew deadline 10 s, poll 5 s, stop margin 10 s
 P, D, L, S = (

@@ -36,7 +36,7 @@ from webhook.fencing.agent import FencingAgent
 from webhook.fencing.copies import Copy, read_copy
 from webhook.fencing.flinkapi import FlinkApi, ThreadedApi
 from webhook.fencing.verdicts import VERDICTS_QUEUED, due
-from webhook.restore.policy import MAX_DEADLINE_SECONDS, FencingPolicy, RestorePolicy, Verify
+from webhook.policy.restore import MAX_DEADLINE_SECONDS, FencingPolicy, RestorePolicy, Verify
 from webhook.restore.storage.search import CheckpointStorage
 from webhook.restore.verdict import MAX_AGE, VERDICT_NAME, WRITER_MAX_AGE
 

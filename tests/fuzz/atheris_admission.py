@@ -29,7 +29,7 @@ with atheris.instrument_imports():
     from webhook.common.admission import AdmissionRequest, AdmissionResponse, BadReview
     from webhook.common.admission import review as run_review
     from webhook.member.handler import MemberHandler, RestoreAudit
-    from webhook.restore.policy import RestorePolicy
+    from webhook.policy.restore import RestorePolicy
 
 ROOT = Path(tempfile.mkdtemp(prefix="atheris-ckpt-"))
 make_checkpoints(ROOT / JOB_ID, [1, 2])

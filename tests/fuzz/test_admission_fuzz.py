@@ -22,7 +22,7 @@ from tests.support.objects import JOB_ID, flink_deployment, json_paths, make_che
 from webhook.common.admission import AdmissionResponse, BadReview, parse_review
 from webhook.common.admission import review as run_review
 from webhook.member.handler import MemberHandler, RestoreAudit
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 
 FAILOVER = "flink-failover.io/failover"
 JOB_LABEL = "flink-failover.io/job-id"

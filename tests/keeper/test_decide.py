@@ -10,7 +10,7 @@ import pytest
 from webhook.fencing.protocol import Fence, Heartbeat, Ownership
 from webhook.keeper.decide import NEVER, Lease, answered, decide, due, inherited, listed, listing_due, sent
 from webhook.keeper.jobmanager import ENTRYPOINTS, is_jobmanager
-from webhook.restore.fencing_policy import FencingPolicy, RenewFailure
+from webhook.policy.fencing import FencingPolicy, RenewFailure
 
 POLICY = FencingPolicy()  # lease 30, poll 5, renew deadline 10, stop margin 10
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -20,7 +20,7 @@ from webhook.common.paths import StoragePath
 from webhook.fencing.copies import CopyState, read_copy
 from webhook.fencing.layout import Workload
 from webhook.keeper.inject import CONTAINER
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 
 
 @pytest.fixture(scope="module")

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from webhook.commands import keeper as command
 from webhook.fencing.layout import Workload
-from webhook.keeper import command
 from webhook.keeper.inject import CONTAINER, PORT, KeeperPod, with_keeper
 
 FENCING = {"leaseSeconds": 30, "pollSeconds": 5, "renewDeadlineSeconds": 10, "stopMarginSeconds": 10}

@@ -21,7 +21,7 @@ from webhook.keeper.session import (
     renew_due,
     running,
 )
-from webhook.restore.fencing_policy import FencingPolicy
+from webhook.policy.fencing import FencingPolicy
 
 POLICY = FencingPolicy()  # lease 30, poll 5, renew deadline 10, stop margin 10
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -14,16 +14,16 @@ import pytest
 
 from tests.member.test_first_copy_part import SETUP, Untouchable, admission
 from tests.support.objects import apply, decode_patch, flink_deployment, review
+from webhook.commands import keeper as command
 from webhook.common.admission import parse_review
 from webhook.common.flink import runs_keeper
 from webhook.fencing.layout import Workload
-from webhook.keeper import command
 from webhook.keeper.inject import CONTAINER
 from webhook.keeper.session_keeper import SessionSettings
 from webhook.member.firstcopy import first_copy_part, session_cluster_part
 from webhook.member.handler import MemberHandler
 from webhook.member.keeper import Kept
-from webhook.restore.policy import policy_from_dict
+from webhook.policy.restore import policy_from_dict
 
 P = "flink-failover.io"
 COMMON = {

@@ -21,7 +21,7 @@ from tests.support.objects import (
 )
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
-from webhook.restore.policy import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
+from webhook.policy.restore import Fallback, Prefer, RestorePolicy, StatePolicy, UpgradeModePolicy
 
 FAILOVER = "flink-failover.io/failover"
 JOB_LABEL = "flink-failover.io/job-id"

@@ -15,8 +15,8 @@ from webhook.common.flink import FlinkResource, runs_keeper
 from webhook.member.firstcopy import Admission, first_copy_part, unlabelled
 from webhook.member.handler import MemberHandler
 from webhook.member.keeper import KeeperSetup, Kept, Sidecars
+from webhook.policy.restore import policy_from_dict
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
-from webhook.restore.policy import policy_from_dict
 
 P = "flink-failover.io"
 SETUP = KeeperSetup("registry.example/flink-failover:1.0", "member1", (1, 30))

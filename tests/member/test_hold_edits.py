@@ -31,7 +31,7 @@ from tests.support.server import RunningServer, generate_certs, serve
 from webhook.common.flink import FlinkResource
 from webhook.fencing import copies
 from webhook.fencing.records import FencingStore, heartbeat_body
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage
 
 P = "flink-failover.io"
@@ -301,7 +301,7 @@ def test_the_agent_judges_a_hold_under_its_own_fence_not_the_annotation(tmp_path
 
     from webhook.fencing.decide import Action, Times, decide
     from webhook.fencing.protocol import Ack, Fence, Heartbeat, Ownership
-    from webhook.restore.policy import FencingPolicy
+    from webhook.policy.restore import FencingPolicy
 
     obj = held(tmp_path)
     obj["metadata"]["annotations"][EPOCH] = "1"

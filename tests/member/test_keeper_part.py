@@ -11,8 +11,8 @@ import pytest
 from tests.support.objects import JOB_ID, apply, flink_deployment
 from webhook.common.flink import FlinkResource
 from webhook.member.keeper import KeeperSetup, Kept, Sidecars, keeper_part, version_of
+from webhook.policy.restore import policy_from_dict
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
-from webhook.restore.policy import policy_from_dict
 
 P = "flink-failover.io"
 SETUP = KeeperSetup("registry.example/flink-failover:1.0", "member1", (1, 30))

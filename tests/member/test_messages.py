@@ -10,7 +10,7 @@ import pytest
 
 from tests.member.test_decisions import POLICY, answer, ckpt, labels
 from tests.support.objects import JOB_ID, flink_deployment, make_checkpoints, review
-from webhook.restore.policy import Fallback
+from webhook.policy.restore import Fallback
 
 __all__ = ["ckpt"]  # the fixture, shared with test_decisions
 

@@ -17,7 +17,7 @@ from tests.support.objects import JOB_ID, flink_deployment, make_checkpoints, re
 from webhook.common.admission import parse_review
 from webhook.common.patch import escape, set_fields
 from webhook.member.handler import MemberHandler
-from webhook.restore.policy import Fallback, RestorePolicy
+from webhook.policy.restore import Fallback, RestorePolicy
 
 label_keys = st.from_regex(
     r"\A([a-z0-9]([a-z0-9.~/-]{0,20}[a-z0-9])?/)?[a-zA-Z0-9]([a-zA-Z0-9_.~-]{0,20})?\Z"

@@ -11,8 +11,8 @@ from webhook.common.admission import AdmissionRequest, BadReview, parse_review
 from webhook.common.admission import review as handle
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.member.handler import internal_error
-from webhook.restore.policy import PolicyError, RestorePolicy, policy_from_dict
-from webhook.restore.policy_file import DEFAULT_POLICY_FILE, load_policy
+from webhook.policy.load import DEFAULT_POLICY_FILE, load_policy
+from webhook.policy.restore import PolicyError, RestorePolicy, policy_from_dict
 
 HEADER = {"apiVersion": "flink-failover.io/v1alpha1", "kind": "RestorePolicy"}
 

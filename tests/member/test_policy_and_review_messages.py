@@ -19,7 +19,7 @@ from tests.support.objects import JOB_ID, flink_deployment, review
 from tests.support.server import executable
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
-from webhook.restore.policy import PolicyError, RestorePolicy, UpgradeModePolicy, policy_from_dict
+from webhook.policy.restore import PolicyError, RestorePolicy, UpgradeModePolicy, policy_from_dict
 
 SAMPLES = REPO / "tests" / "samples"
 HOLD = "flink-failover.io/hold"
@@ -123,7 +123,7 @@ def test_well_typed_storage_options_load() -> None:
 
 
 def test_job_id_labels_without_the_control_planes_label_are_warned() -> None:
-    from webhook.restore.policy_file import policy_notes
+    from webhook.policy.load import policy_notes
 
     own = policy_from_dict({"jobIdLabels": ["application.karmada.io/failover-jobid"]})
     (note,) = policy_notes(own)

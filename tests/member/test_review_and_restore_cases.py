@@ -33,9 +33,9 @@ from tests.support.server import executable
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource
 from webhook.member.handler import MemberHandler
+from webhook.policy.restore import PolicyError, RestorePolicy, UpgradeModePolicy, policy_from_dict
 from webhook.restore.decide import Parent
 from webhook.restore.metadata import metadata_problem
-from webhook.restore.policy import PolicyError, RestorePolicy, UpgradeModePolicy, policy_from_dict
 
 SAMPLES = REPO / "tests" / "samples"
 CKPT = "file:///tmp/flink-failover-samples/checkpoints"

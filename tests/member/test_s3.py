@@ -22,7 +22,7 @@ from tests.support.objects import (
 from tests.support.s3 import moto_server, s3_options
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 
 BUCKET = "flink-state"
 

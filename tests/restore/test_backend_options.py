@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from webhook.restore.backend_options import STORAGE_OPTIONS, option_types
-from webhook.restore.policy import PolicyError, policy_from_dict
+from webhook.policy.backend_options import STORAGE_OPTIONS, option_types
+from webhook.policy.restore import PolicyError, policy_from_dict
 
 # The fsspec protocols with an option table; their backends are in the dev extra, so every run checks them.
 PROTOCOLS = ("s3", "gs", "abfs", "oss", "file")

@@ -21,8 +21,7 @@ from tests.support.objects import apply, decode_patch, flink_deployment, flink_v
 from tests.support.server import admitting
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource
-from webhook.member.handler import MemberHandler
-from webhook.restore.compat import (
+from webhook.common.flink_reads import (
     CHANGELOG_HANDLES,
     NOT_STATED,
     HandleMet,
@@ -31,8 +30,9 @@ from webhook.restore.compat import (
     is_target_problem,
     target_of,
 )
+from webhook.member.handler import MemberHandler
+from webhook.policy.restore import OnUnloadable, PolicyError, RestorePolicy, policy_from_dict
 from webhook.restore.decide import restoring_flink
-from webhook.restore.policy import OnUnloadable, PolicyError, RestorePolicy, policy_from_dict
 
 P = "flink-failover.io"
 CHANGELOG = ("1.20.5-changelog", "2.0.2-changelog", "2.3.0-changelog")

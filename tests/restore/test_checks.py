@@ -8,9 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from webhook.common.paths import StoragePath, StoragePathError
+from webhook.policy.restore import DEFAULT_ALLOWED_SCHEMES, NewerMetadata
 from webhook.restore.checks import judge, missing, named_files
 from webhook.restore.metadata import FileScope, Metadata, NamedFile, NewerFormat, Unreadable
-from webhook.restore.policy import DEFAULT_ALLOWED_SCHEMES, NewerMetadata
 
 SNAPSHOT = StoragePath.parse("s3a://state/ck/job/chk-4")
 

@@ -1,7 +1,7 @@
 """The restoring side's Flink (issue 36 item 3): a snapshot the target's Flink cannot load is passed
 over for the newest one it can, or the job is held with the reason; never started to crash-loop.
 
-The table (``restore/compat.py``) and its judgement, pure; then real ``_metadata`` written by Flink
+The table (``common/flink_reads.py``) and its judgement, pure; then real ``_metadata`` written by Flink
 2.3.0 and 1.20.5 (../shared/data/flink-real, tests/fixtures/flink) through the served webhook (gunicorn,
 TLS) and the member handler, for targets that say ``v1_19``, ``v1_20`` and ``v2_3``."""
 
@@ -21,9 +21,7 @@ from tests.support.objects import apply, decode_patch, flink_deployment, review
 from tests.support.server import admitting
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource
-from webhook.member.handler import MemberHandler
-from webhook.restore.checks import judge
-from webhook.restore.compat import (
+from webhook.common.flink_reads import (
     FLINK_READS,
     HANDLE_NAMES,
     HandleMet,
@@ -32,9 +30,8 @@ from webhook.restore.compat import (
     is_target_problem,
     target_of,
 )
-from webhook.restore.decide import restoring_flink
-from webhook.restore.metadata import Metadata, read_metadata
-from webhook.restore.policy import (
+from webhook.member.handler import MemberHandler
+from webhook.policy.restore import (
     Fallback,
     NewerMetadata,
     OnUnloadable,
@@ -43,6 +40,9 @@ from webhook.restore.policy import (
     Verify,
     policy_from_dict,
 )
+from webhook.restore.checks import judge
+from webhook.restore.decide import restoring_flink
+from webhook.restore.metadata import Metadata, read_metadata
 
 P = "flink-failover.io"
 JOB_2_3 = "61056cde07604699176df1284c1c5ede"  # ck-2.3.0: chk-8, chk-9, chk-11 (format 6)

@@ -21,9 +21,9 @@ from tests.support.flinktrees import Tree, materialize, tree
 from tests.support.objects import apply, decode_patch, flink_deployment, flink_version, review
 from tests.support.server import admitting
 from webhook.common.admission import parse_review
+from webhook.common.flink_reads import Unloadable, unloadable, what_loads
 from webhook.member.handler import MemberHandler
-from webhook.restore.compat import Unloadable, unloadable, what_loads
-from webhook.restore.policy import OnUnloadable, PolicyError, RestorePolicy, policy_from_dict
+from webhook.policy.restore import OnUnloadable, PolicyError, RestorePolicy, policy_from_dict
 
 P = "flink-failover.io"
 CHANGELOG = ("1.20.5-changelog", "2.0.2-changelog", "2.3.0-changelog")
@@ -313,8 +313,8 @@ def test_a_restore_of_older_state_says_what_it_left_behind_in_an_event() -> None
     from tests.support.objects import flink_deployment, review
     from webhook.common.admission import parse_review
     from webhook.member.handler import admission_events
+    from webhook.policy.restore import RestorePolicy
     from webhook.restore.outcome import RestoreDecision, RestoreOutcome
-    from webhook.restore.policy import RestorePolicy
 
     rewound = (
         "rewound: restored the older chk-10, leaving chk-11..chk-12 that the restoring Flink cannot load"

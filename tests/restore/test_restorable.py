@@ -24,8 +24,8 @@ from tests.support.s3 import moto_server, s3_options
 from tests.support.server import executable, generate_certs, serve
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
+from webhook.policy.restore import NewerMetadata, RestorePolicy, Verify
 from webhook.restore.metadata import Metadata, read_metadata
-from webhook.restore.policy import NewerMetadata, RestorePolicy, Verify
 
 P = "flink-failover.io"
 INCREMENTAL = ("1.20.5-rocksdb-incremental", "2.3.0-rocksdb-incremental")

@@ -29,10 +29,10 @@ from tests.support.s3 import moto_server, s3_options
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource
 from webhook.member.handler import MemberHandler
+from webhook.policy.restore import Prefer, RestorePolicy
 from webhook.restore.decide import decide_restore
 from webhook.restore.metadata import metadata_checkpoint_id
 from webhook.restore.outcome import RestoreDecision
-from webhook.restore.policy import Prefer, RestorePolicy
 from webhook.restore.storage.backends import Deadline
 from webhook.restore.storage.search import CheckpointStorage
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from tests.support.backends import Running
 from tests.support.flinktrees import Tree, incremental_metadata, tree
 from webhook.common.paths import StoragePath
+from webhook.policy.restore import Verify
 from webhook.restore.checks import named_files
 from webhook.restore.metadata import Metadata, read_metadata
-from webhook.restore.policy import Verify
 from webhook.restore.snapshots import SnapshotQuery, Snapshots
 from webhook.restore.storage.backends import Deadline, modified_time
 from webhook.restore.storage.search import CheckpointStorage

@@ -48,7 +48,7 @@ from webhook.fencing.lanes import Lanes
 from webhook.fencing.layout import Workload
 from webhook.fencing.protocol import HoldOutcome, judge_admission
 from webhook.fencing.records import fence_name, heartbeat_name, parse_listing
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.storage.backends import Filesystems
 from webhook.restore.storage.search import CheckpointStorage
 

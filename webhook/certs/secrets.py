@@ -2,7 +2,7 @@
 
 A typed facade over ``common.kubeobjects.KubeObjects`` (in-cluster when running in a pod and no
 kubeconfig is named, else ``--kubeconfig``/``KUBECONFIG``/``~/.kube/config``). Every call returns an
-:class:`ApiFailure` instead of raising; the command (``certs.cli``) turns it into its message.
+:class:`ApiFailure` instead of raising; the command (``commands/certs.py``) turns it into its message.
 """
 
 from __future__ import annotations

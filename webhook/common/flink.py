@@ -224,7 +224,7 @@ class FlinkResource:
     # parent's name. Such a child carries none of the parent's labels (FLINK-41403).
     blue_green_parent: str = ""
     # The Flink it runs (spec.flinkVersion, "v1_20") and its image: which snapshots it can load
-    # (restore/compat.py). A FlinkSessionJob has neither: its session cluster's count.
+    # (common/flink_reads.py). A FlinkSessionJob has neither: its session cluster's count.
     flink_version: str = ""
     image: str = ""
     # A session cluster (a FlinkDeployment without a job) whose JobManager's pod runs the lease keeper:

@@ -64,7 +64,7 @@ from webhook.fencing.records import FencingStore, Workload
 from webhook.fencing.renewal import retry_seconds
 from webhook.fencing.renewer import Renewer, pause
 from webhook.fencing.report import Health, Report, Step, list_problem
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.snapshots import StorageError
 from webhook.restore.storage.search import CheckpointStorage
 

@@ -33,8 +33,8 @@ from webhook.common.untyped import as_map
 from webhook.fencing.layout import FOLDER, Workload
 from webhook.fencing.operator import OperatorReport, operator_report
 from webhook.fencing.protocol import Fence, HoldVerdict, Ownership, ReleaseCause, Waiting
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
-from webhook.restore.policy import RestorePolicy
 from webhook.restore.record import RestoreRecord, record_of
 
 NOT_REPORTED = OperatorReport(False, "")

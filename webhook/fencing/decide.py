@@ -54,9 +54,9 @@ from webhook.fencing.protocol import (
     superseding,
 )
 from webhook.fencing.renewal import retry_seconds
+from webhook.policy.restore import FencingPolicy, FencingStorageError, Prefer, RestorePolicy
 from webhook.restore.decide import restoring_flink
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
-from webhook.restore.policy import FencingPolicy, FencingStorageError, Prefer, RestorePolicy
 from webhook.restore.restoring import cannot_load_any, judge_rewind
 from webhook.restore.snapshots import Candidate, SnapshotQuery, Snapshots, checked_as, choose, newest
 

@@ -54,8 +54,8 @@ from webhook.fencing.records import FencingStore, fence_body
 from webhook.fencing.renewal import retry_seconds
 from webhook.fencing.renewer import Renewer
 from webhook.fencing.verdicts import VERDICT_BUDGET_FACTOR, VERDICT_DEADLINE_SECONDS, VERDICTS_AT_ONCE
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.decide import Parent, ParentLookup, decide_restore
-from webhook.restore.policy import RestorePolicy
 from webhook.restore.snapshots import SnapshotQuery, Snapshots, StorageError
 from webhook.restore.storage.backends import Deadline
 from webhook.restore.storage.search import CheckpointStorage

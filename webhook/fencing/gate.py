@@ -31,8 +31,8 @@ from webhook.fencing.admitted import Admitted
 from webhook.fencing.lanes import Call
 from webhook.fencing.protocol import HoldOutcome, judge_admission, next_epoch
 from webhook.fencing.records import FencingStore, Listing, fence_body, heartbeat_body
+from webhook.policy.restore import FencingStorageError, RestorePolicy
 from webhook.restore.outcome import RestoreDecision
-from webhook.restore.policy import FencingStorageError, RestorePolicy
 from webhook.restore.snapshots import StorageError
 
 log = logging.getLogger(__name__)

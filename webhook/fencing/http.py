@@ -17,7 +17,7 @@ from webhook.fencing.flinkapi import PLURALS, FlinkApi
 from webhook.fencing.lanes import Lanes
 from webhook.fencing.records import FencingStore
 from webhook.fencing.status import collect
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage
 
 

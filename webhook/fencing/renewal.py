@@ -30,7 +30,7 @@ from enum import StrEnum
 from typing import Any
 
 from webhook.fencing.layout import KEEPER_WRITER
-from webhook.restore.policy import FencingPolicy, RenewFailure
+from webhook.policy.restore import FencingPolicy, RenewFailure
 
 
 class Renewal(StrEnum):

@@ -42,7 +42,7 @@ from webhook.fencing.renewal import (
     step_down_reason,
 )
 from webhook.fencing.takeback import Watch, answered, failed, handed, identity, read_due, silent, taken_back
-from webhook.restore.policy import FencingPolicy
+from webhook.policy.restore import FencingPolicy
 from webhook.restore.snapshots import StorageError
 
 log = logging.getLogger(__name__)

@@ -34,7 +34,7 @@ from webhook.fencing.agent import FencingAgent
 from webhook.fencing.flinkapi import FlinkApi, ThreadedApi, stops_client
 from webhook.fencing.lanes import process_lanes
 from webhook.fencing.report import Health
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage
 
 log = logging.getLogger(__name__)

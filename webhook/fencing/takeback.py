@@ -34,7 +34,7 @@ just late hands the copy over again, unsaid and unwritten), and has until ``sinc
 it steps the copy down then, the suspend sent by ``since + 20 s`` (one poll, the call's deadline), the
 job stopped within the stop margin, by ``since + 30 s <= m + 30 s``, the earliest another cluster may
 count the lease as expired. In general ``since + renewDeadlineSeconds + 2 x pollSeconds +
-stopMarginSeconds <= since + leaseSeconds`` is the policy's rule (``restore/fencing_policy.py``): the poll
+stopMarginSeconds <= since + leaseSeconds`` is the policy's rule (``policy/fencing.py``): the poll
 of slack it keeps for the agent's own copies is here the poll the agent gets to renew a copy taken back.
 A renewal that succeeds in that poll is stamped by ``since + 15 s`` plus its call: the lease moves on
 before it ends. The agent cannot tell a dead keeper from its own storage path lost (its reads fail): it
@@ -50,7 +50,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from webhook.fencing.renewal import first_seen, retry_seconds
-from webhook.restore.policy import FencingPolicy
+from webhook.policy.restore import FencingPolicy
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 
 from webhook.fencing.copies import Copy, CopyState
 from webhook.fencing.layout import Workload
-from webhook.restore.policy import RestorePolicy, Verify
+from webhook.policy.restore import RestorePolicy, Verify
 
 VERDICTS_AT_ONCE = 2  # checks running side by side (each has its own requests in flight)
 VERDICTS_QUEUED = 64  # checks started or waiting for a thread, at most: the rest wait for a later poll

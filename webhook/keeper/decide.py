@@ -9,7 +9,7 @@ poll. It **holds** the lease while its last renewal that succeeded **started** l
 cluster counts the lease from that stamp or from its own later fence), and no newer fence was seen. A
 JobManager that runs while the keeper does not hold the lease is stopped at once; so the JobManager has
 stopped within the deadline + the keeper's look (a fifth of a poll) + the kill, well inside the lease
-(``restore/fencing_policy.py``: deadline + 2 polls + the stop margin fit in the lease).
+(``policy/fencing.py``: deadline + 2 polls + the stop margin fit in the lease).
 
 Every time here is the keeper's monotonic clock, except where the storage's own time is handed in
 (``inherited``: a JobManager already running when the keeper starts).
@@ -23,7 +23,7 @@ from datetime import datetime
 from webhook.fencing.copies import judged_epoch
 from webhook.fencing.protocol import Fence, Ownership, superseding
 from webhook.fencing.renewal import first_seen, retry_seconds
-from webhook.restore.fencing_policy import FencingPolicy, RenewFailure
+from webhook.policy.fencing import FencingPolicy, RenewFailure
 
 NEVER = float("-inf")
 

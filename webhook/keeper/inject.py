@@ -10,7 +10,7 @@ the JobManager without any capability. Everything else of the user's podTemplate
 a container of the keeper's name is replaced (applying it twice changes nothing). Flink's
 ``heartbeat.timeout`` is kept within ``stopMarginSeconds`` (``_heartbeats``: the TaskManagers' tasks run
 until it passes after the JobManager is killed). Its settings are
-environment variables ``keeper/command.py`` reads, the policy among them as inline JSON (a ConfigMap of
+environment variables ``commands/keeper.py`` reads, the policy among them as inline JSON (a ConfigMap of
 the webhook's namespace cannot be mounted in the job's): its fencing block and the storage options of
 the job's scheme only, never the policy's credentials (the pod's own storage identity is used, and the
 JobManager's storage environment the caller hands in ``extra_env``).

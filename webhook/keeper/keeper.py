@@ -39,7 +39,7 @@ from webhook.keeper.decide import (
 )
 from webhook.keeper.jobmanager import JobManagers, Process
 from webhook.keeper.loops import Loops, written
-from webhook.restore.fencing_policy import FencingPolicy
+from webhook.policy.fencing import FencingPolicy
 from webhook.restore.snapshots import StorageError
 
 log = logging.getLogger("webhook.keeper")

@@ -14,7 +14,7 @@ from webhook.fencing.records import FencingStore
 from webhook.keeper import metrics
 from webhook.keeper.decide import Decision
 from webhook.keeper.jobmanager import JobManagers, Process
-from webhook.restore.fencing_policy import FencingPolicy
+from webhook.policy.fencing import FencingPolicy
 
 log = logging.getLogger("webhook.keeper")
 

@@ -29,7 +29,7 @@ from webhook.fencing.layout import SESSION_FIELD
 from webhook.fencing.protocol import Ownership
 from webhook.fencing.renewal import first_seen
 from webhook.keeper.decide import Lease, answered, decide, holds, listed
-from webhook.restore.fencing_policy import FencingPolicy
+from webhook.policy.fencing import FencingPolicy
 
 # Flink's job states in which nothing of the job runs any more (SUSPENDED: this JobManager lost its
 # leadership; the job is another JobManager's to run, or nobody's).

@@ -46,7 +46,7 @@ from webhook.keeper.session import (
     renew_due,
     running,
 )
-from webhook.restore.fencing_policy import FencingPolicy
+from webhook.policy.fencing import FencingPolicy
 from webhook.restore.snapshots import StorageError
 
 log = logging.getLogger("webhook.keeper")

@@ -25,8 +25,8 @@ from webhook.common.contract import FENCED
 from webhook.common.flink import JOBMANAGER_KINDS, FlinkResource, runs_keeper
 from webhook.fencing.copies import as_restored, checkpoint_dir_of, epoch_of
 from webhook.member.keeper import KeeperSetup, Keeping, KeptLease, Saying, keeping
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome, triggered
-from webhook.restore.policy import RestorePolicy
 from webhook.restore.updates import held_before
 
 

@@ -27,7 +27,7 @@ from webhook.fencing import metrics
 from webhook.fencing.admitted import Admitted, Outcome, Seen, again, delay, judge
 from webhook.fencing.records import FencingStore
 from webhook.member.sessions import KubeSessionClusters
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.snapshots import StorageError
 
 log = logging.getLogger(__name__)

@@ -27,9 +27,9 @@ from webhook.fencing.lanes import Lanes
 from webhook.member.firstcopy import Admission, no_failover_part
 from webhook.member.identity import AgentIdentity
 from webhook.member.keeper import KeeperSetup, Keeping, keeper_part
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.decide import Parent, ParentLookup, decide_restore
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome, triggered
-from webhook.restore.policy import RestorePolicy
 from webhook.restore.storage.backends import Deadline
 from webhook.restore.storage.pool import LookupPool
 from webhook.restore.storage.search import CheckpointStorage

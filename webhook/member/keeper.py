@@ -42,9 +42,9 @@ from webhook.common.paths import StoragePath, StoragePathError
 from webhook.common.untyped import as_map
 from webhook.fencing.layout import Workload
 from webhook.keeper.inject import CONTAINER, FLINK_USER, PORT, KeeperPod, with_keeper
-from webhook.restore.fencing_policy import FENCING
+from webhook.policy.fencing import FENCING
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
-from webhook.restore.policy import RestorePolicy
 from webhook.restore.record import RestoreRecord, decode
 
 NATIVE_SIDECARS = (1, 29)  # restartPolicy: Always on an init container, on by default from 1.29

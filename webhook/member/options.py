@@ -14,7 +14,7 @@ from webhook.common.envoptions import add_env_option
 from webhook.common.kubeclient import ClientConfig
 from webhook.member.identity import AgentIdentity, token_subject
 from webhook.member.keeper import Sidecars
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 
 # The webhook registration's failurePolicy (the chart sets it from member.webhook.failurePolicy).
 FAILURE_POLICY_ENV = "FLINK_FAILOVER_WEBHOOK_FAILURE_POLICY"

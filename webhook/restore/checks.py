@@ -2,7 +2,7 @@
 
 Pure: ``restore/storage/`` reads the bytes and lists the folders; these functions say what that shows.
 A snapshot is passed over, with the reason the decision tells, when its ``_metadata`` cannot be loaded
-(``restore/metadata.py``) or cannot be by the Flink that will restore it (``restore/compat.py``), says
+(``restore/metadata.py``) or cannot be by the Flink that will restore it (``common/flink_reads.py``), says
 another checkpoint id than its ``chk-N`` directory, or names a file its folder's listing does not hold
 (or holds shorter than the handle reads).
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from webhook.common.flink_reads import NOT_STATED, SNAPSHOT_ID, Target, cannot_read
 from webhook.common.paths import CONTROL_CHARACTERS, StoragePath, StoragePathError
-from webhook.restore.compat import NOT_STATED, SNAPSHOT_ID, Target, cannot_read
+from webhook.policy.restore import NewerMetadata
 from webhook.restore.metadata import FileScope, Metadata, MetadataRead, NewerFormat, Unreadable
-from webhook.restore.policy import NewerMetadata
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,9 @@ from webhook.common.flink import (
     snapshot_job,
     with_session_cluster,
 )
+from webhook.common.flink_reads import NOT_STATED, Target
 from webhook.common.paths import StoragePath, StoragePathError
-from webhook.restore.compat import NOT_STATED, Target
+from webhook.policy.restore import Fallback, RestorePolicy
 from webhook.restore.outcome import (
     RestoreDecision,
     RestoreOutcome,
@@ -29,7 +30,6 @@ from webhook.restore.outcome import (
     restore_from,
     triggered,
 )
-from webhook.restore.policy import Fallback, RestorePolicy
 from webhook.restore.record import make_record
 from webhook.restore.restoring import cannot_load_any, id_note, judge_rewind
 from webhook.restore.restoring import restoring_flink as restoring_flink  # where fencing/ takes it from

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from dataclasses import field as default_factory_field
 from enum import StrEnum
 
-from webhook.restore.compat import HandleMet
+from webhook.common.flink_reads import HandleMet
 
 # Flink's checkpoint metadata file (org.apache.flink.runtime.checkpoint.Checkpoints) starts with this
 # 4-byte big-endian magic number, then a 4-byte metadata version (serializers V1..V7 so far: 4 from

@@ -12,7 +12,7 @@ from enum import StrEnum
 
 from webhook.common.contract import RESTORE_DECISION, RESTORED_FROM, RESTORED_JOB_ID
 from webhook.common.flink import FlinkResource
-from webhook.restore.policy import RestorePolicy, StatePolicy, UpgradeModePolicy
+from webhook.policy.restore import RestorePolicy, StatePolicy, UpgradeModePolicy
 
 
 class RestoreOutcome(StrEnum):

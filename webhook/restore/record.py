@@ -19,7 +19,7 @@ from typing import Any
 
 from webhook.common.contract import LAST_SAVEPOINT, RELEASE, RESTORE_RECORD, STARTED_FROM
 from webhook.common.flink import CHECKPOINT_DIR_KEYS, CREATE_SUBDIR_KEYS, SAVEPOINT_DIR_KEYS, FlinkResource
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 
 VERSION = 1
 _CLAIM_KEYS = ("execution.state-recovery.claim-mode", "execution.savepoint-restore-mode")

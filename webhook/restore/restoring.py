@@ -5,7 +5,7 @@ mode, 1.x state into Flink 2), and how much newer state restoring the older one 
 words of the hold (policy ``onUnloadable: hold``) and of the warning (``older``). docs/flink.md "Claim
 mode as the restoring Flink reads it" and "No silent rewind".
 
-Pure: the lookup's answer (``restore/snapshots.py``) and the reasons ``restore/compat.py`` gives, read
+Pure: the lookup's answer (``restore/snapshots.py``) and the reasons ``common/flink_reads.py`` gives, read
 back by ``compat.unloadable``; ``restore/decide.py`` decides with it.
 """
 
@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from webhook.common.flink import FlinkResource
-from webhook.common.paths import StoragePath
-from webhook.restore.compat import (
+from webhook.common.flink_reads import (
     Layer,
     Target,
     Unloadable,
@@ -24,7 +23,8 @@ from webhook.restore.compat import (
     unloadable,
     what_loads,
 )
-from webhook.restore.policy import OnUnloadable, Prefer, RestorePolicy
+from webhook.common.paths import StoragePath
+from webhook.policy.restore import OnUnloadable, Prefer, RestorePolicy
 from webhook.restore.snapshots import Candidate, Snapshots
 
 

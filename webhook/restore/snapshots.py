@@ -11,9 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from webhook.common.flink_reads import NOT_STATED, Target
 from webhook.common.paths import StoragePath
-from webhook.restore.compat import NOT_STATED, Target
-from webhook.restore.policy import DEFAULT_ALLOWED_SCHEMES, NewerMetadata, Prefer, RestorePolicy, Verify
+from webhook.policy.restore import DEFAULT_ALLOWED_SCHEMES, NewerMetadata, Prefer, RestorePolicy, Verify
 
 
 class StorageError(Exception):
@@ -50,7 +50,7 @@ class SnapshotQuery:
     budget: int = 100  # storage requests the lookup may make; past it: unchecked, held
     allowed_schemes: tuple[str, ...] = DEFAULT_ALLOWED_SCHEMES  # where named files may be checked
     # The Flink that will restore it (its spec.flinkVersion, its image): a snapshot it cannot load is
-    # passed over (restore/compat.py); unknown: not judged.
+    # passed over (common/flink_reads.py); unknown: not judged.
     target: Target = NOT_STATED
 
 

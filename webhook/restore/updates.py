@@ -26,6 +26,7 @@ from webhook.common.contract import (
     RESTORED_JOB_ID,
 )
 from webhook.common.flink import FlinkResource
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.outcome import (
     RestoreDecision,
     RestoreOutcome,
@@ -33,7 +34,6 @@ from webhook.restore.outcome import (
     restore_from,
     triggered,
 )
-from webhook.restore.policy import RestorePolicy
 from webhook.restore.record import RestoreRecord, record_of
 
 

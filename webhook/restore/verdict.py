@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from webhook.common.paths import StoragePath, StoragePathError
+from webhook.policy.fencing import MAX_VERDICT_SECONDS
 from webhook.restore.checks import NamedFiles, Needed
-from webhook.restore.fencing_policy import MAX_VERDICT_SECONDS
 
 VERDICT_NAME = "flink-failover-verdict.json"
 KIND = "flink-failover-verdict"

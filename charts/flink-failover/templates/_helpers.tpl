@@ -378,7 +378,7 @@ webhook/common/flink.py CHECKPOINT_DIR_KEYS and SAVEPOINT_DIR_KEYS). dict "spec"
 {{- end -}}
 
 {{/* policy.storageOptions: every option name one its backend takes, else the server's message with
-the option it most likely meant (the rule of webhook/restore/backend_options.py closest: the same but for case,
+the option it most likely meant (the rule of webhook/policy/backend_options.py closest: the same but for case,
 _ and -, else the nearest within an edit distance of max(2, len/3), the first of equals). The names
 are generated from the server's model into _storage-options.tpl. */}}
 {{- define "ff.checkStorageOptions" -}}

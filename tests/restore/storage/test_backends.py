@@ -17,8 +17,8 @@ from tests.support.backends import BACKEND_NAMES, Running
 from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment, flink_metadata, review
 from tests.support.server import ApiServerClient, executable, generate_certs, serve
 from webhook.common.paths import FSSPEC_PROTOCOL
-from webhook.restore.policy import DEFAULT_ALLOWED_SCHEMES, KNOWN_SCHEMES
-from webhook.restore.policy_file import DEFAULT_POLICY_FILE
+from webhook.policy.load import DEFAULT_POLICY_FILE
+from webhook.policy.restore import DEFAULT_ALLOWED_SCHEMES, KNOWN_SCHEMES
 from webhook.restore.storage.backends import BACKENDS, missing_backends
 from webhook.restore.storage.search import CheckpointStorage
 
@@ -286,7 +286,7 @@ def test_the_checkpoint_lookup_sees_a_checkpoint_another_client_wrote_after_the_
     (the stale copy's newest checkpoint) must restore it, not the one a cached listing showed."""
     from webhook.common.admission import parse_review
     from webhook.member.handler import MemberHandler
-    from webhook.restore.policy import RestorePolicy
+    from webhook.policy.restore import RestorePolicy
 
     root = storage_backend.bucket("fresh")
     _checkpoints(storage_backend, f"{root}/ckpt/{JOB_ID}", [41])

@@ -13,7 +13,7 @@ from tests.support.jobtrees import JOB, checkpoint, chosen, lookup, names, remov
 from tests.support.objects import apply, decode_patch, flink_deployment, review
 from webhook.common.admission import parse_review
 from webhook.member.handler import MemberHandler
-from webhook.restore.policy import RestorePolicy
+from webhook.policy.restore import RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage
 
 PARALLELISM = 128

@@ -19,16 +19,16 @@ from typing import Any
 import fsspec
 
 from webhook.common.flink import is_job_id, is_savepoint_of
+from webhook.common.flink_reads import Target, cannot_read
 from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath
+from webhook.policy.restore import Verify
 from webhook.restore.checks import judge, named_files
-from webhook.restore.compat import Target, cannot_read
 from webhook.restore.metadata import (
     METADATA_MIN_BYTES,
     metadata_checkpoint_id,
     metadata_problem,
     read_metadata,
 )
-from webhook.restore.policy import Verify
 from webhook.restore.snapshots import (
     Candidate,
     SnapshotQuery,

@@ -145,18 +145,21 @@ def _settings(
     # Loaded here, not when the command line is built: `flink-failover --help` loads no storage library.
     from webhook.keeper.keeper import Settings
     from webhook.keeper.session_keeper import SessionSettings
-    from webhook.restore.policy import PolicyError, policy_from_dict
-    from webhook.restore.policy_file import load_policy, policy_source
+    from webhook.policy.load import Unusable, load
+    from webhook.policy.restore import PolicyError, policy_from_dict
 
-    try:
-        if args.policy_json:
+    if args.policy_json:
+        try:
             policy = policy_from_dict(json.loads(args.policy_json))
-        else:
-            policy = load_policy(policy_source(args.policy, os.environ).path)
-    except PolicyError as exc:
-        return str(exc)
-    except ValueError as exc:  # not JSON
-        return f"--policy-json: {exc}"
+        except PolicyError as exc:
+            return str(exc)
+        except ValueError as exc:  # not JSON
+            return f"--policy-json: {exc}"
+    else:
+        loaded = load(args.policy, os.environ)
+        if isinstance(loaded, Unusable):
+            return str(loaded.error)
+        policy = loaded.policy
     workload = Workload(kind, parts[1], parts[2])
     if args.mode == "session":
         return SessionSettings(cluster, workload, root, policy.fencing, args.rest), dict(

@@ -1,6 +1,7 @@
 """Which policy file a command reads (``--policy``, ``$FLINK_FAILOVER_POLICY``, the shipped default), reading
-it, and what a valid policy probably gets wrong. Loaded once at start-up; an invalid file stops the process
-with a message naming the field (``policy.py`` ``policy_from_dict``).
+it, and what a valid policy probably gets wrong. Loaded once at start-up by every command and role through
+``load``; an invalid file stops the process with a message naming the field (``restore.py``
+``policy_from_dict``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from webhook.common.contract import JOB_ID
-from webhook.restore.policy import PolicyError, RestorePolicy, policy_from_dict
+from webhook.policy.restore import PolicyError, RestorePolicy, policy_from_dict
 
 DEFAULT_POLICY_FILE = Path(str(files("webhook").joinpath("restore-policy.yaml")))
 POLICY_ENV = "FLINK_FAILOVER_POLICY"
@@ -66,3 +67,33 @@ def load_policy(path: str | Path) -> RestorePolicy:
     # An empty file (or one of comments only) sets no field: every field is optional, so it is the
     # defaults, as an empty ``policy:`` block of the chart is.
     return policy_from_dict({} if doc is None else doc)
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A usable policy, the file it came from and what it probably gets wrong (each command tells these)."""
+
+    policy: RestorePolicy
+    source: PolicySource
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Unusable:
+    """A policy file that cannot be used, and why; the command says it and exits 2."""
+
+    source: PolicySource
+    error: PolicyError
+
+    def message(self) -> str:
+        return f"policy {self.source.describe()}: {self.error}"
+
+
+def load(explicit: str | None, environ: Mapping[str, str]) -> Loaded | Unusable:
+    """The policy a command uses: ``--policy`` (``explicit``), else the environment, else the default."""
+    source = policy_source(explicit, environ)
+    try:
+        policy = load_policy(source.path)
+    except PolicyError as exc:
+        return Unusable(source, exc)
+    return Loaded(policy, source, policy_notes(policy))

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from webhook.common.kubeclient import ApiFailure, ClientConfig
 from webhook.fencing.flinkapi import FlinkApi
-from webhook.restore.policy import PolicyError, RestorePolicy
-from webhook.restore.policy_file import load_policy, policy_source
+from webhook.policy.load import Unusable, load
+from webhook.policy.restore import RestorePolicy
 
 
 def add_cluster_arguments(parser: argparse.ArgumentParser, policy_use: str) -> None:
@@ -46,13 +46,12 @@ def start(command: str, args: argparse.Namespace, target: str | None) -> Started
             print(f"{prog}: {target!r} is not NAMESPACE/NAME", file=sys.stderr)
             return 2
         named = (namespace, name)
-    try:
-        policy = load_policy(policy_source(args.policy, os.environ).path)
-    except PolicyError as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
+    loaded = load(args.policy, os.environ)
+    if isinstance(loaded, Unusable):
+        print(f"{prog}: {loaded.error}", file=sys.stderr)
         return 2
     api = FlinkApi.connect(ClientConfig(args.kubeconfig, args.context))
     if isinstance(api, ApiFailure):
         print(f"{prog}: {api.message}", file=sys.stderr)
         return 1
-    return Started(named, policy, api)
+    return Started(named, loaded.policy, api)

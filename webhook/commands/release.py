@@ -18,9 +18,9 @@ from __future__ import annotations
 import argparse
 import sys
 
+from webhook.commands import fencing as command
 from webhook.common.contract import HOLD, RELEASE, RELEASE_REQUESTED_BY
 from webhook.common.kubeclient import ApiFailure
-from webhook.fencing import command
 from webhook.fencing.flinkapi import PLURALS
 
 

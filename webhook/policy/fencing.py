@@ -1,5 +1,5 @@
 """The fencing part of the restore policy (``fencing:``): one running copy's timings and what it does on
-trouble, declared field by field as ``restore/policy.py`` declares the rest (``POLICY`` takes it as its
+trouble, declared field by field as ``policy/restore.py`` declares the rest (``POLICY`` takes it as its
 ``fencing`` block), with the rules between its timings.
 """
 
@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from webhook.restore.schema import AtMost, Block, Choice, Field, Flag, Names, Number, Pattern
+from webhook.policy.schema import AtMost, Block, Choice, Field, Flag, Names, Number, Pattern
 
 MAX_LEASE_SECONDS = 3600
 
