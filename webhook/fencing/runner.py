@@ -4,7 +4,7 @@ Every worker starts a thread that waits for an exclusive lock on one file in the
 directory (set before the workers fork); the holder runs the agent on an event loop of its own in that
 thread. When that worker exits, the kernel drops its lock and another worker's thread takes over within
 one poll. Each replica of the member role runs one agent; two agents of one cluster make the same
-idempotent writes and patches, and the property test (``tests/member/test_fencing_interleavings.py``)
+idempotent writes and patches, and the property test (``tests/fencing/test_interleavings.py``)
 runs them together under every interleaving drawn.
 
 The agent's health goes to a file beside the lock after every poll, so every worker's webhook knows

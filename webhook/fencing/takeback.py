@@ -39,7 +39,7 @@ of slack it keeps for the agent's own copies is here the poll the agent gets to 
 A renewal that succeeds in that poll is stamped by ``since + 15 s`` plus its call: the lease moves on
 before it ends. The agent cannot tell a dead keeper from its own storage path lost (its reads fail): it
 takes the copy back all the same, and steps it down if it cannot renew (safe; an availability cost
-where the keeper still renews). ``tests/member/test_fencing_takeback.py`` replays this on a timeline.
+where the keeper still renews). ``tests/fencing/test_takeback.py`` replays this on a timeline.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What each fsspec backend takes as ``storageOptions``: the names of its constructor's parameters and the
 types of the ones whose backends agree on it, and the problems of a policy's options told with a "did you
-mean". Pure data and checks (``tests/member/test_storage_options.py`` compares them with the installed
+mean". Pure data and checks (``tests/policy/test_backend_options.py`` compares them with the installed
 backends).
 """
 
@@ -12,7 +12,7 @@ from webhook.common.paths import FSSPEC_PROTOCOL
 
 # What each fsspec backend's constructor takes (storageOptions are handed to it): its own parameters at
 # the pinned versions, and fsspec's common ones. fsspec accepts and ignores any other name, so a typo
-# (endpointUrl) would pass and fail only at the first failover. tests/member/test_storage_options.py
+# (endpointUrl) would pass and fail only at the first failover. tests/policy/test_backend_options.py
 # compares these with the installed backends' signatures.
 _FSSPEC_COMMON = ("use_listings_cache", "listings_expiry_time", "max_paths", "skip_instance_cache")
 _ASYNC = ("asynchronous", "loop", "batch_size")
@@ -46,7 +46,7 @@ STORAGE_OPTIONS: dict[str, tuple[str, ...]] = {
 
 # The type of each option whose backends agree on it (None is always accepted: the backend's default).
 # A YAML string where a flag is meant is the dangerous case: s3fs takes anon: "false" as true.
-# tests/member/test_storage_options.py checks these against the installed backends' defaults.
+# tests/policy/test_backend_options.py checks these against the installed backends' defaults.
 _FLAG, _INT, _NUMBER, _TEXT, _MAP = (bool,), (int,), (int, float), (str,), (dict,)
 OPTION_TYPES: dict[str, tuple[type, ...]] = {
     **dict.fromkeys(
