@@ -146,7 +146,11 @@ def test_the_heartbeat_of_an_object_that_never_appears_is_removed(site: Site, se
     assert wait_for(lambda: not _exists(site), 60), "the admission's heartbeat is still there"
     assert wait_for(lambda: _looked(served.server, "removed"), 60)
     said = [json.loads(line) for line in served.log.read_text().splitlines() if "looked at again" in line]
-    assert [(s["object"], s["outcome"]) for s in said] == [("FlinkDeployment/analytics/orders", "removed")]
+    # a look that could not tell (a member API or storage past the look's deadline on a loaded
+    # machine) says "error" and is made again: only the last removes, and nothing else is said
+    assert {s["object"] for s in said} == {"FlinkDeployment/analytics/orders"}, said
+    assert [s["outcome"] for s in said][-1] == "removed", said
+    assert {s["outcome"] for s in said[:-1]} <= {"error"}, said
 
 
 def _count(server: RunningServer, outcome: str) -> float:
