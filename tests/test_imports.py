@@ -32,6 +32,7 @@ IO_LIBRARIES = (
 # Decisions over plain data: tests drive them without servers, storage or clusters.
 PURE_CORE = (
     "webhook.common.admission",
+    "webhook.common.checkpoints",
     "webhook.common.contract",
     "webhook.common.correlator",
     "webhook.common.flink",

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 
+from webhook.common.checkpoints import checkpoint_number
 from webhook.common.flink import BLUE_GREEN
 from webhook.fencing.copies import (
     Copy,
@@ -400,18 +401,13 @@ def _older_checkpoint(path: str, admitted: str) -> str:
     one admitted (that one gone or unreadable now, or a listing that missed it); "" otherwise."""
     head, _, name = path.rstrip("/").rpartition("/")
     before_head, _, before = admitted.rstrip("/").rpartition("/")
-    found, was = _checkpoint_id(name), _checkpoint_id(before)
+    found, was = checkpoint_number(name), checkpoint_number(before)
     if head != before_head or found is None or was is None or found >= was:
         return ""
     return (
         f"the newest restorable checkpoint found ({name}) is older than the one admitted ({before}), "
         "which is gone or no longer restorable"
     )
-
-
-def _checkpoint_id(name: str) -> int | None:
-    digits = name.removeprefix("chk-")
-    return int(digits) if name.startswith("chk-") and digits.isascii() and digits.isdigit() else None
 
 
 def release_start(cause: ReleaseCause, resolved: str | Unresolved) -> StartFrom | StorageHold:
