@@ -56,6 +56,9 @@ PURE_CORE = (
     "webhook.fencing.operator",
     "webhook.fencing.layout",
     "webhook.fencing.copies",
+    "webhook.fencing.directories",
+    "webhook.fencing.holdtexts",
+    "webhook.fencing.patches",
     "webhook.fencing.renewal",
     "webhook.fencing.admitted",
     "webhook.fencing.decide",
@@ -124,12 +127,14 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     # One running copy: who may run (pure) below, the records, the agent and its commands above.
     "webhook.fencing": (
         ("protocol", "operator", "layout", "metrics"),  # who may run, what the operator reports, names
-        # a Flink object as fencing sees it; storage calls with a deadline; who renews, when (pure); an
-        # admission's heartbeat, whether it goes (pure)
-        ("copies", "lanes", "renewal", "admitted"),
-        # the agent's plans (pure); whose verdicts are due (pure); the records read and written; when a
-        # copy left to its keeper is taken back (pure)
-        ("decide", "verdicts", "records", "takeback"),
+        # where a copy's records live; its hold texts; storage calls with a deadline; who renews, when
+        # (pure); an admission's heartbeat, whether it goes (pure)
+        ("directories", "holdtexts", "lanes", "renewal", "admitted"),
+        # a Flink object as fencing sees it; the records read and written; when a copy left to its
+        # keeper is taken back (pure)
+        ("copies", "records", "takeback"),
+        ("patches", "verdicts"),  # the patches that move a copy (pure); whose verdicts are due (pure)
+        ("decide",),  # the agent's plans (pure)
         (
             "gate",
             "flinkapi",

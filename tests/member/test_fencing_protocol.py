@@ -306,7 +306,7 @@ def test_a_stale_copy_reads_high_availability_as_flink_and_the_restore_do() -> N
     `high-availability: kubernetes` stopped the copy as last-state while the restore read it as no HA."""
     from tests.support.objects import flink_deployment
     from webhook.common.flink import FlinkResource
-    from webhook.fencing.copies import stop_mode
+    from webhook.fencing.patches import stop_mode
 
     def mode(conf: dict[str, str]) -> str:
         obj = flink_deployment()

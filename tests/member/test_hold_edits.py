@@ -29,7 +29,7 @@ from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment,
 from tests.support.production import agent_polled, wait_for
 from tests.support.server import RunningServer, generate_certs, serve
 from webhook.common.flink import FlinkResource
-from webhook.fencing import copies
+from webhook.fencing import copies, directories
 from webhook.fencing.records import FencingStore, heartbeat_body
 from webhook.restore.policy import RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage
@@ -217,10 +217,10 @@ def test_a_template_with_a_copied_epoch_fences_under_the_failover_count(served: 
         annotations={f"{P}/failover-count": "3", EPOCH: "1"},
     )
     policy = RestorePolicy(default_checkpoint_dir=str(served.root))
-    folder = copies.ownership_folder(FlinkResource.from_object(obj), policy)
+    folder = directories.ownership_folder(FlinkResource.from_object(obj), policy)
     assert folder is not None
     store = FencingStore(CheckpointStorage(), "member1")
-    workload = copies.workload_of(FlinkResource.from_object(obj))
+    workload = directories.workload_of(FlinkResource.from_object(obj))
     store.ack(folder, 1, "stopped for epoch 1", 10)  # then restored at 2, it runs and heartbeats
     store.beat(folder, heartbeat_body(workload, "member1", 2, JOB_ID, "2026-12-05T00:00:00Z"), 10)
 
@@ -412,9 +412,9 @@ def test_the_record_is_the_old_objects_whatever_the_request_says(served: Served)
 
 def _heartbeat_of_member1(served: Served, obj: dict[str, Any]) -> None:
     policy = RestorePolicy(default_checkpoint_dir=str(served.root))
-    folder = copies.ownership_folder(FlinkResource.from_object(obj), policy)
+    folder = directories.ownership_folder(FlinkResource.from_object(obj), policy)
     assert folder is not None
-    workload = copies.workload_of(FlinkResource.from_object(obj))
+    workload = directories.workload_of(FlinkResource.from_object(obj))
     FencingStore(CheckpointStorage(), "member1").beat(
         folder, heartbeat_body(workload, "member1", 0, JOB_ID, "2026-12-05T00:00:00Z"), 10
     )

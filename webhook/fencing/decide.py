@@ -35,15 +35,10 @@ from enum import StrEnum
 
 from webhook.common.checkpoints import checkpoint_number
 from webhook.common.flink import BLUE_GREEN
-from webhook.fencing.copies import (
-    Copy,
-    CopyState,
-    checkpoint_dir_of,
-    hold_subject,
-    judged_epoch,
-    savepoint_dir_of,
-    stop_mode,
-)
+from webhook.fencing.copies import Copy, CopyState, judged_epoch
+from webhook.fencing.directories import checkpoint_dir_of, savepoint_dir_of
+from webhook.fencing.holdtexts import hold_subject
+from webhook.fencing.patches import stop_mode
 from webhook.fencing.protocol import (
     Fence,
     HoldOutcome,

@@ -5,11 +5,11 @@ plan names: a step-down at the renew deadline (``step_down``) and the removal of
 (``forget``).
 
 Which executor runs for which effect is said in one place, ``agent.FencingAgent._apply``; what to do is
-``decide``'s (pure) answer, and these only do it: the patches' bodies and texts come from ``copies``, a
-release's and a resume's starting point from ``decide``. Each returns None on success, else what went
-wrong (a ``StorageProblem`` when the storage was the cause of a failed patch); a storage call that fails
-raises ``StorageError``, which the agent counts and reports as the storage's trouble. Every success that
-changes the object or ends a wait leaves a Kubernetes Event on it.
+``decide``'s (pure) answer, and these only do it: the patches' bodies and texts come from ``patches`` and
+``holdtexts``, a release's and a resume's starting point from ``decide``. Each returns None on success,
+else what went wrong (a ``StorageProblem`` when the storage was the cause of a failed patch); a storage
+call that fails raises ``StorageError``, which the agent counts and reports as the storage's trouble.
+Every success that changes the object or ends a wait leaves a Kubernetes Event on it.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from webhook.common.events import NORMAL, WARNING, EventSink, Occurrence, Regard
 from webhook.common.flink import BLUE_GREEN
 from webhook.common.kubeclient import ApiFailure
 from webhook.common.paths import StoragePath
-from webhook.fencing import copies, metrics
+from webhook.fencing import copies, holdtexts, metrics, patches
 from webhook.fencing.copies import Copy
 from webhook.fencing.decide import (
     Acknowledge,
@@ -48,7 +48,7 @@ from webhook.fencing.decide import (
 )
 from webhook.fencing.flinkapi import MemberApi
 from webhook.fencing.lanes import Call
-from webhook.fencing.layout import Workload
+from webhook.fencing.layout import Workload, format_time
 from webhook.fencing.protocol import ReleaseCause
 from webhook.fencing.records import FencingStore, fence_body
 from webhook.fencing.renewal import retry_seconds
@@ -206,7 +206,7 @@ class Executors:
     # --- the object's side -------------------------------------------------------------------------
     async def stop(self, copy: Copy, effect: Stop) -> str | None:
         fence = effect.fence
-        patch = copies.stop_patch(copy, fence, self.policy, self.now())
+        patch = patches.stop_patch(copy, fence, self.policy, self.now())
         problem = await self._patched(copy, patch, _stop_done, stops=True)
         note = (
             f"stale copy: the workload was restored on {fence.owner} at epoch {fence.epoch}; asked "
@@ -216,30 +216,30 @@ class Executors:
 
     async def supersede(self, copy: Copy, effect: Supersede) -> str | None:
         fence = effect.fence
-        patch = copies.superseded_patch(fence, self.policy, self.now())
+        patch = patches.superseded_patch(fence, self.policy, self.now())
         problem = await self._patched(copy, patch, _superseded_done)
         note = f"superseded by the restore on {fence.owner} at epoch {fence.epoch}: stays suspended"
         return self._told(problem, copy, WARNING, "Superseded", "Fence", note)
 
     async def rewrite_hold(self, copy: Copy, effect: RewriteHold) -> str | None:
-        text = copies.hold_text(effect.verdict, copy.epoch, self.clock())
-        problem = await self._patched(copy, copies.hold_patch(text, self.policy))
+        text = holdtexts.hold_text(effect.verdict, copy.epoch, self.clock())
+        problem = await self._patched(copy, patches.hold_patch(text, self.policy))
         if problem is None:
             self.hold_written[copy.patched] = _mono()
         return self._told(problem, copy, WARNING, "Held", "Hold", f"held until the old copy stops: {text}")
 
     async def storage_hold(self, copy: Copy, effect: StorageHold) -> str | None:
-        held_by = copies.unchecked_text if effect.checkpoint else copies.storage_text
+        held_by = holdtexts.unchecked_text if effect.checkpoint else holdtexts.storage_text
         text = held_by(copy.epoch, effect.problem)
         if text == copy.hold:
             return None
-        problem = await self._patched(copy, copies.hold_patch(text, self.policy))
+        problem = await self._patched(copy, patches.hold_patch(text, self.policy))
         return self._told(problem, copy, WARNING, "StorageTrouble", "Hold", f"held: {text}")
 
     async def step_down(self, copy: Copy, reason: str) -> bool:
         """Suspend our own copy without a savepoint (the heartbeat loop calls this at its deadline); the
         patch has what is left of a poll to go through (``decide``'s bound: deadline + one poll)."""
-        patch = copies.step_down_patch(copy, reason, self.policy, self.now())
+        patch = patches.step_down_patch(copy, reason, self.policy, self.now())
         note = (
             f"{reason}: suspended without a savepoint; resumed from its newest checkpoint "
             "if nobody takes over meanwhile"
@@ -262,11 +262,11 @@ class Executors:
             return StorageProblem(why + (f"; {held}" if held else ""))
         path = start.path
         asked_by = copies.release_asked_by(copy, self.policy) if cause is ReleaseCause.MANUAL else ""
-        patch = copies.release_patch(path, cause, self.policy, self.now(), asked_by)
+        patch = patches.release_patch(path, cause, self.policy, self.now(), asked_by)
         if copy.workload.kind == BLUE_GREEN:
             for child in copy.children:  # the job runs in them; the template stays as it is
                 target = replace(copy, target=Workload("FlinkDeployment", copy.workload.namespace, child))
-                problem = await self._patched(target, copies.child_release_patch(path))
+                problem = await self._patched(target, patches.child_release_patch(path))
                 if problem is not None:
                     return problem
             patch = {"metadata": patch["metadata"]}
@@ -329,7 +329,7 @@ class Executors:
             self.event(copy, WARNING, "ResumeHeld", "Resume", why)
             return why
         path = start.path
-        problem = await self._patched(copy, copies.resume_patch(copy, path, self.policy, self.now()))
+        problem = await self._patched(copy, patches.resume_patch(copy, path, self.policy, self.now()))
         if problem is None:
             metrics.RESUMES.inc()
             source = path or "its own HA data or last savepoint"
@@ -400,7 +400,7 @@ class Executors:
 
     def now(self) -> str:
         """The time written into patches and records (the agent's wall clock)."""
-        return copies.format_time(self.clock())
+        return format_time(self.clock())
 
     async def settle(self) -> None:
         """Wait for the heartbeat removals and verdict checks already started (tests that drive one pass

@@ -29,6 +29,7 @@ from webhook.common.paths import StoragePath
 from webhook.fencing import command, copies
 from webhook.fencing.copies import Copy, CopyState
 from webhook.fencing.flinkapi import OPTIONAL_KINDS, PLURALS, FlinkApi
+from webhook.fencing.layout import format_time
 from webhook.fencing.protocol import HoldOutcome, Ownership, judge_hold
 from webhook.restore.policy import RestorePolicy
 from webhook.restore.snapshots import StorageError
@@ -145,7 +146,7 @@ def _record(
     name: str, cluster: str, epoch: int | None, modified: datetime, now: datetime | None
 ) -> RecordView:
     age = None if now is None else round(max(0.0, (now - modified).total_seconds()), 1)
-    return RecordView(name, cluster, epoch, age, copies.format_time(modified))
+    return RecordView(name, cluster, epoch, age, format_time(modified))
 
 
 def collect(
