@@ -35,7 +35,7 @@ def test_a_listing_gives_each_number_once_highest_first() -> None:
 def test_every_reader_refuses_the_same_names(name: str) -> None:
     """The Flink status reader (whose job a path is), the lookup's reasons read back, the fencing
     agent's release (is the newest checkpoint older than the one admitted?)."""
-    from webhook.fencing.decide import newest_known
+    from webhook.fencing.starts import newest_known
 
     assert snapshot_job(f"s3://b/ckpt/{JOB}/{name}") == ""
     assert unloadable(f"{name}: Flink 1.20 {TARGET_CANNOT_READ} too new") is None
@@ -46,7 +46,7 @@ def test_every_reader_refuses_the_same_names(name: str) -> None:
 
 @pytest.mark.parametrize(("name", "number"), ACCEPTED[:2])
 def test_every_reader_reads_the_same_names(name: str, number: int) -> None:
-    from webhook.fencing.decide import Unresolved, newest_known
+    from webhook.fencing.starts import Unresolved, newest_known
 
     assert snapshot_job(f"s3://b/ckpt/{JOB}/{name}") == JOB
     told = unloadable(f"{name}: Flink 1.20 {TARGET_CANNOT_READ} too new")

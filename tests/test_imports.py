@@ -61,7 +61,9 @@ PURE_CORE = (
     "webhook.fencing.patches",
     "webhook.fencing.renewal",
     "webhook.fencing.admitted",
+    "webhook.fencing.effects",
     "webhook.fencing.decide",
+    "webhook.fencing.starts",
     "webhook.fencing.verdicts",
     "webhook.fencing.takeback",
     "webhook.member.failover",
@@ -127,23 +129,20 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     # One running copy: who may run (pure) below, the records, the agent and its commands above.
     "webhook.fencing": (
         ("protocol", "operator", "layout", "metrics"),  # who may run, what the operator reports, names
-        # where a copy's records live; its hold texts; storage calls with a deadline; who renews, when
-        # (pure); an admission's heartbeat, whether it goes (pure)
+        # where a copy's records live; its hold texts; storage calls with a deadline; who renews, when,
+        # and the heartbeat loop's effects (pure); an admission's heartbeat, whether it goes (pure)
         ("directories", "holdtexts", "lanes", "renewal", "admitted"),
-        # a Flink object as fencing sees it; the records read and written; when a copy left to its
-        # keeper is taken back (pure)
-        ("copies", "records", "takeback"),
-        ("patches", "verdicts"),  # the patches that move a copy (pure); whose verdicts are due (pure)
-        ("decide",),  # the agent's plans (pure)
-        (
-            "gate",
-            "flinkapi",
-            "renewer",
-            "reads",
-        ),  # the webhook's side; the agent's Kubernetes edge; the heartbeat loop; what a poll reads
+        # a Flink object as fencing sees it; what a decision asks for (pure); the records read and
+        # written; when a copy left to its keeper is taken back (pure)
+        ("copies", "effects", "records", "takeback"),
+        # the patches that move a copy; the poll's decision for one copy; whose verdicts are due (pure)
+        ("patches", "decide", "verdicts"),
+        # what a release and a resume start from (pure); the webhook's side; the agent's Kubernetes
+        # edge; the heartbeat loop; what a poll reads
+        ("starts", "gate", "flinkapi", "renewer", "reads"),
         # what the fencing commands do first; the calls that carry out effects; what a poll shows
         ("command", "executors", "report"),
-        ("agent", "status"),  # the loops that execute plans; every job's fencing state
+        ("agent", "status"),  # the loops that execute decisions; every job's fencing state
         ("runner", "release", "http"),  # one agent per server; the release command; /fencing/status
     ),
     "webhook.controlplane": (

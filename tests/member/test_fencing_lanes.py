@@ -36,7 +36,7 @@ from webhook.common.paths import StoragePath
 from webhook.fencing import lanes as lanes_module
 from webhook.fencing.agent import FencingAgent
 from webhook.fencing.copies import read_copy
-from webhook.fencing.decide import Stop
+from webhook.fencing.effects import Stop
 from webhook.fencing.flinkapi import API_THREADS, STOP_THREADS, FlinkApi, ThreadedApi, stops_client
 from webhook.fencing.lanes import HEARTBEAT_THREADS, THREADS_PER_LANE, Call, Lanes
 from webhook.fencing.layout import Workload

@@ -299,7 +299,8 @@ def test_the_agent_judges_a_hold_under_its_own_fence_not_the_annotation(tmp_path
     released by that old ack; judged under member2's own fence it waits for member1."""
     from datetime import UTC, datetime, timedelta
 
-    from webhook.fencing.decide import Action, Times, decide
+    from webhook.fencing.decide import Times, decide
+    from webhook.fencing.effects import Action
     from webhook.fencing.protocol import Ack, Fence, Heartbeat, Ownership
     from webhook.restore.policy import FencingPolicy
 
@@ -328,7 +329,8 @@ def test_a_copied_epoch_on_a_copy_this_cluster_never_restored_does_not_shield_it
     annotation made it newer than every fence up to 5, and both ran."""
     from datetime import UTC, datetime
 
-    from webhook.fencing.decide import Action, Times, decide
+    from webhook.fencing.decide import Times, decide
+    from webhook.fencing.effects import Action
     from webhook.fencing.protocol import Fence, Ownership
 
     obj = flink_deployment(annotations={EPOCH: "5"})

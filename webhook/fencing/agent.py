@@ -1,12 +1,12 @@
 """The fencing agent: one per member role replica, beside the webhook. It decides nothing itself, and
-says in one place which call carries out which effect of a plan (``FencingAgent._apply``; the calls are
-``executors.py``'s).
+says in one place which call carries out which effect of a decision (``FencingAgent._apply``; the calls
+are ``executors.py``'s and the heartbeat loop's).
 
 Three loops share one event loop (``run``), so none of them waits for another:
 
 - the **poll**, every ``pollSeconds``: lists each Flink kind of the cluster on its own, reads each copy's
   ownership records on its storage's own lane under a deadline, hands copy, records and times to
-  ``decide.decide`` and executes the plan. The poll waits for its copies at most one poll as a whole; a
+  ``decide.decide`` and executes its effects. The poll waits for its copies at most one poll as a whole; a
   copy whose storage has not answered is decided without records at the next one.
 - the **recheck**, every fifth of a poll between polls: the copies a failover waits on (stale copies
   whose operator has not reported them stopped, held restores) are looked at again, each on its own, so
@@ -32,27 +32,22 @@ from webhook.common.flink import BLUE_GREEN, FlinkResource
 from webhook.common.kubeclient import ApiFailure
 from webhook.fencing import copies, metrics, verdicts
 from webhook.fencing.copies import Copy, CopyState
-from webhook.fencing.decide import (
+from webhook.fencing.decide import Times, Unreadable, decide
+from webhook.fencing.effects import (
     WAITING,
     Acknowledge,
     Action,
-    Beat,
     Effect,
-    KeepRenewing,
-    LookForKeeper,
+    Effects,
     MarkStopping,
-    Plan,
     Release,
     Resume,
     RewriteHold,
     Stop,
     StorageHold,
     Supersede,
-    Times,
     Trouble,
-    Unreadable,
     WriteFence,
-    decide,
     trouble_of,
 )
 from webhook.fencing.executors import Executors, StorageProblem
@@ -61,7 +56,7 @@ from webhook.fencing.lanes import Lanes
 from webhook.fencing.protocol import Ownership
 from webhook.fencing.reads import PollReads
 from webhook.fencing.records import FencingStore, Workload
-from webhook.fencing.renewal import retry_seconds
+from webhook.fencing.renewal import Beat, KeepRenewing, LookForKeeper, retry_seconds
 from webhook.fencing.renewer import Renewer, pause
 from webhook.fencing.report import Health, Report, Step, list_problem
 from webhook.restore.policy import RestorePolicy
@@ -206,9 +201,9 @@ class FencingAgent:
             self._remember(copy, started)
             if _running(self._inflight.get(copy.patched)):
                 # Its storage has not answered last poll's calls: decide without records, and leave the
-                # storage alone (what such a plan does is an API call at most).
+                # storage alone (what such a decision does is an API call at most).
                 still = Unreadable("storage calls of the last poll still unanswered")
-                unanswered.append(self._execute(copy, self._plan(copy, still, started), started))
+                unanswered.append(self._execute(copy, self._decide(copy, still, started), started))
                 continue
             task = asyncio.ensure_future(self._step(copy, started, self.reads.shares(copy)))
             self._inflight[copy.patched] = submitted[copy.patched] = task
@@ -280,12 +275,12 @@ class FencingAgent:
             detail = "no checkpoint directory" if copy.folder is None else ""
             return Step(copy.patched, Action.SKIPPED, detail)
         read = await self.reads.records(copy, shared)
-        plan = self._plan(copy, read.records, started, read.storage_now)
-        return await self._execute(copy, plan, read.listed_at)
+        effects = self._decide(copy, read.records, started, read.storage_now)
+        return await self._execute(copy, effects, read.listed_at)
 
-    def _plan(
+    def _decide(
         self, copy: Copy, records: Ownership | Unreadable, started: float, storage_now: datetime | None = None
-    ) -> Plan:
+    ) -> Effects:
         renewed = self.renewer.renewed(copy.patched, started)
         times = Times(
             self._mono(),
@@ -297,11 +292,11 @@ class FencingAgent:
         )
         return decide(self.cluster, copy, records, times, self.policy.fencing)
 
-    # --- executing a plan --------------------------------------------------------------------------
-    async def _execute(self, copy: Copy, plan: Plan, listed_at: float) -> Step:
+    # --- executing effects --------------------------------------------------------------------------
+    async def _execute(self, copy: Copy, effects: Effects, listed_at: float) -> Step:
         problems: list[str] = []
-        trouble = plan.trouble
-        for chain in plan.chains:
+        trouble = effects.trouble
+        for chain in effects.chains:
             for effect in chain:
                 problem = await self._apply(copy, effect, listed_at)
                 if problem is not None:
@@ -310,8 +305,8 @@ class FencingAgent:
                     trouble = trouble if trouble is not Trouble.NONE else side
                     break  # the rest of this chain depends on it; other chains do not
         if problems:
-            return Step(copy.patched, Action.ERROR, f"{plan.action}: {'; '.join(problems)}", trouble)
-        return Step(copy.patched, plan.action, plan.detail, plan.trouble)
+            return Step(copy.patched, Action.ERROR, f"{effects.action}: {'; '.join(problems)}", trouble)
+        return Step(copy.patched, effects.action, effects.detail, effects.trouble)
 
     async def _apply(self, copy: Copy, effect: Effect, listed_at: float) -> str | None:
         """Carry out one effect: the one place that says which call executes which effect
@@ -349,7 +344,7 @@ class FencingAgent:
         except StorageError as exc:
             metrics.STORAGE_ERRORS.labels("agent").inc()
             return f"storage: {exc}"
-        raise TypeError(f"unknown effect {effect!r}")  # pragma: no cover - decide() returns only the above
+        raise TypeError(f"unknown effect {effect!r}")  # pragma: no cover - decide() asks only the above
 
     @staticmethod
     def _mono() -> float:

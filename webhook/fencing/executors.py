@@ -1,7 +1,7 @@
-"""The calls that carry out a plan's effects: one small executor an effect (``decide``'s ``Stop`` is
+"""The calls that carry out a decision's effects: one small executor an effect (``effects.Stop`` is
 ``Executors.stop``, ...), each a patch of the object, a storage call on its lane or a hand-over to the
 heartbeat loop, under the deadline its client or lane holds to. Also the two calls the loops make that no
-plan names: a step-down at the renew deadline (``step_down``) and the removal of a gone copy's heartbeat
+decision names: a step-down at the renew deadline (``step_down``) and the removal of a gone copy's heartbeat
 (``forget``).
 
 Which executor runs for which effect is said in one place, ``agent.FencingAgent._apply``; what to do is
@@ -28,31 +28,31 @@ from webhook.common.kubeclient import ApiFailure
 from webhook.common.paths import StoragePath
 from webhook.fencing import copies, holdtexts, metrics, patches
 from webhook.fencing.copies import Copy
-from webhook.fencing.decide import (
+from webhook.fencing.effects import (
     Acknowledge,
-    KeepRenewing,
-    LookForKeeper,
     MarkStopping,
-    ResumeHeld,
     RewriteHold,
     Stop,
     StorageHold,
     Supersede,
-    Unresolved,
     WriteFence,
-    newest_known,
-    release_start,
-    resume_query,
-    resume_skipped,
-    resume_start,
 )
 from webhook.fencing.flinkapi import MemberApi
 from webhook.fencing.lanes import Call
 from webhook.fencing.layout import Workload, format_time
 from webhook.fencing.protocol import ReleaseCause
 from webhook.fencing.records import FencingStore, fence_body
-from webhook.fencing.renewal import retry_seconds
+from webhook.fencing.renewal import KeepRenewing, LookForKeeper, retry_seconds
 from webhook.fencing.renewer import Renewer
+from webhook.fencing.starts import (
+    ResumeHeld,
+    Unresolved,
+    newest_known,
+    release_start,
+    resume_query,
+    resume_skipped,
+    resume_start,
+)
 from webhook.fencing.verdicts import VERDICT_BUDGET_FACTOR, VERDICT_DEADLINE_SECONDS, VERDICTS_AT_ONCE
 from webhook.restore.decide import SessionCluster, SessionClusterLookup, decide_restore
 from webhook.restore.policy import RestorePolicy
@@ -222,7 +222,7 @@ class Executors:
         return self._told(problem, copy, WARNING, "Superseded", "Fence", note)
 
     async def rewrite_hold(self, copy: Copy, effect: RewriteHold) -> str | None:
-        text = holdtexts.hold_text(effect.verdict, copy.epoch, self.clock())
+        text = holdtexts.hold_text(effect.judgement, copy.epoch, self.clock())
         problem = await self._patched(copy, patches.hold_patch(text, self.policy))
         if problem is None:
             self.hold_written[copy.patched] = _mono()

@@ -129,10 +129,10 @@ class FencingGate:
         try:
             epoch = _result(pending.epoch, expires - time.monotonic())
             listing = _result(pending.listing, expires - time.monotonic())
-            verdict = judge_admission(
+            judgement = judge_admission(
                 self.cluster, epoch, listing.ownership, self.policy.fencing.lease_seconds
             )
-            starts = verdict.outcome is HoldOutcome.RELEASE and unvouched is None
+            starts = judgement.outcome is HoldOutcome.RELEASE and unvouched is None
             if starts and not pending.dry_run and not self.read_only:
                 left, body = expires - time.monotonic(), pending.beat(epoch)
                 _result(self.store.lanes.submit(self.store.beat_call(pending.folder, body), left), left)
@@ -147,7 +147,7 @@ class FencingGate:
             metrics.HOLDS.inc()
             text = holdtexts.storage_text(epoch, str(exc))
             return patches.held(decision, text, epoch, self.policy, resource)
-        if unvouched is not None and verdict.outcome is not HoldOutcome.SUPERSEDED:
+        if unvouched is not None and judgement.outcome is not HoldOutcome.SUPERSEDED:
             text = holdtexts.unvouched_text(epoch, unvouched)
             if not pending.dry_run:
                 metrics.HOLDS.inc()
@@ -156,15 +156,15 @@ class FencingGate:
                     extra={"fields": {"object": f"{resource.namespace}/{resource.name}", "hold": text}},
                 )
             return patches.held(decision, text, epoch, self.policy, resource)
-        if verdict.outcome is HoldOutcome.RELEASE:
+        if judgement.outcome is HoldOutcome.RELEASE:
             return patches.fenced_without_hold(decision, epoch, self.policy)
-        if verdict.outcome is HoldOutcome.SUPERSEDED and verdict.superseded_by is not None:
-            newer = verdict.superseded_by
+        if judgement.outcome is HoldOutcome.SUPERSEDED and judgement.superseded_by is not None:
+            newer = judgement.superseded_by
             text = f"epoch {epoch}: superseded by the restore on {newer.owner} at epoch {newer.epoch}"
         elif pending.dry_run:
-            text = holdtexts.unknown_age_text(tuple(w.cluster for w in verdict.waiting), epoch)
+            text = holdtexts.unknown_age_text(tuple(w.cluster for w in judgement.waiting), epoch)
         else:
-            text = holdtexts.hold_text(verdict, epoch, datetime.now(UTC))
+            text = holdtexts.hold_text(judgement, epoch, datetime.now(UTC))
         if not pending.dry_run and not self.read_only:
             metrics.HOLDS.inc()
             log.warning(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from webhook.fencing.layout import format_time
-from webhook.fencing.protocol import HoldVerdict, Waiting
+from webhook.fencing.protocol import HoldJudgement, Waiting
 
 
 def hold_subject(waiting: tuple[Waiting, ...], epoch: int) -> str:
@@ -17,12 +17,12 @@ def hold_subject(waiting: tuple[Waiting, ...], epoch: int) -> str:
     return f"epoch {epoch}: waiting for {', '.join(parts)} to stop"
 
 
-def hold_text(verdict: HoldVerdict, epoch: int, local_now: datetime) -> str:
+def hold_text(judgement: HoldJudgement, epoch: int, local_now: datetime) -> str:
     """Whom a hold waits for, since when they renewed (storage time) and until when the lease runs if
     they stop renewing (``until``: by this machine's clock, for people)."""
-    subject = hold_subject(verdict.waiting, epoch)
-    beats = "; ".join(_waiting_text(w) for w in verdict.waiting)
-    until = format_time(local_now + timedelta(seconds=verdict.remaining))
+    subject = hold_subject(judgement.waiting, epoch)
+    beats = "; ".join(_waiting_text(w) for w in judgement.waiting)
+    until = format_time(local_now + timedelta(seconds=judgement.remaining))
     return f"{subject}; {beats}; lease runs out {until} unless renewed"
 
 

@@ -29,10 +29,10 @@ from webhook.common.events import NORMAL, WARNING
 from webhook.common.paths import StoragePath
 from webhook.fencing import metrics
 from webhook.fencing.copies import Copy, CopyState
-from webhook.fencing.decide import KeepRenewing
 from webhook.fencing.layout import Workload
 from webhook.fencing.records import FencingStore, heartbeat_body
 from webhook.fencing.renewal import (
+    KeepRenewing,
     Renewal,
     Renewing,
     first_seen,
@@ -185,7 +185,7 @@ class Renewer:
         return [(w, folder) for w, folder in dropped if folder not in beating]
 
     def keep(self, copy: Copy, effect: KeepRenewing, listed_at: float) -> None:
-        """A poll's plan: keep renewing the copy; ``confirmed``: its listing started at ``listed_at``
+        """A poll's decision: keep renewing the copy; ``confirmed``: its listing started at ``listed_at``
         found no newer fence."""
         entry = self._entries.get(copy.patched)
         if entry is None:
@@ -198,7 +198,7 @@ class Renewer:
         entry.state = replace(entry.state, confirmed=confirmed, may_step_down=may_step_down)
 
     def look_for_keeper(self, workload: Workload, epoch: int) -> None:
-        """A poll's plan: the copy's spec carries the keeper; read its record before each renewal."""
+        """A poll's decision: the copy's spec carries the keeper; read its record before each renewal."""
         entry = self._entries.get(workload)
         if entry is not None:
             entry.looking = epoch

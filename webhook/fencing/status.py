@@ -116,10 +116,10 @@ def describe(
         ]
         records += [_record("ack", a.cluster, a.epoch, a.modified, storage_now) for a in ownership.acks]
         if copy.state is CopyState.HELD and storage_now is not None and me:
-            verdict = judge_hold(me, copy.epoch, ownership, storage_now, policy.fencing.lease_seconds)
-            if verdict.outcome is HoldOutcome.HOLD:
-                waiting = tuple(w.cluster for w in verdict.waiting)
-                remaining = round(verdict.remaining, 1)
+            judgement = judge_hold(me, copy.epoch, ownership, storage_now, policy.fencing.lease_seconds)
+            if judgement.outcome is HoldOutcome.HOLD:
+                waiting = tuple(w.cluster for w in judgement.waiting)
+                remaining = round(judgement.remaining, 1)
     annotations = copy.resource.annotations
     keys = (RESTORE_DECISION, RELEASED, RELEASE_REQUESTED_BY, FENCED_BY, STEPPED_DOWN, RESUMED)
     last = {key: annotations[policy.key(key)] for key in keys if annotations.get(policy.key(key))}
