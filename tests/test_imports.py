@@ -64,7 +64,7 @@ PURE_CORE = (
     "webhook.fencing.effects",
     "webhook.fencing.decide",
     "webhook.fencing.starts",
-    "webhook.fencing.verdicts",
+    "webhook.fencing.prechecks",
     "webhook.fencing.takeback",
     "webhook.member.failover",
     "webhook.member.keeper",
@@ -136,7 +136,7 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         # written; when a copy left to its keeper is taken back (pure)
         ("copies", "effects", "records", "takeback"),
         # the patches that move a copy; the poll's decision for one copy; whose verdicts are due (pure)
-        ("patches", "decide", "verdicts"),
+        ("patches", "decide", "prechecks"),
         # what a release and a resume start from (pure); the webhook's side; the agent's Kubernetes
         # edge; the heartbeat loop; what a poll reads
         ("starts", "gate", "flinkapi", "renewer", "reads"),

@@ -1,6 +1,6 @@
-"""The agent of the member where a job runs keeps that job's verdict (fencing/verdicts.py), so a failover
+"""The agent of the member where a job runs keeps that job's verdict (fencing/prechecks.py), so a failover
 admission checks only the files new since: on every backend's real server, through the agent's own
-poll; and ``verdicts.due`` (pure) says whose verdict is due."""
+poll; and ``prechecks.due`` (pure) says whose verdict is due."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from webhook.fencing import metrics
 from webhook.fencing.agent import FencingAgent
 from webhook.fencing.copies import Copy, read_copy
 from webhook.fencing.flinkapi import FlinkApi, ThreadedApi
-from webhook.fencing.verdicts import VERDICTS_QUEUED, due
+from webhook.fencing.prechecks import VERDICTS_QUEUED, due
 from webhook.restore.policy import MAX_DEADLINE_SECONDS, FencingPolicy, RestorePolicy, Verify
 from webhook.restore.storage.search import CheckpointStorage
 from webhook.restore.verdict import MAX_AGE, VERDICT_NAME, WRITER_MAX_AGE
@@ -199,7 +199,7 @@ def test_the_writer_lists_everything_again_before_readers_stop_trusting_its_verd
     assert kept.stored_at - kept.seen < timedelta(minutes=1)  # its files seen now, on the store's clock
 
 
-# --- verdicts.due, pure ------------------------------------------------------------------------------
+# --- prechecks.due, pure ------------------------------------------------------------------------------
 
 
 def copies(count: int, policy: RestorePolicy, **overrides: Any) -> list[Copy]:

@@ -30,7 +30,7 @@ from typing import Any
 from webhook.common.events import EventSink, NoEvents
 from webhook.common.flink import BLUE_GREEN, FlinkResource
 from webhook.common.kubeclient import ApiFailure
-from webhook.fencing import copies, metrics, verdicts
+from webhook.fencing import copies, metrics, prechecks
 from webhook.fencing.copies import Copy, CopyState
 from webhook.fencing.decide import Times, Unreadable, decide
 from webhook.fencing.effects import (
@@ -228,14 +228,14 @@ class FencingAgent:
         return steps
 
     def _keep_verdicts(self, found: list[Copy], steps: list[Step]) -> None:
-        """The running jobs whose verdict is due (``verdicts.due``) are checked in the background; a
+        """The running jobs whose verdict is due (``prechecks.due``) are checked in the background; a
         job gone from the listing leaves no time behind."""
         beating = {s.workload for s in steps if s.action is Action.HEARTBEAT}
         run = self.executors
         for gone in run.verdict_kept.keys() - {c.patched for c in found}:
             del run.verdict_kept[gone]
         running = (c for c in found if c.patched in beating)
-        for copy in verdicts.due(
+        for copy in prechecks.due(
             running, run.verdict_kept, frozenset(run.verdicts_busy), self._mono(), self.policy
         ):
             run.keep_verdict(copy)

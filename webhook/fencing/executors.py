@@ -40,6 +40,7 @@ from webhook.fencing.effects import (
 from webhook.fencing.flinkapi import MemberApi
 from webhook.fencing.lanes import Call
 from webhook.fencing.layout import Workload, format_time
+from webhook.fencing.prechecks import VERDICT_BUDGET_FACTOR, VERDICT_DEADLINE_SECONDS, VERDICTS_AT_ONCE
 from webhook.fencing.protocol import ReleaseCause
 from webhook.fencing.records import FencingStore, fence_body
 from webhook.fencing.renewal import KeepRenewing, LookForKeeper, retry_seconds
@@ -53,7 +54,6 @@ from webhook.fencing.starts import (
     resume_skipped,
     resume_start,
 )
-from webhook.fencing.verdicts import VERDICT_BUDGET_FACTOR, VERDICT_DEADLINE_SECONDS, VERDICTS_AT_ONCE
 from webhook.restore.decide import SessionCluster, SessionClusterLookup, decide_restore
 from webhook.restore.policy import RestorePolicy
 from webhook.restore.snapshots import SnapshotQuery, Snapshots, StorageError
