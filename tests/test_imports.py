@@ -135,13 +135,15 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
         # a Flink object as fencing sees it; what a decision asks for (pure); the records read and
         # written; when a copy left to its keeper is taken back (pure)
         ("copies", "effects", "records", "takeback"),
-        # the patches that move a copy; the poll's decision for one copy; whose verdicts are due (pure)
+        # the patches that move a copy; the poll's decision for one copy; whose prechecks are due (pure)
         ("patches", "decide", "prechecks"),
         # what a release and a resume start from (pure); the webhook's side; the agent's Kubernetes
         # edge; the heartbeat loop; what a poll reads
         ("starts", "gate", "flinkapi", "renewer", "reads"),
-        # what the fencing commands do first; the calls that carry out effects; what a poll shows
-        ("command", "executors", "report"),
+        # what the fencing commands do first; a copy's object patched, with its Event; the prechecks run;
+        # what a poll shows
+        ("command", "patcher", "prechecker", "report"),
+        ("executors",),  # the calls that carry out effects
         ("agent", "status"),  # the loops that execute decisions; every job's fencing state
         ("runner", "release", "http"),  # one agent per server; the release command; /fencing/status
     ),

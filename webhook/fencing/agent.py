@@ -30,7 +30,7 @@ from typing import Any
 from webhook.common.events import EventSink, NoEvents
 from webhook.common.flink import BLUE_GREEN, FlinkResource
 from webhook.common.kubeclient import ApiFailure
-from webhook.fencing import copies, metrics, prechecks
+from webhook.fencing import copies, metrics
 from webhook.fencing.copies import Copy, CopyState
 from webhook.fencing.decide import Times, Unreadable, decide
 from webhook.fencing.effects import (
@@ -50,9 +50,11 @@ from webhook.fencing.effects import (
     WriteFence,
     trouble_of,
 )
-from webhook.fencing.executors import Executors, StorageProblem
+from webhook.fencing.executors import Executors, HoldMarks, StorageProblem
 from webhook.fencing.flinkapi import PLURALS, MemberApi
 from webhook.fencing.lanes import Lanes
+from webhook.fencing.patcher import CopyPatcher
+from webhook.fencing.prechecker import Prechecker
 from webhook.fencing.protocol import Ownership
 from webhook.fencing.reads import PollReads
 from webhook.fencing.records import FencingStore, Workload
@@ -87,18 +89,19 @@ class FencingAgent:
         self.store = FencingStore(storage, cluster, self.lanes)
         self.clock = clock
         self.events: EventSink = events or NoEvents()
-        # the heartbeat loop steps a copy down and writes the time through the executors (built next)
+        # The object's side first: the heartbeat loop steps a copy down and leaves its Events through
+        # it, the executors patch through it. The loop knows no executor; the executors know the loop
+        # only as ``executors.Heartbeats``.
+        self.patcher = CopyPatcher(api, policy, self.events, clock)
+        patcher = self.patcher
         self.renewer = Renewer(
-            cluster,
-            policy.fencing,
-            self.store,
-            lambda copy, why: self.executors.step_down(copy, why),
-            lambda: self.executors.now(),
-            lambda copy, kind, reason, note: self.executors.event(copy, kind, reason, "Heartbeat", note),
+            cluster, policy.fencing, self.store, patcher.step_down, patcher.now, patcher.event
         )
-        self.executors = Executors(self.store, self.renewer, storage, api, policy, self.events, clock)
+        self.holds = HoldMarks()
+        self.executors = Executors(self.store, self.renewer, storage, patcher, self.holds)
+        self.prechecker = Prechecker(storage)
         self.reads = PollReads(self.store)
-        self.report = Report(cluster, self.executors.event, clock, on_health)
+        self.report = Report(cluster, patcher.event, clock, on_health)
         self._inflight: dict[Workload, asyncio.Task[Step]] = {}
         self._urgent: set[Workload] = set()  # stopping or held at the last poll: looked at between polls
         self._next_poll = 0.0
@@ -107,12 +110,12 @@ class FencingAgent:
 
     @property
     def policy(self) -> RestorePolicy:
-        """One policy for the loops and the executors (a test swaps it between polls)."""
-        return self.executors.policy
+        """One policy for the loops and the executors, the patcher's (a test swaps it between polls)."""
+        return self.patcher.policy
 
     @policy.setter
     def policy(self, policy: RestorePolicy) -> None:
-        self.executors.policy = policy
+        self.patcher.policy = policy
 
     # --- the loops -------------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -128,6 +131,7 @@ class FencingAgent:
             for task in [*loops, *self._inflight.values()]:
                 task.cancel()
             self.executors.cancel()
+            self.prechecker.cancel()
             self.renewer.cancel()
 
     async def _polls(self, stop: asyncio.Event) -> None:
@@ -219,7 +223,7 @@ class FencingAgent:
                 )
         present = {c.patched for c in found}
         self._inflight = {w: t for w, t in self._inflight.items() if w in present and not t.done()}
-        self._keep_verdicts(found, steps)
+        self._precheck(found, steps)
         self.report.polled(found, steps)
         self.report.health(started)
         self._urgent = {c.patched for c in found if c.state in _URGENT} | {
@@ -227,18 +231,12 @@ class FencingAgent:
         }
         return steps
 
-    def _keep_verdicts(self, found: list[Copy], steps: list[Step]) -> None:
-        """The running jobs whose verdict is due (``prechecks.due``) are checked in the background; a
+    def _precheck(self, found: list[Copy], steps: list[Step]) -> None:
+        """The running jobs whose precheck is due (``prechecks.due``) are checked in the background; a
         job gone from the listing leaves no time behind."""
         beating = {s.workload for s in steps if s.action is Action.HEARTBEAT}
-        run = self.executors
-        for gone in run.verdict_kept.keys() - {c.patched for c in found}:
-            del run.verdict_kept[gone]
-        running = (c for c in found if c.patched in beating)
-        for copy in prechecks.due(
-            running, run.verdict_kept, frozenset(run.verdicts_busy), self._mono(), self.policy
-        ):
-            run.keep_verdict(copy)
+        running = [c for c in found if c.patched in beating]
+        self.prechecker.run_due(running, (c.patched for c in found), self.policy)
 
     async def _list(self) -> tuple[list[Copy], frozenset[str]] | None:
         """Each kind on its own, all at once: the copies and the kinds listed; None when no kind could
@@ -263,10 +261,9 @@ class FencingAgent:
     def _remember(self, copy: Copy, now: float) -> None:
         self.report.seen(copy, now)
         if copy.state is not CopyState.HELD:
-            self.executors.hold_written.pop(copy.patched, None)
-            self.executors.release_waited.pop(copy.patched, None)
-        if copy.state is not CopyState.RUNNING:  # started again: its verdict is checked at once
-            self.executors.verdict_kept.pop(copy.patched, None)
+            self.holds.not_held(copy.patched)
+        if copy.state is not CopyState.RUNNING:  # started again: it is prechecked at once
+            self.prechecker.not_running(copy.patched)
 
     async def _step(self, copy: Copy, started: float, shared: bool = False) -> Step:
         """``shared``: read the records from the poll's one listing of the copy's storage (a recheck,
@@ -281,14 +278,14 @@ class FencingAgent:
     def _decide(
         self, copy: Copy, records: Ownership | Unreadable, started: float, storage_now: datetime | None = None
     ) -> Effects:
-        renewed = self.renewer.renewed(copy.patched, started)
+        hold_written, release_waited = self.holds.of(copy.patched)
         times = Times(
-            self._mono(),
-            renewed,
-            storage_now,
-            self.executors.hold_written.get(copy.patched),
-            self.executors.release_waited.get(copy.patched),
-            self.renewer.kept(copy.patched),
+            mono=self._mono(),
+            renewed=self.renewer.renewed(copy.patched, started),
+            storage_now=storage_now,
+            hold_written=hold_written,
+            release_waited=release_waited,
+            keeper=self.renewer.kept(copy.patched),
         )
         return decide(self.cluster, copy, records, times, self.policy.fencing)
 
@@ -310,18 +307,18 @@ class FencingAgent:
 
     async def _apply(self, copy: Copy, effect: Effect, listed_at: float) -> str | None:
         """Carry out one effect: the one place that says which call executes which effect
-        (``executors.py``); None on success, else what went wrong."""
+        (``executors.py``, the heartbeat loop's ``renewer.py``); None on success, else what went wrong."""
         run = self.executors
         try:
             match effect:
-                case KeepRenewing():
-                    run.keep_renewing(copy, effect, listed_at)
+                case KeepRenewing():  # the heartbeat loop's own effects
+                    self.renewer.keep(copy, effect, listed_at)
                     return None
                 case LookForKeeper():
-                    run.look_for_keeper(copy, effect)
+                    self.renewer.look_for_keeper(copy.patched, effect.epoch)
                     return None
                 case Beat():
-                    await run.beat(copy)
+                    await self.renewer.beat_now(copy)
                     return None
                 case WriteFence():
                     return await run.write_fence(copy, effect)
@@ -355,9 +352,11 @@ class FencingAgent:
         one pass at a time)."""
         await self.renewer.settle()
         await self.executors.settle()
+        await self.prechecker.settle()
 
     def close(self) -> None:
         self.executors.cancel()
+        self.prechecker.cancel()
         self.lanes.close()
 
 

@@ -5,7 +5,7 @@ Like client-go's leader election, renewing is kept apart from the work: the poll
 heartbeat (``observe`` and ``keep``), this loop looks at each of them every retry period (a fifth of a
 poll), sends a renewal when one is due on the copy's own storage lane, under its deadline, and never
 waits for it: a hung bucket holds only its own renewals, each failed at its deadline. What to do with a
-copy is ``renewal.renewal``'s answer (pure); a step-down is carried out by the agent (``step_down``). A
+copy is ``renewal.renewal``'s answer (pure); a step-down is a patch (``patcher.CopyPatcher.step_down``). A
 copy whose spec carries the lease keeper is read before each renewal (``look_for_keeper``): once its
 record shows the keeper writing it, it is not written but handed over, and left alone until its spec no
 longer carries the keeper (``renewal``'s docstring says why). Read just before the write it would
@@ -79,16 +79,17 @@ class _Entry:
     quiet: float | None = None  # taken back, how long its record had not moved: said once the agent writes
 
 
-# ``told(copy, type, reason, note)``: an Event on the copy's object (the agent's recorder).
-Told = Callable[[Copy, str, str, str], None]
+# ``told(copy, type, reason, action, note)``: an Event on the copy's object (``patcher.CopyPatcher.event``).
+Told = Callable[[Copy, str, str, str, str], None]
 
 
-def _untold(copy: Copy, kind: str, reason: str, note: str) -> None:
+def _untold(copy: Copy, kind: str, reason: str, action: str, note: str) -> None:
     return None
 
 
 class Renewer:
-    """``step_down(copy, reason)`` suspends the copy (the agent's patch); True when it went through."""
+    """``step_down(copy, reason)`` suspends the copy (``patcher.CopyPatcher.step_down``); True when it
+    went through. ``written()``: the time a heartbeat body says it was written."""
 
     def __init__(
         self,
@@ -224,7 +225,7 @@ class Renewer:
                 f"the lease keeper in the JobManager's pod renews the heartbeat (epoch {entry.looking}): "
                 "the agent leaves this copy to it, and takes it back if its record stops moving"
             )
-            self._told(entry.copy, NORMAL, "KeeperRenews", note)
+            self._told(entry.copy, NORMAL, "KeeperRenews", "Heartbeat", note)
 
     def kept(self, workload: Workload) -> bool:
         """The copy's keeper renews its heartbeat (``hand_over``)."""
@@ -346,7 +347,7 @@ class Renewer:
             f"{p.renew_deadline_seconds:g}s): the agent renews it again and steps this copy down if it "
             f"cannot within {p.poll_seconds:g}s; it leaves the copy to the keeper again once it renews"
         )
-        self._told(entry.copy, WARNING, "KeeperSilent", note)
+        self._told(entry.copy, WARNING, "KeeperSilent", "Heartbeat", note)
 
     def renewing(self, workload: Workload) -> asyncio.Task[None] | None:
         """The copy's renewal still in flight: a heartbeat removed before it lands would be written
