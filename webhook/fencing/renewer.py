@@ -79,6 +79,14 @@ class _Entry:
     quiet: float | None = None  # taken back, how long its record had not moved: said once the agent writes
 
 
+@dataclass(frozen=True, kw_only=True)
+class KeeperRead:
+    """One read of a copy's heartbeat record (``Renewer._keeper_record``)."""
+
+    answered: bool  # the storage answered within the call deadline
+    record: str | None = None  # the keeper's record (``takeback.identity``), when it renews for the epoch
+
+
 # ``told(copy, type, reason, action, note)``: an Event on the copy's object (``patcher.CopyPatcher.event``).
 Told = Callable[[Copy, str, str, str, str], None]
 
@@ -299,25 +307,34 @@ class Renewer:
         if quiet is not None:
             self._take_back(workload, entry, watch, quiet, now)
 
-    async def _look(self, workload: Workload, entry: _Entry, folder: StoragePath, start: float) -> None:
-        """Read a handed-over copy's record (on its heartbeat lane, under the call deadline)."""
+    async def _keeper_record(self, entry: _Entry, folder: StoragePath) -> KeeperRead:
+        """Read the copy's heartbeat record (on its heartbeat lane, under the call deadline), for the
+        take-back's watch (``_look``) and before a renewal (``_keeper_writes``): the keeper's record when
+        it shows the keeper renewing for the epoch looked for, else None. A read that fails says nothing
+        (``KeeperRead.answered`` false): counted here, once, as the heartbeat storage's error; the watch
+        does not move on it, and the renewal it came before writes as if no keeper ran (the write then
+        says whether the storage answers)."""
         try:
             body = await self.store.lanes.run(self.store.heartbeat_call(folder))
-        except StorageError as exc:
-            body, problem = None, str(exc)
-        else:
-            problem = ""
+        except StorageError:
+            metrics.STORAGE_ERRORS.labels("heartbeat").inc()
+            return KeeperRead(answered=False)
+        epoch = entry.looking
+        found = epoch is not None and keeper_renews(self.cluster, epoch, body, _kept_job_id(entry.copy))
+        return KeeperRead(answered=True, record=identity(body) if found else None)
+
+    async def _look(self, workload: Workload, entry: _Entry, folder: StoragePath, start: float) -> None:
+        """Read a handed-over copy's record, and judge the copy on what it found."""
+        try:
+            read = await self._keeper_record(entry, folder)
         finally:
             entry.reading = False
         if self._entries.get(workload) is not entry or entry.watch is None:
             return
-        if problem:
-            metrics.STORAGE_ERRORS.labels("heartbeat").inc()
-            entry.watch = failed(entry.watch, start)
+        if read.answered:
+            entry.watch = answered(entry.watch, read.record, start)
         else:
-            epoch = entry.looking
-            found = epoch is not None and keeper_renews(self.cluster, epoch, body, _kept_job_id(entry.copy))
-            entry.watch = answered(entry.watch, identity(body) if found else None, start)
+            entry.watch = failed(entry.watch, start)
         self._judge(workload, entry, asyncio.get_running_loop().time())
 
     def _take_back(self, workload: Workload, entry: _Entry, watch: Watch, quiet: float, now: float) -> None:
@@ -400,14 +417,8 @@ class Renewer:
         entry = self._entries.get(workload)
         if entry is None or entry.looking is None or not entry.copy.guarded:
             return False
-        try:
-            body = await self.store.lanes.run(self.store.heartbeat_call(folder))
-        except StorageError:
-            return False  # unknown: renew as before (the write says whether the storage answers)
-        if not keeper_renews(self.cluster, entry.looking, body, _kept_job_id(entry.copy)):
-            return False
-        record = identity(body)
-        if entry.stale is not None and record == entry.stale[0]:
+        record = (await self._keeper_record(entry, folder)).record
+        if record is None or (entry.stale is not None and record == entry.stale[0]):
             return False
         self.hand_over(workload, record, start)
         entry.state = replace(entry.state, in_flight=False)
