@@ -95,7 +95,7 @@ def _job(
     once: bool = False,
 ) -> None:
     """``verdict``: a writer checked chk-2 in full; ``kept``: then chk-3 too, as the fencing agent of
-    the member where the job runs does every ``fencing.verdictSeconds`` (fencing/verdicts.py);
+    the member where the job runs does every ``fencing.verdictSeconds`` (fencing/prechecks.py);
     ``once``: the writer checks only chk-3, in full (the same verdict of chk-3, one full check fewer)."""
     fs.mkdir(bucket)
     shared = [f"s3://{bucket}/ck/{JOB}/shared/{uuid.uuid4()}" for _ in range(files)]

@@ -37,6 +37,7 @@ IO_LIBRARIES = (
 # Decisions over plain data: tests drive them without servers, storage or clusters.
 PURE_CORE = (
     "webhook.common.admission",
+    "webhook.common.checkpoints",
     "webhook.common.contract",
     "webhook.common.correlator",
     "webhook.common.flink",
@@ -60,10 +61,15 @@ PURE_CORE = (
     "webhook.fencing.operator",
     "webhook.fencing.layout",
     "webhook.fencing.copies",
+    "webhook.fencing.directories",
+    "webhook.fencing.holdtexts",
+    "webhook.fencing.patches",
     "webhook.fencing.renewal",
     "webhook.fencing.admitted",
+    "webhook.fencing.effects",
     "webhook.fencing.decide",
-    "webhook.fencing.verdicts",
+    "webhook.fencing.starts",
+    "webhook.fencing.prechecks",
     "webhook.fencing.takeback",
     "webhook.member.failover",
     "webhook.member.keeper",
@@ -132,20 +138,21 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     # One running copy: who may run (pure) below, the records, the agent and its commands above.
     "webhook.fencing": (
         ("protocol", "operator", "layout", "metrics"),  # who may run, what the operator reports, names
-        # a Flink object as fencing sees it; storage calls with a deadline; who renews, when (pure); an
-        # admission's heartbeat, whether it goes (pure)
-        ("copies", "lanes", "renewal", "admitted"),
-        # the agent's plans (pure); whose verdicts are due (pure); the records read and written; when a
-        # copy left to its keeper is taken back (pure)
-        ("decide", "verdicts", "records", "takeback"),
-        (
-            "gate",
-            "flinkapi",
-            "renewer",
-            "reads",
-        ),  # the webhook's side; the agent's Kubernetes edge; the heartbeat loop; what a poll reads
-        ("executors", "report"),  # the calls that carry out effects; what a poll shows
-        ("agent", "status"),  # the loops that execute plans; every job's fencing state
+        # where a copy's records live; its hold texts; storage calls with a deadline; who renews, when,
+        # and the heartbeat loop's effects (pure); an admission's heartbeat, whether it goes (pure)
+        ("directories", "holdtexts", "lanes", "renewal", "admitted"),
+        # a Flink object as fencing sees it; what a decision asks for (pure); the records read and
+        # written; when a copy left to its keeper is taken back (pure)
+        ("copies", "effects", "records", "takeback"),
+        # the patches that move a copy; the poll's decision for one copy; whose prechecks are due (pure)
+        ("patches", "decide", "prechecks"),
+        # what a release and a resume start from (pure); the webhook's side; the agent's Kubernetes
+        # edge; the heartbeat loop; what a poll reads
+        ("starts", "gate", "flinkapi", "renewer", "reads"),
+        # a copy's object patched, with its Event; the prechecks run; what a poll shows
+        ("patcher", "prechecker", "report"),
+        ("executors",),  # the calls that carry out effects
+        ("agent", "status"),  # the loops that execute decisions; every job's fencing state
         ("runner", "http"),  # one agent per server; /fencing/status
     ),
     "webhook.controlplane": (

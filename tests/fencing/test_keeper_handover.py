@@ -23,11 +23,20 @@ from webhook.common.events import Occurrence
 from webhook.common.flink import KEEPER_CONTAINER
 from webhook.common.paths import StoragePath
 from webhook.fencing.copies import read_copy
-from webhook.fencing.decide import Action, KeepRenewing, LookForKeeper, Times, decide
+from webhook.fencing.decide import Times, decide
+from webhook.fencing.effects import Action
 from webhook.fencing.layout import KEEPER_WRITER, Workload
 from webhook.fencing.protocol import Ownership
 from webhook.fencing.records import FencingStore, heartbeat_body
-from webhook.fencing.renewal import Renewal, Renewing, first_seen, keeper_renews, renewal
+from webhook.fencing.renewal import (
+    KeepRenewing,
+    LookForKeeper,
+    Renewal,
+    Renewing,
+    first_seen,
+    keeper_renews,
+    renewal,
+)
 from webhook.keeper.inject import KeeperPod, with_keeper
 from webhook.policy.restore import FencingPolicy, RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage

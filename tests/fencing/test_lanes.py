@@ -36,7 +36,7 @@ from webhook.common.paths import StoragePath
 from webhook.fencing import lanes as lanes_module
 from webhook.fencing.agent import FencingAgent
 from webhook.fencing.copies import read_copy
-from webhook.fencing.decide import Stop
+from webhook.fencing.effects import Stop
 from webhook.fencing.flinkapi import API_THREADS, STOP_THREADS, FlinkApi, ThreadedApi, stops_client
 from webhook.fencing.lanes import HEARTBEAT_THREADS, THREADS_PER_LANE, Call, Lanes
 from webhook.fencing.layout import Workload
@@ -144,7 +144,7 @@ def test_a_step_down_or_stop_goes_through_while_every_other_api_thread_waits_on_
             while sum(r.startswith(FLINK_LIST) for r in running.fake.requests) < API_THREADS:
                 await asyncio.sleep(0.02)  # every general thread is waiting on the API server
             if what == "step-down":
-                done = await agent.executors.step_down(copy, "renew deadline passed")
+                done = await agent.patcher.step_down(copy, "renew deadline passed")
                 problem = None if done else "not stepped down"
             else:
                 fence = Fence("member2", 2, datetime.now(UTC))

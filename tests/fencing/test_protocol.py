@@ -12,19 +12,8 @@ from hypothesis import strategies as st
 from tests.support.objects import JOB_ID, flink_deployment, running_deployment
 from tests.support.operator import running_status, stopped_status
 from webhook.fencing.copies import Copy, CopyState, read_copy
-from webhook.fencing.decide import (
-    Action,
-    KeepRenewing,
-    StartFrom,
-    StorageHold,
-    Times,
-    Unresolved,
-    decide,
-    newest_known,
-    release_start,
-    resume_query,
-    resume_start,
-)
+from webhook.fencing.decide import Times, decide
+from webhook.fencing.effects import Action, StorageHold
 from webhook.fencing.operator import operator_report
 from webhook.fencing.protocol import (
     Ack,
@@ -45,6 +34,15 @@ from webhook.fencing.records import (
     fence_name,
     heartbeat_name,
     parse_listing,
+)
+from webhook.fencing.renewal import KeepRenewing
+from webhook.fencing.starts import (
+    StartFrom,
+    Unresolved,
+    newest_known,
+    release_start,
+    resume_query,
+    resume_start,
 )
 from webhook.policy.restore import FencingPolicy, RestorePolicy
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
@@ -306,7 +304,7 @@ def test_a_stale_copy_reads_high_availability_as_flink_and_the_restore_do() -> N
     `high-availability: kubernetes` stopped the copy as last-state while the restore read it as no HA."""
     from tests.support.objects import flink_deployment
     from webhook.common.flink import FlinkResource
-    from webhook.fencing.copies import stop_mode
+    from webhook.fencing.patches import stop_mode
 
     def mode(conf: dict[str, str]) -> str:
         obj = flink_deployment()

@@ -1,6 +1,6 @@
-"""The agent of the member where a job runs keeps that job's verdict (fencing/verdicts.py), so a failover
+"""The agent of the member where a job runs keeps that job's verdict (fencing/prechecks.py), so a failover
 admission checks only the files new since: on every backend's real server, through the agent's own
-poll; and ``verdicts.due`` (pure) says whose verdict is due."""
+poll; and ``prechecks.due`` (pure) says whose verdict is due."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from webhook.fencing import metrics
 from webhook.fencing.agent import FencingAgent
 from webhook.fencing.copies import Copy, read_copy
 from webhook.fencing.flinkapi import FlinkApi, ThreadedApi
-from webhook.fencing.verdicts import VERDICTS_QUEUED, due
+from webhook.fencing.prechecks import PRECHECKS_QUEUED, due
 from webhook.policy.restore import MAX_DEADLINE_SECONDS, FencingPolicy, RestorePolicy, Verify
 from webhook.restore.storage.search import CheckpointStorage
 from webhook.restore.verdict import MAX_AGE, VERDICT_NAME, WRITER_MAX_AGE
@@ -139,7 +139,7 @@ def test_the_agent_keeps_a_running_jobs_verdict_and_a_failover_then_asks_no_file
 
     m.running.fake.delete("analytics", "orders")
     assert m.tick() == {}
-    assert not m.agent.executors.verdict_kept  # a deleted job leaves nothing behind in the agent
+    assert not m.agent.prechecker.known  # a deleted job leaves nothing behind in the agent
 
 
 @BACKENDS
@@ -199,7 +199,7 @@ def test_the_writer_lists_everything_again_before_readers_stop_trusting_its_verd
     assert kept.stored_at - kept.seen < timedelta(minutes=1)  # its files seen now, on the store's clock
 
 
-# --- verdicts.due, pure ------------------------------------------------------------------------------
+# --- prechecks.due, pure ------------------------------------------------------------------------------
 
 
 def copies(count: int, policy: RestorePolicy, **overrides: Any) -> list[Copy]:
@@ -223,9 +223,9 @@ def test_due_orders_the_longest_waiting_first_and_never_twice_at_once() -> None:
 
 def test_due_leaves_what_the_queue_has_no_room_for_to_a_later_poll() -> None:
     policy = policy_for("s3://b/ck", {})
-    found = copies(VERDICTS_QUEUED + 10, policy)
+    found = copies(PRECHECKS_QUEUED + 10, policy)
     busy = frozenset(c.patched for c in found[:5])
-    assert len(due(found, {}, busy, 0.0, policy)) == VERDICTS_QUEUED - 5
+    assert len(due(found, {}, busy, 0.0, policy)) == PRECHECKS_QUEUED - 5
 
 
 def test_due_takes_only_running_jobs_with_a_job_id_under_verify_files() -> None:

@@ -29,7 +29,7 @@ from tests.support.objects import JOB_ID, apply, decode_patch, flink_deployment,
 from tests.support.production import agent_polled, wait_for
 from tests.support.server import RunningServer, generate_certs, serve
 from webhook.common.flink import FlinkResource
-from webhook.fencing import copies
+from webhook.fencing import copies, directories
 from webhook.fencing.records import FencingStore, heartbeat_body
 from webhook.policy.restore import RestorePolicy
 from webhook.restore.storage.search import CheckpointStorage
@@ -217,10 +217,10 @@ def test_a_template_with_a_copied_epoch_fences_under_the_failover_count(served: 
         annotations={f"{P}/failover-count": "3", EPOCH: "1"},
     )
     policy = RestorePolicy(default_checkpoint_dir=str(served.root))
-    folder = copies.ownership_folder(FlinkResource.from_object(obj), policy)
+    folder = directories.ownership_folder(FlinkResource.from_object(obj), policy)
     assert folder is not None
     store = FencingStore(CheckpointStorage(), "member1")
-    workload = copies.workload_of(FlinkResource.from_object(obj))
+    workload = directories.workload_of(FlinkResource.from_object(obj))
     store.ack(folder, 1, "stopped for epoch 1", 10)  # then restored at 2, it runs and heartbeats
     store.beat(folder, heartbeat_body(workload, "member1", 2, JOB_ID, "2026-12-05T00:00:00Z"), 10)
 
@@ -299,7 +299,8 @@ def test_the_agent_judges_a_hold_under_its_own_fence_not_the_annotation(tmp_path
     released by that old ack; judged under member2's own fence it waits for member1."""
     from datetime import UTC, datetime, timedelta
 
-    from webhook.fencing.decide import Action, Times, decide
+    from webhook.fencing.decide import Times, decide
+    from webhook.fencing.effects import Action
     from webhook.fencing.protocol import Ack, Fence, Heartbeat, Ownership
     from webhook.policy.restore import FencingPolicy
 
@@ -328,7 +329,8 @@ def test_a_copied_epoch_on_a_copy_this_cluster_never_restored_does_not_shield_it
     annotation made it newer than every fence up to 5, and both ran."""
     from datetime import UTC, datetime
 
-    from webhook.fencing.decide import Action, Times, decide
+    from webhook.fencing.decide import Times, decide
+    from webhook.fencing.effects import Action
     from webhook.fencing.protocol import Fence, Ownership
 
     obj = flink_deployment(annotations={EPOCH: "5"})
@@ -412,9 +414,9 @@ def test_the_record_is_the_old_objects_whatever_the_request_says(served: Served)
 
 def _heartbeat_of_member1(served: Served, obj: dict[str, Any]) -> None:
     policy = RestorePolicy(default_checkpoint_dir=str(served.root))
-    folder = copies.ownership_folder(FlinkResource.from_object(obj), policy)
+    folder = directories.ownership_folder(FlinkResource.from_object(obj), policy)
     assert folder is not None
-    workload = copies.workload_of(FlinkResource.from_object(obj))
+    workload = directories.workload_of(FlinkResource.from_object(obj))
     FencingStore(CheckpointStorage(), "member1").beat(
         folder, heartbeat_body(workload, "member1", 0, JOB_ID, "2026-12-05T00:00:00Z"), 10
     )

@@ -380,7 +380,7 @@ def test_the_fencing_agents_resume_passes_over_what_its_flink_cannot_load(
     """A stepped-down copy resumes from its newest checkpoint its own Flink loads, as a restore does."""
     from tests.support.objects import running_deployment
     from webhook.fencing.copies import read_copy
-    from webhook.fencing.decide import resume_query
+    from webhook.fencing.starts import resume_query
     from webhook.restore.storage.backends import Deadline
     from webhook.restore.storage.search import CheckpointStorage
 

@@ -297,7 +297,7 @@ def test_a_fencing_release_never_starts_older_state_in_its_stead() -> None:
     """The release of a held copy resolves again (the stale copy went on checkpointing); when the newest
     state it finds is one this cluster's Flink cannot load, the job stays held with that reason. Before,
     the lookup's hold read as "nothing restorable" and the release started from the admitted path."""
-    from webhook.fencing.decide import Unresolved, newest_known
+    from webhook.fencing.starts import Unresolved, newest_known
     from webhook.restore.outcome import RestoreDecision, RestoreOutcome
 
     why = "held rather than rewound: the newest snapshot, chk-12, loads if you run Flink 2.1+"

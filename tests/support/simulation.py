@@ -42,7 +42,7 @@ from tests.support.objects import JOB_ID, flink_deployment, flink_metadata
 from tests.support.operator import running_status, stopped_status
 from webhook.common.kubeclient import ApiFailure
 from webhook.common.paths import StoragePath
-from webhook.fencing import copies
+from webhook.fencing import holdtexts
 from webhook.fencing.agent import FencingAgent
 from webhook.fencing.lanes import Lanes
 from webhook.fencing.layout import Workload
@@ -615,7 +615,7 @@ class World:
                 self.store.put(f"{folder}/{heartbeat_name(target)}", b"{}")
         if held:  # a hold, or the records unusable (onStorageError: hold)
             obj["spec"]["job"]["state"] = "suspended"
-            obj["metadata"]["annotations"][f"{P}/hold"] = copies.storage_text(epoch, "admitted held")
+            obj["metadata"]["annotations"][f"{P}/hold"] = holdtexts.storage_text(epoch, "admitted held")
             obj["metadata"]["annotations"][f"{P}/restore-decision"] = "held"
         found.server.put(obj)
         return held

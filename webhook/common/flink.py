@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from webhook.common.checkpoints import checkpoint_number
 from webhook.common.paths import StoragePath
 from webhook.common.untyped import as_map, str_map
 
@@ -135,15 +136,12 @@ def flatten_configuration(conf: Any) -> dict[str, str]:
     return {**nested, **flat}
 
 
-_CHECKPOINT_OF_RE = re.compile(r"/([0-9a-f]{32})/chk-[0-9]+/?$")
-
-
 def snapshot_job(path: str) -> str:
     """Whose snapshot a path names: the jobId of ``.../<jobId>/chk-N``, the 6-hex prefix of a
     ``savepoint-<6 hex>-<12 hex>`` ("" when the path says neither)."""
-    m = _CHECKPOINT_OF_RE.search(path)
-    if m:
-        return m.group(1)
+    parts = path.removesuffix("/").rsplit("/", 2)
+    if len(parts) == 3 and is_job_id(parts[1]) and checkpoint_number(parts[2]) is not None:
+        return parts[1]
     return savepoint_prefix(path.rstrip("/").rsplit("/", 1)[-1])
 
 

@@ -17,6 +17,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from webhook.common.checkpoints import checkpoint_number
+
 # The state handle type bytes of MetadataV2V3SerializerBase, by code (0 is "no handle").
 HANDLE_NAMES: Mapping[int, str] = {
     1: "ByteStreamStateHandle",
@@ -371,7 +373,6 @@ def is_target_problem(reason: str) -> bool:
 # Told after the reason a savepoint is passed over for (its name says no checkpoint id).
 SNAPSHOT_ID = "; checkpoint id {}"
 _SNAPSHOT_ID_RE = re.compile(r"; checkpoint id (\d+)$")
-_CHK_RE = re.compile(r"^chk-(\d+)$")
 
 
 @dataclass(frozen=True)
@@ -415,9 +416,9 @@ def unloadable(reason: str) -> Unloadable | None:
     name, sep, why = reason.partition(": ")
     if not sep:
         return None
-    chk = _CHK_RE.fullmatch(name)
-    if chk is not None:
-        return Unloadable("checkpoint", name, int(chk.group(1)), why)
+    number = checkpoint_number(name)
+    if number is not None:
+        return Unloadable("checkpoint", name, number, why)
     if name.startswith("savepoint "):
         found = _SNAPSHOT_ID_RE.search(why)
         checkpoint_id = int(found.group(1)) if found else None

@@ -1,12 +1,12 @@
 """The fencing agent: one per member role replica, beside the webhook. It decides nothing itself, and
-says in one place which call carries out which effect of a plan (``FencingAgent._apply``; the calls are
-``executors.py``'s).
+says in one place which call carries out which effect of a decision (``FencingAgent._apply``; the calls
+are ``executors.py``'s and the heartbeat loop's).
 
 Three loops share one event loop (``run``), so none of them waits for another:
 
 - the **poll**, every ``pollSeconds``: lists each Flink kind of the cluster on its own, reads each copy's
   ownership records on its storage's own lane under a deadline, hands copy, records and times to
-  ``decide.decide`` and executes the plan. The poll waits for its copies at most one poll as a whole; a
+  ``decide.decide`` and executes its effects. The poll waits for its copies at most one poll as a whole; a
   copy whose storage has not answered is decided without records at the next one.
 - the **recheck**, every fifth of a poll between polls: the copies a failover waits on (stale copies
   whose operator has not reported them stopped, held restores) are looked at again, each on its own, so
@@ -30,38 +30,35 @@ from typing import Any
 from webhook.common.events import EventSink, NoEvents
 from webhook.common.flink import BLUE_GREEN, FlinkResource
 from webhook.common.kubeclient import ApiFailure
-from webhook.fencing import copies, metrics, verdicts
+from webhook.fencing import copies, metrics
 from webhook.fencing.copies import Copy, CopyState
-from webhook.fencing.decide import (
+from webhook.fencing.decide import Times, Unreadable, decide
+from webhook.fencing.effects import (
     WAITING,
     Acknowledge,
     Action,
-    Beat,
     Effect,
-    KeepRenewing,
-    LookForKeeper,
+    Effects,
     MarkStopping,
-    Plan,
     Release,
     Resume,
     RewriteHold,
     Stop,
     StorageHold,
     Supersede,
-    Times,
     Trouble,
-    Unreadable,
     WriteFence,
-    decide,
     trouble_of,
 )
-from webhook.fencing.executors import Executors, StorageProblem
+from webhook.fencing.executors import Executors, HoldMarks, StorageProblem
 from webhook.fencing.flinkapi import PLURALS, MemberApi
 from webhook.fencing.lanes import Lanes
+from webhook.fencing.patcher import CopyPatcher
+from webhook.fencing.prechecker import Prechecker
 from webhook.fencing.protocol import Ownership
 from webhook.fencing.reads import PollReads
 from webhook.fencing.records import FencingStore, Workload
-from webhook.fencing.renewal import retry_seconds
+from webhook.fencing.renewal import Beat, KeepRenewing, LookForKeeper, retry_seconds
 from webhook.fencing.renewer import Renewer, pause
 from webhook.fencing.report import Health, Report, Step, list_problem
 from webhook.policy.restore import RestorePolicy
@@ -92,18 +89,19 @@ class FencingAgent:
         self.store = FencingStore(storage, cluster, self.lanes)
         self.clock = clock
         self.events: EventSink = events or NoEvents()
-        # the heartbeat loop steps a copy down and writes the time through the executors (built next)
+        # The object's side first: the heartbeat loop steps a copy down and leaves its Events through
+        # it, the executors patch through it. The loop knows no executor; the executors know the loop
+        # only as ``executors.Heartbeats``.
+        self.patcher = CopyPatcher(api, policy, self.events, clock)
+        patcher = self.patcher
         self.renewer = Renewer(
-            cluster,
-            policy.fencing,
-            self.store,
-            lambda copy, why: self.executors.step_down(copy, why),
-            lambda: self.executors.now(),
-            lambda copy, kind, reason, note: self.executors.event(copy, kind, reason, "Heartbeat", note),
+            cluster, policy.fencing, self.store, patcher.step_down, patcher.now, patcher.event
         )
-        self.executors = Executors(self.store, self.renewer, storage, api, policy, self.events, clock)
+        self.holds = HoldMarks()
+        self.executors = Executors(self.store, self.renewer, storage, patcher, self.holds)
+        self.prechecker = Prechecker(storage)
         self.reads = PollReads(self.store)
-        self.report = Report(cluster, self.executors.event, clock, on_health)
+        self.report = Report(cluster, patcher.event, clock, on_health)
         self._inflight: dict[Workload, asyncio.Task[Step]] = {}
         self._urgent: set[Workload] = set()  # stopping or held at the last poll: looked at between polls
         self._next_poll = 0.0
@@ -112,12 +110,12 @@ class FencingAgent:
 
     @property
     def policy(self) -> RestorePolicy:
-        """One policy for the loops and the executors (a test swaps it between polls)."""
-        return self.executors.policy
+        """One policy for the loops and the executors, the patcher's (a test swaps it between polls)."""
+        return self.patcher.policy
 
     @policy.setter
     def policy(self, policy: RestorePolicy) -> None:
-        self.executors.policy = policy
+        self.patcher.policy = policy
 
     # --- the loops -------------------------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -133,6 +131,7 @@ class FencingAgent:
             for task in [*loops, *self._inflight.values()]:
                 task.cancel()
             self.executors.cancel()
+            self.prechecker.cancel()
             self.renewer.cancel()
 
     async def _polls(self, stop: asyncio.Event) -> None:
@@ -206,9 +205,9 @@ class FencingAgent:
             self._remember(copy, started)
             if _running(self._inflight.get(copy.patched)):
                 # Its storage has not answered last poll's calls: decide without records, and leave the
-                # storage alone (what such a plan does is an API call at most).
+                # storage alone (what such a decision does is an API call at most).
                 still = Unreadable("storage calls of the last poll still unanswered")
-                unanswered.append(self._execute(copy, self._plan(copy, still, started), started))
+                unanswered.append(self._execute(copy, self._decide(copy, still, started), started))
                 continue
             task = asyncio.ensure_future(self._step(copy, started, self.reads.shares(copy)))
             self._inflight[copy.patched] = submitted[copy.patched] = task
@@ -224,7 +223,7 @@ class FencingAgent:
                 )
         present = {c.patched for c in found}
         self._inflight = {w: t for w, t in self._inflight.items() if w in present and not t.done()}
-        self._keep_verdicts(found, steps)
+        self._precheck(found, steps)
         self.report.polled(found, steps)
         self.report.health(started)
         self._urgent = {c.patched for c in found if c.state in _URGENT} | {
@@ -232,18 +231,12 @@ class FencingAgent:
         }
         return steps
 
-    def _keep_verdicts(self, found: list[Copy], steps: list[Step]) -> None:
-        """The running jobs whose verdict is due (``verdicts.due``) are checked in the background; a
+    def _precheck(self, found: list[Copy], steps: list[Step]) -> None:
+        """The running jobs whose precheck is due (``prechecks.due``) are checked in the background; a
         job gone from the listing leaves no time behind."""
         beating = {s.workload for s in steps if s.action is Action.HEARTBEAT}
-        run = self.executors
-        for gone in run.verdict_kept.keys() - {c.patched for c in found}:
-            del run.verdict_kept[gone]
-        running = (c for c in found if c.patched in beating)
-        for copy in verdicts.due(
-            running, run.verdict_kept, frozenset(run.verdicts_busy), self._mono(), self.policy
-        ):
-            run.keep_verdict(copy)
+        running = [c for c in found if c.patched in beating]
+        self.prechecker.run_due(running, (c.patched for c in found), self.policy)
 
     async def _list(self) -> tuple[list[Copy], frozenset[str]] | None:
         """Each kind on its own, all at once: the copies and the kinds listed; None when no kind could
@@ -268,10 +261,9 @@ class FencingAgent:
     def _remember(self, copy: Copy, now: float) -> None:
         self.report.seen(copy, now)
         if copy.state is not CopyState.HELD:
-            self.executors.hold_written.pop(copy.patched, None)
-            self.executors.release_waited.pop(copy.patched, None)
-        if copy.state is not CopyState.RUNNING:  # started again: its verdict is checked at once
-            self.executors.verdict_kept.pop(copy.patched, None)
+            self.holds.not_held(copy.patched)
+        if copy.state is not CopyState.RUNNING:  # started again: it is prechecked at once
+            self.prechecker.not_running(copy.patched)
 
     async def _step(self, copy: Copy, started: float, shared: bool = False) -> Step:
         """``shared``: read the records from the poll's one listing of the copy's storage (a recheck,
@@ -280,28 +272,28 @@ class FencingAgent:
             detail = "no checkpoint directory" if copy.folder is None else ""
             return Step(copy.patched, Action.SKIPPED, detail)
         read = await self.reads.records(copy, shared)
-        plan = self._plan(copy, read.records, started, read.storage_now)
-        return await self._execute(copy, plan, read.listed_at)
+        effects = self._decide(copy, read.records, started, read.storage_now)
+        return await self._execute(copy, effects, read.listed_at)
 
-    def _plan(
+    def _decide(
         self, copy: Copy, records: Ownership | Unreadable, started: float, storage_now: datetime | None = None
-    ) -> Plan:
-        renewed = self.renewer.renewed(copy.patched, started)
+    ) -> Effects:
+        hold_written, release_waited = self.holds.of(copy.patched)
         times = Times(
-            self._mono(),
-            renewed,
-            storage_now,
-            self.executors.hold_written.get(copy.patched),
-            self.executors.release_waited.get(copy.patched),
-            self.renewer.kept(copy.patched),
+            mono=self._mono(),
+            renewed=self.renewer.renewed(copy.patched, started),
+            storage_now=storage_now,
+            hold_written=hold_written,
+            release_waited=release_waited,
+            keeper=self.renewer.kept(copy.patched),
         )
         return decide(self.cluster, copy, records, times, self.policy.fencing)
 
-    # --- executing a plan --------------------------------------------------------------------------
-    async def _execute(self, copy: Copy, plan: Plan, listed_at: float) -> Step:
+    # --- executing effects --------------------------------------------------------------------------
+    async def _execute(self, copy: Copy, effects: Effects, listed_at: float) -> Step:
         problems: list[str] = []
-        trouble = plan.trouble
-        for chain in plan.chains:
+        trouble = effects.trouble
+        for chain in effects.chains:
             for effect in chain:
                 problem = await self._apply(copy, effect, listed_at)
                 if problem is not None:
@@ -310,23 +302,23 @@ class FencingAgent:
                     trouble = trouble if trouble is not Trouble.NONE else side
                     break  # the rest of this chain depends on it; other chains do not
         if problems:
-            return Step(copy.patched, Action.ERROR, f"{plan.action}: {'; '.join(problems)}", trouble)
-        return Step(copy.patched, plan.action, plan.detail, plan.trouble)
+            return Step(copy.patched, Action.ERROR, f"{effects.action}: {'; '.join(problems)}", trouble)
+        return Step(copy.patched, effects.action, effects.detail, effects.trouble)
 
     async def _apply(self, copy: Copy, effect: Effect, listed_at: float) -> str | None:
         """Carry out one effect: the one place that says which call executes which effect
-        (``executors.py``); None on success, else what went wrong."""
+        (``executors.py``, the heartbeat loop's ``renewer.py``); None on success, else what went wrong."""
         run = self.executors
         try:
             match effect:
-                case KeepRenewing():
-                    run.keep_renewing(copy, effect, listed_at)
+                case KeepRenewing():  # the heartbeat loop's own effects
+                    self.renewer.keep(copy, effect, listed_at)
                     return None
                 case LookForKeeper():
-                    run.look_for_keeper(copy, effect)
+                    self.renewer.look_for_keeper(copy.patched, effect.epoch)
                     return None
                 case Beat():
-                    await run.beat(copy)
+                    await self.renewer.beat_now(copy)
                     return None
                 case WriteFence():
                     return await run.write_fence(copy, effect)
@@ -349,7 +341,7 @@ class FencingAgent:
         except StorageError as exc:
             metrics.STORAGE_ERRORS.labels("agent").inc()
             return f"storage: {exc}"
-        raise TypeError(f"unknown effect {effect!r}")  # pragma: no cover - decide() returns only the above
+        raise TypeError(f"unknown effect {effect!r}")  # pragma: no cover - decide() asks only the above
 
     @staticmethod
     def _mono() -> float:
@@ -360,9 +352,11 @@ class FencingAgent:
         one pass at a time)."""
         await self.renewer.settle()
         await self.executors.settle()
+        await self.prechecker.settle()
 
     def close(self) -> None:
         self.executors.cancel()
+        self.prechecker.cancel()
         self.lanes.close()
 
 

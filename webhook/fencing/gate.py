@@ -26,9 +26,10 @@ from typing import TypeVar
 
 from webhook.common.flink import FlinkResource
 from webhook.common.paths import StoragePath
-from webhook.fencing import copies, metrics
+from webhook.fencing import copies, directories, holdtexts, metrics, patches
 from webhook.fencing.admitted import Admitted
 from webhook.fencing.lanes import Call
+from webhook.fencing.layout import format_time
 from webhook.fencing.protocol import HoldOutcome, judge_admission, next_epoch
 from webhook.fencing.records import FencingStore, Listing, fence_body, heartbeat_body
 from webhook.policy.restore import FencingStorageError, RestorePolicy
@@ -82,15 +83,15 @@ class FencingGate:
         self, resource: FlinkResource, dry_run: bool, pool: concurrent.futures.Executor, timeout: float
     ) -> Pending | None:
         """Start writing the fence and listing the records; None when the job has no storage to fence in."""
-        folder = copies.ownership_folder(resource, self.policy)
+        folder = directories.ownership_folder(resource, self.policy)
         if folder is None:
             return None
         counted = copies.counted_epoch(resource, self.policy)  # never the request's epoch
-        me, workload, store = self.cluster, copies.workload_of(resource), self.store
+        me, workload, store = self.cluster, directories.workload_of(resource), self.store
         writes = not dry_run and not self.read_only
 
         def fence_body_now(epoch: int) -> dict[str, object]:
-            return fence_body(workload, me, epoch, copies.format_time(datetime.now(UTC)))
+            return fence_body(workload, me, epoch, format_time(datetime.now(UTC)))
 
         def fence(left: float) -> int:
             # Without a failover count (Karmada's own jobId labels only) the epoch comes from the fences seen.
@@ -101,7 +102,7 @@ class FencingGate:
             return epoch
 
         def beat(epoch: int) -> dict[str, object]:
-            return heartbeat_body(workload, me, epoch, "", copies.format_time(datetime.now(UTC)))
+            return heartbeat_body(workload, me, epoch, "", format_time(datetime.now(UTC)))
 
         if counted:
             epoch: concurrent.futures.Future[int] = store.lanes.submit(
@@ -128,10 +129,10 @@ class FencingGate:
         try:
             epoch = _result(pending.epoch, expires - time.monotonic())
             listing = _result(pending.listing, expires - time.monotonic())
-            verdict = judge_admission(
+            judgement = judge_admission(
                 self.cluster, epoch, listing.ownership, self.policy.fencing.lease_seconds
             )
-            starts = verdict.outcome is HoldOutcome.RELEASE and unvouched is None
+            starts = judgement.outcome is HoldOutcome.RELEASE and unvouched is None
             if starts and not pending.dry_run and not self.read_only:
                 left, body = expires - time.monotonic(), pending.beat(epoch)
                 _result(self.store.lanes.submit(self.store.beat_call(pending.folder, body), left), left)
@@ -142,34 +143,35 @@ class FencingGate:
             epoch = copies.counted_epoch(resource, self.policy) or 1
             if self.policy.fencing.on_storage_error is FencingStorageError.PROCEED:
                 log.warning("fencing records unusable, restoring without a hold: %s", exc)
-                return copies.fenced_without_hold(decision, epoch, self.policy)
+                return patches.fenced_without_hold(decision, epoch, self.policy)
             metrics.HOLDS.inc()
-            return copies.held(decision, copies.storage_text(epoch, str(exc)), epoch, self.policy, resource)
-        if unvouched is not None and verdict.outcome is not HoldOutcome.SUPERSEDED:
-            text = copies.unvouched_text(epoch, unvouched)
+            text = holdtexts.storage_text(epoch, str(exc))
+            return patches.held(decision, text, epoch, self.policy, resource)
+        if unvouched is not None and judgement.outcome is not HoldOutcome.SUPERSEDED:
+            text = holdtexts.unvouched_text(epoch, unvouched)
             if not pending.dry_run:
                 metrics.HOLDS.inc()
                 log.error(
                     "restore held: the fencing agent cannot vouch for it",
                     extra={"fields": {"object": f"{resource.namespace}/{resource.name}", "hold": text}},
                 )
-            return copies.held(decision, text, epoch, self.policy, resource)
-        if verdict.outcome is HoldOutcome.RELEASE:
-            return copies.fenced_without_hold(decision, epoch, self.policy)
-        if verdict.outcome is HoldOutcome.SUPERSEDED and verdict.superseded_by is not None:
-            newer = verdict.superseded_by
+            return patches.held(decision, text, epoch, self.policy, resource)
+        if judgement.outcome is HoldOutcome.RELEASE:
+            return patches.fenced_without_hold(decision, epoch, self.policy)
+        if judgement.outcome is HoldOutcome.SUPERSEDED and judgement.superseded_by is not None:
+            newer = judgement.superseded_by
             text = f"epoch {epoch}: superseded by the restore on {newer.owner} at epoch {newer.epoch}"
         elif pending.dry_run:
-            text = copies.unknown_age_text(tuple(w.cluster for w in verdict.waiting), epoch)
+            text = holdtexts.unknown_age_text(tuple(w.cluster for w in judgement.waiting), epoch)
         else:
-            text = copies.hold_text(verdict, epoch, datetime.now(UTC))
+            text = holdtexts.hold_text(judgement, epoch, datetime.now(UTC))
         if not pending.dry_run and not self.read_only:
             metrics.HOLDS.inc()
             log.warning(
                 "restore held until the old copy stops",
                 extra={"fields": {"object": f"{resource.namespace}/{resource.name}", "hold": text}},
             )
-        return copies.held(decision, text, epoch, self.policy, resource)
+        return patches.held(decision, text, epoch, self.policy, resource)
 
 
 def _fenced(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
 from webhook.common.paths import StoragePath
 
@@ -68,3 +69,8 @@ KEEPER_WRITER = "keeper"
 # The heartbeat body's field naming a FlinkSessionJob copy's session cluster (the agent's and the session
 # keeper's bodies): by it the session cluster's keeper finds the jobs it guards.
 SESSION_FIELD = "session"
+
+
+def format_time(moment: datetime) -> str:
+    """A time as the records, the patches and the hold texts write it (UTC, whole seconds)."""
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -99,8 +99,8 @@ def _epoch(ack: Ack) -> int:
 
 
 @dataclass(frozen=True)
-class CopyVerdict:
-    """For a copy that runs (``spec.job.state: running``) on ``me``."""
+class CopyJudgement:
+    """Rule 1's answer for a copy that runs (``spec.job.state: running``) on ``me``: stop it or not."""
 
     stop: bool
     fence: Fence | None = None  # the fence that makes it stale, when ``stop``
@@ -113,10 +113,10 @@ def superseding(me: str, epoch: int, ownership: Ownership) -> Fence | None:
     return fence if fence is not None and fence.owner != me and fence.epoch > epoch else None
 
 
-def judge_copy(me: str, epoch: int, ownership: Ownership) -> CopyVerdict:
+def judge_copy(me: str, epoch: int, ownership: Ownership) -> CopyJudgement:
     """Rule 1."""
     fence = superseding(me, epoch, ownership)
-    return CopyVerdict(fence is not None, fence)
+    return CopyJudgement(fence is not None, fence)
 
 
 # --- the new side --------------------------------------------------------------------------------
@@ -146,7 +146,10 @@ class Waiting:
 
 
 @dataclass(frozen=True)
-class HoldVerdict:
+class HoldJudgement:
+    """Rules 2 and 3's answer for a held restore: hold (and whom it waits for), release (and why), or
+    superseded (by whose fence)."""
+
     outcome: HoldOutcome
     cause: ReleaseCause | None = None  # when RELEASE
     waiting: tuple[Waiting, ...] = ()  # when HOLD
@@ -166,13 +169,13 @@ def judge_hold(
     now: datetime,
     lease: float,
     manual: bool = False,
-) -> HoldVerdict:
+) -> HoldJudgement:
     """Rules 2 and 3 for a copy of ``me`` restored under ``epoch``; ``now`` is storage time."""
     newer = superseding(me, epoch, ownership)
     if newer is not None:
-        return HoldVerdict(HoldOutcome.SUPERSEDED, superseded_by=newer)
+        return HoldJudgement(HoldOutcome.SUPERSEDED, superseded_by=newer)
     if manual:
-        return HoldVerdict(HoldOutcome.RELEASE, ReleaseCause.MANUAL)
+        return HoldJudgement(HoldOutcome.RELEASE, ReleaseCause.MANUAL)
     mine = ownership.fence(me, epoch)
     waiting: list[Waiting] = []
     expired: list[str] = []
@@ -194,36 +197,36 @@ def judge_hold(
             )
         )
     if waiting:
-        return HoldVerdict(HoldOutcome.HOLD, waiting=tuple(waiting), expired=tuple(expired))
+        return HoldJudgement(HoldOutcome.HOLD, waiting=tuple(waiting), expired=tuple(expired))
     if expired:
         cause = ReleaseCause.LEASE_EXPIRY
     elif _acked_by_another(me, epoch, ownership):
         cause = ReleaseCause.ACK
     else:
         cause = ReleaseCause.NO_HEARTBEAT
-    return HoldVerdict(HoldOutcome.RELEASE, cause, expired=tuple(expired))
+    return HoldJudgement(HoldOutcome.RELEASE, cause, expired=tuple(expired))
 
 
 def _acked_by_another(me: str, epoch: int, ownership: Ownership) -> bool:
     return any(a.cluster != me and a.epoch >= epoch for a in ownership.acks)
 
 
-def judge_admission(me: str, epoch: int, ownership: Ownership, lease: float) -> HoldVerdict:
+def judge_admission(me: str, epoch: int, ownership: Ownership, lease: float) -> HoldJudgement:
     """:func:`judge_hold` at the moment ``me`` writes its fence for ``epoch``: the fence is the newest
     record, so every lease runs from it and any unacked heartbeat of another cluster holds. The member
     webhook needs no storage time, so it lists while it writes instead of after."""
     newer = superseding(me, epoch, ownership)
     if newer is not None:
-        return HoldVerdict(HoldOutcome.SUPERSEDED, superseded_by=newer)
+        return HoldJudgement(HoldOutcome.SUPERSEDED, superseded_by=newer)
     waiting = tuple(
         Waiting(b.cluster, b.modified, None, lease, ownership.stopping_since(b.cluster, epoch))
         for c in others_heartbeating(me, ownership, epoch)
         if (b := ownership.heartbeat(c)) is not None
     )
     if waiting:
-        return HoldVerdict(HoldOutcome.HOLD, waiting=waiting)
+        return HoldJudgement(HoldOutcome.HOLD, waiting=waiting)
     acked = _acked_by_another(me, epoch, ownership)
-    return HoldVerdict(HoldOutcome.RELEASE, ReleaseCause.ACK if acked else ReleaseCause.NO_HEARTBEAT)
+    return HoldJudgement(HoldOutcome.RELEASE, ReleaseCause.ACK if acked else ReleaseCause.NO_HEARTBEAT)
 
 
 def others_heartbeating(me: str, ownership: Ownership, epoch: int) -> tuple[str, ...]:

@@ -5,7 +5,7 @@ A poll (``begin``) learns each storage's time once, before any listing of that p
 it are never longer than they are), and lists a storage that holds several of its copies once for all of
 them (a few pages where a listing per copy would be a request per copy per poll); a copy alone on its
 storage, and every copy a recheck looks at between polls, lists its own folder (a poll's listing would be
-older than the recheck). A read that fails is ``decide.Unreadable``: the plan is made without records.
+older than the recheck). A read that fails is ``decide.Unreadable``: the copy is decided without records.
 """
 
 from __future__ import annotations

@@ -51,6 +51,34 @@ class Renewing:
     keeper: bool = False  # the keeper in its pod renews it: the agent neither renews nor steps down
 
 
+# The heartbeat loop's effects: what a poll's decision (``decide``) hands it for one copy.
+
+
+@dataclass(frozen=True)
+class Beat:
+    """Renew this cluster's heartbeat now, before the next effect of its chain (a release, a resume)."""
+
+
+@dataclass(frozen=True)
+class KeepRenewing:
+    """Hand the copy to the heartbeat loop: its heartbeat is renewed every poll until a later poll says
+    otherwise. ``confirmed``: this poll's listing found no newer fence (a running copy is renewed only
+    while a recent listing did); ``may_step_down``: a running copy (a stale one asked to stop is already
+    suspended and keeps beating until its operator reports the stop)."""
+
+    confirmed: bool
+    may_step_down: bool = True
+
+
+@dataclass(frozen=True)
+class LookForKeeper:
+    """The copy's spec carries the lease keeper: the heartbeat loop reads this cluster's heartbeat record
+    before each renewal, and once it shows the keeper writing it for ``epoch`` writes no more and leaves
+    the copy to the keeper (``renewal.keeper_renews``)."""
+
+    epoch: int
+
+
 def retry_seconds(policy: FencingPolicy) -> float:
     """How often the heartbeat loop looks at every copy (and retries a renewal that failed)."""
     return max(0.05, policy.poll_seconds / 5)

@@ -5,7 +5,7 @@ Like client-go's leader election, renewing is kept apart from the work: the poll
 heartbeat (``observe`` and ``keep``), this loop looks at each of them every retry period (a fifth of a
 poll), sends a renewal when one is due on the copy's own storage lane, under its deadline, and never
 waits for it: a hung bucket holds only its own renewals, each failed at its deadline. What to do with a
-copy is ``renewal.renewal``'s answer (pure); a step-down is carried out by the agent (``step_down``). A
+copy is ``renewal.renewal``'s answer (pure); a step-down is a patch (``patcher.CopyPatcher.step_down``). A
 copy whose spec carries the lease keeper is read before each renewal (``look_for_keeper``): once its
 record shows the keeper writing it, it is not written but handed over, and left alone until its spec no
 longer carries the keeper (``renewal``'s docstring says why). Read just before the write it would
@@ -29,10 +29,10 @@ from webhook.common.events import NORMAL, WARNING
 from webhook.common.paths import StoragePath
 from webhook.fencing import metrics
 from webhook.fencing.copies import Copy, CopyState
-from webhook.fencing.decide import KeepRenewing
 from webhook.fencing.layout import Workload
 from webhook.fencing.records import FencingStore, heartbeat_body
 from webhook.fencing.renewal import (
+    KeepRenewing,
     Renewal,
     Renewing,
     first_seen,
@@ -79,16 +79,25 @@ class _Entry:
     quiet: float | None = None  # taken back, how long its record had not moved: said once the agent writes
 
 
-# ``told(copy, type, reason, note)``: an Event on the copy's object (the agent's recorder).
-Told = Callable[[Copy, str, str, str], None]
+@dataclass(frozen=True, kw_only=True)
+class KeeperRead:
+    """One read of a copy's heartbeat record (``Renewer._keeper_record``)."""
+
+    answered: bool  # the storage answered within the call deadline
+    record: str | None = None  # the keeper's record (``takeback.identity``), when it renews for the epoch
 
 
-def _untold(copy: Copy, kind: str, reason: str, note: str) -> None:
+# ``told(copy, type, reason, action, note)``: an Event on the copy's object (``patcher.CopyPatcher.event``).
+Told = Callable[[Copy, str, str, str, str], None]
+
+
+def _untold(copy: Copy, kind: str, reason: str, action: str, note: str) -> None:
     return None
 
 
 class Renewer:
-    """``step_down(copy, reason)`` suspends the copy (the agent's patch); True when it went through."""
+    """``step_down(copy, reason)`` suspends the copy (``patcher.CopyPatcher.step_down``); True when it
+    went through. ``written()``: the time a heartbeat body says it was written."""
 
     def __init__(
         self,
@@ -185,7 +194,7 @@ class Renewer:
         return [(w, folder) for w, folder in dropped if folder not in beating]
 
     def keep(self, copy: Copy, effect: KeepRenewing, listed_at: float) -> None:
-        """A poll's plan: keep renewing the copy; ``confirmed``: its listing started at ``listed_at``
+        """A poll's decision: keep renewing the copy; ``confirmed``: its listing started at ``listed_at``
         found no newer fence."""
         entry = self._entries.get(copy.patched)
         if entry is None:
@@ -198,7 +207,7 @@ class Renewer:
         entry.state = replace(entry.state, confirmed=confirmed, may_step_down=may_step_down)
 
     def look_for_keeper(self, workload: Workload, epoch: int) -> None:
-        """A poll's plan: the copy's spec carries the keeper; read its record before each renewal."""
+        """A poll's decision: the copy's spec carries the keeper; read its record before each renewal."""
         entry = self._entries.get(workload)
         if entry is not None:
             entry.looking = epoch
@@ -224,7 +233,7 @@ class Renewer:
                 f"the lease keeper in the JobManager's pod renews the heartbeat (epoch {entry.looking}): "
                 "the agent leaves this copy to it, and takes it back if its record stops moving"
             )
-            self._told(entry.copy, NORMAL, "KeeperRenews", note)
+            self._told(entry.copy, NORMAL, "KeeperRenews", "Heartbeat", note)
 
     def kept(self, workload: Workload) -> bool:
         """The copy's keeper renews its heartbeat (``hand_over``)."""
@@ -298,25 +307,34 @@ class Renewer:
         if quiet is not None:
             self._take_back(workload, entry, watch, quiet, now)
 
-    async def _look(self, workload: Workload, entry: _Entry, folder: StoragePath, start: float) -> None:
-        """Read a handed-over copy's record (on its heartbeat lane, under the call deadline)."""
+    async def _keeper_record(self, entry: _Entry, folder: StoragePath) -> KeeperRead:
+        """Read the copy's heartbeat record (on its heartbeat lane, under the call deadline), for the
+        take-back's watch (``_look``) and before a renewal (``_keeper_writes``): the keeper's record when
+        it shows the keeper renewing for the epoch looked for, else None. A read that fails says nothing
+        (``KeeperRead.answered`` false): counted here, once, as the heartbeat storage's error; the watch
+        does not move on it, and the renewal it came before writes as if no keeper ran (the write then
+        says whether the storage answers)."""
         try:
             body = await self.store.lanes.run(self.store.heartbeat_call(folder))
-        except StorageError as exc:
-            body, problem = None, str(exc)
-        else:
-            problem = ""
+        except StorageError:
+            metrics.STORAGE_ERRORS.labels("heartbeat").inc()
+            return KeeperRead(answered=False)
+        epoch = entry.looking
+        found = epoch is not None and keeper_renews(self.cluster, epoch, body, _kept_job_id(entry.copy))
+        return KeeperRead(answered=True, record=identity(body) if found else None)
+
+    async def _look(self, workload: Workload, entry: _Entry, folder: StoragePath, start: float) -> None:
+        """Read a handed-over copy's record, and judge the copy on what it found."""
+        try:
+            read = await self._keeper_record(entry, folder)
         finally:
             entry.reading = False
         if self._entries.get(workload) is not entry or entry.watch is None:
             return
-        if problem:
-            metrics.STORAGE_ERRORS.labels("heartbeat").inc()
-            entry.watch = failed(entry.watch, start)
+        if read.answered:
+            entry.watch = answered(entry.watch, read.record, start)
         else:
-            epoch = entry.looking
-            found = epoch is not None and keeper_renews(self.cluster, epoch, body, _kept_job_id(entry.copy))
-            entry.watch = answered(entry.watch, identity(body) if found else None, start)
+            entry.watch = failed(entry.watch, start)
         self._judge(workload, entry, asyncio.get_running_loop().time())
 
     def _take_back(self, workload: Workload, entry: _Entry, watch: Watch, quiet: float, now: float) -> None:
@@ -346,7 +364,7 @@ class Renewer:
             f"{p.renew_deadline_seconds:g}s): the agent renews it again and steps this copy down if it "
             f"cannot within {p.poll_seconds:g}s; it leaves the copy to the keeper again once it renews"
         )
-        self._told(entry.copy, WARNING, "KeeperSilent", note)
+        self._told(entry.copy, WARNING, "KeeperSilent", "Heartbeat", note)
 
     def renewing(self, workload: Workload) -> asyncio.Task[None] | None:
         """The copy's renewal still in flight: a heartbeat removed before it lands would be written
@@ -399,14 +417,8 @@ class Renewer:
         entry = self._entries.get(workload)
         if entry is None or entry.looking is None or not entry.copy.guarded:
             return False
-        try:
-            body = await self.store.lanes.run(self.store.heartbeat_call(folder))
-        except StorageError:
-            return False  # unknown: renew as before (the write says whether the storage answers)
-        if not keeper_renews(self.cluster, entry.looking, body, _kept_job_id(entry.copy)):
-            return False
-        record = identity(body)
-        if entry.stale is not None and record == entry.stale[0]:
+        record = (await self._keeper_record(entry, folder)).record
+        if record is None or (entry.stale is not None and record == entry.stale[0]):
             return False
         self.hand_over(workload, record, start)
         entry.state = replace(entry.state, in_flight=False)

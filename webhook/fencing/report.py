@@ -16,7 +16,7 @@ from webhook.common.events import NORMAL, WARNING
 from webhook.common.kubeclient import ApiFailure
 from webhook.fencing import metrics
 from webhook.fencing.copies import Copy, CopyState
-from webhook.fencing.decide import Action, Trouble
+from webhook.fencing.effects import Action, Trouble
 from webhook.fencing.flinkapi import OPTIONAL_KINDS, PLURALS
 from webhook.fencing.layout import Workload
 

@@ -25,6 +25,7 @@ from webhook.common.paths import StoragePath
 from webhook.fencing import copies
 from webhook.fencing.copies import Copy, CopyState
 from webhook.fencing.flinkapi import OPTIONAL_KINDS, PLURALS, FlinkApi
+from webhook.fencing.layout import format_time
 from webhook.fencing.protocol import HoldOutcome, Ownership, judge_hold
 from webhook.policy.restore import RestorePolicy
 from webhook.restore.snapshots import StorageError
@@ -100,10 +101,10 @@ def describe(
         ]
         records += [_record("ack", a.cluster, a.epoch, a.modified, storage_now) for a in ownership.acks]
         if copy.state is CopyState.HELD and storage_now is not None and me:
-            verdict = judge_hold(me, copy.epoch, ownership, storage_now, policy.fencing.lease_seconds)
-            if verdict.outcome is HoldOutcome.HOLD:
-                waiting = tuple(w.cluster for w in verdict.waiting)
-                remaining = round(verdict.remaining, 1)
+            judgement = judge_hold(me, copy.epoch, ownership, storage_now, policy.fencing.lease_seconds)
+            if judgement.outcome is HoldOutcome.HOLD:
+                waiting = tuple(w.cluster for w in judgement.waiting)
+                remaining = round(judgement.remaining, 1)
     annotations = copy.resource.annotations
     keys = (RESTORE_DECISION, RELEASED, RELEASE_REQUESTED_BY, FENCED_BY, STEPPED_DOWN, RESUMED)
     last = {key: annotations[policy.key(key)] for key in keys if annotations.get(policy.key(key))}
@@ -130,7 +131,7 @@ def _record(
     name: str, cluster: str, epoch: int | None, modified: datetime, now: datetime | None
 ) -> RecordView:
     age = None if now is None else round(max(0.0, (now - modified).total_seconds()), 1)
-    return RecordView(name, cluster, epoch, age, copies.format_time(modified))
+    return RecordView(name, cluster, epoch, age, format_time(modified))
 
 
 def collect(

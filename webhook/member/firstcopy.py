@@ -6,13 +6,14 @@ The trigger, held and fenced entries of the member webhook see only what a failo
 ``first-copy`` entry sends the rest of the FlinkDeployments and FlinkBlueGreenDeployments that run a job,
 at CREATE and UPDATE, and the restore decision for them is SKIP. Such a copy keeps the lease the fencing
 agent keeps for it: the agent's own reading of the stored object (``fencing/copies.py``: ``as_restored``,
-``checkpoint_dir_of``, ``epoch_of``), so keeper and agent renew the same heartbeat. For a first copy
-that is its spec's checkpoint directory (else the policy's default) and epoch 0, with no fence: the
-keeper's own newest fence in its listing wins, and any newer fence of another cluster stops the
-JobManager. An UPDATE that moves the directory moves the keeper's with it (the pod template changes and
-the JobManager's pod rolls), as the agent follows the spec. A restored copy whose trigger labels are
-gone keeps its restore's epoch and directory the same way. Nothing else of the object changes (no labels,
-no decision annotations): it is no restore. No storage call: every write of every job passes here.
+``epoch_of``; ``fencing/directories.py``: ``checkpoint_dir_of``), so keeper and agent renew the same
+heartbeat. For a first copy that is its spec's checkpoint directory (else the policy's default) and epoch
+0, with no fence: the keeper's own newest fence in its listing wins, and any newer fence of another
+cluster stops the JobManager. An UPDATE that moves the directory moves the keeper's with it (the pod
+template changes and the JobManager's pod rolls), as the agent follows the spec. A restored copy whose
+trigger labels are gone keeps its restore's epoch and directory the same way. Nothing else of the object
+changes (no labels, no decision annotations): it is no restore. No storage call: every write of every job
+passes here.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import Any
 
 from webhook.common.contract import FENCED
 from webhook.common.flink import JOBMANAGER_KINDS, FlinkResource, runs_keeper
-from webhook.fencing.copies import as_restored, checkpoint_dir_of, epoch_of
+from webhook.fencing.copies import as_restored, epoch_of
+from webhook.fencing.directories import checkpoint_dir_of
 from webhook.member.keeper import KeeperSetup, Keeping, KeptLease, Saying, keeping
 from webhook.policy.restore import RestorePolicy
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome, triggered

@@ -27,6 +27,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from webhook.common.checkpoints import checkpoint_number
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.policy.fencing import MAX_VERDICT_SECONDS
 from webhook.restore.checks import NamedFiles, Needed
@@ -238,7 +239,7 @@ def coverage(
             named.files,
             f"{snapshot} is not the newest complete checkpoint (Flink may have subsumed it): checked in full",
         )
-    ours, theirs = _number(snapshot), _number(verdict.checkpoint)
+    ours, theirs = checkpoint_number(snapshot.name), checkpoint_number(verdict.checkpoint.name)
     if ours is None or theirs is None or ours < theirs:
         return Coverage(
             (), named.files, f"the verdict is of {verdict.checkpoint}, newer than {snapshot}: checked in full"
@@ -265,14 +266,6 @@ def coverage(
         size = sizes.get(path.name)
         (covered if size is not None and size >= needed.size else unchecked).append(needed)
     return Coverage(tuple(covered), tuple(unchecked))
-
-
-def _number(checkpoint: StoragePath) -> int | None:
-    """N of a ``chk-N`` path (None for any other name)."""
-    digits = checkpoint.name.removeprefix("chk-")
-    return (
-        int(digits) if checkpoint.name.startswith("chk-") and digits.isascii() and digits.isdigit() else None
-    )
 
 
 @dataclass(frozen=True)

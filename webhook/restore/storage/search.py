@@ -18,6 +18,7 @@ from typing import Any
 
 import fsspec
 
+from webhook.common.checkpoints import checkpoint_number, checkpoint_numbers
 from webhook.common.flink import is_job_id, is_savepoint_of
 from webhook.common.flink_reads import Target, cannot_read
 from webhook.common.paths import FSSPEC_PROTOCOL, StoragePath
@@ -56,33 +57,6 @@ METADATA = "_metadata"
 # Savepoints of one job read per lookup at most (each one metadata read). The operator keeps 10 by
 # default (kubernetes.operator.savepoint.history.max.count); more are passed over, named in the warning.
 MAX_SAVEPOINTS = 32
-
-
-def checkpoint_ids(names: list[str]) -> list[int]:
-    """Checkpoint numbers among directory entry names, highest first; other names are ignored.
-
-    Only the spelling Flink writes counts: ``chk-`` and 1-18 ASCII digits without a leading zero
-    (``chk-007`` would resolve to another directory, ``chk-7``) and nothing after them (not even the
-    newline a ``$`` regex lets through). String tests rather than a regex: thousands of entries.
-    """
-    ids = set()
-    for name in names:
-        if name.startswith("chk-"):
-            digits = name[4:]
-            if (
-                0 < len(digits) <= 18
-                and digits.isascii()
-                and digits.isdigit()
-                and (digits[0] != "0" or digits == "0")
-            ):
-                ids.add(int(digits))
-    return sorted(ids, reverse=True)
-
-
-def _chk_id(name: str) -> int | None:
-    """N of a ``chk-N`` directory name (what its _metadata must say), None for any other name."""
-    ids = checkpoint_ids([name])
-    return ids[0] if ids else None
 
 
 @dataclass(frozen=True)
@@ -271,7 +245,7 @@ class CheckpointStorage:
         local_root = real(job_dir) if job_dir.protocol == "file" else None
         incomplete: list[int] = []
         rejected: list[str] = []
-        for n in checkpoint_ids(names):
+        for n in checkpoint_numbers(names):
             lookup.deadline.check()
             chk = job_dir.child(f"chk-{n}")
             if local_root is not None and not entry_inside(local_root, chk):
@@ -339,7 +313,7 @@ class CheckpointStorage:
         lookup.deadline.check()
         if path.protocol == "file" and not inside(path, real(path)):
             return SavepointCheck(None)
-        directory_id = _chk_id(path.name)
+        directory_id = checkpoint_number(path.name)
         found = self._snapshot(fs, path, directory_id, lookup, cursor)
         if found is None:
             return SavepointCheck(None)
