@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
+from webhook.common.checkpoints import checkpoint_number
 from webhook.common.flink_reads import NOT_STATED, Target
 from webhook.common.paths import StoragePath
 from webhook.policy.restore import DEFAULT_ALLOWED_SCHEMES, NewerMetadata, Prefer, RestorePolicy, Verify
@@ -165,8 +166,8 @@ def floor_of(
 ) -> tuple[Candidate | None, tuple[str, ...]]:
     """The snapshot the job started from as its floor, from its check (``candidate`` when it passed,
     else ``problem``: why not, "" when it has no ``_metadata``), and why it is passed over. Checked as a
-    savepoint is; one in a ``chk-`` directory is a checkpoint."""
+    savepoint is; one in a ``chk-N`` directory (``common/checkpoints.py``) is a checkpoint."""
     floor = candidate
-    if candidate is not None and started_from.name.startswith("chk-"):
+    if candidate is not None and checkpoint_number(started_from.name) is not None:
         floor = replace(candidate, kind="checkpoint")
     return floor, ((f"started from {started_from}: {problem}",) if problem else ())
