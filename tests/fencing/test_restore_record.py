@@ -197,5 +197,5 @@ def test_the_record_is_written_at_the_restore_and_read_as_it_was(local_site: Sit
     assert (record.kind, record.job_id, record.checkpoint_dir) == ("FlinkDeployment", JOB_ID, local_site.root)
     assert record.flink_version == "v1_20" and record.job_subdir
     assert json.loads(raw)["v"] == 1
-    assert decode(raw.replace('"v":1', '"v":2')).__class__.__name__ == "RecordError"
+    assert decode(raw.replace('"v":1', '"v":2')).__class__.__name__ == "RestoreRecordError"
     assert "unknown field" in str(decode(raw.replace('"kind"', '"surprise":1,"kind"')))

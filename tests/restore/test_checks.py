@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from webhook.common.paths import StoragePath, StoragePathError
 from webhook.policy.restore import DEFAULT_ALLOWED_SCHEMES, NewerMetadata
 from webhook.restore.checks import judge, missing, named_files
-from webhook.restore.metadata import FileScope, Metadata, NamedFile, NewerFormat, Unreadable
+from webhook.restore.metadata import FileScope, Metadata, NamedFile, NewerFormat, UnreadableMetadata
 
 SNAPSHOT = StoragePath.parse("s3a://state/ck/job/chk-4")
 
@@ -79,7 +79,7 @@ def test_the_id_a_checkpoints_metadata_carries_must_be_its_directorys() -> None:
         "",
         "_metadata has 30 bytes after its end at byte 100 (Flink ignores them)",
     )
-    assert judge(Unreadable("cut"), 4, NewerMetadata.TRUST).problem == "cut"
+    assert judge(UnreadableMetadata("cut"), 4, NewerMetadata.TRUST).problem == "cut"
 
 
 def test_a_newer_format_is_trusted_by_its_header_only_or_skipped() -> None:

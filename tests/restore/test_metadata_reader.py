@@ -13,7 +13,7 @@ from webhook.restore.metadata import (
     FileScope,
     Metadata,
     NewerFormat,
-    Unreadable,
+    UnreadableMetadata,
     metadata_problem,
     read_metadata,
 )
@@ -115,7 +115,7 @@ def test_a_cut_at_every_byte_offset_is_refused_naming_where_it_ends() -> None:
     places: set[str] = set()
     for cut in range(len(data)):
         found = read_metadata(data[:cut])
-        assert isinstance(found, Unreadable), (name, cut)
+        assert isinstance(found, UnreadableMetadata), (name, cut)
         if cut <= 8:
             assert found.reason == (
                 "_metadata is empty (0 bytes)" if cut == 0 else f"_metadata is truncated ({cut} bytes)"
@@ -156,7 +156,7 @@ def test_a_newer_format_version_is_told_with_its_header_id() -> None:
     newer = data[:4] + (7).to_bytes(4, "big") + data[8:]
     found = read_metadata(newer)
     assert found == NewerFormat(7, int.from_bytes(data[8:16], "big"))
-    assert read_metadata(data[:4] + (1).to_bytes(4, "big") + data[8:]) == Unreadable(
+    assert read_metadata(data[:4] + (1).to_bytes(4, "big") + data[8:]) == UnreadableMetadata(
         "_metadata is in format version 1 (Flink 1.2 and older), which Flink no longer reads"
     )
 
@@ -168,7 +168,7 @@ def test_a_handle_type_flink_does_not_know_is_refused_naming_it() -> None:
     assert relative is not None
     data[relative.start()] = 0x63
     found = read_metadata(bytes(data))
-    assert isinstance(found, Unreadable)
+    assert isinstance(found, UnreadableMetadata)
     assert re.fullmatch(
         r"_metadata holds a state handle of type 99, which Flink does not know \(byte [0-9,]+, inside "
         r"operator [0-9]+ \(GroupAggregate\[[0-9]+\]\)'s state \(subtask [0-9]+, managed keyed state\)\)",
@@ -180,7 +180,7 @@ def test_the_header_check_alone_still_passes_a_cut_file() -> None:
     """What verify: header keeps: the 16 bytes only (the issue's first finding)."""
     _, data = _smallest()
     assert metadata_problem(data[:16], 4000) == ""
-    assert isinstance(read_metadata(data[: len(data) // 2]), Unreadable)
+    assert isinstance(read_metadata(data[: len(data) // 2]), UnreadableMetadata)
 
 
 def test_relocating_a_tree_moves_every_named_file_and_nothing_else(tmp_path: Path) -> None:

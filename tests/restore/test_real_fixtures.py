@@ -18,7 +18,7 @@ import re
 import pytest
 
 from tests.support.flinktrees import Census, Tree, census, trees
-from webhook.restore.metadata import FileScope, Metadata, Unreadable, read_metadata
+from webhook.restore.metadata import FileScope, Metadata, UnreadableMetadata, read_metadata
 
 TREES = trees()
 
@@ -104,7 +104,7 @@ def test_every_metadata_of_a_new_fixture_is_read_to_its_last_byte(each: Tree) ->
         assert found.version == FORMAT[each.flink.rsplit(".", 1)[0]]
         assert found.properties == ("Savepoint" if rel.startswith("sp/") else "Checkpoint")
         # One byte fewer is refused: the last field read is the last byte of the file.
-        assert isinstance(read_metadata(data[:-1]), Unreadable), rel
+        assert isinstance(read_metadata(data[:-1]), UnreadableMetadata), rel
 
 
 def test_merged_operator_state_of_a_source_names_segments_of_shared_files() -> None:
@@ -174,7 +174,7 @@ def test_a_master_state_flink_would_refuse_is_refused_naming_it() -> None:
     }
     for why, bad in refused.items():
         found = read_metadata(bad)
-        assert isinstance(found, Unreadable), why
+        assert isinstance(found, UnreadableMetadata), why
         assert f"holds a master state {why}" in found.reason and "inside master state 1" in found.reason
 
 
@@ -182,7 +182,7 @@ def _cut_places(data: bytes) -> set[str]:
     places: set[str] = set()
     for cut in range(16, len(data)):
         found = read_metadata(data[:cut])
-        assert isinstance(found, Unreadable), cut
+        assert isinstance(found, UnreadableMetadata), cut
         m = re.fullmatch(r"_metadata ends at byte ([0-9,]+) inside (.+)", found.reason)
         assert m is not None and int(m.group(1).replace(",", "")) == cut, (cut, found.reason)
         places.add(re.sub(r"[0-9]+", "N", re.sub(r" \(.*?\)'s", "'s", m.group(2), count=1)))

@@ -24,7 +24,7 @@ from webhook.placement.bounds import Limit, cap_reached, capacity_left, group_bo
 from webhook.placement.firstfit import first_fit
 from webhook.placement.grouping import Group, build_group, component_groups
 from webhook.placement.model import Cluster, Component
-from webhook.placement.packing import Clock, Deadline, Packed, Search, fill, trim
+from webhook.placement.packing import Clock, Packed, Search, SearchDeadline, fill, trim
 from webhook.placement.prepare import Prepared, prepare
 
 SEARCH_BUDGET_S = 1.0  # packing variants stop being tried after this long (the answer stays sound)
@@ -70,7 +70,7 @@ def estimate(
     upper = min([prep.totals[c] // prep.replicas[c] for c in alone] + [s.bound for s in shared], default=0)
     cap = upper if max_sets is None else min(upper, max_sets)
     floor = _KarmadaFloor(prep, cap)
-    packed = _pack_shared(prep, shared, cap, floor, Deadline(started + budget_s, clock))
+    packed = _pack_shared(prep, shared, cap, floor, SearchDeadline(started + budget_s, clock))
     sets = min([cap, *(p.sets for p in packed)])
     if sets < cap:
         floor.sets_at_least()
@@ -144,7 +144,7 @@ class _KarmadaFloor:
 
 
 def _pack_shared(
-    prep: Prepared, shared: Sequence[_Shared], cap: int, floor: _KarmadaFloor, deadline: Deadline
+    prep: Prepared, shared: Sequence[_Shared], cap: int, floor: _KarmadaFloor, deadline: SearchDeadline
 ) -> list[Packed]:
     """The most sets each group packs, one packing per group: its bound is probed first (the usual case:
     one packing, no search), and only a miss pays for first fit and a binary search above it."""

@@ -194,7 +194,7 @@ Clock = Callable[[], float]
 
 
 @dataclass(frozen=True)
-class Deadline:
+class SearchDeadline:
     """When trying packing variants stops, on ``clock`` (seconds): handed in, so the search stays a
     function of its inputs and a test can set the cut-off exactly."""
 
@@ -208,7 +208,7 @@ class Deadline:
 class Search:
     """Binary search on k with the packing variants; remembers which variant worked last."""
 
-    def __init__(self, prep: Prepared, group: Group, deadline: Deadline) -> None:
+    def __init__(self, prep: Prepared, group: Group, deadline: SearchDeadline) -> None:
         self.prep = prep
         self.group = group
         self.deadline = deadline

@@ -70,7 +70,7 @@ def load_policy(path: str | Path) -> RestorePolicy:
 
 
 @dataclass(frozen=True)
-class Loaded:
+class LoadedPolicy:
     """A usable policy, the file it came from and what it probably gets wrong (each command tells these)."""
 
     policy: RestorePolicy
@@ -89,11 +89,11 @@ class Unusable:
         return f"policy {self.source.describe()}: {self.error}"
 
 
-def load(explicit: str | None, environ: Mapping[str, str]) -> Loaded | Unusable:
+def load(explicit: str | None, environ: Mapping[str, str]) -> LoadedPolicy | Unusable:
     """The policy a command uses: ``--policy`` (``explicit``), else the environment, else the default."""
     source = policy_source(explicit, environ)
     try:
         policy = load_policy(source.path)
     except PolicyError as exc:
         return Unusable(source, exc)
-    return Loaded(policy, source, policy_notes(policy))
+    return LoadedPolicy(policy, source, policy_notes(policy))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from webhook.common.flink_reads import NOT_STATED, SNAPSHOT_ID, Target, cannot_read
 from webhook.common.paths import CONTROL_CHARACTERS, StoragePath, StoragePathError
 from webhook.policy.restore import NewerMetadata
-from webhook.restore.metadata import FileScope, Metadata, MetadataRead, NewerFormat, Unreadable
+from webhook.restore.metadata import FileScope, Metadata, MetadataRead, NewerFormat, UnreadableMetadata
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def judge(
 ) -> Judged:
     """``read`` for a snapshot whose directory says ``directory_id`` (``chk-N``; None for a savepoint),
     to be restored by ``target`` (its format version and handle types; unknown: not judged)."""
-    if isinstance(read, Unreadable):
+    if isinstance(read, UnreadableMetadata):
         return Judged(read.reason)
     # Damage first: a snapshot passed over for damage is passed over whatever Flink restores it; one
     # only the restoring Flink cannot load holds the job rather than rewind it (restore/decide.py).

@@ -103,7 +103,7 @@ class Metadata:
 
 
 @dataclass(frozen=True)
-class Unreadable:
+class UnreadableMetadata:
     """A ``_metadata`` Flink cannot load, and why, as the decision tells it."""
 
     reason: str  # "_metadata ends at byte 4,000 inside operator 3's state (subtask 1, managed keyed state)"
@@ -117,17 +117,17 @@ class NewerFormat:
     checkpoint_id: int | None
 
 
-MetadataRead = Metadata | Unreadable | NewerFormat
+MetadataRead = Metadata | UnreadableMetadata | NewerFormat
 
 
 def read_metadata(data: bytes) -> MetadataRead:
     """Read a whole ``_metadata`` as Flink does; what it holds, or why Flink cannot load it."""
     problem = metadata_problem(data[:METADATA_HEADER_BYTES], len(data))
     if problem:
-        return Unreadable(problem)
+        return UnreadableMetadata(problem)
     version = int.from_bytes(data[4:8], "big", signed=True)
     if version == 1:
-        return Unreadable(
+        return UnreadableMetadata(
             "_metadata is in format version 1 (Flink 1.2 and older), which Flink no longer reads"
         )
     if version > NEWEST_KNOWN_VERSION:
@@ -136,9 +136,9 @@ def read_metadata(data: bytes) -> MetadataRead:
     try:
         return _Serializer(version, reader).metadata()
     except _Short:
-        return Unreadable(f"_metadata ends at byte {len(data):,} inside {reader.place()}")
+        return UnreadableMetadata(f"_metadata ends at byte {len(data):,} inside {reader.place()}")
     except _Invalid as exc:
-        return Unreadable(f"_metadata {exc} (byte {reader.start:,}, inside {reader.place()})")
+        return UnreadableMetadata(f"_metadata {exc} (byte {reader.start:,}, inside {reader.place()})")
 
 
 class _Short(Exception):

@@ -92,11 +92,11 @@ class RestoreRecord:
         )
 
 
-class RecordError(ValueError):
+class RestoreRecordError(ValueError):
     """A record annotation that cannot be read (edited by hand, or from a newer release)."""
 
 
-def record_of(resource: FlinkResource, policy: RestorePolicy) -> RestoreRecord | RecordError | None:
+def record_of(resource: FlinkResource, policy: RestorePolicy) -> RestoreRecord | RestoreRecordError | None:
     """The object's record; None when it has none (restored before records existed, or never)."""
     raw = resource.annotations.get(policy.key(RESTORE_RECORD), "").strip()
     if not raw:
@@ -104,13 +104,13 @@ def record_of(resource: FlinkResource, policy: RestorePolicy) -> RestoreRecord |
     return decode(raw)
 
 
-def decode(raw: str) -> RestoreRecord | RecordError:
+def decode(raw: str) -> RestoreRecord | RestoreRecordError:
     try:
         body = json.loads(raw)
     except ValueError as exc:
-        return RecordError(f"not JSON: {exc}")
+        return RestoreRecordError(f"not JSON: {exc}")
     if not isinstance(body, Mapping) or body.get("v") != VERSION:
-        return RecordError(f"not a version {VERSION} restore record")
+        return RestoreRecordError(f"not a version {VERSION} restore record")
     known = {_camel(f.name): f for f in fields(RestoreRecord)}
     values: dict[str, Any] = {}
     for key, value in body.items():
@@ -118,19 +118,19 @@ def decode(raw: str) -> RestoreRecord | RecordError:
             continue
         f = known.get(key)
         if f is None:
-            return RecordError(f"unknown field {key[:40]!r}")
+            return RestoreRecordError(f"unknown field {key[:40]!r}")
         if f.name == "claim":
             if not isinstance(value, list) or not all(
                 isinstance(p, list) and len(p) == 2 and all(isinstance(s, str) for s in p) for p in value
             ):
-                return RecordError("claim: not a list of [key, value] pairs")
+                return RestoreRecordError("claim: not a list of [key, value] pairs")
             values[f.name] = tuple((p[0], p[1]) for p in value)
         elif not isinstance(value, _type_of(f)):
-            return RecordError(f"{key}: not a {_type_of(f).__name__}")
+            return RestoreRecordError(f"{key}: not a {_type_of(f).__name__}")
         else:
             values[f.name] = value
     if not isinstance(values.get("kind"), str) or not values.get("kind"):
-        return RecordError("kind missing")
+        return RestoreRecordError("kind missing")
     return RestoreRecord(**values)
 
 

@@ -31,7 +31,7 @@ class ListingFailed(Exception):
 
 
 @dataclass(frozen=True)
-class Page:
+class RangePage:
     files: dict[str, int | None]  # name directly in the folder -> size
     greatest: str  # the greatest key or sub-folder the page holds, "" when none
     token: str | None  # where the next page starts (None: this was the last)
@@ -87,7 +87,7 @@ def _xml(body: bytes) -> ET.Element:
         raise ListingFailed(f"the answer is not XML ({exc})") from None
 
 
-def parse(body: bytes, prefix: str) -> Page:
+def parse(body: bytes, prefix: str) -> RangePage:
     """One ListObjectsV2 page (``encoding-type=url``) of the folder ``prefix``. Its keys are decoded as
     S3 encodes them: form encoding, a space as ``+`` and a literal ``+`` as ``%2B`` (``unquote_plus``;
     moto writes ``%20`` for a space, which decodes the same)."""
@@ -114,7 +114,7 @@ def parse(body: bytes, prefix: str) -> Page:
     token = root.findtext(f"{_NS}NextContinuationToken") if truncated else None
     if truncated and not token:
         raise ListingFailed("the listing is truncated and names no continuation token")
-    return Page(files, greatest, token)
+    return RangePage(files, greatest, token)
 
 
 def error_code(body: bytes) -> str:
