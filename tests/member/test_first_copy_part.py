@@ -12,9 +12,9 @@ import pytest
 from tests.support.objects import apply, decode_patch, flink_deployment, review
 from webhook.common.admission import parse_review
 from webhook.common.flink import FlinkResource, runs_keeper
-from webhook.member.firstcopy import Admission, first_copy_part, unlabelled
+from webhook.member.firstcopy import first_copy_part, unlabelled
 from webhook.member.handler import MemberHandler
-from webhook.member.keeper import KeeperSetup, Kept, Sidecars
+from webhook.member.keeper import Admission, KeeperSetup, Kept, Sidecars
 from webhook.policy.restore import policy_from_dict
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
 

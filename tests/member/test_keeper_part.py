@@ -10,19 +10,43 @@ import pytest
 
 from tests.support.objects import JOB_ID, apply, flink_deployment
 from webhook.common.flink import FlinkResource
-from webhook.member.keeper import KeeperSetup, Kept, Sidecars, keeper_part, version_of
-from webhook.policy.restore import policy_from_dict
+from webhook.member.keeper import Admission, KeeperSetup, Keeping, Kept, Sidecars, keeper_part, version_of
+from webhook.policy.restore import RestorePolicy, policy_from_dict
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome
 
 P = "flink-failover.io"
 SETUP = KeeperSetup("registry.example/flink-failover:1.0", "member1", (1, 30))
 
 
+def part(
+    obj: dict[str, Any],
+    resource: FlinkResource,
+    old: FlinkResource | None,
+    decision: RestoreDecision,
+    policy: RestorePolicy,
+    setup: KeeperSetup,
+    old_obj: dict[str, Any] | None = None,
+) -> Keeping | None:
+    """``keeper_part`` of the admission these make (an UPDATE where there is an old object)."""
+    return keeper_part(
+        Admission(
+            operation="UPDATE" if old is not None else "CREATE",
+            obj=obj,
+            resource=resource,
+            old_obj=old_obj,
+            old=old,
+            decision=decision,
+            policy=policy,
+            setup=setup,
+        )
+    )
+
+
 def _injected(obj: dict[str, Any], policy_doc: dict[str, Any]) -> dict[str, Any]:
     """The keeper container the admission of a fenced restore at epoch 3 adds."""
     policy = policy_from_dict(policy_doc)
     decision = RestoreDecision(RestoreOutcome.RESTORED, annotations={f"{P}/epoch": "3"}, job_id=JOB_ID)
-    keeping = keeper_part(obj, FlinkResource.from_object(obj), None, decision, policy, SETUP)
+    keeping = part(obj, FlinkResource.from_object(obj), None, decision, policy, SETUP)
     assert keeping is not None and keeping.kept is Kept.INJECTED, keeping
     (op,) = [op for op in keeping.ops if op["path"] == "/spec/jobManager/podTemplate"]
     (keeper,) = op["value"]["spec"]["initContainers"]
@@ -81,15 +105,15 @@ def test_a_copy_running_its_keeper_keeps_it_while_the_version_is_not_known() -> 
     created = RestoreDecision(RestoreOutcome.RESTORED, annotations=annotations, job_id=JOB_ID)
     template = flink_deployment(checkpoint_dir="s3://bkt/ckpt")
     resource = FlinkResource.from_object(template)
-    first = keeper_part(template, resource, None, created, policy, SETUP)
+    first = part(template, resource, None, created, policy, SETUP)
     assert first is not None and first.kept is Kept.INJECTED
     running = apply(template, list(first.ops))
     unknown = KeeperSetup(SETUP.image, SETUP.cluster, None, "GET /version: connection refused")
     carried = RestoreDecision(RestoreOutcome.RESTORED, annotations=annotations, job_id=JOB_ID, carried=True)
-    again = keeper_part(template, resource, resource, carried, policy, unknown, running)
+    again = part(template, resource, resource, carried, policy, unknown, running)
     assert again is not None and again.kept is Kept.INJECTED
     assert apply(template, list(again.ops))["spec"]["jobManager"] == running["spec"]["jobManager"]
-    new = keeper_part(template, resource, None, created, policy, unknown)
+    new = part(template, resource, None, created, policy, unknown)
     assert new is not None and new.kept is Kept.UNSUPPORTED and "connection refused" in new.warnings[0]
 
 
@@ -154,7 +178,7 @@ def test_native_sidecars_declared_or_read_from_the_version(
     obj = flink_deployment(checkpoint_dir="s3://bkt/ckpt")
     decision = RestoreDecision(RestoreOutcome.RESTORED, annotations={f"{P}/epoch": "3"}, job_id=JOB_ID)
     setup = KeeperSetup(SETUP.image, SETUP.cluster, version, "", sidecars)
-    keeping = keeper_part(obj, FlinkResource.from_object(obj), None, decision, policy_from_dict({}), setup)
+    keeping = part(obj, FlinkResource.from_object(obj), None, decision, policy_from_dict({}), setup)
     assert keeping is not None and keeping.kept is kept
     if kept is Kept.INJECTED:
         assert any(op["path"] == "/spec/jobManager/podTemplate" for op in keeping.ops)

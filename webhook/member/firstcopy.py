@@ -18,34 +18,14 @@ passes here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
-
 from webhook.common.contract import FENCED
 from webhook.common.flink import JOBMANAGER_KINDS, FlinkResource, runs_keeper
 from webhook.fencing.copies import as_restored, epoch_of
 from webhook.fencing.directories import checkpoint_dir_of
-from webhook.member.keeper import KeeperSetup, Keeping, KeptLease, Saying, keeping
+from webhook.member.keeper import Admission, Keeping, KeptLease, Saying, keeping
 from webhook.policy.restore import RestorePolicy
-from webhook.restore.outcome import RestoreDecision, RestoreOutcome, triggered
+from webhook.restore.outcome import RestoreOutcome, triggered
 from webhook.restore.updates import held_before
-
-
-@dataclass(frozen=True, kw_only=True)
-class Admission:
-    """One admission as the keeper's part of a copy no failover made reads it: the request's operation,
-    its object and old object (as sent, and as read), the restore decision, the policy, and what the
-    keeper's sidecar needs beside it."""
-
-    operation: str
-    obj: Mapping[str, Any]
-    resource: FlinkResource
-    old_obj: Mapping[str, Any] | None
-    old: FlinkResource | None
-    decision: RestoreDecision
-    policy: RestorePolicy
-    setup: KeeperSetup
 
 
 def first_copy_part(admission: Admission) -> Keeping | None:

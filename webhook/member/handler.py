@@ -24,9 +24,9 @@ from webhook.common.flink import GROUP, KINDS, FlinkResource, job_path, with_ses
 from webhook.common.patch import object_ops
 from webhook.fencing.gate import AdmittedSink, FencingGate
 from webhook.fencing.lanes import Lanes
-from webhook.member.firstcopy import Admission, no_failover_part
+from webhook.member.firstcopy import no_failover_part
 from webhook.member.identity import AgentIdentity
-from webhook.member.keeper import KeeperSetup, Keeping, keeper_part
+from webhook.member.keeper import Admission, KeeperSetup, Keeping, keeper_part
 from webhook.policy.restore import RestorePolicy
 from webhook.restore.decide import Parent, ParentLookup, decide_restore
 from webhook.restore.outcome import RestoreDecision, RestoreOutcome, triggered
@@ -229,20 +229,19 @@ class MemberHandler:
         keeping = None
         if self.keeper is not None and self.fencing is not None:
             setup = self.keeper()
-            keeping = keeper_part(
-                request.object, resource, old, decision, self.policy, setup, request.old_object
-            ) or no_failover_part(  # a first copy, a session cluster (the chart's first-copy entry)
-                Admission(
-                    operation=request.operation,
-                    obj=request.object,
-                    resource=resource,
-                    old_obj=request.old_object,
-                    old=old,
-                    decision=decision,
-                    policy=self.policy,
-                    setup=setup,
-                )
+            admission = Admission(
+                operation=request.operation,
+                obj=request.object,
+                resource=resource,
+                old_obj=request.old_object,
+                old=old,
+                decision=decision,
+                policy=self.policy,
+                setup=setup,
             )
+            # a restore's or a hold's keeper, else a first copy's or a session cluster's (the chart's
+            # first-copy entry)
+            keeping = keeper_part(admission) or no_failover_part(admission)
         if not request.dry_run:
             for occurrence in admission_events(request, decision, self.policy, keeping):
                 self.events.record(occurrence)  # queued: never waits for the API server

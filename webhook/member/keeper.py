@@ -162,17 +162,28 @@ def version_of(doc: Mapping[str, Any]) -> tuple[int, int] | str:
     return f"no version in the API server's /version answer ({str(dict(doc))[:120]})"
 
 
-def keeper_part(
-    obj: Mapping[str, Any],
-    resource: FlinkResource,
-    old: FlinkResource | None,
-    decision: RestoreDecision,
-    policy: RestorePolicy,
-    setup: KeeperSetup,
-    old_obj: Mapping[str, Any] | None = None,
-) -> Keeping | None:
-    """The keeper's part of admitting ``obj`` (an UPDATE's ``old_obj`` beside it) as ``decision`` says;
-    None where no keeper belongs (not a fenced FlinkDeployment's restore or hold)."""
+@dataclass(frozen=True, kw_only=True)
+class Admission:
+    """One admission as the keeper's part reads it (a restore's, ``keeper_part``; a copy no failover made,
+    ``member/firstcopy.py``): the request's operation,
+    its object and old object (as sent, and as read), the restore decision, the policy, and what the
+    keeper's sidecar needs beside it."""
+
+    operation: str
+    obj: Mapping[str, Any]
+    resource: FlinkResource
+    old_obj: Mapping[str, Any] | None
+    old: FlinkResource | None
+    decision: RestoreDecision
+    policy: RestorePolicy
+    setup: KeeperSetup
+
+
+def keeper_part(admission: Admission) -> Keeping | None:
+    """The keeper's part of admitting the object (an UPDATE's old object beside it) as its decision
+    says; None where no keeper belongs (not a fenced FlinkDeployment's restore or hold)."""
+    obj, resource, old, old_obj = admission.obj, admission.resource, admission.old, admission.old_obj
+    decision, policy, setup = admission.decision, admission.policy, admission.setup
     if resource.kind not in JOBMANAGER_KINDS or resource.job is None or resource.deleting:
         return None
     if decision.outcome not in (RestoreOutcome.RESTORED, RestoreOutcome.HELD):
