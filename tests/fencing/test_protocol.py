@@ -356,7 +356,7 @@ def test_a_copy_being_deleted_keeps_its_heartbeat_until_the_operator_has_stopped
     running = _deleted(running_deployment(checkpoint_dir="s3://jobs/checkpoints"))
     copy = _copy_of(running)
     assert copy.state is CopyState.ENDING and copy.operator.active
-    step = decide("member1", copy, Ownership(), Times(100.0, 99.0), FencingPolicy())
+    step = decide("member1", copy, Ownership(), Times(mono=100.0, renewed=99.0), FencingPolicy())
     assert step.action is Action.ENDING
     assert step.chains == ((KeepRenewing(True, False),),)  # kept renewing, never stepped down
     # The cleanup stopped the job (JobManager gone, job FINISHED; the reconciled spec still says
@@ -490,8 +490,13 @@ def test_a_release_that_waited_is_tried_again_at_the_next_poll_not_at_every_rech
     copy = _copy_of(obj)
     records = Ownership(fences=(Fence("member2", 1, at(0)),))
     now = at(100)
-    assert decide("member2", copy, records, Times(10.0, 0.0, now), policy).action is Action.RELEASED
-    waited = Times(10.0, 0.0, now, release_waited=9.0)  # a recheck a second after the release waited
+    assert (
+        decide("member2", copy, records, Times(mono=10.0, renewed=0.0, storage_now=now), policy).action
+        is Action.RELEASED
+    )
+    waited = Times(
+        mono=10.0, renewed=0.0, storage_now=now, release_waited=9.0
+    )  # a recheck a second after the release waited
     assert decide("member2", copy, records, waited, policy).action is Action.HELD
-    next_poll = Times(14.1, 0.0, now, release_waited=9.0)
+    next_poll = Times(mono=14.1, renewed=0.0, storage_now=now, release_waited=9.0)
     assert decide("member2", copy, records, next_poll, policy).action is Action.RELEASED

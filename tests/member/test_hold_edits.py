@@ -318,7 +318,7 @@ def test_the_agent_judges_a_hold_under_its_own_fence_not_the_annotation(tmp_path
         ),
         acks=(Ack("member1", 1, now - timedelta(hours=1)),),
     )
-    plan = decide("member2", copy_, records, Times(0.0, 0.0, now), policy.fencing)
+    plan = decide("member2", copy_, records, Times(mono=0.0, renewed=0.0, storage_now=now), policy.fencing)
     assert plan.action is Action.HELD, plan  # before: released, cause ack
     assert "epoch 3: waiting for member1" in plan.detail
 
@@ -341,7 +341,11 @@ def test_a_copied_epoch_on_a_copy_this_cluster_never_restored_does_not_shield_it
     assert copy_.state is copies.CopyState.RUNNING and copy_.epoch == 0
     now = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
     plan = decide(
-        "member1", copy_, Ownership(fences=(Fence("member2", 1, now),)), Times(0.0, 0.0, now), policy.fencing
+        "member1",
+        copy_,
+        Ownership(fences=(Fence("member2", 1, now),)),
+        Times(mono=0.0, renewed=0.0, storage_now=now),
+        policy.fencing,
     )
     assert plan.action is Action.STOPPING, plan
 

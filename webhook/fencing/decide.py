@@ -71,7 +71,7 @@ class Unreadable:
     problem: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Times:
     mono: float  # the agent's monotonic clock now
     renewed: float  # monotonic start of the copy's last successful renewal (or its first-sight stand-in)
