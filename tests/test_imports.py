@@ -137,7 +137,8 @@ ROLE_LAYERS: dict[str, tuple[tuple[str, ...], ...]] = {
     ),
     # One running copy: who may run (pure) below, the records, the agent and its commands above.
     "webhook.fencing": (
-        ("protocol", "operator", "layout", "metrics"),  # who may run, what the operator reports, names
+        # who may run, what the operator reports, names; the tasks a loop starts and does not wait for
+        ("protocol", "operator", "layout", "metrics", "background"),
         # where a copy's records live; its hold texts; storage calls with a deadline; who renews, when,
         # and the heartbeat loop's effects (pure); an admission's heartbeat, whether it goes (pure)
         ("directories", "holdtexts", "lanes", "renewal", "admitted"),

@@ -24,6 +24,7 @@ from webhook.common.events import NORMAL, WARNING
 from webhook.common.flink import BLUE_GREEN
 from webhook.common.paths import StoragePath
 from webhook.fencing import copies, holdtexts, metrics, patches
+from webhook.fencing.background import Background
 from webhook.fencing.copies import Copy
 from webhook.fencing.effects import (
     Acknowledge,
@@ -115,7 +116,7 @@ class Executors:
         self.storage = storage
         self.patcher = patcher
         self.holds = holds
-        self._background: set[asyncio.Task[None]] = set()
+        self._background = Background()  # heartbeat removals
 
     @property
     def policy(self) -> RestorePolicy:
@@ -168,9 +169,7 @@ class Executors:
                     "cannot remove heartbeat", extra={"fields": {"object": str(workload), "error": str(exc)}}
                 )
 
-        task = asyncio.ensure_future(forget())
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        self._background.spawn(forget())
 
     # --- the object's side -------------------------------------------------------------------------
     async def stop(self, copy: Copy, effect: Stop) -> str | None:
@@ -317,12 +316,10 @@ class Executors:
 
     async def settle(self) -> None:
         """Wait for the heartbeat removals already started (tests that drive one pass at a time)."""
-        if self._background:
-            await asyncio.wait(list(self._background))
+        await self._background.settle()
 
     def cancel(self) -> None:
-        for task in list(self._background):
-            task.cancel()
+        self._background.cancel()
 
 
 def _session_of(copy: Copy) -> ParentLookup | None:

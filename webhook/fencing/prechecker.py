@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 from webhook.fencing import metrics
+from webhook.fencing.background import Background
 from webhook.fencing.copies import Copy
 from webhook.fencing.layout import Workload
 from webhook.fencing.prechecks import (
@@ -36,7 +37,7 @@ class Prechecker:
         self._started: dict[Workload, float] = {}  # when each job's last precheck started (monotonic)
         self._busy: set[Workload] = set()  # under way
         self._threads = concurrent.futures.ThreadPoolExecutor(PRECHECKS_AT_ONCE, "fencing-precheck")
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = Background()
 
     @property
     def known(self) -> frozenset[Workload]:
@@ -93,18 +94,14 @@ class Prechecker:
                     },
                 )
 
-        task = asyncio.ensure_future(precheck())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks.spawn(precheck())
 
     async def settle(self) -> None:
         """Wait for the prechecks already started (tests that drive one pass at a time)."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks))
+        await self._tasks.settle()
 
     def cancel(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel()
         self._threads.shutdown(wait=False, cancel_futures=True)
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from webhook.common.events import NORMAL, WARNING
 from webhook.common.paths import StoragePath
 from webhook.fencing import metrics
+from webhook.fencing.background import Background
 from webhook.fencing.copies import Copy, CopyState
 from webhook.fencing.layout import Workload
 from webhook.fencing.records import FencingStore, heartbeat_body
@@ -119,7 +120,7 @@ class Renewer:
         # poll sees the copy run, a stepped-down copy's last one. When, and where: one whose copy goes
         # (or is stopped) is removed at the next poll all the same.
         self._beaten: dict[Workload, tuple[float, StoragePath]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = Background()  # what ``tick`` started
         self._renewing: dict[Workload, asyncio.Task[None]] = {}  # the renewal in flight, per copy
 
     # --- what the poll tells it --------------------------------------------------------------------
@@ -265,8 +266,7 @@ class Renewer:
 
     def cancel(self) -> None:
         """The agent stops: what is in flight is dropped (a renewal then fails at the storage, or lands)."""
-        for task in list(self._tasks):
-            task.cancel()
+        self._tasks.cancel()
 
     def tick(self) -> list[asyncio.Task[None]]:
         """One look at every entry: renewals and step-downs are started, never waited for."""
@@ -279,10 +279,11 @@ class Renewer:
             state = entry.state if entry.beats else replace(entry.state, in_flight=True)
             decision = renewal(state, now, self.policy)
             if decision is Renewal.STEP_DOWN:
-                started.append(self._spawn(self._down(workload, entry, step_down_reason(entry.state, now))))
+                reason = step_down_reason(entry.state, now)
+                started.append(self._tasks.spawn(self._down(workload, entry, reason)))
             elif decision is Renewal.BEAT and entry.copy.folder is not None:
                 entry.state = replace(entry.state, attempted=now, in_flight=True)
-                task = self._spawn(self._renew(workload, entry.copy, entry.copy.folder, now))
+                task = self._tasks.spawn(self._renew(workload, entry.copy, entry.copy.folder, now))
                 self._renewing[workload] = task
                 task.add_done_callback(functools.partial(self._settled, workload))
                 started.append(task)
@@ -295,7 +296,7 @@ class Renewer:
             return None  # a stale copy's keeper stopped at the fence: it is not taken back
         if not entry.reading and entry.copy.folder is not None and read_due(watch, now, self.policy):
             entry.reading = True  # judged once answered, on what it found; meanwhile on what was found
-            return self._spawn(self._look(workload, entry, entry.copy.folder, now))
+            return self._tasks.spawn(self._look(workload, entry, entry.copy.folder, now))
         self._judge(workload, entry, now)
         return None
 
@@ -377,14 +378,7 @@ class Renewer:
 
     async def settle(self) -> None:
         """Wait for what ``tick`` started (tests that drive one pass at a time)."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks))
-
-    def _spawn(self, work: Awaitable[None]) -> asyncio.Task[None]:
-        task = asyncio.ensure_future(work)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
+        await self._tasks.settle()
 
     async def _renew(self, workload: Workload, copy: Copy, folder: StoragePath, start: float) -> None:
         try:
